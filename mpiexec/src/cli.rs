@@ -1,0 +1,404 @@
+//! Hydra-compatible command line: `libi-mpiexec [global opts] [local opts] prog args [: [local
+//! opts] prog2 args ...]`, single-dash long options (`-genv`, `-np`), `-configfile`.
+//!
+//! Each `:`-separated segment is normalised (`-genv` → `--genv`; an unknown `-xyz` is an
+//! error naming it) and parsed by clap; global options may appear in any segment (as in
+//! Hydra), local ones apply to their segment.
+
+use clap::Parser;
+use libi::tree::{LaunchModel, Shape};
+
+/// Options as clap sees one segment.
+#[derive(Parser, Debug, Default, Clone)]
+#[command(
+    name = "libi-mpiexec",
+    version,
+    about = "Start a parallel job (MPI or not) through libi's Node Launch Agents",
+    override_usage = "libi-mpiexec [options] prog [args] [: [options] prog2 [args] ...]"
+)]
+pub struct Segment {
+    /// Number of processes of this executable [-np]
+    #[arg(short = 'n', long = "np", value_name = "N")]
+    pub n: Option<i64>,
+    /// Set NAME=VALUE for all ranks (global)
+    #[arg(long = "genv", num_args = 2, value_names = ["NAME", "VALUE"], action = clap::ArgAction::Append)]
+    pub genv: Vec<String>,
+    /// Pass only these variables of the current environment (global)
+    #[arg(long = "genvlist", value_name = "A,B,...")]
+    pub genvlist: Option<String>,
+    /// Pass no variable of the current environment (global)
+    #[arg(long = "genvnone")]
+    pub genvnone: bool,
+    /// Pass the whole current environment (global; the default)
+    #[arg(long = "genvall")]
+    pub genvall: bool,
+    /// Set NAME=VALUE for the ranks of this executable
+    #[arg(long = "env", num_args = 2, value_names = ["NAME", "VALUE"], action = clap::ArgAction::Append)]
+    pub env: Vec<String>,
+    /// Pass only these variables to this executable
+    #[arg(long = "envlist", value_name = "A,B,...")]
+    pub envlist: Option<String>,
+    /// Pass no variable of the current environment to this executable
+    #[arg(long = "envnone")]
+    pub envnone: bool,
+    /// Pass the whole current environment to this executable
+    #[arg(long = "envall")]
+    pub envall: bool,
+    /// Working directory of this executable's ranks
+    #[arg(long = "wdir", value_name = "DIR")]
+    pub wdir: Option<String>,
+    /// Working directory of all ranks (global)
+    #[arg(long = "gwdir", value_name = "DIR")]
+    pub gwdir: Option<String>,
+    /// Prefix every output line with "[rank] " [-prepend-rank]
+    #[arg(short = 'l', long = "prepend-rank")]
+    pub label: bool,
+    /// Read the command line from FILE (one `:`-segment per line, # comments)
+    #[arg(long = "configfile", value_name = "FILE")]
+    pub configfile: Option<String>,
+    /// Verbose tracing of the front end and the NLAs [-verbose]
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
+    /// Launch tree shape: greedy | kary:K | binomial | flat | chain
+    #[arg(long = "tree", value_name = "SHAPE")]
+    pub tree: Option<Shape>,
+    /// Launch model constants "SEQ,REM" in seconds (for the greedy tree and reports)
+    #[arg(long = "launch-model", value_name = "SEQ,REM")]
+    pub launch_model: Option<LaunchModel>,
+    /// Universe size reported to PMI (default: the job size)
+    #[arg(long = "usize", value_name = "N")]
+    pub usize: Option<i32>,
+    /// Path of the libi-nla binary (default: next to libi-mpiexec)
+    #[arg(long = "nla-path", value_name = "PATH")]
+    pub nla_path: Option<String>,
+    /// Program and its arguments
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROG ARGS")]
+    pub command: Vec<String>,
+}
+
+/// Options whose Hydra spelling is a single dash (plus their aliases), and how many values
+/// follow them (to find where the program starts).
+const LONG: &[(&str, &str, usize)] = &[
+    ("np", "np", 1),
+    ("genv", "genv", 2),
+    ("genvlist", "genvlist", 1),
+    ("genvnone", "genvnone", 0),
+    ("genvall", "genvall", 0),
+    ("env", "env", 2),
+    ("envlist", "envlist", 1),
+    ("envnone", "envnone", 0),
+    ("envall", "envall", 0),
+    ("wdir", "wdir", 1),
+    ("gwdir", "gwdir", 1),
+    ("prepend-rank", "prepend-rank", 0),
+    ("configfile", "configfile", 1),
+    ("verbose", "verbose", 0),
+    ("tree", "tree", 1),
+    ("launch-model", "launch-model", 1),
+    ("usize", "usize", 1),
+    ("nla-path", "nla-path", 1),
+    ("help", "help", 0),
+    ("version", "version", 0),
+];
+const SHORT: &[(&str, usize)] = &[("n", 1), ("l", 0), ("v", 0), ("h", 0), ("V", 0)];
+
+/// Global settings after merging all segments.
+#[derive(Debug, Clone, Default)]
+pub struct Global {
+    pub genv: Vec<(String, String)>,
+    pub genv_mode: EnvMode,
+    pub gwdir: Option<String>,
+    pub label: bool,
+    pub verbose: bool,
+    pub tree: Option<Shape>,
+    pub launch_model: Option<LaunchModel>,
+    pub usize: Option<i32>,
+    pub nla_path: Option<String>,
+}
+
+/// Which variables of the front end's environment a rank inherits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum EnvMode {
+    #[default]
+    All,
+    None,
+    List(Vec<String>),
+}
+
+/// One executable of the job.
+#[derive(Debug, Clone)]
+pub struct Exec {
+    pub n: Option<u32>,
+    pub env: Vec<(String, String)>,
+    pub env_mode: Option<EnvMode>,
+    pub wdir: Option<String>,
+    pub prog: String,
+    pub args: Vec<String>,
+}
+
+/// The parsed command line.
+#[derive(Debug, Clone)]
+pub struct CommandLine {
+    pub global: Global,
+    pub execs: Vec<Exec>,
+}
+
+/// What parsing ended in.
+#[derive(Debug)]
+pub enum CliError {
+    /// A one-line usage error (exit 2).
+    Usage(String),
+    /// `--help`/`--version`: print this and exit 0.
+    Info(String),
+}
+
+fn usage(m: impl Into<String>) -> CliError {
+    CliError::Usage(m.into())
+}
+
+/// Turn Hydra spellings into clap's (`-genv` → `--genv`); reject unknown options by name.
+fn normalise(seg: &[String]) -> Result<Vec<String>, CliError> {
+    let mut out = vec!["libi-mpiexec".to_string()];
+    let mut i = 0;
+    while i < seg.len() {
+        let t = &seg[i];
+        if !t.starts_with('-') || t == "-" {
+            out.extend(seg[i..].iter().cloned());
+            break;
+        }
+        let (name, nvals, canon) = if let Some(long) = t.strip_prefix("--") {
+            let long = long.split('=').next().unwrap_or(long);
+            match LONG.iter().find(|(n, _, _)| *n == long) {
+                Some((_, c, k)) => (t.clone(), if t.contains('=') { 0 } else { *k }, format!("--{c}")),
+                None => return Err(usage(format!("unrecognized option '{t}'"))),
+            }
+        } else {
+            let body = &t[1..];
+            if let Some((_, c, k)) = LONG.iter().find(|(n, _, _)| *n == body) {
+                (t.clone(), *k, format!("--{c}"))
+            } else if let Some((s, k)) = SHORT.iter().find(|(s, _)| *s == body) {
+                (t.clone(), *k, format!("-{s}"))
+            } else {
+                return Err(usage(format!("unrecognized option '{t}'")));
+            }
+        };
+        let _ = name;
+        if t.starts_with("--") && t.contains('=') {
+            out.push(t.clone());
+        } else {
+            out.push(canon);
+        }
+        for _ in 0..nvals {
+            i += 1;
+            match seg.get(i) {
+                Some(v) => out.push(v.clone()),
+                None => return Err(usage(format!("option '{t}' needs {nvals} value(s)"))),
+            }
+        }
+        i += 1;
+    }
+    Ok(out)
+}
+
+fn parse_segment(seg: &[String]) -> Result<Segment, CliError> {
+    let argv = normalise(seg)?;
+    Segment::try_parse_from(argv).map_err(|e| match e.kind() {
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+            CliError::Info(e.to_string())
+        }
+        _ => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            usage(first.trim_start_matches("error: ").to_string())
+        }
+    })
+}
+
+fn pairs(v: &[String]) -> Vec<(String, String)> {
+    v.chunks(2).filter(|c| c.len() == 2).map(|c| (c[0].clone(), c[1].clone())).collect()
+}
+
+fn list(s: &str) -> Vec<String> {
+    s.split(',').filter(|x| !x.is_empty()).map(str::to_string).collect()
+}
+
+/// Split a `-configfile` into argument words: one segment per non-comment line.
+fn configfile_args(path: &str) -> Result<Vec<String>, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("cannot read configfile '{path}': {e}")))?;
+    let mut words = Vec::new();
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        if !words.is_empty() {
+            words.push(":".to_string());
+        }
+        words.extend(line.split_whitespace().map(str::to_string));
+    }
+    if words.is_empty() {
+        return Err(usage(format!("configfile '{path}' names no program")));
+    }
+    Ok(words)
+}
+
+/// Parse `argv` (without the program name).
+pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
+    if argv.is_empty() {
+        return Err(usage("no program given (try --help)"));
+    }
+    let mut global = Global::default();
+    let mut execs = Vec::new();
+    let mut segments: Vec<Vec<String>> =
+        argv.split(|a| a == ":").map(|s| s.to_vec()).collect();
+    let mut idx = 0;
+    while idx < segments.len() {
+        let s = parse_segment(&segments[idx])?;
+        if let Some(cf) = &s.configfile {
+            let words = configfile_args(cf)?;
+            let more: Vec<Vec<String>> =
+                words.split(|a| a == ":").map(|s| s.to_vec()).collect();
+            // The configfile's segments stand where the option was; options given next to
+            // it stay global.
+            segments.splice(idx + 1..idx + 1, more);
+            if !s.command.is_empty() {
+                return Err(usage("-configfile cannot be combined with a program"));
+            }
+        }
+        global.genv.extend(pairs(&s.genv));
+        if s.genvnone {
+            global.genv_mode = EnvMode::None;
+        }
+        if s.genvall {
+            global.genv_mode = EnvMode::All;
+        }
+        if let Some(l) = &s.genvlist {
+            global.genv_mode = EnvMode::List(list(l));
+        }
+        global.gwdir = s.gwdir.clone().or(global.gwdir);
+        global.label |= s.label;
+        global.verbose |= s.verbose;
+        global.tree = s.tree.clone().or(global.tree);
+        global.launch_model = s.launch_model.or(global.launch_model);
+        global.usize = s.usize.or(global.usize);
+        global.nla_path = s.nla_path.clone().or(global.nla_path);
+        if s.command.is_empty() {
+            if s.configfile.is_none() {
+                if s.n.is_some() || !s.env.is_empty() || s.wdir.is_some() {
+                    return Err(usage(format!("segment {} names no program", idx + 1)));
+                }
+                if segments.len() > 1 {
+                    return Err(usage(format!("segment {} names no program", idx + 1)));
+                }
+            }
+            idx += 1;
+            continue;
+        }
+        let n = match s.n {
+            None => None,
+            Some(n) if n >= 1 && n <= u32::MAX as i64 => Some(n as u32),
+            Some(n) => return Err(usage(format!("-n must be a positive number of processes, got {n}"))),
+        };
+        let env_mode = if s.envnone {
+            Some(EnvMode::None)
+        } else if let Some(l) = &s.envlist {
+            Some(EnvMode::List(list(l)))
+        } else if s.envall {
+            Some(EnvMode::All)
+        } else {
+            None
+        };
+        execs.push(Exec {
+            n,
+            env: pairs(&s.env),
+            env_mode,
+            wdir: s.wdir.clone(),
+            prog: s.command[0].clone(),
+            args: s.command[1..].to_vec(),
+        });
+        idx += 1;
+    }
+    if execs.is_empty() {
+        return Err(usage("no program given (try --help)"));
+    }
+    Ok(CommandLine { global, execs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<CommandLine, CliError> {
+        parse(&s.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn hydra_spellings() {
+        let c = p("-np 4 -genv A 1 -genv B 2 -l -wdir /tmp prog -x --y").expect("parse");
+        assert_eq!(c.execs.len(), 1);
+        let e = &c.execs[0];
+        assert_eq!(e.n, Some(4));
+        assert_eq!(e.prog, "prog");
+        assert_eq!(e.args, vec!["-x", "--y"]);
+        assert_eq!(e.wdir.as_deref(), Some("/tmp"));
+        assert!(c.global.label);
+        assert_eq!(c.global.genv, vec![("A".into(), "1".into()), ("B".into(), "2".into())]);
+    }
+
+    #[test]
+    fn mpmd_segments_and_local_env() {
+        let c = p("-n 1 -env X 1 a : -n 2 -envnone b arg").expect("parse");
+        assert_eq!(c.execs.len(), 2);
+        assert_eq!(c.execs[0].env, vec![("X".into(), "1".into())]);
+        assert_eq!(c.execs[1].n, Some(2));
+        assert_eq!(c.execs[1].env_mode, Some(EnvMode::None));
+        assert_eq!(c.execs[1].args, vec!["arg"]);
+    }
+
+    #[test]
+    fn global_env_modes() {
+        let c = p("-genvlist A,B -n 1 x").expect("parse");
+        assert_eq!(c.global.genv_mode, EnvMode::List(vec!["A".into(), "B".into()]));
+        let c = p("-genvnone -n 1 x").expect("parse");
+        assert_eq!(c.global.genv_mode, EnvMode::None);
+    }
+
+    #[test]
+    fn errors_name_the_option() {
+        match p("-bogus 3 x") {
+            Err(CliError::Usage(m)) => assert!(m.contains("-bogus"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        match p("-n 0 x") {
+            Err(CliError::Usage(m)) => assert!(m.contains("-n"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(p("-n 2"), Err(CliError::Usage(_))));
+        assert!(matches!(p("-genv A"), Err(CliError::Usage(_))));
+        assert!(matches!(p("--help"), Err(CliError::Info(_))));
+    }
+
+    #[test]
+    fn tree_options() {
+        let c = p("--tree kary:4 --launch-model 0.01,0.2 -n 1 x").expect("parse");
+        assert_eq!(c.global.tree, Some(Shape::Kary(4)));
+        let c = p("-tree flat -n 1 x").expect("parse");
+        assert_eq!(c.global.tree, Some(Shape::Flat));
+        assert!(matches!(p("--tree nope -n 1 x"), Err(CliError::Usage(_))));
+    }
+
+    #[test]
+    fn configfile() {
+        let dir = std::env::temp_dir().join(format!("libi-cf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let f = dir.join("cf");
+        std::fs::write(&f, "# comment\n-n 2 a x\n\n-n 1 b # trailing\n").expect("write");
+        let c = p(&format!("-l -configfile {}", f.display())).expect("parse");
+        assert_eq!(c.execs.len(), 2);
+        assert_eq!(c.execs[0].args, vec!["x"]);
+        assert_eq!(c.execs[1].prog, "b");
+        assert!(c.global.label);
+        assert!(matches!(p("-configfile /nonexistent/x"), Err(CliError::Usage(_))));
+    }
+}

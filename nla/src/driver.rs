@@ -1,0 +1,428 @@
+//! The tokio driver around [`NodeCore`]: the parent connection, the rank processes and their
+//! PMI sockets and stdio, kill/grace timers. No protocol decisions are made here.
+
+use crate::core::{Effect, NodeCore, ProcEnd};
+use crate::spawn::{start_rank, Started};
+use futures::{SinkExt, StreamExt};
+use libi::job::NodeSetup;
+use libi::msg::{codec, Msg, Stream};
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio_util::codec::{FramedRead, FramedWrite};
+use tracing::{debug, warn};
+
+/// Output is forwarded in whole lines; a line longer than this is forwarded in pieces.
+const MAX_LINE: usize = 64 * 1024;
+/// After a rank exits, how long its stdout/stderr may stay open (held by its children)
+/// before the NLA stops waiting for their EOF.
+const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
+
+/// Events reaching the central loop.
+enum Ev {
+    Pmi(usize, Vec<u8>),
+    PmiEof(usize),
+    Out(usize, Stream, Vec<u8>),
+    Ended(usize, ProcEnd),
+    Parent(Msg),
+    ParentGone(String),
+    GraceOver,
+}
+
+/// Command for a rank task.
+enum ToRank {
+    Write(Vec<u8>),
+    Close,
+}
+
+/// Connect to the parent, authenticate, receive the setup and run the node until every local
+/// rank has ended. Returns the NLA's exit status.
+pub async fn run(parent: &str, node: u32, secret: String) -> io::Result<i32> {
+    let stream = TcpStream::connect(parent).await.map_err(|e| {
+        io::Error::new(e.kind(), format!("cannot connect to parent {parent}: {e}"))
+    })?;
+    stream.set_nodelay(true)?;
+    let (rd, wr) = stream.into_split();
+    let mut up = FramedWrite::new(wr, codec());
+    let mut down = FramedRead::new(rd, codec());
+    let host = hostname();
+    up.send(Msg::Hello { node, secret, host: host.clone(), pid: std::process::id() })
+        .await
+        .map_err(io_err)?;
+    let setup = match tokio::time::timeout(Duration::from_secs(120), down.next()).await {
+        Ok(Some(Ok(Msg::Setup(s)))) => *s,
+        Ok(Some(Ok(other))) => return Err(proto(format!("expected setup, got {other:?}"))),
+        Ok(Some(Err(e))) => return Err(proto(e.to_string())),
+        Ok(None) => return Err(proto("parent closed the connection before setup".into())),
+        Err(_) => return Err(proto("no setup from parent within 120 s".into())),
+    };
+    if setup.verbose {
+        debug!(node, ranks = setup.ranks.len(), "setup received");
+    }
+
+    let (ev_tx, mut ev_rx) = unbounded_channel::<Ev>();
+    {
+        let ev = ev_tx.clone();
+        tokio::spawn(async move {
+            while let Some(m) = down.next().await {
+                match m {
+                    Ok(msg) => {
+                        if ev.send(Ev::Parent(msg)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = ev.send(Ev::ParentGone(e.to_string()));
+                        return;
+                    }
+                }
+            }
+            let _ = ev.send(Ev::ParentGone("connection closed".into()));
+        });
+    }
+
+    let mut node_state = Node::start(setup, host, &ev_tx);
+    let mut fx = Vec::new();
+    for (local, end) in std::mem::take(&mut node_state.failed_starts) {
+        node_state.core.rank_ended(local, end, &mut fx);
+    }
+    let mut parent_gone = false;
+    loop {
+        for e in fx.drain(..) {
+            node_state.apply(e, &mut up, &ev_tx).await;
+        }
+        if node_state.core.all_ended() {
+            break;
+        }
+        let Some(ev) = ev_rx.recv().await else { break };
+        match ev {
+            Ev::Pmi(local, data) => node_state.core.rank_data(local, &data, &mut fx),
+            Ev::PmiEof(local) => node_state.core.rank_eof(local),
+            Ev::Out(local, stream, data) => {
+                let rank = node_state.core.setup().ranks[local].rank;
+                if !parent_gone {
+                    let _ = up.send(Msg::Output { rank, stream, data }).await;
+                }
+            }
+            Ev::Ended(local, end) => {
+                node_state.pids[local] = None;
+                node_state.core.rank_ended(local, end, &mut fx);
+            }
+            Ev::Parent(msg) => node_state.core.parent_msg(msg, &mut fx),
+            Ev::ParentGone(why) => {
+                if !parent_gone {
+                    parent_gone = true;
+                    warn!("lost the parent connection ({why}); terminating local ranks");
+                    fx.push(Effect::KillRanks);
+                }
+            }
+            Ev::GraceOver => node_state.kill_all(libc::SIGKILL),
+        }
+    }
+    let _ = up.flush().await;
+    // Nothing of the job outlives the NLA: reap stray members of the ranks' process groups.
+    node_state.kill_groups(libc::SIGKILL);
+    Ok(0)
+}
+
+/// The driver's view of the local ranks.
+struct Node {
+    core: NodeCore,
+    to_rank: Vec<Option<UnboundedSender<ToRank>>>,
+    pids: Vec<Option<i32>>,
+    /// Process-group ids of every rank ever started (for the final sweep).
+    groups: Vec<i32>,
+    stdin: Option<UnboundedSender<Vec<u8>>>,
+    failed_starts: Vec<(usize, ProcEnd)>,
+    grace: Duration,
+    killing: bool,
+}
+
+impl Node {
+    fn start(setup: NodeSetup, host: String, ev: &UnboundedSender<Ev>) -> Node {
+        let n = setup.ranks.len();
+        let grace = Duration::from_millis(setup.kill_grace_ms);
+        let mut node = Node {
+            core: NodeCore::new(setup.clone()),
+            to_rank: (0..n).map(|_| None).collect(),
+            pids: vec![None; n],
+            groups: Vec::with_capacity(n),
+            stdin: None,
+            failed_starts: Vec::new(),
+            grace,
+            killing: false,
+        };
+        for (local, slot) in setup.ranks.iter().enumerate() {
+            if let Some(reason) = check_wdir(&setup, slot.app as usize) {
+                node.failed_starts.push((local, reason));
+                continue;
+            }
+            match start_rank(&setup, local, *slot, &host) {
+                Ok(Started { mut child, pmi }) => {
+                    let pid = child.id().map(|p| p as i32);
+                    node.pids[local] = pid;
+                    if let Some(p) = pid {
+                        node.groups.push(p);
+                    }
+                    if let Some(stdin) = child.stdin.take() {
+                        let (tx, rx) = unbounded_channel();
+                        tokio::spawn(stdin_task(stdin, rx));
+                        node.stdin = Some(tx);
+                    }
+                    let (tx, rx) = unbounded_channel();
+                    node.to_rank[local] = Some(tx);
+                    match pmi.set_nonblocking(true).and_then(|_| UnixStream::from_std(pmi)) {
+                        Ok(sock) => {
+                            tokio::spawn(rank_task(local, child, sock, rx, ev.clone()));
+                        }
+                        Err(e) => {
+                            warn!("rank {}: cannot register PMI socket: {e}", slot.rank);
+                            let _ = child.start_kill();
+                        }
+                    }
+                }
+                Err(e) => {
+                    let app = &setup.apps[slot.app as usize];
+                    let errno = e.raw_os_error().unwrap_or(0);
+                    let reason = format!("cannot execute '{}': {}", app.exe, describe(&e));
+                    node.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
+                }
+            }
+        }
+        node
+    }
+
+    async fn apply<S>(&mut self, e: Effect, up: &mut S, ev: &UnboundedSender<Ev>)
+    where
+        S: futures::Sink<Msg> + Unpin,
+    {
+        match e {
+            Effect::ToRank(local, bytes) => {
+                if let Some(Some(tx)) = self.to_rank.get(local) {
+                    let _ = tx.send(ToRank::Write(bytes));
+                }
+            }
+            Effect::CloseRank(local) => {
+                if let Some(Some(tx)) = self.to_rank.get(local) {
+                    let _ = tx.send(ToRank::Close);
+                }
+            }
+            Effect::ToParent(msg) => {
+                let _ = up.send(msg).await;
+            }
+            Effect::KillRanks => {
+                if !self.killing {
+                    self.killing = true;
+                    self.kill_all(libc::SIGTERM);
+                    let ev = ev.clone();
+                    let grace = self.grace;
+                    tokio::spawn(async move {
+                        tokio::time::sleep(grace).await;
+                        let _ = ev.send(Ev::GraceOver);
+                    });
+                }
+            }
+            Effect::SignalRanks(sig) => self.kill_all(sig),
+            Effect::Stdin(data) => {
+                if let Some(tx) = &self.stdin {
+                    let eof = data.is_empty();
+                    let _ = tx.send(data);
+                    if eof {
+                        self.stdin = None;
+                    }
+                }
+            }
+            Effect::Warn(w) => warn!("{w}"),
+        }
+    }
+
+    /// Signal the process group of every rank still running.
+    fn kill_all(&self, sig: i32) {
+        for pid in self.pids.iter().flatten() {
+            // SAFETY: plain kill(2) on a process group we created (setsid in the child).
+            unsafe {
+                libc::kill(-pid, sig);
+            }
+        }
+    }
+
+    fn kill_groups(&self, sig: i32) {
+        for pid in &self.groups {
+            // SAFETY: as above; ESRCH for groups that are already gone is ignored.
+            unsafe {
+                libc::kill(-pid, sig);
+            }
+        }
+    }
+}
+
+fn check_wdir(setup: &NodeSetup, app: usize) -> Option<ProcEnd> {
+    let dir = setup.apps.get(app)?.wdir.as_ref()?;
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => None,
+        Ok(_) => Some(ProcEnd::SpawnFailed {
+            errno: libc::ENOTDIR,
+            reason: format!("cannot change to working directory '{dir}': Not a directory"),
+        }),
+        Err(e) => Some(ProcEnd::SpawnFailed {
+            errno: e.raw_os_error().unwrap_or(0),
+            reason: format!("cannot change to working directory '{dir}': {}", describe(&e)),
+        }),
+    }
+}
+
+/// The strerror text of an I/O error, without Rust's "(os error N)" suffix.
+pub fn describe(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(n) => nix::errno::Errno::from_raw(n).desc().to_string(),
+        None => e.to_string(),
+    }
+}
+
+async fn stdin_task(mut stdin: tokio::process::ChildStdin, mut rx: UnboundedReceiver<Vec<u8>>) {
+    while let Some(data) = rx.recv().await {
+        if data.is_empty() || stdin.write_all(&data).await.is_err() {
+            break;
+        }
+    }
+    // dropping `stdin` closes the pipe: EOF for rank 0
+}
+
+/// Splits a byte stream into whole lines.
+#[derive(Default)]
+struct LineBuf {
+    buf: Vec<u8>,
+}
+
+impl LineBuf {
+    /// Append `data`; return the prefix that ends in a newline (or is over-long), if any.
+    fn push(&mut self, data: &[u8]) -> Option<Vec<u8>> {
+        self.buf.extend_from_slice(data);
+        let cut = match self.buf.iter().rposition(|&b| b == b'\n') {
+            Some(i) => i + 1,
+            None if self.buf.len() >= MAX_LINE => self.buf.len(),
+            None => return None,
+        };
+        let rest = self.buf.split_off(cut);
+        Some(std::mem::replace(&mut self.buf, rest))
+    }
+
+    fn finish(&mut self) -> Option<Vec<u8>> {
+        (!self.buf.is_empty()).then(|| std::mem::take(&mut self.buf))
+    }
+}
+
+async fn read_some<R: AsyncRead + Unpin>(r: &mut Option<R>, buf: &mut [u8]) -> io::Result<usize> {
+    match r {
+        Some(r) => r.read(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One task per rank: its PMI socket, its stdout/stderr, its exit.
+async fn rank_task(
+    local: usize,
+    mut child: tokio::process::Child,
+    sock: UnixStream,
+    mut rx: UnboundedReceiver<ToRank>,
+    ev: UnboundedSender<Ev>,
+) {
+    let mut out = child.stdout.take();
+    let mut err = child.stderr.take();
+    let (mut rd, mut wr) = sock.into_split();
+    let mut pmi_open = true;
+    let mut rx_open = true;
+    let (mut lo, mut le) = (LineBuf::default(), LineBuf::default());
+    let mut pbuf = vec![0u8; 16 * 1024];
+    let mut obuf = vec![0u8; 16 * 1024];
+    let mut ebuf = vec![0u8; 16 * 1024];
+    let send_out = |s: Stream, d: Option<Vec<u8>>| {
+        if let Some(d) = d {
+            let _ = ev.send(Ev::Out(local, s, d));
+        }
+    };
+    let status = loop {
+        tokio::select! {
+            r = rd.read(&mut pbuf), if pmi_open => match r {
+                Ok(n) if n > 0 => { let _ = ev.send(Ev::Pmi(local, pbuf[..n].to_vec())); }
+                _ => { pmi_open = false; let _ = ev.send(Ev::PmiEof(local)); }
+            },
+            cmd = rx.recv(), if rx_open => match cmd {
+                Some(ToRank::Write(b)) => {
+                    if wr.write_all(&b).await.is_err() { pmi_open = false; }
+                }
+                Some(ToRank::Close) => { pmi_open = false; let _ = wr.shutdown().await; }
+                None => rx_open = false,
+            },
+            r = read_some(&mut out, &mut obuf) => match r {
+                Ok(n) if n > 0 => send_out(Stream::Stdout, lo.push(&obuf[..n])),
+                _ => { out = None; send_out(Stream::Stdout, lo.finish()); }
+            },
+            r = read_some(&mut err, &mut ebuf) => match r {
+                Ok(n) if n > 0 => send_out(Stream::Stderr, le.push(&ebuf[..n])),
+                _ => { err = None; send_out(Stream::Stderr, le.finish()); }
+            },
+            st = child.wait() => break st,
+        }
+    };
+    // The process is gone: whatever it wrote to the PMI socket before exiting (an `abort`,
+    // say) is still to be read.
+    if pmi_open {
+        loop {
+            match rd.try_read(&mut pbuf) {
+                Ok(n) if n > 0 => {
+                    let _ = ev.send(Ev::Pmi(local, pbuf[..n].to_vec()));
+                }
+                _ => break,
+            }
+        }
+    }
+    // Its output may still be in the pipes (or held open by its own children: bounded wait).
+    let _ = tokio::time::timeout(OUTPUT_DRAIN, async {
+        while out.is_some() || err.is_some() {
+            tokio::select! {
+                r = read_some(&mut out, &mut obuf) => match r {
+                    Ok(n) if n > 0 => send_out(Stream::Stdout, lo.push(&obuf[..n])),
+                    _ => out = None,
+                },
+                r = read_some(&mut err, &mut ebuf) => match r {
+                    Ok(n) if n > 0 => send_out(Stream::Stderr, le.push(&ebuf[..n])),
+                    _ => err = None,
+                },
+            }
+        }
+    })
+    .await;
+    send_out(Stream::Stdout, lo.finish());
+    send_out(Stream::Stderr, le.finish());
+    let end = match status {
+        Ok(st) => match (st.code(), st.signal()) {
+            (Some(c), _) => ProcEnd::Exited(c),
+            (None, Some(s)) => ProcEnd::Signaled(s),
+            _ => ProcEnd::Exited(255),
+        },
+        Err(e) => ProcEnd::SpawnFailed {
+            errno: e.raw_os_error().unwrap_or(0),
+            reason: format!("cannot wait for rank: {e}"),
+        },
+    };
+    let _ = ev.send(Ev::Ended(local, end));
+}
+
+fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+fn io_err(e: libi::msg::CodecError) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+fn proto(m: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, m)
+}

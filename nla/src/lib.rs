@@ -1,0 +1,11 @@
+//! libi-nla, the Node Launch Agent: one per node. It connects back to its parent, receives its
+//! part of the job, forks the local ranks (one socketpair each as `PMI_FD`), serves PMI to
+//! them and forwards what it cannot answer up the tree.
+//!
+//! * [`core`]: the pure node state machine (KVS, fences, exit classification);
+//! * [`driver`]: the tokio driver (tree connection, rank processes, stdio, signals, timers);
+//! * [`spawn`]: how a rank process is started (environment, PMI_FD, process group).
+
+pub mod core;
+pub mod driver;
+pub mod spawn;

@@ -1,0 +1,504 @@
+//! Per-connection PMI server state machine (spec §1, §3, §4, §12, §14).
+//!
+//! # Decisions (where the spec leaves a choice)
+//!
+//! * Framing: requests are split on `\n`. Empty lines are ignored. A message starting
+//!   `mcmd=` must be exactly the line `mcmd=spawn`; the block is accumulated until the
+//!   `endcmd` of the segment whose `spawnssofar == totspawns` and then given to
+//!   [`parse_spawn`]. A segment without usable `spawnssofar`/`totspawns`, more than
+//!   [`MAX_TOTSPAWNS`] segments or any other `mcmd=` are **fatal** (the framing cannot be
+//!   resynchronised). A complete block whose content is invalid (limits, missing fields) gets
+//!   `cmd=spawn_result rc=-1 msg=malformed_spawn` plus a non-fatal `ProtocolError`.
+//! * A line or spawn block longer than [`MAX_REQUEST_LEN`] (with or without its newline) is a
+//!   fatal `TooLong`; everything buffered is dropped and later input ignored. At most
+//!   `MAX_REQUEST_LEN` bytes are ever buffered.
+//! * Malformed lines (not UTF-8, not starting `cmd=`, bad token, missing field, bad number)
+//!   are **non-fatal** and get an error reply, because MPICH clients are lock-step and would
+//!   otherwise hang: `cmd=<reply name> rc=-1 msg=malformed_request`, where the reply name is
+//!   the one the client waits for when the line starts with a known `cmd=NAME` (e.g.
+//!   `put_result` for `put`), `NAME_result` for other names, and `error` when there is no
+//!   readable name. A malformed `abort` still aborts (exit code -1).
+//! * Unknown command: `cmd=<name>_result rc=-1 msg=unknown_command` (name cut to 64 bytes)
+//!   plus a non-fatal `ProtocolError` with [`ParseError::UnknownCommand`].
+//! * `init`: any `pmi_version=1` gets `pmi_version=1 pmi_subversion=1 rc=0` (phase
+//!   Initialized); any other version (PMI-2 clients send 2) gets
+//!   `cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1` and the phase is unchanged.
+//! * Requests are accepted in any phase (no "init first" check); `init` after `finalize`
+//!   re-initializes. After `abort` all input is ignored, as is input after a fatal error.
+//! * `get_ranks2hosts`: PSMGMT's minimal `cmd=put_ranks2hosts 0 0` (no host list in
+//!   [`ConnConfig`]). `getbyidx`: always `rc=1 reason=no_more_keyvals`.
+//! * `put` checks, in order: kvsname (`rc=-1 msg=kvsname_mismatch`), empty key
+//!   (`rc=-1 msg=empty_key`), key length > [`KEYLEN_MAX`] (`rc=-1 msg=key_too_long`), value
+//!   length > [`VALLEN_MAX`] (`rc=-1 msg=value_too_long`), `PMI_` prefix
+//!   (`rc=1 msg=reserved_key`, spec §3.7).
+//! * `get` of another kvsname, an empty key or a key longer than [`KEYLEN_MAX`] is answered
+//!   immediately as missing; `answer_get` with an empty value also answers missing
+//!   (spec §12.5).
+//! * `initack` is answered from the `ConnConfig` (rank/size); its `pmiid` is not checked.
+
+use crate::v1::{
+    parse_request, parse_spawn, GetMiss, ParseError, Reply, Request, SpawnCmd, KEYLEN_MAX,
+    MAX_REQUEST_LEN, MAX_TOTSPAWNS, VALLEN_MAX,
+};
+
+/// What a connection knows about its rank without asking the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnConfig {
+    pub rank: u32,
+    pub size: u32,
+    pub appnum: i32,
+    pub kvsname: String,
+    pub universe_size: i32,
+}
+
+/// Where the connection is in its life (for EOF classification).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// No `init` yet (a non-MPI program may exit without ever speaking).
+    Fresh,
+    /// `init` seen, no `finalize` yet.
+    Initialized,
+    /// `finalize` answered.
+    Finalized,
+    /// `abort` received.
+    Aborted,
+}
+
+/// How the peer's EOF is to be judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eof {
+    /// Never initialized, finalized, or aborted: nothing to report.
+    Clean,
+    /// Closed between `init` and `finalize`: the job must fail (spec §12.2).
+    BeforeFinalize,
+}
+
+/// Something the driver must do, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Write these bytes to the rank.
+    Send(Vec<u8>),
+    /// Store the pair (the reply has already been queued as `Send`).
+    Put { key: String, value: String },
+    /// Look the key up; answer with [`Connection::answer_get`].
+    Get { key: String },
+    /// The rank entered a fence; when the fence completes write [`Connection::barrier_out`].
+    BarrierIn,
+    /// `finalize` answered (reply queued as `Send`).
+    Finalized,
+    /// Kill the job with this exit code.
+    Abort { exitcode: i32, message: Option<String> },
+    /// Answer with [`Connection::answer_spawn`].
+    Spawn { cmds: Vec<SpawnCmd> },
+    /// Answer with [`Connection::answer_publish`].
+    Publish { service: String, port: String },
+    /// Answer with [`Connection::answer_unpublish`].
+    Unpublish { service: String },
+    /// Answer with [`Connection::answer_lookup`].
+    Lookup { service: String },
+    /// Malformed input. `excerpt` is a printable, escaped prefix of the offending line
+    /// (≤ 80 chars). Where the protocol allows, an error reply has been queued as `Send`
+    /// before this action. `fatal`: the driver must close the connection (and fail the job
+    /// if the rank had initialized).
+    ProtocolError { error: ParseError, excerpt: String, fatal: bool },
+}
+
+/// Spawn block being accumulated.
+#[derive(Debug, Default)]
+struct SpawnAcc {
+    block: Vec<u8>,
+    sofar: Option<u32>,
+    tot: Option<u32>,
+    segments: u32,
+}
+
+/// One rank's PMI-1 connection, server side. Feed it bytes with [`Connection::receive`].
+#[derive(Debug)]
+pub struct Connection {
+    cfg: ConnConfig,
+    phase: Phase,
+    /// Partial line (no `\n` yet).
+    buf: Vec<u8>,
+    spawn: Option<SpawnAcc>,
+    /// A fatal protocol error happened: input is ignored.
+    failed: bool,
+}
+
+/// Printable, escaped prefix of `line`, at most 80 chars.
+pub fn excerpt(line: &[u8]) -> String {
+    let mut s = String::new();
+    for &b in line {
+        let e = b.escape_ascii().to_string();
+        if s.len() + e.len() > 80 {
+            break;
+        }
+        s.push_str(&e);
+    }
+    s
+}
+
+/// The reply command a lock-step client waits for after request `cmd`.
+fn reply_name(cmd: &str) -> String {
+    match cmd {
+        "init" => "response_to_init",
+        "initack" => "initack",
+        "get_maxes" => "maxes",
+        "get_appnum" => "appnum",
+        "get_my_kvsname" => "my_kvsname",
+        "get_universe_size" => "universe_size",
+        "put" => "put_result",
+        "get" => "get_result",
+        "barrier_in" => "barrier_out",
+        "finalize" => "finalize_ack",
+        "publish_name" => "publish_result",
+        "unpublish_name" => "unpublish_result",
+        "lookup_name" => "lookup_result",
+        "getbyidx" => "getbyidx_results",
+        "get_ranks2hosts" => "put_ranks2hosts",
+        other => {
+            let mut end = other.len().min(64);
+            while !other.is_char_boundary(end) {
+                end -= 1;
+            }
+            return format!("{}_result", &other[..end]);
+        }
+    }
+    .to_owned()
+}
+
+/// The `NAME` of a line starting `cmd=NAME`, if readable.
+fn cmd_name(line: &[u8]) -> Option<&str> {
+    let rest = line.strip_prefix(b"cmd=")?;
+    let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+    let name = std::str::from_utf8(rest.get(..end)?).ok()?;
+    (!name.is_empty()).then_some(name)
+}
+
+fn send(out: &mut Vec<Action>, r: &Reply) {
+    out.push(Action::Send(r.to_bytes()));
+}
+
+impl Connection {
+    pub fn new(cfg: ConnConfig) -> Self {
+        Connection { cfg, phase: Phase::Fresh, buf: Vec::new(), spawn: None, failed: false }
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub fn config(&self) -> &ConnConfig {
+        &self.cfg
+    }
+
+    /// Bytes currently buffered (partial line plus incomplete spawn block); never more than
+    /// [`MAX_REQUEST_LEN`].
+    pub fn buffered(&self) -> usize {
+        self.buf.len() + self.spawn.as_ref().map_or(0, |s| s.block.len())
+    }
+
+    /// Whether a fatal protocol error has been reported (input is now ignored).
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+
+    /// Judge the peer's EOF: `BeforeFinalize` iff the rank is between `init` and `finalize`.
+    /// Buffered partial input is discarded.
+    pub fn eof(&mut self) -> Eof {
+        self.buf = Vec::new();
+        self.spawn = None;
+        match self.phase {
+            Phase::Initialized => Eof::BeforeFinalize,
+            Phase::Fresh | Phase::Finalized | Phase::Aborted => Eof::Clean,
+        }
+    }
+
+    fn ignoring(&self) -> bool {
+        self.failed || self.phase == Phase::Aborted
+    }
+
+    /// Feed bytes as read from the socket (any split: partial lines, several lines, a spawn
+    /// block in many writes). Appends actions in order.
+    pub fn receive(&mut self, data: &[u8], out: &mut Vec<Action>) {
+        let mut rest = data;
+        while !rest.is_empty() && !self.ignoring() {
+            let pending = self.buffered();
+            match rest.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    let (chunk, tail) = rest.split_at(i);
+                    rest = tail.get(1..).unwrap_or(&[]);
+                    if pending + chunk.len() > MAX_REQUEST_LEN {
+                        self.too_long(chunk, out);
+                        return;
+                    }
+                    if self.buf.is_empty() {
+                        self.line(chunk, out);
+                    } else {
+                        let mut line = std::mem::take(&mut self.buf);
+                        line.extend_from_slice(chunk);
+                        self.line(&line, out);
+                        line.clear();
+                        if self.buf.capacity() == 0 && line.capacity() <= 64 * 1024 {
+                            self.buf = line; // keep a modest allocation for reuse
+                        }
+                    }
+                }
+                None => {
+                    if pending + rest.len() > MAX_REQUEST_LEN {
+                        self.too_long(rest, out);
+                        return;
+                    }
+                    self.buf.extend_from_slice(rest);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn too_long(&mut self, chunk: &[u8], out: &mut Vec<Action>) {
+        let start: &[u8] = match &self.spawn {
+            Some(s) if !s.block.is_empty() => &s.block,
+            _ if !self.buf.is_empty() => &self.buf,
+            _ => chunk,
+        };
+        let ex = excerpt(start);
+        self.buf = Vec::new();
+        self.spawn = None;
+        self.failed = true;
+        out.push(Action::ProtocolError {
+            error: ParseError::TooLong(MAX_REQUEST_LEN),
+            excerpt: ex,
+            fatal: true,
+        });
+    }
+
+    fn fatal(&mut self, error: ParseError, line: &[u8], out: &mut Vec<Action>) {
+        self.buf = Vec::new();
+        self.spawn = None;
+        self.failed = true;
+        out.push(Action::ProtocolError { error, excerpt: excerpt(line), fatal: true });
+    }
+
+    /// One complete line (without `\n`).
+    fn line(&mut self, line: &[u8], out: &mut Vec<Action>) {
+        if self.spawn.is_some() {
+            self.spawn_line(line, out);
+            return;
+        }
+        if line.is_empty() {
+            return;
+        }
+        if line.starts_with(b"mcmd=") {
+            if line != b"mcmd=spawn" {
+                self.fatal(ParseError::Spawn("unsupported mcmd".into()), line, out);
+                return;
+            }
+            let mut acc = SpawnAcc::default();
+            acc.block.extend_from_slice(line);
+            acc.block.push(b'\n');
+            self.spawn = Some(acc);
+            return;
+        }
+        match parse_request(line) {
+            Ok(req) => self.request(req, line, out),
+            Err(error) => {
+                let name = cmd_name(line);
+                let reply = match name {
+                    Some(n) => reply_name(n),
+                    None => "error".to_owned(),
+                };
+                let is_abort = name == Some("abort");
+                if !is_abort {
+                    send(
+                        out,
+                        &Reply::Error { cmd: reply, rc: -1, msg: "malformed_request".into() },
+                    );
+                }
+                out.push(Action::ProtocolError { error, excerpt: excerpt(line), fatal: false });
+                if is_abort {
+                    self.phase = Phase::Aborted;
+                    out.push(Action::Abort { exitcode: -1, message: None });
+                }
+            }
+        }
+    }
+
+    fn spawn_line(&mut self, line: &[u8], out: &mut Vec<Action>) {
+        let Some(acc) = self.spawn.as_mut() else {
+            return;
+        };
+        acc.block.extend_from_slice(line);
+        acc.block.push(b'\n');
+        let num = |v: &[u8]| std::str::from_utf8(v).ok().and_then(|s| s.parse::<u32>().ok());
+        if let Some(v) = line.strip_prefix(b"spawnssofar=") {
+            acc.sofar = num(v);
+        } else if let Some(v) = line.strip_prefix(b"totspawns=") {
+            acc.tot = num(v);
+        } else if line == b"endcmd" {
+            acc.segments += 1;
+            let (sofar, tot) = match (acc.sofar.take(), acc.tot.take()) {
+                (Some(s), Some(t)) if (1..=MAX_TOTSPAWNS).contains(&t) && s <= t => (s, t),
+                _ => {
+                    let err = ParseError::Spawn(
+                        "segment without valid spawnssofar/totspawns (≤ 1024)".into(),
+                    );
+                    self.fatal(err, line, out);
+                    return;
+                }
+            };
+            if acc.segments > MAX_TOTSPAWNS {
+                self.fatal(ParseError::Spawn("too many segments".into()), line, out);
+                return;
+            }
+            if sofar == tot {
+                let block = std::mem::take(&mut acc.block);
+                self.spawn = None;
+                match parse_spawn(&block) {
+                    Ok(Request::Spawn { cmds }) => out.push(Action::Spawn { cmds }),
+                    Ok(_) => {}
+                    Err(error) => {
+                        send(
+                            out,
+                            &Reply::Error {
+                                cmd: "spawn_result".into(),
+                                rc: -1,
+                                msg: "malformed_spawn".into(),
+                            },
+                        );
+                        out.push(Action::ProtocolError {
+                            error,
+                            excerpt: excerpt(&block),
+                            fatal: false,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    fn request(&mut self, req: Request, line: &[u8], out: &mut Vec<Action>) {
+        match req {
+            Request::Init { version, .. } => {
+                let rc = if version == 1 { 0 } else { -1 };
+                send(out, &Reply::ResponseToInit { version: 1, subversion: 1, rc });
+                if rc == 0 {
+                    self.phase = Phase::Initialized;
+                }
+            }
+            Request::InitAck { .. } => {
+                send(out, &Reply::InitAck { rank: self.cfg.rank, size: self.cfg.size })
+            }
+            Request::GetMaxes => send(
+                out,
+                &Reply::Maxes {
+                    kvsname_max: crate::v1::KVSNAME_MAX,
+                    keylen_max: KEYLEN_MAX,
+                    vallen_max: VALLEN_MAX,
+                },
+            ),
+            Request::GetAppnum => send(out, &Reply::Appnum { appnum: self.cfg.appnum }),
+            Request::GetMyKvsname => {
+                send(out, &Reply::MyKvsname { kvsname: self.cfg.kvsname.clone() })
+            }
+            Request::GetUniverseSize => {
+                send(out, &Reply::UniverseSize { size: self.cfg.universe_size })
+            }
+            Request::Put { kvsname, key, value } => {
+                let refuse = if kvsname != self.cfg.kvsname {
+                    Some((-1, "kvsname_mismatch"))
+                } else if key.is_empty() {
+                    Some((-1, "empty_key"))
+                } else if key.len() > KEYLEN_MAX {
+                    Some((-1, "key_too_long"))
+                } else if value.len() > VALLEN_MAX {
+                    Some((-1, "value_too_long"))
+                } else if key.starts_with("PMI_") {
+                    Some((1, "reserved_key"))
+                } else {
+                    None
+                };
+                match refuse {
+                    Some((rc, msg)) => send(out, &Reply::PutResult { rc, msg: msg.into() }),
+                    None => {
+                        send(out, &Reply::PutResult { rc: 0, msg: "success".into() });
+                        out.push(Action::Put { key, value });
+                    }
+                }
+            }
+            Request::Get { kvsname, key } => {
+                if kvsname != self.cfg.kvsname || key.is_empty() || key.len() > KEYLEN_MAX {
+                    send(out, &Reply::GetResult { value: Err(GetMiss { key }) });
+                } else {
+                    out.push(Action::Get { key });
+                }
+            }
+            Request::BarrierIn { .. } => out.push(Action::BarrierIn),
+            Request::Finalize => {
+                send(out, &Reply::FinalizeAck);
+                self.phase = Phase::Finalized;
+                out.push(Action::Finalized);
+            }
+            Request::Abort { exitcode, message } => {
+                self.phase = Phase::Aborted;
+                out.push(Action::Abort { exitcode, message });
+            }
+            Request::PublishName { service, port } => {
+                out.push(Action::Publish { service, port })
+            }
+            Request::UnpublishName { service } => out.push(Action::Unpublish { service }),
+            Request::LookupName { service } => out.push(Action::Lookup { service }),
+            Request::GetByIdx { .. } => send(out, &Reply::GetByIdxResult { entry: None }),
+            Request::GetRanks2Hosts => send(out, &Reply::Ranks2Hosts { hosts: Vec::new() }),
+            Request::Spawn { cmds } => out.push(Action::Spawn { cmds }),
+            Request::Unknown { cmd } => {
+                send(
+                    out,
+                    &Reply::Error { cmd: reply_name(&cmd), rc: -1, msg: "unknown_command".into() },
+                );
+                out.push(Action::ProtocolError {
+                    error: ParseError::UnknownCommand(cmd.chars().take(64).collect()),
+                    excerpt: excerpt(line),
+                    fatal: false,
+                });
+            }
+        }
+    }
+
+    /// The encoded `get_result` for an [`Action::Get`]. `None` or an empty value (spec §12.5)
+    /// answers "not found".
+    pub fn answer_get(&mut self, key: &str, value: Option<&str>) -> Vec<u8> {
+        let value = match value {
+            Some(v) if !v.is_empty() => Ok(v.to_owned()),
+            _ => Err(GetMiss { key: key.to_owned() }),
+        };
+        Reply::GetResult { value }.to_bytes()
+    }
+
+    /// `cmd=barrier_out rc=0`, when the fence the rank entered completes.
+    pub fn barrier_out(&mut self) -> Vec<u8> {
+        Reply::BarrierOut.to_bytes()
+    }
+
+    /// Answer an [`Action::Publish`]: `ok == false` means the service was already published.
+    pub fn answer_publish(&mut self, ok: bool) -> Vec<u8> {
+        let (rc, msg) = if ok { (0, "success") } else { (1, "key_already_present") };
+        Reply::PublishResult { rc, msg: msg.into() }.to_bytes()
+    }
+
+    /// Answer an [`Action::Unpublish`]: `ok == false` means the service was not published.
+    pub fn answer_unpublish(&mut self, ok: bool) -> Vec<u8> {
+        let (rc, msg) = if ok { (0, "success") } else { (1, "service_not_found") };
+        Reply::UnpublishResult { rc, msg: msg.into() }.to_bytes()
+    }
+
+    /// Answer an [`Action::Lookup`].
+    pub fn answer_lookup(&mut self, port: Option<&str>) -> Vec<u8> {
+        Reply::LookupResult { port: port.map(str::to_owned) }.to_bytes()
+    }
+
+    /// Answer an [`Action::Spawn`]. If given, `errcodes` must hold exactly Σ`nprocs` entries
+    /// (the client asserts it, spec §3.15).
+    pub fn answer_spawn(&mut self, rc: i32, errcodes: Option<Vec<i32>>) -> Vec<u8> {
+        Reply::SpawnResult { rc, errcodes }.to_bytes()
+    }
+}

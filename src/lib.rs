@@ -1,0 +1,6 @@
+//! libi: the job model, hosts, launch trees and the launch model, and the messages that travel
+//! over the NLA tree. Pure code shared by `libi-mpiexec`, `libi-nla` and `libi-tree`.
+
+pub mod job;
+pub mod msg;
+pub mod tree;

@@ -1,0 +1,306 @@
+//! The launch model: two constants per machine room, plus two optional extensions.
+//!
+//! # The base model (Goehner et al.)
+//!
+//! * `REM` — from the instant a parent starts launching a child until that child can itself
+//!   launch (remote-shell connect + exec + connect back);
+//! * `SEQ` — the gap a parent needs between two successive launches (the parent-side cost of
+//!   one launch: fork + exec of the remote-shell client, its share of the handshake).
+//!
+//! With children numbered i = 1, 2, … in launch order:
+//!
+//! ```text
+//! launch(root)    = 0
+//! launch(child_i) = launch(parent) + SEQ*(i-1) + REM
+//! launch(T)       = max over all nodes of launch(node)
+//! ```
+//!
+//! # Concurrent launches (`slots = c`, default 1)
+//!
+//! Read the base model as: *each launch occupies the parent for `SEQ`* (that is what makes
+//! launch i+1 start exactly `SEQ` after launch i), and the child then comes up on its own,
+//! `REM` after its launch started. A parent with `c` slots has `c` launch lanes (e.g. cores
+//! running remote-shell clients); a launch occupies one lane for `SEQ`, and the parent's
+//! i-th launch (0-based here) starts at `max(start(i-1), time a lane frees)`. All lanes are
+//! free at `launch(parent)`, so launches go out in groups of `c`:
+//!
+//! ```text
+//! start(i) = launch(parent) + SEQ * floor(i / c)          (i = 0, 1, …)
+//! launch(child) = start(i) + REM
+//! ```
+//!
+//! With `c = 1` this is exactly the base formula. (The other reading — "a launch holds a slot
+//! for its whole `REM`" — cannot be the paper's model: with one slot it would space launches
+//! `max(SEQ, REM)` apart, not `SEQ`. Limiting how many children are connecting back at once
+//! is what batching, below, models.)
+//!
+//! # Batching (`batch = Some(b)`, default `None`)
+//!
+//! Charm++-style multi-level startup: a parent launches its children in batches of `b`
+//! (within a batch the lane rule above applies, starting with all lanes free), then waits
+//! until every child of the batch has connected back — that is, until the *last* child of the
+//! batch is up, `REM` after its launch started — and only then starts the next batch. The
+//! parent's own `SEQ` gap after that last launch still applies (it matters only when
+//! `REM < SEQ`), so batching never makes a launch earlier than without it:
+//!
+//! ```text
+//! start(first of batch j+1) = start(last of batch j) + max(SEQ, REM)
+//! ```
+//!
+//! # Exact arithmetic path
+//!
+//! Launch times are computed incrementally, the same way by [`evaluate`] and by the greedy
+//! builder: `launch(child_0) = launch(parent) + REM` and
+//! `launch(child_{i+1}) = launch(child_i) + delta(i)` where `delta(i)` is one of `0`, `SEQ` or
+//! `max(SEQ, REM)` (see [`LaunchModel::sibling_gap`]). Every tree position therefore has one
+//! well-defined floating-point cost, and greedy's total is never above any other tree's, not
+//! even by one ulp.
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::Tree;
+
+/// The launch model of one machine room. See the [module docs](self) for the exact rules.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LaunchModel {
+    /// Seconds between two successive launches by the same parent (per lane).
+    pub seq: f64,
+    /// Seconds from the start of a child's launch until that child can launch its own.
+    pub rem: f64,
+    /// Concurrent launch lanes per parent (`c`); 1 is the paper's model. 0 is treated as 1.
+    pub slots: u32,
+    /// Launch children in batches of `b`, waiting for each batch to connect back.
+    /// `None` (or `Some(0)`) means no batching.
+    pub batch: Option<u32>,
+}
+
+/// What a sibling-to-sibling step costs, as a kind (the greedy builder keeps one FIFO queue
+/// per kind, since every key in such a queue is "time of a placed node + the same constant").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Gap {
+    /// The next launch goes out in the same group of `c` (same start time).
+    Zero,
+    /// The next launch waits for a lane: `SEQ`.
+    Seq,
+    /// The next launch starts a new batch: `max(SEQ, REM)`.
+    Batch,
+}
+
+impl LaunchModel {
+    /// Defaults for `ssh` on a LAN.
+    ///
+    /// * `SEQ = 0.007 s`: the parent-side cost of one launch — fork + exec of the `ssh` client
+    ///   and getting its connection under way — is a few milliseconds; 7 ms is the value
+    ///   measured for the issue's example pair.
+    /// * `REM = 0.30 s`: `ssh` connect + key exchange + authentication + exec of the NLA +
+    ///   its connect-back costs about 0.15–0.45 s on a LAN; it measured 0.25–0.44 s into
+    ///   local namespaces on this project's machines. 0.30 s sits in the middle of both
+    ///   ranges (the issue's 0.172 s is a fast, warmed-up LAN). The greedy tree is not very
+    ///   sensitive to the exact figure: what shapes it is the ratio `REM/SEQ` (≈ 43 here).
+    /// * One launch lane, no batching: the paper's model.
+    pub const DEFAULT: LaunchModel = LaunchModel {
+        seq: 0.007,
+        rem: 0.30,
+        slots: 1,
+        batch: None,
+    };
+
+    /// The paper's model with the given constants (one lane, no batching).
+    pub fn new(seq: f64, rem: f64) -> Self {
+        LaunchModel {
+            seq,
+            rem,
+            slots: 1,
+            batch: None,
+        }
+    }
+
+    /// The same model with `c` concurrent launch lanes per parent.
+    pub fn with_slots(mut self, slots: u32) -> Self {
+        self.slots = slots;
+        self
+    }
+
+    /// The same model with batches of `b` children (`None` for no batching).
+    pub fn with_batch(mut self, batch: Option<u32>) -> Self {
+        self.batch = batch;
+        self
+    }
+
+    /// Checks that both times are finite and non-negative, `slots >= 1` and `batch != Some(0)`.
+    /// The builders and the evaluator do not require this (they clamp `slots`/`batch`), but a
+    /// negative or NaN time makes the model meaningless.
+    pub fn validate(&self) -> Result<(), String> {
+        check_time("SEQ", self.seq)?;
+        check_time("REM", self.rem)?;
+        if self.slots == 0 {
+            return Err("slots must be at least 1".to_string());
+        }
+        if self.batch == Some(0) {
+            return Err("batch size must be at least 1".to_string());
+        }
+        Ok(())
+    }
+
+    /// Effective lane count (`slots`, with 0 read as 1).
+    pub(crate) fn lanes(&self) -> u64 {
+        u64::from(self.slots.max(1))
+    }
+
+    /// Effective batch size (`None` / `Some(0)` read as unbounded).
+    pub(crate) fn batch_len(&self) -> Option<u64> {
+        match self.batch {
+            Some(b) if b > 0 => Some(u64::from(b)),
+            _ => None,
+        }
+    }
+
+    /// The gap between a parent's launch number `i` (0-based) and launch number `i + 1`.
+    #[inline]
+    pub(crate) fn gap_kind(&self, i: u64) -> Gap {
+        if self.is_plain() {
+            return Gap::Seq;
+        }
+        let next = i + 1;
+        let within = match self.batch_len() {
+            Some(b) => {
+                if next % b == 0 {
+                    return Gap::Batch;
+                }
+                next % b
+            }
+            None => next,
+        };
+        if within % self.lanes() == 0 {
+            Gap::Seq
+        } else {
+            Gap::Zero
+        }
+    }
+
+    /// True for the paper's model (one lane, no batching): every sibling gap is `SEQ`.
+    #[inline]
+    pub(crate) fn is_plain(&self) -> bool {
+        self.slots <= 1 && self.batch_len().is_none()
+    }
+
+    /// The value of a [`Gap`].
+    pub(crate) fn gap_value(&self, gap: Gap) -> f64 {
+        match gap {
+            Gap::Zero => 0.0,
+            Gap::Seq => self.seq,
+            Gap::Batch => self.seq.max(self.rem),
+        }
+    }
+
+    /// Seconds between the launch times of a parent's children number `i` and `i + 1`
+    /// (0-based, in launch order).
+    pub fn sibling_gap(&self, i: u64) -> f64 {
+        self.gap_value(self.gap_kind(i))
+    }
+}
+
+impl Default for LaunchModel {
+    fn default() -> Self {
+        LaunchModel::DEFAULT
+    }
+}
+
+fn check_time(what: &str, v: f64) -> Result<(), String> {
+    if !v.is_finite() {
+        return Err(format!("{what} must be a finite number of seconds, got {v}"));
+    }
+    if v < 0.0 {
+        return Err(format!("{what} must not be negative, got {v}"));
+    }
+    Ok(())
+}
+
+/// Parses a time in seconds for `what`; one-line error.
+pub(crate) fn parse_time(what: &str, s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{what} must be a number of seconds, got '{}'", s.trim()))?;
+    check_time(what, v)?;
+    Ok(v)
+}
+
+impl FromStr for LaunchModel {
+    type Err = String;
+
+    /// Parses `"SEQ,REM"` in seconds, e.g. `"0.007,0.172"` (one lane, no batching).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut parts = s.split(',');
+        let (Some(seq), Some(rem), None) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(format!(
+                "launch model must be SEQ,REM in seconds (e.g. 0.007,0.172), got '{}'",
+                s.escape_debug()
+            ));
+        };
+        Ok(LaunchModel::new(
+            parse_time("SEQ", seq)?,
+            parse_time("REM", rem)?,
+        ))
+    }
+}
+
+impl fmt::Display for LaunchModel {
+    /// `SEQ,REM` (parsable by `FromStr`), then `slots=c` / `batch=b` when not the defaults.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{},{}", self.seq, self.rem)?;
+        if self.slots != 1 {
+            write!(f, " slots={}", self.slots)?;
+        }
+        if let Some(b) = self.batch {
+            write!(f, " batch={b}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The modeled launch time of every node of a tree.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    /// `times[v]`: seconds from the start until node `v` can launch (the root's is 0).
+    pub times: Vec<f64>,
+    /// The launch time of the whole tree: the largest of `times` (0 for an empty tree).
+    pub total: f64,
+}
+
+/// Evaluates the launch model on any tree: per-node launch times and their maximum.
+pub fn evaluate(tree: &Tree, model: &LaunchModel) -> Evaluation {
+    let n = tree.len();
+    let mut times = vec![0.0f64; n];
+    let mut total = 0.0f64;
+    let plain = model.is_plain();
+    let mut visit = |p: usize| {
+        let kids = tree.children(p);
+        let Some((&last, rest)) = kids.split_last() else {
+            return;
+        };
+        let mut t = times[p] + model.rem;
+        if plain {
+            for &c in rest {
+                times[c] = t;
+                t += model.seq;
+            }
+        } else {
+            for (i, &c) in rest.iter().enumerate() {
+                times[c] = t;
+                t += model.sibling_gap(i as u64);
+            }
+        }
+        times[last] = t;
+        // A parent's children have nondecreasing times: the last one is the largest.
+        if t > total {
+            total = t;
+        }
+    };
+    match tree.topo_order() {
+        Some(order) => order.iter().for_each(|&p| visit(p as usize)),
+        None => (0..n).for_each(&mut visit),
+    }
+    Evaluation { times, total }
+}

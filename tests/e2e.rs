@@ -1,0 +1,334 @@
+//! End-to-end tests: stock MPICH programs compiled with Debian's `mpicc`, run by the real
+//! `libi-mpiexec` (which starts a real `libi-nla` process through the fork launcher).
+//!
+//! Every test runs the job with a unique marker variable in its environment and, after the
+//! job ended, scans /proc for any process still carrying it: a leftover rank or NLA fails
+//! the test.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const MPIEXEC: &str = env!("CARGO_BIN_EXE_libi-mpiexec");
+
+/// Compile the C programs once per test run.
+fn programs() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/programs");
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-programs");
+        std::fs::create_dir_all(&out).expect("create program dir");
+        let build = |name: &str, file: &str, defs: &[&str]| {
+            let st = Command::new("mpicc")
+                .args(defs)
+                .arg("-o")
+                .arg(out.join(name))
+                .arg(src.join(file))
+                .status()
+                .expect("mpicc not found: install Debian's mpich (ci/install-deps.sh)");
+            assert!(st.success(), "mpicc failed for {file}");
+        };
+        build("hello", "hello.c", &["-DPROG=\"hello\""]);
+        build("hello_b", "hello.c", &["-DPROG=\"other\""]);
+        build("fail", "fail.c", &[]);
+        out
+    })
+}
+
+fn prog(name: &str) -> String {
+    programs().join(name).to_string_lossy().into_owned()
+}
+
+struct Run {
+    status: i32,
+    stdout: String,
+    stderr: String,
+}
+
+static MARK_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Run libi-mpiexec with `args`, feeding `stdin`; assert nothing of the job survives it.
+fn run(args: &[&str], stdin: &[u8]) -> Run {
+    let mark = format!(
+        "{}-{}",
+        std::process::id(),
+        MARK_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    );
+    let mut child = Command::new(MPIEXEC)
+        .args(args)
+        .env("LIBI_E2E_MARK", &mark)
+        .env("MPIEXEC_TIMEOUT", "120")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start libi-mpiexec");
+    {
+        let mut i = child.stdin.take().expect("stdin");
+        let _ = i.write_all(stdin);
+    }
+    let out = child.wait_with_output().expect("wait libi-mpiexec");
+    let r = Run {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    let left = leftovers(&mark, Duration::from_secs(5));
+    assert!(left.is_empty(), "processes left behind: {left:?}\nstderr: {}", r.stderr);
+    r
+}
+
+/// Pids of processes whose environment carries the marker, waiting up to `grace` for them
+/// to disappear.
+fn leftovers(mark: &str, grace: Duration) -> Vec<String> {
+    let needle = format!("LIBI_E2E_MARK={mark}\0");
+    let deadline = Instant::now() + grace;
+    loop {
+        let mut found = Vec::new();
+        if let Ok(dir) = std::fs::read_dir("/proc") {
+            for e in dir.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if !name.bytes().all(|b| b.is_ascii_digit()) {
+                    continue;
+                }
+                let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
+                if env.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                    let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                    found.push(format!("{name}: {}", String::from_utf8_lossy(&cmd).replace('\0', " ")));
+                }
+            }
+        }
+        if found.is_empty() || Instant::now() >= deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn hello_lines(r: &Run, n: usize) {
+    assert_eq!(r.status, 0, "stderr: {}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), n, "stdout: {}", r.stdout);
+    let expect_sum = n * (n - 1) / 2;
+    let mut seen = vec![false; n];
+    for l in &lines {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(w.len(), 10, "line: {l}");
+        let rank: usize = w[2].parse().expect("rank");
+        assert_eq!(w[4], n.to_string(), "size in {l}");
+        assert_eq!(w[9], "ok", "{l}");
+        assert_eq!(w[8], expect_sum.to_string(), "{l}");
+        assert!(!seen[rank], "rank {rank} twice");
+        seen[rank] = true;
+    }
+}
+
+#[test]
+fn hello_n1() {
+    hello_lines(&run(&["-n", "1", &prog("hello")], b""), 1);
+}
+
+#[test]
+fn hello_n2() {
+    hello_lines(&run(&["-n", "2", &prog("hello")], b""), 2);
+}
+
+#[test]
+fn hello_n8() {
+    hello_lines(&run(&["-n", "8", &prog("hello")], b""), 8);
+}
+
+#[test]
+fn hello_n32() {
+    hello_lines(&run(&["-np", "32", &prog("hello")], b""), 32);
+}
+
+#[test]
+fn non_mpi_program() {
+    let r = run(&["-n", "3", "echo", "plain"], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "plain\nplain\nplain\n");
+}
+
+#[test]
+fn abort_exit_code() {
+    let r = run(&["-n", "4", &prog("fail"), "abort", "7"], b"");
+    assert_eq!(r.status, 7, "stderr: {}", r.stderr);
+    assert!(r.stderr.contains("rank 1") && r.stderr.contains("MPI_Abort"), "{}", r.stderr);
+}
+
+#[test]
+fn rank_exit_code() {
+    let r = run(&["-n", "3", &prog("fail"), "exit", "3"], b"");
+    assert_eq!(r.status, 3, "stderr: {}", r.stderr);
+    assert!(r.stderr.contains("rank 1") && r.stderr.contains("exited with code 3"), "{}", r.stderr);
+}
+
+#[test]
+fn rank_segfault() {
+    let r = run(&["-n", "2", &prog("fail"), "segv"], b"");
+    assert_eq!(r.status, 139, "stderr: {}", r.stderr);
+    assert!(r.stderr.contains("rank 1") && r.stderr.contains("SIGSEGV"), "{}", r.stderr);
+}
+
+#[test]
+fn exit_zero_without_finalize_fails() {
+    let r = run(&["-n", "3", &prog("fail"), "nofinalize"], b"");
+    assert_eq!(r.status, 1, "stderr: {}", r.stderr);
+    assert!(r.stderr.contains("rank 1") && r.stderr.contains("finalize"), "{}", r.stderr);
+}
+
+#[test]
+fn labels() {
+    let r = run(&["-l", "-n", "2", &prog("hello")], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    for l in r.stdout.lines() {
+        let rank = l.split_whitespace().nth(3).expect("rank field");
+        assert!(l.starts_with(&format!("[{rank}] hello rank {rank} ")), "line: {l}");
+    }
+    assert_eq!(r.stdout.lines().count(), 2);
+    let r = run(&["-prepend-rank", "-n", "2", "printf", "a\\nb\\n"], b"");
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, vec!["[0] a", "[0] b", "[1] a", "[1] b"]);
+}
+
+#[test]
+fn stdin_reaches_rank0_only() {
+    let r = run(&["-l", "-n", "2", "cat"], b"line one\nline two\n");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "[0] line one\n[0] line two\n");
+}
+
+#[test]
+fn partial_last_line_is_flushed() {
+    let r = run(&["-n", "1", "printf", "no newline"], b"");
+    assert_eq!(r.stdout, "no newline");
+}
+
+#[test]
+fn mpmd_two_programs() {
+    let r = run(&["-n", "2", &prog("hello"), ":", "-n", "3", &prog("hello_b")], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut hello = 0;
+    let mut other = 0;
+    for l in r.stdout.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(w[4], "5", "{l}");
+        assert_eq!(w[9], "ok", "{l}");
+        let rank: u32 = w[2].parse().expect("rank");
+        match w[0] {
+            "hello" => {
+                hello += 1;
+                assert!(rank < 2 && w[6] == "0", "{l}");
+            }
+            "other" => {
+                other += 1;
+                assert!(rank >= 2 && w[6] == "1", "{l}");
+            }
+            _ => panic!("{l}"),
+        }
+    }
+    assert_eq!((hello, other), (2, 3));
+}
+
+#[test]
+fn configfile_mpmd() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let f = dir.join("e2e-configfile");
+    std::fs::write(&f, format!("# two programs\n-n 1 {}\n-n 1 {}\n", prog("hello"), prog("hello_b")))
+        .expect("write configfile");
+    let r = run(&["-configfile", &f.to_string_lossy()], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.lines().count(), 2);
+}
+
+#[test]
+fn environment_options() {
+    let r = run(&["-genvnone", "-genv", "A", "1", "-n", "1", "/usr/bin/env"], b"");
+    let mut vars: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("PMI_") && !l.starts_with("MPI_LOCAL") && !l.starts_with("LIBI_"))
+        .collect();
+    vars.sort();
+    assert_eq!(vars, vec!["A=1"], "{}", r.stdout);
+    let r = run(&["-n", "1", "-env", "B", "x y", "/usr/bin/env"], b"");
+    assert!(r.stdout.lines().any(|l| l == "B=x y"));
+    assert!(r.stdout.lines().any(|l| l.starts_with("PATH=")), "genvall is the default");
+    assert!(r.stdout.lines().any(|l| l == "PMI_RANK=0"));
+    assert!(r.stdout.lines().any(|l| l == "PMI_SIZE=1"));
+    assert!(r.stdout.lines().any(|l| l.starts_with("PMI_FD=")));
+    assert!(r.stdout.lines().any(|l| l == "MPI_LOCALNRANKS=1"));
+    let r = run(&["-genvlist", "HOME", "-n", "1", "/usr/bin/env"], b"");
+    assert!(r.stdout.lines().any(|l| l.starts_with("HOME=")));
+    assert!(!r.stdout.lines().any(|l| l.starts_with("PATH=")));
+}
+
+#[test]
+fn inherited_pmi_variables_are_scrubbed() {
+    let out = Command::new(MPIEXEC)
+        .args(["-n", "1", "/usr/bin/env"])
+        .env("PMIX_NAMESPACE", "outer")
+        .env("PMI_VERSION", "2")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(!s.contains("PMIX_NAMESPACE"), "{s}");
+    assert!(!s.contains("PMI_VERSION"), "{s}");
+}
+
+#[test]
+fn wdir() {
+    let r = run(&["-wdir", "/tmp", "-n", "1", "pwd"], b"");
+    assert_eq!(r.stdout, "/tmp\n");
+    let r = run(&["-wdir", "/nonexistent-dir", "-n", "1", "pwd"], b"");
+    assert_ne!(r.status, 0);
+    assert!(r.stderr.contains("/nonexistent-dir"), "{}", r.stderr);
+}
+
+#[test]
+fn missing_program() {
+    let r = run(&["-n", "2", "./nope"], b"");
+    assert_eq!(r.status, 127);
+    assert_eq!(r.stderr.trim_end(), "libi-mpiexec: cannot execute './nope': No such file or directory");
+}
+
+#[test]
+fn non_executable_program() {
+    let f = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-not-exec");
+    std::fs::write(&f, "data").expect("write");
+    let r = run(&["-n", "1", &f.to_string_lossy()], b"");
+    assert_eq!(r.status, 126, "{}", r.stderr);
+    assert!(r.stderr.contains("Permission denied"), "{}", r.stderr);
+}
+
+#[test]
+fn usage_errors() {
+    for (args, needle) in [
+        (&["-bogus", "x"][..], "-bogus"),
+        (&["-n", "0", "hostname"][..], "-n"),
+        (&["-n", "2"][..], "program"),
+    ] {
+        let out = Command::new(MPIEXEC).args(args).stdin(Stdio::null()).output().expect("run");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(e.lines().count(), 1, "one line: {e}");
+        assert!(e.contains(needle), "{e}");
+    }
+}
+
+#[test]
+fn timeout_kills_the_job() {
+    let out = Command::new(MPIEXEC)
+        .args(["-n", "2", "sleep", "30"])
+        .env("MPIEXEC_TIMEOUT", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(124));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("MPIEXEC_TIMEOUT"));
+}
