@@ -332,3 +332,53 @@ fn timeout_kills_the_job() {
     assert_eq!(out.status.code(), Some(124));
     assert!(String::from_utf8_lossy(&out.stderr).contains("MPIEXEC_TIMEOUT"));
 }
+
+/// A rank that speaks garbage on its PMI socket fails the job with a message naming it and
+/// the line; nothing hangs.
+#[test]
+fn malformed_pmi_line_fails_the_job() {
+    let script = r#"printf 'cmd=init pmi_version=1 pmi_subversion=1\n' >&$PMI_FD
+read -r reply <&$PMI_FD
+echo "init: $reply"
+if [ "$PMI_RANK" = 1 ]; then printf 'this is not pmi\n' >&$PMI_FD; read -r r2 <&$PMI_FD; echo "reply: $r2"; fi
+printf 'cmd=barrier_in\n' >&$PMI_FD
+read -r r3 <&$PMI_FD
+echo "released: $r3""#;
+    let r = run(&["-l", "-n", "3", "bash", "-c", script], b"");
+    assert_eq!(r.status, 1, "stderr: {}\nstdout: {}", r.stderr, r.stdout);
+    assert!(!r.stdout.contains("released"), "fence must not complete: {}", r.stdout);
+    let line = r.stderr.lines().find(|l| l.contains("malformed PMI")).unwrap_or_default();
+    assert!(line.contains("rank 1") && line.contains("this is not pmi"), "{}", r.stderr);
+}
+
+/// A PMI client speaking the protocol directly: put, fence, get of every other rank's key.
+#[test]
+fn pmi_put_fence_get_by_hand() {
+    let script = r#"exec 3<>/dev/null
+say() { printf '%s\n' "$1" >&$PMI_FD; read -r REPLY <&$PMI_FD; }
+say 'cmd=init pmi_version=1 pmi_subversion=1'
+say 'cmd=get_my_kvsname'; kvs=${REPLY##*kvsname=}
+say "cmd=put kvsname=$kvs key=k$PMI_RANK value=v$PMI_RANK=x"
+say 'cmd=barrier_in'
+out=""
+for r in $(seq 0 $((PMI_SIZE-1))); do say "cmd=get kvsname=$kvs key=k$r"; out="$out ${REPLY##*value=}"; done
+say "cmd=get kvsname=$kvs key=missing"; miss=$REPLY
+say 'cmd=get kvsname=$kvs key=PMI_process_mapping'
+say "cmd=get kvsname=$kvs key=PMI_process_mapping"; map=${REPLY##*value=}
+say 'cmd=finalize'
+echo "$PMI_RANK:$out|$miss|$map""#;
+    let r = run(&["-n", "4", "bash", "-c", script], b"");
+    assert_eq!(r.status, 0, "stderr: {}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines.len(), 4, "{}", r.stdout);
+    for (i, l) in lines.iter().enumerate() {
+        let (rank, rest) = l.split_once(':').expect("rank:");
+        assert_eq!(rank, i.to_string());
+        let mut parts = rest.split('|');
+        assert_eq!(parts.next(), Some(" v0=x v1=x v2=x v3=x"), "{l}");
+        let miss = parts.next().unwrap_or_default();
+        assert!(miss.starts_with("cmd=get_result rc=") && !miss.contains("rc=0"), "{l}");
+        assert_eq!(parts.next(), Some("(vector,(0,1,4))"), "{l}");
+    }
+}

@@ -224,7 +224,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
                 }
                 Msg::Fatal { host, message, status } => {
                     if !killing {
-                        fail = Some((status, format!("{host}: {message}")));
+                        fail = Some((status, message));
                     }
                 }
                 Msg::FenceIn { epoch, pairs } => {

@@ -16,6 +16,7 @@ use dashmap::DashMap;
 use libi::job::{NodeSetup, RankEnd};
 use libi::msg::Msg;
 use pmi_wire::server::{Action, ConnConfig, Connection, Eof, Phase};
+use pmi_wire::v1::ParseError;
 
 /// What the driver must do.
 #[derive(Debug, PartialEq)]
@@ -178,12 +179,19 @@ impl NodeCore {
                 );
                 if fatal {
                     fx.push(Effect::CloseRank(local));
+                }
+                if fatal || !matches!(error, ParseError::UnknownCommand(_)) {
+                    // A client that sends garbage is broken: fail the job now rather than let
+                    // the other ranks wait for it in the next fence; no fence completes here
+                    // any more.
+                    self.tearing_down = true;
                     fx.push(Effect::ToParent(Msg::Fatal {
                         host: self.setup.host.clone(),
                         message: what,
                         status: 1,
                     }));
                 } else {
+                    // A well-formed command we do not implement got an error reply.
                     fx.push(Effect::Warn(what));
                 }
             }
@@ -191,7 +199,7 @@ impl NodeCore {
     }
 
     fn maybe_fence_in(&mut self, fx: &mut Vec<Effect>) {
-        if self.n_entered == self.conns.len() && !self.conns.is_empty() {
+        if self.n_entered == self.conns.len() && !self.conns.is_empty() && !self.tearing_down {
             let pairs = std::mem::take(&mut self.pending);
             fx.push(Effect::ToParent(Msg::FenceIn { epoch: self.epoch, pairs }));
         }
@@ -200,6 +208,7 @@ impl NodeCore {
     /// A message from the parent.
     pub fn parent_msg(&mut self, msg: Msg, fx: &mut Vec<Effect>) {
         match msg {
+            Msg::FenceOut { .. } if self.tearing_down => {}
             Msg::FenceOut { epoch, pairs } => {
                 if epoch != self.epoch {
                     fx.push(Effect::Warn(format!(

@@ -42,7 +42,11 @@ fn spawn_cmd(first: bool) -> impl Strategy<Value = SpawnCmd> {
         0u32..=(1 << 20),
         eol(),
         proptest::collection::vec(eol(), 0..4),
-        if first { pairs().boxed() } else { Just(Vec::new()).boxed() },
+        if first {
+            pairs().boxed()
+        } else {
+            Just(Vec::new()).boxed()
+        },
         pairs(),
     )
         .prop_map(|(nprocs, execname, args, preput, info)| SpawnCmd {
@@ -56,8 +60,10 @@ fn spawn_cmd(first: bool) -> impl Strategy<Value = SpawnCmd> {
 
 fn request() -> impl Strategy<Value = Request> {
     prop_oneof![
-        (any::<u32>(), any::<u32>())
-            .prop_map(|(version, subversion)| Request::Init { version, subversion }),
+        (any::<u32>(), any::<u32>()).prop_map(|(version, subversion)| Request::Init {
+            version,
+            subversion
+        }),
         any::<i64>().prop_map(|pmiid| Request::InitAck { pmiid }),
         Just(Request::GetMaxes),
         Just(Request::GetAppnum),
@@ -81,20 +87,26 @@ fn request() -> impl Strategy<Value = Request> {
         "[^ \n]{1,12}"
             .prop_filter("unknown", |c| !KNOWN_REQUESTS.contains(&c.as_str()))
             .prop_map(|cmd| Request::Unknown { cmd }),
-        (spawn_cmd(true), proptest::collection::vec(spawn_cmd(false), 0..3)).prop_map(
-            |(first, rest)| {
+        (
+            spawn_cmd(true),
+            proptest::collection::vec(spawn_cmd(false), 0..3)
+        )
+            .prop_map(|(first, rest)| {
                 let mut cmds = vec![first];
                 cmds.extend(rest);
                 Request::Spawn { cmds }
-            }
-        ),
+            }),
     ]
 }
 
 fn reply() -> impl Strategy<Value = Reply> {
     prop_oneof![
         (any::<u32>(), any::<u32>(), any::<i32>()).prop_map(|(version, subversion, rc)| {
-            Reply::ResponseToInit { version, subversion, rc }
+            Reply::ResponseToInit {
+                version,
+                subversion,
+                rc,
+            }
         }),
         (any::<u32>(), any::<u32>()).prop_map(|(rank, size)| Reply::InitAck { rank, size }),
         (any::<usize>(), any::<usize>(), any::<usize>()).prop_map(|(a, b, c)| Reply::Maxes {
@@ -107,13 +119,18 @@ fn reply() -> impl Strategy<Value = Reply> {
         any::<i32>().prop_map(|size| Reply::UniverseSize { size }),
         (any::<i32>(), tok()).prop_map(|(rc, msg)| Reply::PutResult { rc, msg }),
         eol().prop_map(|v| Reply::GetResult { value: Ok(v) }),
-        tok().prop_map(|key| Reply::GetResult { value: Err(GetMiss { key }) }),
+        tok().prop_map(|key| Reply::GetResult {
+            value: Err(GetMiss { key })
+        }),
         Just(Reply::BarrierOut),
         Just(Reply::FinalizeAck),
         (any::<i32>(), tok()).prop_map(|(rc, msg)| Reply::PublishResult { rc, msg }),
         (any::<i32>(), tok()).prop_map(|(rc, msg)| Reply::UnpublishResult { rc, msg }),
         proptest::option::of(tok()).prop_map(|port| Reply::LookupResult { port }),
-        (any::<i32>(), proptest::option::of(proptest::collection::vec(any::<i32>(), 1..5)))
+        (
+            any::<i32>(),
+            proptest::option::of(proptest::collection::vec(any::<i32>(), 1..5))
+        )
             .prop_map(|(rc, errcodes)| Reply::SpawnResult { rc, errcodes }),
         proptest::option::of((any::<u64>(), tok(), tok()))
             .prop_map(|entry| Reply::GetByIdxResult { entry }),
@@ -129,33 +146,42 @@ fn reply() -> impl Strategy<Value = Reply> {
 }
 
 fn cfg() -> ConnConfig {
-    ConnConfig { rank: 0, size: 2, appnum: 0, kvsname: "kvs".into(), universe_size: 2 }
+    ConnConfig {
+        rank: 0,
+        size: 2,
+        appnum: 0,
+        kvsname: "kvs".into(),
+        universe_size: 2,
+    }
 }
 
 /// Byte soup biased towards PMI structure, so the state machine's deeper paths get hit.
 fn pmi_soup() -> impl Strategy<Value = Vec<u8>> {
-    let frag = prop_oneof![
-        Just(b"cmd=".to_vec()),
-        Just(b"mcmd=spawn\n".to_vec()),
-        Just(b"endcmd\n".to_vec()),
-        Just(b"totspawns=1\n".to_vec()),
-        Just(b"totspawns=2\n".to_vec()),
-        Just(b"spawnssofar=1\n".to_vec()),
-        Just(b"spawnssofar=2\n".to_vec()),
-        Just(b"nprocs=1\nexecname=a\n".to_vec()),
-        Just(b"argcnt=1\narg1=x\n".to_vec()),
-        Just(b"init pmi_version=1 pmi_subversion=1\n".to_vec()),
-        Just(b"put kvsname=kvs key=k value=".to_vec()),
-        Just(b"get kvsname=kvs key=".to_vec()),
-        Just(b"abort exitcode=".to_vec()),
-        Just(b"barrier_in\n".to_vec()),
-        Just(b" ".to_vec()),
-        Just(b"=".to_vec()),
-        Just(b"\n".to_vec()),
-        Just(b"\0".to_vec()),
-        proptest::collection::vec(any::<u8>(), 0..8),
+    const FRAGS: &[&[u8]] = &[
+        b"cmd=",
+        b"mcmd=spawn\n",
+        b"endcmd\n",
+        b"totspawns=1\n",
+        b"totspawns=2\n",
+        b"spawnssofar=1\n",
+        b"spawnssofar=2\n",
+        b"nprocs=1\nexecname=a\n",
+        b"argcnt=1\narg1=x\n",
+        b"init pmi_version=1 pmi_subversion=1\n",
+        b"put kvsname=kvs key=k value=",
+        b"get kvsname=kvs key=",
+        b"abort exitcode=",
+        b"barrier_in\n",
+        b" ",
+        b"=",
+        b"\n",
+        b"\0",
     ];
-    proptest::collection::vec(frag, 0..40).prop_map(|v| v.concat())
+    let frag = prop_oneof![
+        4 => proptest::sample::select(FRAGS).prop_map(<[u8]>::to_vec),
+        1 => proptest::collection::vec(any::<u8>(), 0..8),
+    ];
+    proptest::collection::vec(frag, 0..32).prop_map(|v| v.concat())
 }
 
 fn feed_split(data: &[u8], cuts: &[usize]) -> (Vec<Action>, Connection) {

@@ -4,7 +4,13 @@ use pmi_wire::server::{Action, ConnConfig, Connection, Eof, Phase};
 use pmi_wire::v1::{ParseError, SpawnCmd, MAX_REQUEST_LEN};
 
 fn cfg() -> ConnConfig {
-    ConnConfig { rank: 1, size: 4, appnum: 0, kvsname: "kvs_7_0".into(), universe_size: 4 }
+    ConnConfig {
+        rank: 1,
+        size: 4,
+        appnum: 0,
+        kvsname: "kvs_7_0".into(),
+        universe_size: 4,
+    }
 }
 
 fn feed(c: &mut Connection, data: &str) -> Vec<Action> {
@@ -28,11 +34,16 @@ fn init_sequence_and_phases() {
     assert_eq!(c.config(), &cfg());
     assert_eq!(
         feed(&mut c, "cmd=init pmi_version=1 pmi_subversion=1\n"),
-        vec![send("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n")]
+        vec![send(
+            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n"
+        )]
     );
     assert_eq!(c.phase(), Phase::Initialized);
     assert_eq!(
-        feed(&mut c, "cmd=get_maxes\ncmd=get_appnum\ncmd=get_my_kvsname\ncmd=get_universe_size\n"),
+        feed(
+            &mut c,
+            "cmd=get_maxes\ncmd=get_appnum\ncmd=get_my_kvsname\ncmd=get_universe_size\n"
+        ),
         vec![
             send("cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024 rc=0\n"),
             send("cmd=appnum appnum=0 rc=0\n"),
@@ -61,13 +72,17 @@ fn init_other_versions_refused() {
     let mut c = Connection::new(cfg());
     assert_eq!(
         feed(&mut c, "cmd=init pmi_version=2 pmi_subversion=0\n"),
-        vec![send("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1\n")]
+        vec![send(
+            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1\n"
+        )]
     );
     assert_eq!(c.phase(), Phase::Fresh);
     // Any 1.x subversion gets 1.1.
     assert_eq!(
         feed(&mut c, "cmd=init pmi_version=1 pmi_subversion=2\n"),
-        vec![send("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n")]
+        vec![send(
+            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n"
+        )]
     );
 }
 
@@ -88,7 +103,10 @@ fn put_and_its_refusals() {
         one("cmd=put kvsname=kvs_7_0 key=k value=a b -\n"),
         vec![
             send("cmd=put_result rc=0 msg=success\n"),
-            Action::Put { key: "k".into(), value: "a b -".into() }
+            Action::Put {
+                key: "k".into(),
+                value: "a b -".into()
+            }
         ]
     );
     let refused = |line: String, reply: &str| assert_eq!(one(&line), vec![send(reply)], "{line}");
@@ -96,7 +114,10 @@ fn put_and_its_refusals() {
         "cmd=put kvsname=other key=k value=v\n".into(),
         "cmd=put_result rc=-1 msg=kvsname_mismatch\n",
     );
-    refused("cmd=put kvsname=kvs_7_0 key= value=v\n".into(), "cmd=put_result rc=-1 msg=empty_key\n");
+    refused(
+        "cmd=put kvsname=kvs_7_0 key= value=v\n".into(),
+        "cmd=put_result rc=-1 msg=empty_key\n",
+    );
     refused(
         format!("cmd=put kvsname=kvs_7_0 key={} value=v\n", "k".repeat(65)),
         "cmd=put_result rc=-1 msg=key_too_long\n",
@@ -110,7 +131,11 @@ fn put_and_its_refusals() {
         "cmd=put_result rc=1 msg=reserved_key\n",
     );
     // Limits are inclusive.
-    let ok = one(&format!("cmd=put kvsname=kvs_7_0 key={} value={}\n", "k".repeat(64), "v".repeat(1024)));
+    let ok = one(&format!(
+        "cmd=put kvsname=kvs_7_0 key={} value={}\n",
+        "k".repeat(64),
+        "v".repeat(1024)
+    ));
     assert_eq!(ok.len(), 2);
 }
 
@@ -119,7 +144,9 @@ fn get_and_answers() {
     let mut c = Connection::new(cfg());
     assert_eq!(
         feed(&mut c, "cmd=get kvsname=kvs_7_0 key=PMI_process_mapping\n"),
-        vec![Action::Get { key: "PMI_process_mapping".into() }]
+        vec![Action::Get {
+            key: "PMI_process_mapping".into()
+        }]
     );
     assert_eq!(
         c.answer_get("PMI_process_mapping", Some("(vector,(0,1,4))")),
@@ -136,7 +163,9 @@ fn get_and_answers() {
     );
     assert_eq!(
         feed(&mut c, "cmd=get kvsname=nope key=a\n"),
-        vec![send("cmd=get_result rc=-1 msg=key_a_not_found value=unknown\n")]
+        vec![send(
+            "cmd=get_result rc=-1 msg=key_a_not_found value=unknown\n"
+        )]
     );
 }
 
@@ -150,25 +179,47 @@ fn publish_unpublish_lookup() {
              cmd=lookup_name service=s\n"
         ),
         vec![
-            Action::Publish { service: "s".into(), port: "p".into() },
-            Action::Unpublish { service: "s".into() },
-            Action::Lookup { service: "s".into() },
+            Action::Publish {
+                service: "s".into(),
+                port: "p".into()
+            },
+            Action::Unpublish {
+                service: "s".into()
+            },
+            Action::Lookup {
+                service: "s".into()
+            },
         ]
     );
-    assert_eq!(c.answer_publish(true), b"cmd=publish_result info=ok rc=0 msg=success\n");
+    assert_eq!(
+        c.answer_publish(true),
+        b"cmd=publish_result info=ok rc=0 msg=success\n"
+    );
     assert_eq!(
         c.answer_publish(false),
         b"cmd=publish_result info=ok rc=1 msg=key_already_present\n"
     );
-    assert_eq!(c.answer_unpublish(true), b"cmd=unpublish_result info=ok rc=0 msg=success\n");
+    assert_eq!(
+        c.answer_unpublish(true),
+        b"cmd=unpublish_result info=ok rc=0 msg=success\n"
+    );
     assert_eq!(
         c.answer_unpublish(false),
         b"cmd=unpublish_result info=ok rc=1 msg=service_not_found\n"
     );
-    assert_eq!(c.answer_lookup(Some("p")), b"cmd=lookup_result port=p info=ok rc=0 msg=success\n");
-    assert_eq!(c.answer_lookup(None), b"cmd=lookup_result rc=1 msg=service_not_found\n");
+    assert_eq!(
+        c.answer_lookup(Some("p")),
+        b"cmd=lookup_result port=p info=ok rc=0 msg=success\n"
+    );
+    assert_eq!(
+        c.answer_lookup(None),
+        b"cmd=lookup_result rc=1 msg=service_not_found\n"
+    );
     assert_eq!(c.answer_spawn(0, None), b"cmd=spawn_result rc=0\n");
-    assert_eq!(c.answer_spawn(0, Some(vec![0, 0])), b"cmd=spawn_result rc=0 errcodes=0,0\n");
+    assert_eq!(
+        c.answer_spawn(0, Some(vec![0, 0])),
+        b"cmd=spawn_result rc=0 errcodes=0,0\n"
+    );
 }
 
 #[test]
@@ -176,8 +227,14 @@ fn abort_stops_everything() {
     let mut c = Connection::new(cfg());
     feed(&mut c, "cmd=init pmi_version=1 pmi_subversion=1\n");
     assert_eq!(
-        feed(&mut c, "cmd=abort exitcode=7 message=bye now\ncmd=get_maxes\n"),
-        vec![Action::Abort { exitcode: 7, message: Some("bye now".into()) }]
+        feed(
+            &mut c,
+            "cmd=abort exitcode=7 message=bye now\ncmd=get_maxes\n"
+        ),
+        vec![Action::Abort {
+            exitcode: 7,
+            message: Some("bye now".into())
+        }]
     );
     assert_eq!(c.phase(), Phase::Aborted);
     assert_eq!(feed(&mut c, "cmd=get_maxes\n"), vec![]);
@@ -188,7 +245,13 @@ fn abort_stops_everything() {
 fn malformed_abort_still_aborts() {
     let a = one("cmd=abort =x\n");
     assert!(matches!(a[0], Action::ProtocolError { fatal: false, .. }));
-    assert_eq!(a[1], Action::Abort { exitcode: -1, message: None });
+    assert_eq!(
+        a[1],
+        Action::Abort {
+            exitcode: -1,
+            message: None
+        }
+    );
 }
 
 #[test]
@@ -197,7 +260,10 @@ fn getbyidx_and_ranks2hosts() {
         one("cmd=getbyidx kvsname=kvs_7_0 idx=0\n"),
         vec![send("cmd=getbyidx_results rc=1 reason=no_more_keyvals\n")]
     );
-    assert_eq!(one("cmd=get_ranks2hosts\n"), vec![send("cmd=put_ranks2hosts 0 0\n")]);
+    assert_eq!(
+        one("cmd=get_ranks2hosts\n"),
+        vec![send("cmd=put_ranks2hosts 0 0\n")]
+    );
 }
 
 #[test]
@@ -222,14 +288,23 @@ fn unknown_command_keeps_connection() {
 fn malformed_lines_get_error_replies() {
     let a = one("hello\n");
     assert_eq!(a[0], send("cmd=error rc=-1 msg=malformed_request\n"));
-    assert!(matches!(&a[1], Action::ProtocolError { error: ParseError::NoCommand, fatal: false, .. }));
+    assert!(matches!(
+        &a[1],
+        Action::ProtocolError {
+            error: ParseError::NoCommand,
+            fatal: false,
+            ..
+        }
+    ));
     let a = one("cmd=put kvsname=kvs_7_0 key=k\n");
     assert_eq!(a[0], send("cmd=put_result rc=-1 msg=malformed_request\n"));
     let mut c = Connection::new(cfg());
     let mut out = Vec::new();
     c.receive(b"cmd=put kvsname=kvs_7_0 key=k value=\xff\n", &mut out);
     assert_eq!(out[0], send("cmd=put_result rc=-1 msg=malformed_request\n"));
-    assert!(matches!(&out[1], Action::ProtocolError { error: ParseError::NotUtf8, excerpt, fatal: false } if excerpt.ends_with("value=\\xff")));
+    assert!(
+        matches!(&out[1], Action::ProtocolError { error: ParseError::NotUtf8, excerpt, fatal: false } if excerpt.ends_with("value=\\xff"))
+    );
     // Empty lines are ignored.
     assert_eq!(one("\n\n\ncmd=barrier_in\n"), vec![Action::BarrierIn]);
 }
@@ -280,7 +355,11 @@ fn spawn_action() -> Action {
                 preput: vec![("PARENT_ROOT_PORT_NAME".into(), "p#1$".into())],
                 info: vec![],
             },
-            SpawnCmd { nprocs: 1, execname: "./b".into(), ..Default::default() },
+            SpawnCmd {
+                nprocs: 1,
+                execname: "./b".into(),
+                ..Default::default()
+            },
         ],
     }
 }
@@ -293,7 +372,10 @@ fn spawn_block_byte_by_byte() {
     for b in data.bytes() {
         c.receive(&[b], &mut out);
     }
-    assert_eq!(out, vec![spawn_action(), send("cmd=appnum appnum=0 rc=0\n")]);
+    assert_eq!(
+        out,
+        vec![spawn_action(), send("cmd=appnum appnum=0 rc=0\n")]
+    );
     assert_eq!(c.buffered(), 0);
 }
 
@@ -305,7 +387,14 @@ fn spawn_block_one_write_and_bad_content() {
         "mcmd=spawn\nnprocs=x\nexecname=a\ntotspawns=1\nspawnssofar=1\nendcmd\ncmd=get_appnum\n",
     );
     assert_eq!(a[0], send("cmd=spawn_result rc=-1 msg=malformed_spawn\n"));
-    assert!(matches!(&a[1], Action::ProtocolError { error: ParseError::BadNumber { .. }, fatal: false, .. }));
+    assert!(matches!(
+        &a[1],
+        Action::ProtocolError {
+            error: ParseError::BadNumber { .. },
+            fatal: false,
+            ..
+        }
+    ));
     assert_eq!(a[2], send("cmd=appnum appnum=0 rc=0\n"));
 }
 
@@ -340,8 +429,10 @@ fn flood_without_newline_is_fatal_and_bounded() {
         sent += chunk.len();
         assert!(c.buffered() <= MAX_REQUEST_LEN);
     }
-    let errors: Vec<_> =
-        out.iter().filter(|a| matches!(a, Action::ProtocolError { .. })).collect();
+    let errors: Vec<_> = out
+        .iter()
+        .filter(|a| matches!(a, Action::ProtocolError { .. }))
+        .collect();
     assert_eq!(errors.len(), 1);
     assert!(matches!(
         errors[0],
@@ -356,7 +447,14 @@ fn flood_in_one_read_and_long_complete_line() {
     let mut c = Connection::new(cfg());
     let mut out = Vec::new();
     c.receive(&vec![b'x'; 2 * 1024 * 1024], &mut out);
-    assert!(matches!(&out[..], [Action::ProtocolError { error: ParseError::TooLong(_), fatal: true, .. }]));
+    assert!(matches!(
+        &out[..],
+        [Action::ProtocolError {
+            error: ParseError::TooLong(_),
+            fatal: true,
+            ..
+        }]
+    ));
     assert_eq!(c.buffered(), 0);
     // A complete line over the limit is also TooLong.
     let mut line = b"cmd=put kvsname=k key=a value=".to_vec();
@@ -364,7 +462,14 @@ fn flood_in_one_read_and_long_complete_line() {
     line.push(b'\n');
     let mut out = Vec::new();
     Connection::new(cfg()).receive(&line, &mut out);
-    assert!(matches!(&out[..], [Action::ProtocolError { error: ParseError::TooLong(_), fatal: true, .. }]));
+    assert!(matches!(
+        &out[..],
+        [Action::ProtocolError {
+            error: ParseError::TooLong(_),
+            fatal: true,
+            ..
+        }]
+    ));
     // A spawn block that grows past the limit.
     let mut c = Connection::new(cfg());
     let mut out = Vec::new();
@@ -374,5 +479,12 @@ fn flood_in_one_read_and_long_complete_line() {
         c.receive(arg.as_bytes(), &mut out);
         assert!(c.buffered() <= MAX_REQUEST_LEN);
     }
-    assert!(matches!(&out[..], [Action::ProtocolError { error: ParseError::TooLong(_), fatal: true, .. }]));
+    assert!(matches!(
+        &out[..],
+        [Action::ProtocolError {
+            error: ParseError::TooLong(_),
+            fatal: true,
+            ..
+        }]
+    ));
 }
