@@ -29,13 +29,44 @@ pub struct RankSlot {
     pub app: u32,
 }
 
-/// Everything an NLA needs to run its part of the job.
+/// How NLAs start NLAs on other nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LauncherKind {
+    /// Every NLA runs on this machine (one node, or many simulated nodes).
+    Fork,
+    /// `ssh -o BatchMode=yes HOST libi-nla ...`
+    Ssh,
+    /// `rsh HOST libi-nla ...`
+    Rsh,
+}
+
+impl std::str::FromStr for LauncherKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fork" => Ok(LauncherKind::Fork),
+            "ssh" => Ok(LauncherKind::Ssh),
+            "rsh" => Ok(LauncherKind::Rsh),
+            other => Err(format!(
+                "unknown launcher '{other}' (expected ssh, rsh or fork)"
+            )),
+        }
+    }
+}
+
+/// The launcher and the NLA binary every node uses to start its children.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LauncherSpec {
+    pub kind: LauncherKind,
+    /// `-launcher-exec`: the ssh/rsh program to run instead of the default.
+    pub exec: Option<String>,
+    /// Path of `libi-nla` on the nodes.
+    pub nla_path: String,
+}
+
+/// What every NLA of the job shares (sent once per tree connection).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NodeSetup {
-    /// This NLA's node id in the launch tree (0 is the front end).
-    pub node: u32,
-    /// Host name the front end knows this node by (for messages).
-    pub host: String,
+pub struct JobCommon {
     /// Job size.
     pub size: u32,
     pub universe_size: i32,
@@ -43,14 +74,71 @@ pub struct NodeSetup {
     /// Pairs pre-loaded into every NLA's KVS (`PMI_process_mapping`, ...).
     pub preput: Vec<(String, String)>,
     pub apps: Vec<AppSpec>,
-    /// The ranks this node runs, in local-rank order.
-    pub ranks: Vec<RankSlot>,
-    /// Whether stdin data for rank 0 will arrive at this node.
-    pub stdin_rank0: bool,
+    pub launcher: LauncherSpec,
     /// Grace period between SIGTERM and SIGKILL when the job is torn down, in ms.
     pub kill_grace_ms: u64,
+    /// A fence whose new pairs total at most this many bytes pushes them down to every NLA
+    /// with the release; a larger one leaves them where they are and `get`s climb the tree
+    /// (hierarchical cache).
+    pub kvs_push_max: u64,
+    /// Collect a launch report (`--report`).
+    pub report: bool,
     /// Verbose tracing.
     pub verbose: bool,
+}
+
+/// One node of the NLA tree and everything below it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodePlan {
+    /// Node id in the launch tree (0 is the front end).
+    pub node: u32,
+    /// Host name as given by the user (also where its children connect back to).
+    pub host: String,
+    /// The ranks this node runs, in local-rank order.
+    pub ranks: Vec<RankSlot>,
+    /// Child NLAs in launch order.
+    pub children: Vec<NodePlan>,
+}
+
+impl NodePlan {
+    /// Ranks in this subtree.
+    pub fn subtree_ranks(&self) -> usize {
+        self.ranks.len()
+            + self
+                .children
+                .iter()
+                .map(NodePlan::subtree_ranks)
+                .sum::<usize>()
+    }
+
+    /// NLAs in this subtree (this one included).
+    pub fn subtree_nodes(&self) -> usize {
+        1 + self
+            .children
+            .iter()
+            .map(NodePlan::subtree_nodes)
+            .sum::<usize>()
+    }
+
+    /// Does this subtree run global rank `rank`?
+    pub fn has_rank(&self, rank: u32) -> bool {
+        self.ranks.iter().any(|r| r.rank == rank) || self.children.iter().any(|c| c.has_rank(rank))
+    }
+
+    /// This plan without its children (what a parent keeps about a child it launched).
+    pub fn shallow(&self) -> NodePlan {
+        NodePlan {
+            children: Vec::new(),
+            ..self.clone()
+        }
+    }
+}
+
+/// Everything an NLA needs to run its part of the job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeSetup {
+    pub job: JobCommon,
+    pub plan: NodePlan,
 }
 
 /// How a rank ended, as the NLA saw it.
@@ -70,7 +158,10 @@ impl RankEnd {
     /// `finalize` failed the job all the same: status 1.
     pub fn status(&self) -> i32 {
         match self {
-            RankEnd::Exited { code: 0, clean_pmi: false } => 1,
+            RankEnd::Exited {
+                code: 0,
+                clean_pmi: false,
+            } => 1,
             RankEnd::Exited { code, .. } => *code,
             RankEnd::Signaled { signal } => 128 + signal,
             RankEnd::SpawnFailed { errno, .. } => {
@@ -85,7 +176,13 @@ impl RankEnd {
 
     /// Did the rank end in a way that fails the job?
     pub fn is_failure(&self) -> bool {
-        !matches!(self, RankEnd::Exited { code: 0, clean_pmi: true })
+        !matches!(
+            self,
+            RankEnd::Exited {
+                code: 0,
+                clean_pmi: true
+            }
+        )
     }
 }
 
@@ -93,29 +190,28 @@ const fn libc_enoent() -> i32 {
     2
 }
 
-/// Process mapping in the explicit-triplet form every MPICH accepts (spec §8.1): `ranks_per`
-/// lists, per node in node order, how many consecutive ranks it holds (block placement).
-/// Consecutive nodes with the same count are merged into one `(start,n,count)` block.
-/// Returns `None` when the value would be too long for MPICH 4.0 clients (> 600 bytes) or
-/// the layout is empty; the key is then omitted and MPICH falls back to hostnames.
-pub fn process_mapping(ranks_per: &[u32]) -> Option<String> {
+/// Process mapping in the explicit-triplet form every MPICH accepts (spec §8.1). `runs` is the
+/// rank order as (node id, consecutive ranks on it); runs on consecutive node ids with the
+/// same count merge into one `(start,n,count)` block. Returns `None` when the value would be
+/// too long for MPICH 4.0 clients (> 600 bytes) or the layout is empty; the key is then
+/// omitted and MPICH falls back to exchanging hostnames.
+pub fn process_mapping(runs: &[(usize, u32)]) -> Option<String> {
+    let mut blocks: Vec<(usize, usize, u32)> = Vec::new();
+    for &(node, count) in runs.iter().filter(|r| r.1 > 0) {
+        match blocks.last_mut() {
+            Some((start, n, c)) if *c == count && *start + *n == node => *n += 1,
+            _ => blocks.push((node, 1, count)),
+        }
+    }
+    if blocks.is_empty() {
+        return None;
+    }
     let mut out = String::from("(vector");
-    let mut i = 0;
-    let mut any = false;
-    while i < ranks_per.len() {
-        let count = ranks_per[i];
-        let mut j = i + 1;
-        while j < ranks_per.len() && ranks_per[j] == count {
-            j += 1;
-        }
-        if count > 0 {
-            out.push_str(&format!(",({},{},{})", i, j - i, count));
-            any = true;
-        }
-        i = j;
+    for (start, n, c) in blocks {
+        out.push_str(&format!(",({start},{n},{c})"));
     }
     out.push(')');
-    (any && out.len() <= 600).then_some(out)
+    (out.len() <= 600).then_some(out)
 }
 
 #[cfg(test)]
@@ -124,38 +220,76 @@ mod tests {
 
     #[test]
     fn mapping_single_node() {
-        assert_eq!(process_mapping(&[4]).as_deref(), Some("(vector,(0,1,4))"));
+        assert_eq!(
+            process_mapping(&[(0, 4)]).as_deref(),
+            Some("(vector,(0,1,4))")
+        );
     }
 
     #[test]
     fn mapping_blocks_merge() {
+        let runs = [(0, 2), (1, 2), (2, 4), (3, 4), (4, 1)];
         assert_eq!(
-            process_mapping(&[2, 2, 4, 4, 1]).as_deref(),
+            process_mapping(&runs).as_deref(),
             Some("(vector,(0,2,2),(2,2,4),(4,1,1))")
         );
     }
 
     #[test]
-    fn mapping_skips_empty_nodes_and_empty_layout() {
-        assert_eq!(process_mapping(&[2, 0, 2]).as_deref(), Some("(vector,(0,1,2),(2,1,2))"));
+    fn mapping_wraps_explicitly() {
+        // 6 ranks over two 2-slot hosts: 0,1 -> node 0; 2,3 -> node 1; 4,5 -> node 0 again
+        let runs = [(0, 2), (1, 2), (0, 2)];
+        assert_eq!(
+            process_mapping(&runs).as_deref(),
+            Some("(vector,(0,2,2),(0,1,2))")
+        );
+    }
+
+    #[test]
+    fn mapping_empty_layout() {
         assert_eq!(process_mapping(&[]), None);
-        assert_eq!(process_mapping(&[0]), None);
+        assert_eq!(process_mapping(&[(0, 0)]), None);
     }
 
     #[test]
     fn mapping_too_long_is_omitted() {
-        let v: Vec<u32> = (1..200).collect();
+        let v: Vec<(usize, u32)> = (1..200).map(|i| (i, i as u32)).collect();
         assert_eq!(process_mapping(&v), None);
     }
 
     #[test]
     fn rank_end_status() {
         assert_eq!(RankEnd::Signaled { signal: 11 }.status(), 139);
-        assert_eq!(RankEnd::Exited { code: 3, clean_pmi: true }.status(), 3);
-        assert!(RankEnd::Exited { code: 0, clean_pmi: false }.is_failure());
-        assert_eq!(RankEnd::Exited { code: 0, clean_pmi: false }.status(), 1);
-        assert!(!RankEnd::Exited { code: 0, clean_pmi: true }.is_failure());
-        let e = RankEnd::SpawnFailed { errno: 2, reason: "x".into() };
+        assert_eq!(
+            RankEnd::Exited {
+                code: 3,
+                clean_pmi: true
+            }
+            .status(),
+            3
+        );
+        assert!(RankEnd::Exited {
+            code: 0,
+            clean_pmi: false
+        }
+        .is_failure());
+        assert_eq!(
+            RankEnd::Exited {
+                code: 0,
+                clean_pmi: false
+            }
+            .status(),
+            1
+        );
+        assert!(!RankEnd::Exited {
+            code: 0,
+            clean_pmi: true
+        }
+        .is_failure());
+        let e = RankEnd::SpawnFailed {
+            errno: 2,
+            reason: "x".into(),
+        };
         assert_eq!(e.status(), 127);
     }
 }

@@ -1,6 +1,9 @@
 //! libi: the job model, hosts, launch trees and the launch model, and the messages that travel
 //! over the NLA tree. Pure code shared by `libi-mpiexec`, `libi-nla` and `libi-tree`.
 
+pub mod hosts;
 pub mod job;
+pub mod launch;
 pub mod msg;
+pub mod report;
 pub mod tree;

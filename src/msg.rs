@@ -6,6 +6,7 @@
 //! frame is anything else or carries the wrong secret.
 
 use crate::job::{NodeSetup, RankEnd};
+use crate::report::NodeReport;
 use bytes::{Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 use tokio_util::codec::{Decoder, Encoder, LengthDelimitedCodec};
@@ -23,24 +24,71 @@ pub enum Stream {
 pub enum Msg {
     // ---- child -> parent ----
     /// First frame of every tree connection.
-    Hello { node: u32, secret: String, host: String, pid: u32 },
+    Hello {
+        node: u32,
+        secret: String,
+        host: String,
+        pid: u32,
+    },
     /// Whole lines (a partial line only at end of stream) from one rank.
-    Output { rank: u32, stream: Stream, data: Vec<u8> },
+    Output {
+        rank: u32,
+        stream: Stream,
+        data: Vec<u8>,
+    },
     /// A rank ended. `host` names where.
-    RankEnded { rank: u32, host: String, end: RankEnd },
+    RankEnded {
+        rank: u32,
+        host: String,
+        end: RankEnd,
+    },
     /// A rank called abort.
-    Abort { rank: u32, host: String, code: i32, message: Option<String> },
+    Abort {
+        rank: u32,
+        host: String,
+        code: i32,
+        message: Option<String>,
+    },
     /// Every rank below this subtree entered fence `epoch`; `pairs` are the pairs put since
     /// the previous fence, merged over the subtree.
-    FenceIn { epoch: u64, pairs: Vec<(String, String)> },
+    FenceIn {
+        epoch: u64,
+        pairs: Vec<(String, String)>,
+    },
+    /// A key missed in this subtree's caches: look it up further up.
+    Get { key: String },
     /// A node could not do its job (launch failure, protocol failure): fail the whole job.
-    Fatal { host: String, message: String, status: i32 },
+    Fatal {
+        host: String,
+        message: String,
+        status: i32,
+    },
+    /// A whole subtree is gone (its NLA could not be started or its connection broke):
+    /// `ranks` ranks will never report their end.
+    SubtreeLost {
+        host: String,
+        ranks: u32,
+        message: String,
+    },
+    /// An NLA has started its ranks.
+    NodeUp { node: u32, host: String, ranks: u32 },
+    /// An NLA's launch report (only with `--report`), sent before it exits.
+    Report(Box<NodeReport>),
 
     // ---- parent -> child ----
     /// The child's part of the job.
     Setup(Box<NodeSetup>),
-    /// Fence `epoch` completed everywhere; `pairs` are all pairs put in that epoch.
-    FenceOut { epoch: u64, pairs: Vec<(String, String)> },
+    /// Fence `epoch` completed everywhere. `pushed`: `pairs` are all pairs put in that
+    /// epoch; otherwise `pairs` is empty, the pairs stay up the tree and missing keys are
+    /// fetched with `Get`. `stale`: keys overwritten in this epoch that caches must drop.
+    FenceOut {
+        epoch: u64,
+        pushed: bool,
+        pairs: Vec<(String, String)>,
+        stale: Vec<String>,
+    },
+    /// Answer to `Get` (`None`: not found anywhere).
+    GetResult { key: String, value: Option<String> },
     /// Bytes for rank 0's stdin; an empty `data` means EOF.
     Stdin { data: Vec<u8> },
     /// Deliver this signal to every rank (SIGINT/SIGTERM/SIGUSR1/SIGUSR2 forwarding).
@@ -66,7 +114,9 @@ pub struct MsgCodec {
 
 pub fn codec() -> MsgCodec {
     MsgCodec {
-        inner: LengthDelimitedCodec::builder().max_frame_length(MAX_FRAME).new_codec(),
+        inner: LengthDelimitedCodec::builder()
+            .max_frame_length(MAX_FRAME)
+            .new_codec(),
     }
 }
 
@@ -115,9 +165,21 @@ mod tests {
         let mut c = codec();
         let mut buf = BytesMut::new();
         let msgs = vec![
-            Msg::Hello { node: 3, secret: "abc".into(), host: "h".into(), pid: 9 },
-            Msg::FenceIn { epoch: 2, pairs: vec![("k".into(), "v".into())] },
-            Msg::Output { rank: 1, stream: Stream::Stderr, data: b"x\n".to_vec() },
+            Msg::Hello {
+                node: 3,
+                secret: "abc".into(),
+                host: "h".into(),
+                pid: 9,
+            },
+            Msg::FenceIn {
+                epoch: 2,
+                pairs: vec![("k".into(), "v".into())],
+            },
+            Msg::Output {
+                rank: 1,
+                stream: Stream::Stderr,
+                data: b"x\n".to_vec(),
+            },
             Msg::Kill,
         ];
         for m in &msgs {

@@ -34,13 +34,19 @@ fn check_plan(v: &serde_json::Value, nodes: u64, seq: f64, rem: f64) {
     assert_eq!(v["rem"].as_f64(), Some(rem));
     let shapes = v["shapes"].as_array().expect("shapes");
     assert_eq!(shapes.len(), 13);
-    let mut names: Vec<&str> = shapes.iter().map(|s| s["shape"].as_str().unwrap()).collect();
+    let mut names: Vec<&str> = shapes
+        .iter()
+        .map(|s| s["shape"].as_str().unwrap())
+        .collect();
     for s in shapes {
         assert_eq!(s.as_object().unwrap().len(), 4);
         assert!(s["depth"].is_u64() && s["max_fanout"].is_u64() && s["time"].is_f64());
     }
     let times: Vec<f64> = shapes.iter().map(|s| s["time"].as_f64().unwrap()).collect();
-    assert!(times.windows(2).all(|w| w[0] <= w[1]), "not sorted: {times:?}");
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "not sorted: {times:?}"
+    );
     // Greedy first, or tied with the first.
     let greedy = shapes.iter().find(|s| s["shape"] == "greedy").unwrap();
     assert_eq!(greedy["time"].as_f64(), Some(times[0]));
@@ -88,10 +94,16 @@ fn plan_json_values() {
 
 #[test]
 fn plan_table() {
-    let o = run(&["plan", "--nodes", "1000", "--seq", "0.007", "--rem", "0.172"]);
+    let o = run(&[
+        "plan", "--nodes", "1000", "--seq", "0.007", "--rem", "0.172",
+    ]);
     assert!(o.status.success());
     let out = stdout(&o);
-    let rows: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).skip(1).collect();
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .skip(1)
+        .collect();
     assert_eq!(rows.len(), 13);
     assert!(rows[0].split_whitespace().nth(1) == Some("greedy"), "{out}");
 }
@@ -127,8 +139,7 @@ fn show_text() {
 #[test]
 fn show_dot() {
     let o = run(&[
-        "show", "--nodes", "7", "--tree", "kary:2", "--seq", "1", "--rem", "10", "--format",
-        "dot",
+        "show", "--nodes", "7", "--tree", "kary:2", "--seq", "1", "--rem", "10", "--format", "dot",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
@@ -162,8 +173,14 @@ fn bad_input_exits_2_with_one_line() {
         (&["show", "--nodes", "10", "--tree", "kary:0"], "kary:0"),
         (&["show", "--nodes", "10", "--tree", "kary:x"], "kary:x"),
         (&["show", "--nodes", "0", "--tree", "flat"], "--nodes"),
-        (&["show", "--nodes", "10", "--tree", "flat", "--seq", "-2"], "--seq"),
-        (&["show", "--nodes", "10", "--tree", "flat", "--format", "png"], "--format"),
+        (
+            &["show", "--nodes", "10", "--tree", "flat", "--seq", "-2"],
+            "--seq",
+        ),
+        (
+            &["show", "--nodes", "10", "--tree", "flat", "--format", "png"],
+            "--format",
+        ),
         (&["show", "--nodes", "10"], "--tree"),
         (&["plan"], "--nodes"),
         (&["plan", "--nodes", "3", "--bogus"], "--bogus"),

@@ -6,6 +6,7 @@
 //! Hydra), local ones apply to their segment.
 
 use clap::Parser;
+use libi::job::LauncherKind;
 use libi::tree::{LaunchModel, Shape};
 
 /// Options as clap sees one segment.
@@ -68,11 +69,43 @@ pub struct Segment {
     /// Universe size reported to PMI (default: the job size)
     #[arg(long = "usize", value_name = "N")]
     pub usize: Option<i32>,
-    /// Path of the libi-nla binary (default: next to libi-mpiexec)
+    /// Path of the libi-nla binary on every node (default: next to libi-mpiexec)
     #[arg(long = "nla-path", value_name = "PATH")]
     pub nla_path: Option<String>,
+    /// Host file: one `host[:slots]` per line, # comments [-hostfile, -machinefile]
+    #[arg(short = 'f', long = "hostfile", value_name = "FILE")]
+    pub hostfile: Option<String>,
+    /// Hosts: `h1:2,h2` (slots default to 1)
+    #[arg(long = "hosts", value_name = "H[:N],...")]
+    pub hosts: Option<String>,
+    /// Processes per host (overrides the host list's slots)
+    #[arg(long = "ppn", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub ppn: Option<u32>,
+    /// How NLAs start NLAs: ssh | rsh | fork (default: fork on one host, ssh otherwise)
+    #[arg(long = "launcher", value_name = "NAME")]
+    pub launcher: Option<LauncherKind>,
+    /// The ssh/rsh program to use
+    #[arg(long = "launcher-exec", value_name = "PATH")]
+    pub launcher_exec: Option<String>,
+    /// Address the NLAs connect back to (default: this host's address on the route to them)
+    #[arg(long = "localhost", value_name = "ADDR")]
+    pub localhost: Option<String>,
+    /// Network interface whose address the NLAs connect back to
+    #[arg(long = "iface", value_name = "IF")]
+    pub iface: Option<String>,
+    /// Write a launch report (JSON) to FILE
+    #[arg(long = "report", value_name = "FILE")]
+    pub report: Option<String>,
+    /// Largest fence (bytes of new pairs) pushed down the tree whole; larger ones stay up
+    /// and gets climb the tree (default 1 MiB)
+    #[arg(long = "kvs-push-max", value_name = "BYTES")]
+    pub kvs_push_max: Option<u64>,
     /// Program and its arguments
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROG ARGS")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROG ARGS"
+    )]
     pub command: Vec<String>,
 }
 
@@ -97,10 +130,20 @@ const LONG: &[(&str, &str, usize)] = &[
     ("launch-model", "launch-model", 1),
     ("usize", "usize", 1),
     ("nla-path", "nla-path", 1),
+    ("hostfile", "hostfile", 1),
+    ("machinefile", "hostfile", 1),
+    ("hosts", "hosts", 1),
+    ("ppn", "ppn", 1),
+    ("launcher", "launcher", 1),
+    ("launcher-exec", "launcher-exec", 1),
+    ("localhost", "localhost", 1),
+    ("iface", "iface", 1),
+    ("report", "report", 1),
+    ("kvs-push-max", "kvs-push-max", 1),
     ("help", "help", 0),
     ("version", "version", 0),
 ];
-const SHORT: &[(&str, usize)] = &[("n", 1), ("l", 0), ("v", 0), ("h", 0), ("V", 0)];
+const SHORT: &[(&str, usize)] = &[("n", 1), ("f", 1), ("l", 0), ("v", 0), ("h", 0), ("V", 0)];
 
 /// Global settings after merging all segments.
 #[derive(Debug, Clone, Default)]
@@ -114,6 +157,15 @@ pub struct Global {
     pub launch_model: Option<LaunchModel>,
     pub usize: Option<i32>,
     pub nla_path: Option<String>,
+    pub hostfile: Option<String>,
+    pub hosts: Option<String>,
+    pub ppn: Option<u32>,
+    pub launcher: Option<LauncherKind>,
+    pub launcher_exec: Option<String>,
+    pub localhost: Option<String>,
+    pub iface: Option<String>,
+    pub report: Option<String>,
+    pub kvs_push_max: Option<u64>,
 }
 
 /// Which variables of the front end's environment a rank inherits.
@@ -166,28 +218,27 @@ fn normalise(seg: &[String]) -> Result<Vec<String>, CliError> {
             out.extend(seg[i..].iter().cloned());
             break;
         }
-        let (name, nvals, canon) = if let Some(long) = t.strip_prefix("--") {
-            let long = long.split('=').next().unwrap_or(long);
-            match LONG.iter().find(|(n, _, _)| *n == long) {
-                Some((_, c, k)) => (t.clone(), if t.contains('=') { 0 } else { *k }, format!("--{c}")),
-                None => return Err(usage(format!("unrecognized option '{t}'"))),
+        let (nvals, canon) = if let Some(long) = t.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (long, None),
+            };
+            match (LONG.iter().find(|(n, _, _)| *n == name), inline) {
+                (Some((_, c, _)), Some(v)) => (0, format!("--{c}={v}")),
+                (Some((_, c, k)), None) => (*k, format!("--{c}")),
+                (None, _) => return Err(usage(format!("unrecognized option '{t}'"))),
             }
         } else {
             let body = &t[1..];
             if let Some((_, c, k)) = LONG.iter().find(|(n, _, _)| *n == body) {
-                (t.clone(), *k, format!("--{c}"))
+                (*k, format!("--{c}"))
             } else if let Some((s, k)) = SHORT.iter().find(|(s, _)| *s == body) {
-                (t.clone(), *k, format!("-{s}"))
+                (*k, format!("-{s}"))
             } else {
                 return Err(usage(format!("unrecognized option '{t}'")));
             }
         };
-        let _ = name;
-        if t.starts_with("--") && t.contains('=') {
-            out.push(t.clone());
-        } else {
-            out.push(canon);
-        }
+        out.push(canon);
         for _ in 0..nvals {
             i += 1;
             match seg.get(i) {
@@ -215,11 +266,17 @@ fn parse_segment(seg: &[String]) -> Result<Segment, CliError> {
 }
 
 fn pairs(v: &[String]) -> Vec<(String, String)> {
-    v.chunks(2).filter(|c| c.len() == 2).map(|c| (c[0].clone(), c[1].clone())).collect()
+    v.chunks(2)
+        .filter(|c| c.len() == 2)
+        .map(|c| (c[0].clone(), c[1].clone()))
+        .collect()
 }
 
 fn list(s: &str) -> Vec<String> {
-    s.split(',').filter(|x| !x.is_empty()).map(str::to_string).collect()
+    s.split(',')
+        .filter(|x| !x.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Split a `-configfile` into argument words: one segment per non-comment line.
@@ -250,15 +307,13 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
     }
     let mut global = Global::default();
     let mut execs = Vec::new();
-    let mut segments: Vec<Vec<String>> =
-        argv.split(|a| a == ":").map(|s| s.to_vec()).collect();
+    let mut segments: Vec<Vec<String>> = argv.split(|a| a == ":").map(|s| s.to_vec()).collect();
     let mut idx = 0;
     while idx < segments.len() {
         let s = parse_segment(&segments[idx])?;
         if let Some(cf) = &s.configfile {
             let words = configfile_args(cf)?;
-            let more: Vec<Vec<String>> =
-                words.split(|a| a == ":").map(|s| s.to_vec()).collect();
+            let more: Vec<Vec<String>> = words.split(|a| a == ":").map(|s| s.to_vec()).collect();
             // The configfile's segments stand where the option was; options given next to
             // it stay global.
             segments.splice(idx + 1..idx + 1, more);
@@ -283,6 +338,15 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         global.launch_model = s.launch_model.or(global.launch_model);
         global.usize = s.usize.or(global.usize);
         global.nla_path = s.nla_path.clone().or(global.nla_path);
+        global.hostfile = s.hostfile.clone().or(global.hostfile);
+        global.hosts = s.hosts.clone().or(global.hosts);
+        global.ppn = s.ppn.or(global.ppn);
+        global.launcher = s.launcher.or(global.launcher);
+        global.launcher_exec = s.launcher_exec.clone().or(global.launcher_exec);
+        global.localhost = s.localhost.clone().or(global.localhost);
+        global.iface = s.iface.clone().or(global.iface);
+        global.report = s.report.clone().or(global.report);
+        global.kvs_push_max = s.kvs_push_max.or(global.kvs_push_max);
         if s.command.is_empty() {
             if s.configfile.is_none() {
                 if s.n.is_some() || !s.env.is_empty() || s.wdir.is_some() {
@@ -298,7 +362,11 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         let n = match s.n {
             None => None,
             Some(n) if n >= 1 && n <= u32::MAX as i64 => Some(n as u32),
-            Some(n) => return Err(usage(format!("-n must be a positive number of processes, got {n}"))),
+            Some(n) => {
+                return Err(usage(format!(
+                    "-n must be a positive number of processes, got {n}"
+                )))
+            }
         };
         let env_mode = if s.envnone {
             Some(EnvMode::None)
@@ -343,7 +411,10 @@ mod tests {
         assert_eq!(e.args, vec!["-x", "--y"]);
         assert_eq!(e.wdir.as_deref(), Some("/tmp"));
         assert!(c.global.label);
-        assert_eq!(c.global.genv, vec![("A".into(), "1".into()), ("B".into(), "2".into())]);
+        assert_eq!(
+            c.global.genv,
+            vec![("A".into(), "1".into()), ("B".into(), "2".into())]
+        );
     }
 
     #[test]
@@ -359,7 +430,10 @@ mod tests {
     #[test]
     fn global_env_modes() {
         let c = p("-genvlist A,B -n 1 x").expect("parse");
-        assert_eq!(c.global.genv_mode, EnvMode::List(vec!["A".into(), "B".into()]));
+        assert_eq!(
+            c.global.genv_mode,
+            EnvMode::List(vec!["A".into(), "B".into()])
+        );
         let c = p("-genvnone -n 1 x").expect("parse");
         assert_eq!(c.global.genv_mode, EnvMode::None);
     }
@@ -389,6 +463,24 @@ mod tests {
     }
 
     #[test]
+    fn host_options() {
+        let c = p("-f hf -ppn 2 -launcher ssh -launcher-exec /x/ssh -localhost 10.0.0.1 -n 4 x")
+            .expect("parse");
+        assert_eq!(c.global.hostfile.as_deref(), Some("hf"));
+        assert_eq!(c.global.ppn, Some(2));
+        assert_eq!(c.global.launcher, Some(LauncherKind::Ssh));
+        assert_eq!(c.global.launcher_exec.as_deref(), Some("/x/ssh"));
+        assert_eq!(c.global.localhost.as_deref(), Some("10.0.0.1"));
+        let c = p("-machinefile m -hosts a:2,b x").expect("parse");
+        assert_eq!(c.global.hostfile.as_deref(), Some("m"));
+        assert_eq!(c.global.hosts.as_deref(), Some("a:2,b"));
+        assert!(matches!(p("-launcher telnet x"), Err(CliError::Usage(_))));
+        assert!(matches!(p("-ppn 0 x"), Err(CliError::Usage(_))));
+        let c = p("--report=r.json x").expect("parse");
+        assert_eq!(c.global.report.as_deref(), Some("r.json"));
+    }
+
+    #[test]
     fn configfile() {
         let dir = std::env::temp_dir().join(format!("libi-cf-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("mkdir");
@@ -399,6 +491,9 @@ mod tests {
         assert_eq!(c.execs[0].args, vec!["x"]);
         assert_eq!(c.execs[1].prog, "b");
         assert!(c.global.label);
-        assert!(matches!(p("-configfile /nonexistent/x"), Err(CliError::Usage(_))));
+        assert!(matches!(
+            p("-configfile /nonexistent/x"),
+            Err(CliError::Usage(_))
+        ));
     }
 }

@@ -1,20 +1,20 @@
-//! The front end's run loop: start the NLAs, authenticate their connections, be the root of
-//! the fence, print the ranks' output, forward stdin and signals, decide the exit status.
+//! The front end's run loop. The front end is the root of the NLA tree: it runs the same node
+//! state machine as every NLA ([`NodeCore`], with no local ranks and no parent), launches its
+//! children with the job's launcher, and turns what reaches the root into the job's visible
+//! behaviour: output on our stdout/stderr, one line naming what failed, the exit status.
 
 use crate::plan::Plan;
-use futures::{SinkExt, StreamExt};
 use libi::job::{NodeSetup, RankEnd};
-use libi::msg::{codec, secret_eq, Msg, MsgCodec, Stream};
-use std::collections::HashMap;
-use std::io::Write;
-use std::os::unix::process::CommandExt as _;
-use std::process::Stdio;
+use libi::msg::{Msg, Stream};
+use libi::report::{now, NodeReport, Report};
+use nla::core::{Effect, NodeCore};
+use nla::tree::{accept_loop, listen, Children, EvSink, TreeEv};
+use std::io::{IsTerminal, Write};
+use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
-use tokio_util::codec::{FramedRead, FramedWrite};
-use tracing::{debug, warn};
+use tracing::warn;
 
 /// Exit status when the job hit `MPIEXEC_TIMEOUT` (as `timeout(1)`).
 pub const STATUS_TIMEOUT: i32 = 124;
@@ -23,136 +23,66 @@ pub const STATUS_LAUNCH: i32 = 255;
 
 pub struct Options {
     pub label: bool,
-    pub verbose: bool,
-    pub nla_path: String,
     pub timeout: Option<Duration>,
     pub grace: Duration,
+    /// Address the NLAs connect back to (`-localhost`/`-iface`).
+    pub advertise: Option<IpAddr>,
+    /// Where to write the launch report.
+    pub report: Option<String>,
 }
 
 enum Fe {
-    Connected { node: u32, host: String, sink: FramedWrite<OwnedWriteHalf, MsgCodec> },
-    Rejected(String),
-    FromNode(u32, Msg),
-    NodeGone(u32, String),
-    LauncherExited(u32, std::process::ExitStatus),
+    Tree(TreeEv),
     Stdin(Vec<u8>),
     Signal(i32),
     Timeout,
     GraceOver,
+    Tick,
+    ChildrenTimeout,
 }
 
-struct NodeState {
-    setup: Option<NodeSetup>,
-    sink: Option<FramedWrite<OwnedWriteHalf, MsgCodec>>,
-    host: String,
-    ranks_left: usize,
-    launcher_done: bool,
+/// What the front end makes of the job so far.
+struct Job {
+    status: Option<i32>,
+    killing: bool,
+    out: Output,
+    nodes_up: usize,
+    ranks_up: usize,
+    all_up_at: Option<f64>,
+    reports: Vec<NodeReport>,
 }
 
 /// Run the job; returns the exit status for `libi-mpiexec`.
 pub async fn run(plan: Plan, opts: Options) -> i32 {
+    let t0 = now();
+    let started = Instant::now();
     let secret = new_secret();
-    let listener = match TcpListener::bind("127.0.0.1:0").await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("libi-mpiexec: cannot listen for NLA connections: {e}");
-            return STATUS_LAUNCH;
-        }
-    };
-    let addr = match listener.local_addr() {
-        Ok(a) => a.to_string(),
-        Err(e) => {
-            eprintln!("libi-mpiexec: {e}");
-            return STATUS_LAUNCH;
-        }
-    };
     let (tx, mut rx) = unbounded_channel::<Fe>();
-
-    let mut nodes: HashMap<u32, NodeState> = HashMap::new();
-    let rank0_node = plan
-        .nodes
-        .iter()
-        .find(|n| n.ranks.iter().any(|r| r.rank == 0))
-        .map(|n| n.node);
-    for setup in &plan.nodes {
-        nodes.insert(
-            setup.node,
-            NodeState {
-                setup: Some(setup.clone()),
-                sink: None,
-                host: setup.host.clone(),
-                ranks_left: setup.ranks.len(),
-                launcher_done: false,
-            },
-        );
-    }
-
-    // Accept loop: authenticate each connection before it is trusted.
-    {
+    let tree_ev: EvSink = {
         let tx = tx.clone();
-        let secret = secret.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((stream, peer)) = listener.accept().await else { return };
-                let tx = tx.clone();
-                let secret = secret.clone();
-                tokio::spawn(async move {
-                    match handshake(stream, &secret, tx.clone()).await {
-                        Ok(()) => {}
-                        Err(why) => {
-                            let _ = tx.send(Fe::Rejected(format!("{peer}: {why}")));
-                        }
-                    }
-                });
-            }
-        });
-    }
-
-    // Start the NLAs (the fork launcher: every NLA on this machine).
-    let mut children = Vec::new();
-    for setup in &plan.nodes {
-        let mut cmd = tokio::process::Command::new(&opts.nla_path);
-        cmd.arg("--parent").arg(&addr).arg("--node").arg(setup.node.to_string());
-        if opts.verbose {
-            cmd.arg("-v");
-        }
-        cmd.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::inherit());
-        // Own process group: a terminal's Ctrl-C reaches only the front end, which forwards
-        // it; and the NLA dies with the front end.
-        // SAFETY: setpgid and prctl are async-signal-safe.
-        unsafe {
-            cmd.as_std_mut().pre_exec(|| {
-                libc::setpgid(0, 0);
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
-                Ok(())
-            });
-        }
-        match cmd.spawn() {
-            Ok(mut child) => {
-                if let Some(mut stdin) = child.stdin.take() {
-                    use tokio::io::AsyncWriteExt;
-                    let line = format!("{secret}\n");
-                    let _ = stdin.write_all(line.as_bytes()).await;
-                }
-                let node = setup.node;
-                let tx = tx.clone();
-                children.push(child.id());
-                tokio::spawn(async move {
-                    if let Ok(st) = child.wait().await {
-                        let _ = tx.send(Fe::LauncherExited(node, st));
-                    }
-                });
-            }
+        Arc::new(move |e| tx.send(Fe::Tree(e)).is_ok())
+    };
+    let setup = NodeSetup {
+        job: plan.job.clone(),
+        plan: plan.root.clone(),
+    };
+    let mut core = NodeCore::new(setup, true, plan.job.report);
+    let mut children = Children::new(core.plan());
+    let mut fx = Vec::new();
+    let first = core.plan().children.first().map(|c| c.host.clone());
+    let (listener, addr) =
+        match listen(plan.job.launcher.kind, opts.advertise, first.as_deref()).await {
+            Ok(x) => x,
             Err(e) => {
-                eprintln!(
-                    "libi-mpiexec: cannot execute '{}': {}",
-                    opts.nla_path,
-                    describe(&e)
-                );
+                eprintln!("libi-mpiexec: cannot listen for NLA connections: {e}");
                 return STATUS_LAUNCH;
             }
-        }
-    }
+        };
+    let ids = core.plan().children.iter().map(|c| c.node).collect();
+    accept_loop(listener, secret.clone(), ids, tree_ev.clone());
+    children
+        .launch_all(&mut core, &addr, &secret, &tree_ev, &mut fx)
+        .await;
 
     spawn_stdin_reader(tx.clone());
     spawn_signal_watch(tx.clone());
@@ -163,242 +93,243 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
             let _ = tx.send(Fe::Timeout);
         });
     }
-
-    let total: usize = plan.nodes.iter().map(|n| n.ranks.len()).sum();
-    let mut ended = 0usize;
-    let mut status: Option<i32> = None;
-    let mut killing = false;
-    let mut pending_stdin: Vec<Vec<u8>> = Vec::new();
-    let mut fence_epoch = 1u64;
-    let mut fence_in: usize = 0;
-    let mut fence_pairs: Vec<(String, String)> = Vec::new();
-    let mut last_sigint: Option<Instant> = None;
-    let mut out = Output::new(opts.label);
-
-    while ended < total {
-        let Some(ev) = rx.recv().await else { break };
-        let mut fail: Option<(i32, String)> = None;
-        match ev {
-            Fe::Connected { node, host, mut sink } => {
-                let Some(st) = nodes.get_mut(&node) else { continue };
-                let Some(setup) = st.setup.take() else {
-                    warn!("node {node} connected twice; dropped");
-                    continue;
-                };
-                debug!(node, %host, "NLA connected");
-                st.host = host;
-                let _ = sink.send(Msg::Setup(Box::new(setup))).await;
-                if Some(node) == rank0_node {
-                    for d in pending_stdin.drain(..) {
-                        let _ = sink.send(Msg::Stdin { data: d }).await;
-                    }
-                }
-                if killing {
-                    let _ = sink.send(Msg::Kill).await;
-                }
-                st.sink = Some(sink);
-            }
-            Fe::Rejected(why) => warn!("dropped a tree connection: {why}"),
-            Fe::FromNode(node, msg) => match msg {
-                Msg::Output { rank, stream, data } => out.write(rank, stream, &data),
-                Msg::RankEnded { rank, host, end } => {
-                    ended += 1;
-                    if let Some(st) = nodes.get_mut(&node) {
-                        st.ranks_left = st.ranks_left.saturating_sub(1);
-                    }
-                    if end.is_failure() && !killing {
-                        fail = Some((end.status(), describe_end(rank, &host, &end)));
-                    }
-                }
-                Msg::Abort { rank, host, code, message } => {
-                    if !killing {
-                        let m = match message.as_deref() {
-                            Some(m) if !m.is_empty() && m != "abort" => format!(": {m}"),
-                            _ => String::new(),
-                        };
-                        fail = Some((
-                            code,
-                            format!("rank {rank} on {host} called MPI_Abort with exit code {code}{m}"),
-                        ));
-                    }
-                }
-                Msg::Fatal { host, message, status } => {
-                    if !killing {
-                        fail = Some((status, message));
-                    }
-                }
-                Msg::FenceIn { epoch, pairs } => {
-                    if epoch != fence_epoch {
-                        warn!("node {node} entered fence {epoch} during fence {fence_epoch}");
-                    } else {
-                        fence_in += 1;
-                        fence_pairs.extend(pairs);
-                        if fence_in == nodes.len() {
-                            let release =
-                                Msg::FenceOut { epoch, pairs: std::mem::take(&mut fence_pairs) };
-                            broadcast(&mut nodes, &release).await;
-                            fence_epoch += 1;
-                            fence_in = 0;
-                        }
-                    }
-                }
-                other => warn!("unexpected message from node {node}: {other:?}"),
-            },
-            Fe::NodeGone(node, why) => {
-                if let Some(st) = nodes.get_mut(&node) {
-                    st.sink = None;
-                    if st.ranks_left > 0 {
-                        ended += st.ranks_left;
-                        st.ranks_left = 0;
-                        if !killing {
-                            fail = Some((
-                                STATUS_LAUNCH,
-                                format!("lost the connection to the NLA on {} ({why})", st.host),
-                            ));
-                        }
-                    }
-                }
-            }
-            Fe::LauncherExited(node, st_) => {
-                if let Some(st) = nodes.get_mut(&node) {
-                    st.launcher_done = true;
-                    if st.setup.is_some() {
-                        // never connected
-                        ended += st.ranks_left;
-                        st.ranks_left = 0;
-                        if !killing {
-                            fail = Some((
-                                STATUS_LAUNCH,
-                                format!("the NLA on {} exited before connecting ({st_})", st.host),
-                            ));
-                        }
-                    }
-                }
-            }
-            Fe::Stdin(data) => match rank0_node.and_then(|n| nodes.get_mut(&n)) {
-                Some(NodeState { sink: Some(s), .. }) => {
-                    let _ = s.send(Msg::Stdin { data }).await;
-                }
-                _ => pending_stdin.push(data),
-            },
-            Fe::Signal(sig) => {
-                let now = Instant::now();
-                let second_int = sig == libc::SIGINT
-                    && last_sigint.is_some_and(|t| now.duration_since(t) < Duration::from_secs(2));
-                if sig == libc::SIGINT {
-                    last_sigint = Some(now);
-                }
-                if second_int {
-                    if !killing {
-                        fail = Some((130, "second SIGINT: killing the job".into()));
-                    }
-                } else {
-                    broadcast(&mut nodes, &Msg::Signal { signal: sig }).await;
-                }
-            }
-            Fe::Timeout => {
-                if !killing {
-                    let secs = opts.timeout.map(|t| t.as_secs()).unwrap_or(0);
-                    fail = Some((
-                        STATUS_TIMEOUT,
-                        format!("job timed out after {secs} s (MPIEXEC_TIMEOUT); killing it"),
-                    ));
-                }
-            }
-            Fe::GraceOver => {
-                // The NLAs did not report every rank in time: stop waiting.
-                warn!("NLAs did not finish tearing down in time");
-                break;
-            }
-        }
-        if let Some((code, message)) = fail {
-            out.flush();
-            eprintln!("libi-mpiexec: {message}");
-            status = Some(code);
-            killing = true;
-            broadcast(&mut nodes, &Msg::Kill).await;
-            let tx = tx.clone();
-            let wait = opts.grace + Duration::from_secs(5);
-            tokio::spawn(async move {
-                tokio::time::sleep(wait).await;
-                let _ = tx.send(Fe::GraceOver);
-            });
-        }
-    }
-    out.flush();
-    // Close the tree: NLAs exit once their parent is gone.
-    for st in nodes.values_mut() {
-        if let Some(mut s) = st.sink.take() {
-            let _ = s.close().await;
-        }
-    }
-    status.unwrap_or(0)
-}
-
-async fn broadcast(nodes: &mut HashMap<u32, NodeState>, msg: &Msg) {
-    for st in nodes.values_mut() {
-        if let Some(s) = st.sink.as_mut() {
-            let _ = s.send(msg.clone()).await;
-        }
-    }
-}
-
-/// Read the child's Hello, check the secret, then hand the connection to the loop.
-async fn handshake(stream: TcpStream, secret: &str, tx: UnboundedSender<Fe>) -> Result<(), String> {
-    let _ = stream.set_nodelay(true);
-    let (rd, wr) = stream.into_split();
-    let mut rd = FramedRead::new(rd, codec());
-    let first = tokio::time::timeout(Duration::from_secs(30), rd.next())
-        .await
-        .map_err(|_| "no hello within 30 s".to_string())?;
-    let (node, host) = match first {
-        Some(Ok(Msg::Hello { node, secret: s, host, .. })) => {
-            if !secret_eq(&s, secret) {
-                return Err("wrong job secret".into());
-            }
-            (node, host)
-        }
-        Some(Ok(_)) => return Err("first message is not a hello".into()),
-        Some(Err(e)) => return Err(e.to_string()),
-        None => return Err("closed before hello".into()),
-    };
-    let sink = FramedWrite::new(wr, codec());
-    tx.send(Fe::Connected { node, host, sink }).map_err(|_| "front end is gone".to_string())?;
-    tokio::spawn(async move {
-        while let Some(m) = rd.next().await {
-            match m {
-                Ok(msg) => {
-                    if tx.send(Fe::FromNode(node, msg)).is_err() {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    let _ = tx.send(Fe::NodeGone(node, e.to_string()));
+    let progress = std::io::stderr().is_terminal();
+    if progress {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let mut iv = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                iv.tick().await;
+                if tx.send(Fe::Tick).is_err() {
                     return;
                 }
             }
+        });
+    }
+
+    let mut job = Job {
+        status: None,
+        killing: false,
+        out: Output::new(opts.label),
+        nodes_up: 0,
+        ranks_up: 0,
+        all_up_at: None,
+        reports: Vec::new(),
+    };
+    let total_ranks = plan.job.size as usize;
+    let mut last_sigint: Option<Instant> = None;
+    let mut progress_shown = false;
+    let mut waiting_children = false;
+    loop {
+        while !fx.is_empty() {
+            let batch: Vec<Effect> = std::mem::take(&mut fx);
+            for e in batch {
+                match e {
+                    Effect::ToParent(msg) => {
+                        if let Some((code, message)) = job.event(msg, plan.nodes, total_ranks, t0) {
+                            job.fail(code, &message, &mut core, &mut fx, &tx, opts.grace);
+                        }
+                    }
+                    Effect::ToChild(idx, msg) => children.send(idx, msg).await,
+                    Effect::ToChildren(msg) => children.broadcast(&msg).await,
+                    Effect::Warn(w) => warn!("{w}"),
+                    Effect::ToRank(..)
+                    | Effect::CloseRank(_)
+                    | Effect::KillRanks
+                    | Effect::SignalRanks(_)
+                    | Effect::Stdin(_) => {}
+                }
+            }
         }
-        let _ = tx.send(Fe::NodeGone(node, "connection closed".into()));
-    });
-    Ok(())
+        if core.finished() {
+            break;
+        }
+        if core.ranks_left() == 0 && !waiting_children {
+            // Every rank ended: give the NLAs a moment to close (and send their reports).
+            waiting_children = true;
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                let _ = tx.send(Fe::ChildrenTimeout);
+            });
+        }
+        let Some(ev) = rx.recv().await else { break };
+        match ev {
+            Fe::Tree(t) => children.on_event(t, &mut core, &mut fx).await,
+            Fe::Stdin(data) => core.stdin(Msg::Stdin { data }, &mut fx),
+            Fe::Signal(sig) => {
+                let now_i = Instant::now();
+                let second = sig == libc::SIGINT
+                    && last_sigint
+                        .is_some_and(|t| now_i.duration_since(t) < Duration::from_secs(2));
+                if sig == libc::SIGINT {
+                    last_sigint = Some(now_i);
+                }
+                if second {
+                    job.fail(
+                        130,
+                        "second SIGINT: killing the job",
+                        &mut core,
+                        &mut fx,
+                        &tx,
+                        opts.grace,
+                    );
+                } else {
+                    fx.push(Effect::ToChildren(Msg::Signal { signal: sig }));
+                }
+            }
+            Fe::Timeout => {
+                let secs = opts.timeout.map(|t| t.as_secs()).unwrap_or(0);
+                let m = format!("job timed out after {secs} s (MPIEXEC_TIMEOUT); killing it");
+                job.fail(STATUS_TIMEOUT, &m, &mut core, &mut fx, &tx, opts.grace);
+            }
+            Fe::GraceOver => {
+                warn!("the NLAs did not finish tearing the job down in time");
+                break;
+            }
+            Fe::ChildrenTimeout => break,
+            Fe::Tick => {
+                if job.nodes_up < plan.nodes && started.elapsed() > Duration::from_secs(1) {
+                    eprint!(
+                        "\rlibi-mpiexec: {}/{} NLAs up, {}/{} ranks started ",
+                        job.nodes_up, plan.nodes, job.ranks_up, total_ranks
+                    );
+                    progress_shown = true;
+                } else if progress_shown {
+                    eprintln!(
+                        "\rlibi-mpiexec: {}/{} NLAs up, {}/{} ranks started ",
+                        job.nodes_up, plan.nodes, job.ranks_up, total_ranks
+                    );
+                    progress_shown = false;
+                }
+            }
+        }
+    }
+    job.out.flush();
+    children.close_all().await;
+    if let Some(path) = &opts.report {
+        let mut fe = core.report();
+        fe.ready = t0;
+        fe.launches = children.launches.clone();
+        let mut reports = vec![fe];
+        reports.append(&mut job.reports);
+        let mut report = Report {
+            nodes: plan.nodes as u32,
+            ranks: total_ranks as u32,
+            tree: plan.shape.to_string(),
+            launcher: format!("{:?}", plan.job.launcher.kind).to_lowercase(),
+            seq: plan.model.seq,
+            rem: plan.model.rem,
+            launch_time: job.all_up_at.map(|t| t - t0).unwrap_or(f64::NAN),
+            total_time: now() - t0,
+            reports,
+        };
+        report.rebase(t0);
+        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            eprintln!("libi-mpiexec: cannot write report {path}: {e}");
+        }
+    }
+    job.status.unwrap_or(0)
+}
+
+impl Job {
+    /// A message that reached the root. Returns a failure to act on.
+    fn event(&mut self, msg: Msg, nodes: usize, _ranks: usize, _t0: f64) -> Option<(i32, String)> {
+        match msg {
+            Msg::Output { rank, stream, data } => self.out.write(rank, stream, &data),
+            Msg::RankEnded { rank, host, end } => {
+                if end.is_failure() && !self.killing {
+                    return Some((end.status(), describe_end(rank, &host, &end)));
+                }
+            }
+            Msg::Abort {
+                rank,
+                host,
+                code,
+                message,
+            } => {
+                if !self.killing {
+                    let m = match message.as_deref() {
+                        Some(m) if !m.is_empty() && m != "abort" => format!(": {m}"),
+                        _ => String::new(),
+                    };
+                    return Some((
+                        code,
+                        format!("rank {rank} on {host} called MPI_Abort with exit code {code}{m}"),
+                    ));
+                }
+            }
+            Msg::Fatal {
+                message, status, ..
+            } => {
+                if !self.killing {
+                    return Some((status, message));
+                }
+            }
+            Msg::SubtreeLost { message, .. } => {
+                if !self.killing {
+                    return Some((STATUS_LAUNCH, message));
+                }
+            }
+            Msg::NodeUp { ranks, .. } => {
+                self.nodes_up += 1;
+                self.ranks_up += ranks as usize;
+                if self.nodes_up == nodes {
+                    self.all_up_at = Some(now());
+                }
+            }
+            Msg::Report(r) => self.reports.push(*r),
+            other => warn!("unexpected message at the root: {other:?}"),
+        }
+        None
+    }
+
+    /// The job fails: say why (once), tear it down, and stop waiting after the grace period.
+    fn fail(
+        &mut self,
+        code: i32,
+        message: &str,
+        core: &mut NodeCore,
+        fx: &mut Vec<Effect>,
+        tx: &UnboundedSender<Fe>,
+        grace: Duration,
+    ) {
+        if self.killing {
+            return;
+        }
+        self.out.flush();
+        eprintln!("libi-mpiexec: {message}");
+        self.status = Some(code);
+        self.killing = true;
+        core.kill(fx);
+        let tx = tx.clone();
+        let wait = grace + Duration::from_secs(5);
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            let _ = tx.send(Fe::GraceOver);
+        });
+    }
 }
 
 /// Stdin is read on a plain thread (a blocking read must not hold up the runtime's exit).
 fn spawn_stdin_reader(tx: UnboundedSender<Fe>) {
-    let _ = std::thread::Builder::new().name("stdin".into()).spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        let stdin = std::io::stdin();
-        loop {
-            let n = match std::io::Read::read(&mut stdin.lock(), &mut buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => 0,
-            };
-            if tx.send(Fe::Stdin(buf[..n].to_vec())).is_err() || n == 0 {
-                return;
+    let _ = std::thread::Builder::new()
+        .name("stdin".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            let stdin = std::io::stdin();
+            loop {
+                let n = match std::io::Read::read(&mut stdin.lock(), &mut buf) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => 0,
+                };
+                if tx.send(Fe::Stdin(buf[..n].to_vec())).is_err() || n == 0 {
+                    return;
+                }
             }
-        }
-    });
+        });
 }
 
 fn spawn_signal_watch(tx: UnboundedSender<Fe>) {
@@ -424,12 +355,16 @@ fn spawn_signal_watch(tx: UnboundedSender<Fe>) {
 /// One line naming a failed rank.
 pub fn describe_end(rank: u32, host: &str, end: &RankEnd) -> String {
     match end {
-        RankEnd::Exited { code, clean_pmi: true } => {
+        RankEnd::Exited {
+            code,
+            clean_pmi: true,
+        } => {
             format!("rank {rank} on {host} exited with code {code}")
         }
-        RankEnd::Exited { code, clean_pmi: false } => format!(
-            "rank {rank} on {host} exited with code {code} without calling PMI finalize"
-        ),
+        RankEnd::Exited {
+            code,
+            clean_pmi: false,
+        } => format!("rank {rank} on {host} exited with code {code} without calling PMI finalize"),
         RankEnd::Signaled { signal } => format!(
             "rank {rank} on {host} was killed by signal {signal} ({})",
             signal_name(*signal)
@@ -442,13 +377,6 @@ pub fn signal_name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig)
         .map(|s| s.as_str().to_string())
         .unwrap_or_else(|_| format!("signal {sig}"))
-}
-
-fn describe(e: &std::io::Error) -> String {
-    match e.raw_os_error() {
-        Some(n) => nix::errno::Errno::from_raw(n).desc().to_string(),
-        None => e.to_string(),
-    }
 }
 
 fn new_secret() -> String {
@@ -467,7 +395,11 @@ struct Output {
 
 impl Output {
     fn new(label: bool) -> Self {
-        Output { label, out: std::io::stdout(), err: std::io::stderr() }
+        Output {
+            label,
+            out: std::io::stdout(),
+            err: std::io::stderr(),
+        }
     }
 
     fn write(&mut self, rank: u32, stream: Stream, data: &[u8]) {

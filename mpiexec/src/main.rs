@@ -33,7 +33,12 @@ fn main() -> ExitCode {
         },
         _ => None,
     };
-    let nla_path = match cl.global.nla_path.clone().or_else(|| std::env::var("LIBI_NLA").ok()) {
+    let nla_path = match cl
+        .global
+        .nla_path
+        .clone()
+        .or_else(|| std::env::var("LIBI_NLA").ok())
+    {
         Some(p) => p,
         None => match std::env::current_exe() {
             Ok(p) => p.with_file_name("libi-nla").to_string_lossy().into_owned(),
@@ -42,20 +47,45 @@ fn main() -> ExitCode {
     };
     let ctx = plan::Context {
         inherited: std::env::vars().collect(),
-        cwd: std::env::current_dir().ok().map(|p| p.to_string_lossy().into_owned()),
-        default_n: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1),
+        cwd: std::env::current_dir()
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned()),
+        default_n: std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1),
         kvsname: format!("kvs_{}_0", std::process::id()),
         kill_grace_ms: 3000,
+        nla_path,
+        local_host: nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .unwrap_or_else(|| "localhost".into()),
     };
-    let plan = plan::plan(&cl, &ctx);
+    let plan = match plan::plan(&cl, &ctx) {
+        Ok(p) => p,
+        Err(m) => {
+            eprintln!("libi-mpiexec: {m}");
+            return ExitCode::from(2);
+        }
+    };
+    let advertise = match advertise_addr(&cl.global) {
+        Ok(a) => a,
+        Err(m) => {
+            eprintln!("libi-mpiexec: {m}");
+            return ExitCode::from(2);
+        }
+    };
     let opts = frontend::Options {
         label: cl.global.label,
-        verbose: cl.global.verbose,
-        nla_path,
         timeout,
         grace: Duration::from_millis(ctx.kill_grace_ms),
+        advertise,
+        report: cl.global.report.clone(),
     };
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("libi-mpiexec: cannot start runtime: {e}");
@@ -65,6 +95,35 @@ fn main() -> ExitCode {
     let status = rt.block_on(frontend::run(plan, opts));
     // Do not wait for the stdin thread.
     std::process::exit(status & 0xff);
+}
+
+/// `-localhost ADDR` (an address or a resolvable name) or `-iface IF` (its IPv4 address).
+fn advertise_addr(g: &cli::Global) -> Result<Option<std::net::IpAddr>, String> {
+    use std::net::ToSocketAddrs;
+    if let Some(h) = &g.localhost {
+        if let Ok(ip) = h.parse() {
+            return Ok(Some(ip));
+        }
+        return (h.as_str(), 0)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .map(|a| Some(a.ip()))
+            .ok_or_else(|| format!("-localhost: cannot resolve '{h}'"));
+    }
+    if let Some(iface) = &g.iface {
+        let addrs = nix::ifaddrs::getifaddrs().map_err(|e| format!("-iface {iface}: {e}"))?;
+        for a in addrs {
+            if a.interface_name != *iface {
+                continue;
+            }
+            if let Some(sin) = a.address.as_ref().and_then(|s| s.as_sockaddr_in()) {
+                return Ok(Some(std::net::IpAddr::V4(sin.ip())));
+            }
+        }
+        return Err(format!("-iface: interface '{iface}' has no IPv4 address"));
+    }
+    Ok(None)
 }
 
 fn init_tracing(verbose: bool) {

@@ -1,8 +1,12 @@
-//! From the command line to the job: executables with their final environment, rank
-//! placement, the per-node setups.
+//! From the command line to the job: executables with their final environment, hosts and rank
+//! placement, the launch tree, and the per-node plans.
 
 use crate::cli::{CommandLine, EnvMode};
-use libi::job::{process_mapping, AppSpec, NodeSetup, RankSlot};
+use libi::hosts::{self, Host};
+use libi::job::{
+    process_mapping, AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, RankSlot,
+};
+use libi::tree::{LaunchModel, Shape, Tree};
 
 /// Variables of the front end's environment that never reach ranks (spec §6, §12.12): an
 /// outer job's PMI/PMIx settings would confuse MPICH's PMI selection.
@@ -25,7 +29,11 @@ pub fn app_env(
 ) -> Vec<(String, String)> {
     let mode = local_mode.unwrap_or(global_mode);
     let mut out: Vec<(String, String)> = match mode {
-        EnvMode::All => inherited.iter().filter(|(k, _)| inherited_ok(k)).cloned().collect(),
+        EnvMode::All => inherited
+            .iter()
+            .filter(|(k, _)| inherited_ok(k))
+            .cloned()
+            .collect(),
         EnvMode::None => Vec::new(),
         EnvMode::List(names) => inherited
             .iter()
@@ -43,10 +51,13 @@ pub fn app_env(
 /// The whole job as the front end plans it.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    pub size: u32,
-    pub apps: Vec<AppSpec>,
-    /// Setups of the NLAs, in node order (node ids 1..).
-    pub nodes: Vec<NodeSetup>,
+    pub job: JobCommon,
+    /// The front end's own node (node 0, no ranks) with the NLA tree below it.
+    pub root: NodePlan,
+    pub shape: Shape,
+    pub model: LaunchModel,
+    /// Number of NLAs.
+    pub nodes: usize,
 }
 
 /// Settings that do not come from the command line.
@@ -56,11 +67,31 @@ pub struct Context {
     pub default_n: u32,
     pub kvsname: String,
     pub kill_grace_ms: u64,
+    pub nla_path: String,
+    pub local_host: String,
 }
 
-/// Plan a single-node job: every rank on the local host.
-pub fn plan(cl: &CommandLine, ctx: &Context) -> Plan {
+/// Default bytes of new pairs a fence may push down the tree whole (see `JobCommon`).
+pub const KVS_PUSH_MAX: u64 = 1 << 20;
+
+/// Plan the job, or say in one line why it cannot run.
+pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     let g = &cl.global;
+    // Hosts: -hosts, else -f, else this machine.
+    let mut host_list: Vec<Host> = if let Some(h) = &g.hosts {
+        hosts::parse_hosts_arg(h).map_err(|e| e.to_string())?
+    } else if let Some(f) = &g.hostfile {
+        hosts::read_hostfile(f).map_err(|e| e.to_string())?
+    } else {
+        vec![Host {
+            name: ctx.local_host.clone(),
+            slots: ctx.default_n.max(1),
+        }]
+    };
+    if let Some(ppn) = g.ppn {
+        host_list = hosts::with_ppn(host_list, ppn);
+    }
+    let total_slots: u32 = host_list.iter().map(|h| h.slots).sum();
     let lone = cl.execs.len() == 1;
     let apps: Vec<AppSpec> = cl
         .execs
@@ -68,66 +99,244 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Plan {
         .map(|e| AppSpec {
             exe: e.prog.clone(),
             args: e.args.clone(),
-            nprocs: e.n.unwrap_or(if lone { ctx.default_n } else { 1 }),
-            env: app_env(&ctx.inherited, &g.genv_mode, e.env_mode.as_ref(), &g.genv, &e.env),
-            wdir: e.wdir.clone().or_else(|| g.gwdir.clone()).or_else(|| ctx.cwd.clone()),
+            nprocs: e.n.unwrap_or(if lone { total_slots.max(1) } else { 1 }),
+            env: app_env(
+                &ctx.inherited,
+                &g.genv_mode,
+                e.env_mode.as_ref(),
+                &g.genv,
+                &e.env,
+            ),
+            wdir: e
+                .wdir
+                .clone()
+                .or_else(|| g.gwdir.clone())
+                .or_else(|| ctx.cwd.clone()),
         })
         .collect();
-    let size: u32 = apps.iter().map(|a| a.nprocs).sum();
-    let mut ranks = Vec::with_capacity(size as usize);
-    let mut r = 0;
+    let size: u64 = apps.iter().map(|a| a.nprocs as u64).sum();
+    let size = u32::try_from(size).map_err(|_| format!("too many processes: {size}"))?;
+    let mut app_of = Vec::with_capacity(size as usize);
     for (i, a) in apps.iter().enumerate() {
-        for _ in 0..a.nprocs {
-            ranks.push(RankSlot { rank: r, app: i as u32 });
-            r += 1;
-        }
+        app_of.extend(std::iter::repeat_n(i as u32, a.nprocs as usize));
     }
+
+    // Placement; hosts that get no rank get no NLA.
+    let placement = hosts::place(&host_list, size);
+    let used: Vec<usize> = (0..host_list.len())
+        .filter(|&i| !placement.per_host[i].is_empty())
+        .collect();
+    let mut node_of_host = vec![usize::MAX; host_list.len()];
+    for (k, &h) in used.iter().enumerate() {
+        node_of_host[h] = k;
+    }
+    let runs: Vec<(usize, u32)> = placement
+        .runs
+        .iter()
+        .map(|&(h, c)| (node_of_host[h], c))
+        .collect();
     let mut preput = Vec::new();
-    if let Some(m) = process_mapping(&[size]) {
+    if let Some(m) = process_mapping(&runs) {
         preput.push(("PMI_process_mapping".to_string(), m));
     }
-    let node = NodeSetup {
-        node: 1,
-        host: local_host(),
+
+    let launcher = g
+        .launcher
+        .unwrap_or(if g.hosts.is_none() && g.hostfile.is_none() {
+            LauncherKind::Fork
+        } else {
+            LauncherKind::Ssh
+        });
+    let job = JobCommon {
         size,
         universe_size: g.usize.unwrap_or(size as i32),
         kvsname: ctx.kvsname.clone(),
         preput,
-        apps: apps.clone(),
-        ranks,
-        stdin_rank0: true,
+        apps,
+        launcher: LauncherSpec {
+            kind: launcher,
+            exec: g.launcher_exec.clone(),
+            nla_path: ctx.nla_path.clone(),
+        },
         kill_grace_ms: ctx.kill_grace_ms,
+        kvs_push_max: g.kvs_push_max.unwrap_or(KVS_PUSH_MAX),
+        report: g.report.is_some(),
         verbose: g.verbose,
     };
-    Plan { size, apps, nodes: vec![node] }
-}
 
-pub fn local_host() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "localhost".into())
+    // Launch tree over the front end (node 0) and one NLA per used host (nodes 1..).
+    let shape = g.tree.clone().unwrap_or(Shape::Greedy);
+    let model = g.launch_model.unwrap_or(LaunchModel::DEFAULT);
+    let tree = Tree::build(&shape, used.len() + 1, &model);
+    let plan_of = |node: usize| -> NodePlan {
+        let h = used[node - 1];
+        NodePlan {
+            node: node as u32,
+            host: host_list[h].name.clone(),
+            ranks: placement.per_host[h]
+                .iter()
+                .map(|&r| RankSlot {
+                    rank: r,
+                    app: app_of[r as usize],
+                })
+                .collect(),
+            children: Vec::new(),
+        }
+    };
+    // Build bottom-up: tree ids grow away from the root, so children come after parents.
+    let mut built: Vec<Option<NodePlan>> = (0..tree.len()).map(|_| None).collect();
+    for node in (0..tree.len()).rev() {
+        let mut p = if node == 0 {
+            NodePlan {
+                node: 0,
+                host: ctx.local_host.clone(),
+                ranks: Vec::new(),
+                children: Vec::new(),
+            }
+        } else {
+            plan_of(node)
+        };
+        p.children = tree
+            .children(node)
+            .iter()
+            .filter_map(|&c| built[c].take())
+            .collect();
+        built[node] = Some(p);
+    }
+    let root = built[0].take().ok_or("empty launch tree")?;
+    Ok(Plan {
+        job,
+        root,
+        shape,
+        model,
+        nodes: used.len(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::parse;
 
     fn kv(a: &[(&str, &str)]) -> Vec<(String, String)> {
-        a.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        a.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn ctx() -> Context {
+        Context {
+            inherited: kv(&[("PATH", "/bin")]),
+            cwd: Some("/w".into()),
+            default_n: 2,
+            kvsname: "kvs_1_0".into(),
+            kill_grace_ms: 1000,
+            nla_path: "/x/libi-nla".into(),
+            local_host: "fe".into(),
+        }
+    }
+
+    fn cl(s: &str) -> CommandLine {
+        parse(&s.split_whitespace().map(str::to_string).collect::<Vec<_>>()).expect("parse")
     }
 
     #[test]
     fn env_rules() {
-        let inh = kv(&[("PATH", "/bin"), ("HOME", "/h"), ("PMI_FD", "9"), ("PMIX_RANK", "1")]);
-        let all = app_env(&inh, &EnvMode::All, None, &kv(&[("A", "1")]), &kv(&[("A", "2")]));
+        let inh = kv(&[
+            ("PATH", "/bin"),
+            ("HOME", "/h"),
+            ("PMI_FD", "9"),
+            ("PMIX_RANK", "1"),
+        ]);
+        let all = app_env(
+            &inh,
+            &EnvMode::All,
+            None,
+            &kv(&[("A", "1")]),
+            &kv(&[("A", "2")]),
+        );
         assert_eq!(all, kv(&[("PATH", "/bin"), ("HOME", "/h"), ("A", "2")]));
         let none = app_env(&inh, &EnvMode::None, None, &kv(&[("A", "1")]), &[]);
         assert_eq!(none, kv(&[("A", "1")]));
-        let list = app_env(&inh, &EnvMode::All, Some(&EnvMode::List(vec!["HOME".into()])), &[], &[]);
+        let list = app_env(
+            &inh,
+            &EnvMode::All,
+            Some(&EnvMode::List(vec!["HOME".into()])),
+            &[],
+            &[],
+        );
         assert_eq!(list, kv(&[("HOME", "/h")]));
         // an explicit -genv may set a PMI_ variable (PMI_DEBUG, say)
         let dbg = app_env(&inh, &EnvMode::None, None, &kv(&[("PMI_DEBUG", "1")]), &[]);
         assert_eq!(dbg, kv(&[("PMI_DEBUG", "1")]));
+    }
+
+    fn all_nodes(p: &NodePlan, out: &mut Vec<NodePlan>) {
+        out.push(p.shallow());
+        for c in &p.children {
+            all_nodes(c, out);
+        }
+    }
+
+    #[test]
+    fn single_host_default() {
+        let p = plan(&cl("-n 3 a"), &ctx()).expect("plan");
+        assert_eq!(p.nodes, 1);
+        assert_eq!(p.job.launcher.kind, LauncherKind::Fork);
+        assert_eq!(p.root.children.len(), 1);
+        assert_eq!(p.root.children[0].ranks.len(), 3);
+        assert_eq!(
+            p.job.preput,
+            kv(&[("PMI_process_mapping", "(vector,(0,1,3))")])
+        );
+    }
+
+    #[test]
+    fn hosts_tree_and_mapping() {
+        let p = plan(&cl("-hosts a:2,b:2,c:2 --tree flat -n 6 x"), &ctx()).expect("plan");
+        assert_eq!(p.job.launcher.kind, LauncherKind::Ssh);
+        assert_eq!(p.root.children.len(), 3);
+        assert_eq!(p.root.subtree_ranks(), 6);
+        assert_eq!(
+            p.job.preput,
+            kv(&[("PMI_process_mapping", "(vector,(0,3,2))")])
+        );
+        let p = plan(&cl("-hosts a,b,c,d,e,f,g --tree chain -n 7 x"), &ctx()).expect("plan");
+        let mut nodes = Vec::new();
+        all_nodes(&p.root, &mut nodes);
+        assert_eq!(nodes.len(), 8);
+        assert_eq!(p.root.children.len(), 1);
+        let mut hosts: Vec<String> = nodes[1..].iter().map(|n| n.host.clone()).collect();
+        hosts.sort();
+        assert_eq!(hosts, vec!["a", "b", "c", "d", "e", "f", "g"]);
+    }
+
+    #[test]
+    fn unused_hosts_get_no_nla() {
+        let p = plan(&cl("-hosts a:4,b:4 -launcher fork -n 3 x"), &ctx()).expect("plan");
+        assert_eq!(p.nodes, 1);
+        assert_eq!(p.job.launcher.kind, LauncherKind::Fork);
+    }
+
+    #[test]
+    fn ppn_and_wrap() {
+        let p = plan(&cl("-hosts a,b -ppn 2 -n 6 x"), &ctx()).expect("plan");
+        let mut nodes = Vec::new();
+        all_nodes(&p.root, &mut nodes);
+        let a = nodes.iter().find(|n| n.host == "a").expect("a");
+        assert_eq!(
+            a.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(),
+            vec![0, 1, 4, 5]
+        );
+        assert_eq!(
+            p.job.preput,
+            kv(&[("PMI_process_mapping", "(vector,(0,2,2),(0,1,2))")])
+        );
+    }
+
+    #[test]
+    fn bad_hostfile_names_file() {
+        let e = plan(&cl("-f /nonexistent/hosts -n 1 x"), &ctx()).expect_err("missing");
+        assert!(e.contains("/nonexistent/hosts"), "{e}");
     }
 }

@@ -1,22 +1,30 @@
-//! The NLA's node-level state machine: PMI connections of the local ranks, the node's KVS,
-//! fences across local ranks (and, later, child NLAs), exit classification. Pure: it takes
-//! events and returns [`Effect`]s; `driver.rs` owns sockets, processes and timers.
+//! The node state machine shared by every NLA and by the front end (the root of the tree:
+//! no local ranks, no parent). It owns the PMI connections of the local ranks, the node's KVS
+//! and cache, the fence of its subtree and the bookkeeping of its children. Pure: it takes
+//! events and returns [`Effect`]s; sockets, processes and timers live in the drivers.
 //!
-//! How requests are answered:
-//! * per-rank requests that need no node knowledge (`init`, `get_maxes`, …) are answered by
-//!   the rank's [`pmi_wire::Connection`];
-//! * `put` stores into the node KVS and into the pending set of the current fence epoch;
-//! * `get` is answered from the node KVS; every pair of a completed fence is pushed down with
-//!   the release, so a local miss is a miss (PMI-1 gets never block, spec §12.8);
-//! * `barrier_in`: when every local rank entered, one `FenceIn` with the pairs put since the
-//!   previous fence goes to the parent; `FenceOut` from the parent stores the epoch's pairs
-//!   and releases every local rank with `barrier_out`.
+//! How a PMI-1 request is answered:
+//! * requests that need no node knowledge (`init`, `get_maxes`, …): by the rank's
+//!   [`pmi_wire::Connection`];
+//! * `put`: stored in this node's KVS and in the pending pairs of the current fence epoch;
+//! * `barrier_in`: when every local rank and every child subtree entered, one `FenceIn` with
+//!   the subtree's new pairs goes to the parent (one message per node per fence). The root
+//!   then releases the fence down the tree: when the epoch's pairs total at most
+//!   `kvs_push_max` bytes they travel down with the release (`pushed`) and every `get` is
+//!   answered locally;
+//! * `get`: from this node's KVS. A miss is final while every fence so far was pushed. After
+//!   an unpushed fence a miss climbs the tree (`Get`) until some node has the key — every
+//!   node holds its subtree's pairs, the root holds all — and the answer is cached at each
+//!   node on the way down (the hierarchical cache). Concurrent misses for one key share one
+//!   upward request.
 
 use dashmap::DashMap;
-use libi::job::{NodeSetup, RankEnd};
+use libi::job::{JobCommon, NodePlan, NodeSetup, RankEnd};
 use libi::msg::Msg;
-use pmi_wire::server::{Action, ConnConfig, Connection, Eof, Phase};
+use libi::report::{Counters, FenceRecord, NodeReport};
+use pmi_wire::server::{Action, ConnConfig, Connection, Phase};
 use pmi_wire::v1::ParseError;
+use std::collections::{HashMap, HashSet};
 
 /// What the driver must do.
 #[derive(Debug, PartialEq)]
@@ -25,15 +33,19 @@ pub enum Effect {
     ToRank(usize, Vec<u8>),
     /// Close local rank `local`'s PMI socket.
     CloseRank(usize),
-    /// Send a message to the parent.
+    /// Send a message to the parent (at the root: a job event for the front end).
     ToParent(Msg),
+    /// Send a message to child `idx` (index into the plan's children).
+    ToChild(usize, Msg),
+    /// Send a message to every child.
+    ToChildren(Msg),
     /// Tear down every local rank (TERM, then KILL after the grace period).
     KillRanks,
     /// Deliver a signal to every local rank.
     SignalRanks(i32),
     /// Bytes (empty = EOF) for the stdin of the local rank that is global rank 0.
     Stdin(Vec<u8>),
-    /// A diagnostic line for the NLA's stderr.
+    /// A diagnostic line for stderr.
     Warn(String),
 }
 
@@ -45,81 +57,185 @@ pub enum ProcEnd {
     SpawnFailed { errno: i32, reason: String },
 }
 
+/// Who waits for a `Get` answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waiter {
+    Rank(usize),
+    Child(usize),
+}
+
 pub struct NodeCore {
-    setup: NodeSetup,
+    job: JobCommon,
+    plan: NodePlan,
+    is_root: bool,
     conns: Vec<Connection>,
     kvs: DashMap<String, String>,
-    /// Pairs put since the last `FenceIn` was sent.
+    /// Keys whose value was fetched from up the tree.
+    cached: HashSet<String>,
+    /// Pairs put in this subtree since the last `FenceIn`.
     pending: Vec<(String, String)>,
     epoch: u64,
     entered: Vec<bool>,
     n_entered: usize,
-    /// Local ranks whose end has been reported.
+    child_fenced: Vec<bool>,
+    n_child_fenced: usize,
+    /// Some completed fence left its pairs up the tree: misses must climb.
+    lazy: bool,
+    waiting: HashMap<String, Vec<Waiter>>,
+    /// Ranks of each child's subtree that have not reported their end.
+    child_left: Vec<usize>,
+    child_closed: Vec<bool>,
     ended: Vec<bool>,
     n_ended: usize,
-    /// Set when the job is being torn down: further failures are consequences.
+    stdin_child: Option<usize>,
     tearing_down: bool,
+    counters: Counters,
+    fence_enter: Vec<f64>,
+    fences: Vec<FenceRecord>,
+    report: bool,
+    clock: fn() -> f64,
+    /// At the root: keys of the current epoch that replaced an existing value.
+    overwritten: HashSet<String>,
+    /// Keys this subtree wrote in the current epoch (they are the newest values).
+    epoch_keys: HashSet<String>,
 }
 
 impl NodeCore {
-    pub fn new(setup: NodeSetup) -> Self {
+    /// `report`: keep fence timings for the launch report.
+    pub fn new(setup: NodeSetup, is_root: bool, report: bool) -> Self {
+        let NodeSetup { job, plan } = setup;
         let kvs = DashMap::new();
-        for (k, v) in &setup.preput {
+        for (k, v) in &job.preput {
             kvs.insert(k.clone(), v.clone());
         }
-        let conns = setup
+        let conns: Vec<Connection> = plan
             .ranks
             .iter()
             .map(|slot| {
                 Connection::new(ConnConfig {
                     rank: slot.rank,
-                    size: setup.size,
+                    size: job.size,
                     appnum: slot.app as i32,
-                    kvsname: setup.kvsname.clone(),
-                    universe_size: setup.universe_size,
+                    kvsname: job.kvsname.clone(),
+                    universe_size: job.universe_size,
                 })
             })
             .collect();
-        let n = setup.ranks.len();
+        let n = conns.len();
+        let nc = plan.children.len();
+        let local_rank0 = plan.ranks.iter().any(|r| r.rank == 0);
+        let stdin_child = if local_rank0 {
+            None
+        } else {
+            plan.children.iter().position(|c| c.has_rank(0))
+        };
         NodeCore {
-            setup,
+            child_left: plan.children.iter().map(NodePlan::subtree_ranks).collect(),
+            child_closed: vec![false; nc],
+            child_fenced: vec![false; nc],
+            n_child_fenced: 0,
+            job,
+            plan,
+            is_root,
             conns,
             kvs,
+            cached: HashSet::new(),
             pending: Vec::new(),
             epoch: 1,
             entered: vec![false; n],
             n_entered: 0,
+            lazy: false,
+            waiting: HashMap::new(),
             ended: vec![false; n],
             n_ended: 0,
+            stdin_child,
             tearing_down: false,
+            counters: Counters::default(),
+            fence_enter: vec![0.0; n],
+            fences: Vec::new(),
+            report,
+            clock: libi::report::now,
+            overwritten: HashSet::new(),
+            epoch_keys: HashSet::new(),
         }
     }
 
-    pub fn setup(&self) -> &NodeSetup {
-        &self.setup
+    pub fn job(&self) -> &JobCommon {
+        &self.job
+    }
+
+    pub fn plan(&self) -> &NodePlan {
+        &self.plan
     }
 
     pub fn local_count(&self) -> usize {
         self.conns.len()
     }
 
-    /// Every local rank has ended.
-    pub fn all_ended(&self) -> bool {
-        self.n_ended == self.conns.len()
+    /// The setup to send to child `idx` once it authenticated.
+    pub fn child_setup(&self, idx: usize) -> Option<NodeSetup> {
+        let plan = self.plan.children.get(idx)?.clone();
+        Some(NodeSetup {
+            job: self.job.clone(),
+            plan,
+        })
     }
 
-    /// Number of pairs in the node's KVS (for tests and reports).
-    pub fn kvs_len(&self) -> usize {
-        self.kvs.len()
+    /// Index of the child with node id `node`.
+    pub fn child_index(&self, node: u32) -> Option<usize> {
+        self.plan.children.iter().position(|c| c.node == node)
+    }
+
+    /// Ranks of this subtree that have not ended yet.
+    pub fn ranks_left(&self) -> usize {
+        (self.conns.len() - self.n_ended) + self.child_left.iter().sum::<usize>()
+    }
+
+    /// Every rank of the subtree ended and every child connection closed.
+    pub fn finished(&self) -> bool {
+        self.ranks_left() == 0 && self.child_closed.iter().all(|c| *c)
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// This node's part of the launch report (launch records are the driver's).
+    pub fn report(&self) -> NodeReport {
+        NodeReport {
+            node: self.plan.node,
+            host: self.plan.host.clone(),
+            fences: self.fences.clone(),
+            counters: self.counters.clone(),
+            ..NodeReport::default()
+        }
     }
 
     fn rank_of(&self, local: usize) -> u32 {
-        self.setup.ranks.get(local).map(|s| s.rank).unwrap_or(u32::MAX)
+        self.plan
+            .ranks
+            .get(local)
+            .map(|s| s.rank)
+            .unwrap_or(u32::MAX)
     }
+
+    fn fail(&mut self, message: String, fx: &mut Vec<Effect>) {
+        // No fence completes here any more: no rank proceeds past a broken one.
+        self.tearing_down = true;
+        fx.push(Effect::ToParent(Msg::Fatal {
+            host: self.plan.host.clone(),
+            message,
+            status: 1,
+        }));
+    }
+
+    // ---------------------------------------------------------------- local ranks
 
     /// Bytes read from local rank `local`'s PMI socket.
     pub fn rank_data(&mut self, local: usize, data: &[u8], fx: &mut Vec<Effect>) {
-        let Some(conn) = self.conns.get_mut(local) else { return };
+        let Some(conn) = self.conns.get_mut(local) else {
+            return;
+        };
         let mut actions = Vec::new();
         conn.receive(data, &mut actions);
         for a in actions {
@@ -132,25 +248,24 @@ impl NodeCore {
         match a {
             Action::Send(b) => fx.push(Effect::ToRank(local, b)),
             Action::Put { key, value } => {
+                self.cached.remove(&key);
+                self.epoch_keys.insert(key.clone());
                 self.kvs.insert(key.clone(), value.clone());
                 self.pending.push((key, value));
             }
-            Action::Get { key } => {
-                let value = self.kvs.get(&key).map(|v| v.value().clone());
-                let reply = self.conns[local].answer_get(&key, value.as_deref());
-                fx.push(Effect::ToRank(local, reply));
-            }
+            Action::Get { key } => self.local_get(local, key, fx),
             Action::BarrierIn => {
                 if !self.entered[local] {
                     self.entered[local] = true;
                     self.n_entered += 1;
+                    self.fence_enter[local] = (self.clock)();
                 }
                 self.maybe_fence_in(fx);
             }
             Action::Finalized => {}
             Action::Abort { exitcode, message } => fx.push(Effect::ToParent(Msg::Abort {
                 rank,
-                host: self.setup.host.clone(),
+                host: self.plan.host.clone(),
                 code: exitcode,
                 message,
             })),
@@ -158,7 +273,9 @@ impl NodeCore {
                 // Dynamic processes come with their own issue; refuse cleanly meanwhile.
                 let reply = self.conns[local].answer_spawn(-1, None);
                 fx.push(Effect::ToRank(local, reply));
-                fx.push(Effect::Warn(format!("rank {rank}: spawn is not supported yet")));
+                fx.push(Effect::Warn(format!(
+                    "rank {rank}: spawn is not supported yet"
+                )));
             }
             Action::Publish { .. } => {
                 let reply = self.conns[local].answer_publish(false);
@@ -172,24 +289,22 @@ impl NodeCore {
                 let reply = self.conns[local].answer_lookup(None);
                 fx.push(Effect::ToRank(local, reply));
             }
-            Action::ProtocolError { error, excerpt, fatal } => {
+            Action::ProtocolError {
+                error,
+                excerpt,
+                fatal,
+            } => {
                 let what = format!(
                     "rank {rank} on {}: malformed PMI request ({error}): \"{excerpt}\"",
-                    self.setup.host
+                    self.plan.host
                 );
                 if fatal {
                     fx.push(Effect::CloseRank(local));
                 }
                 if fatal || !matches!(error, ParseError::UnknownCommand(_)) {
                     // A client that sends garbage is broken: fail the job now rather than let
-                    // the other ranks wait for it in the next fence; no fence completes here
-                    // any more.
-                    self.tearing_down = true;
-                    fx.push(Effect::ToParent(Msg::Fatal {
-                        host: self.setup.host.clone(),
-                        message: what,
-                        status: 1,
-                    }));
+                    // the other ranks wait for it in the next fence.
+                    self.fail(what, fx);
                 } else {
                     // A well-formed command we do not implement got an error reply.
                     fx.push(Effect::Warn(what));
@@ -198,48 +313,135 @@ impl NodeCore {
         }
     }
 
-    fn maybe_fence_in(&mut self, fx: &mut Vec<Effect>) {
-        if self.n_entered == self.conns.len() && !self.conns.is_empty() && !self.tearing_down {
-            let pairs = std::mem::take(&mut self.pending);
-            fx.push(Effect::ToParent(Msg::FenceIn { epoch: self.epoch, pairs }));
+    fn local_get(&mut self, local: usize, key: String, fx: &mut Vec<Effect>) {
+        if let Some(v) = self.kvs.get(&key).map(|v| v.value().clone()) {
+            self.counters.gets_local += 1;
+            if self.cached.contains(&key) {
+                self.counters.cache_hits += 1;
+            }
+            let reply = self.conns[local].answer_get(&key, Some(&v));
+            fx.push(Effect::ToRank(local, reply));
+        } else if self.lazy && !self.is_root {
+            self.wait_for(key, Waiter::Rank(local), fx);
+        } else {
+            self.counters.gets_local += 1;
+            let reply = self.conns[local].answer_get(&key, None);
+            fx.push(Effect::ToRank(local, reply));
         }
     }
 
-    /// A message from the parent.
-    pub fn parent_msg(&mut self, msg: Msg, fx: &mut Vec<Effect>) {
-        match msg {
-            Msg::FenceOut { .. } if self.tearing_down => {}
-            Msg::FenceOut { epoch, pairs } => {
-                if epoch != self.epoch {
-                    fx.push(Effect::Warn(format!(
-                        "fence release for epoch {epoch} while in epoch {}",
-                        self.epoch
-                    )));
-                    return;
-                }
-                for (k, v) in pairs {
-                    self.kvs.insert(k, v);
-                }
-                self.epoch += 1;
-                self.n_entered = 0;
-                for local in 0..self.conns.len() {
-                    if std::mem::replace(&mut self.entered[local], false) {
-                        let out = self.conns[local].barrier_out();
-                        fx.push(Effect::ToRank(local, out));
-                    }
+    fn wait_for(&mut self, key: String, who: Waiter, fx: &mut Vec<Effect>) {
+        let waiters = self.waiting.entry(key.clone()).or_default();
+        waiters.push(who);
+        if waiters.len() == 1 {
+            self.counters.gets_up += 1;
+            fx.push(Effect::ToParent(Msg::Get { key }));
+        }
+    }
+
+    fn maybe_fence_in(&mut self, fx: &mut Vec<Effect>) {
+        if self.tearing_down
+            || self.n_entered < self.conns.len()
+            || self.n_child_fenced < self.child_fenced.len()
+            || (self.conns.is_empty() && self.child_fenced.is_empty())
+        {
+            return;
+        }
+        let pairs = std::mem::take(&mut self.pending);
+        if self.is_root {
+            self.release(self.epoch, pairs, fx);
+        } else {
+            fx.push(Effect::ToParent(Msg::FenceIn {
+                epoch: self.epoch,
+                pairs,
+            }));
+        }
+    }
+
+    /// At the root: every rank entered fence `epoch`; `pairs` are the epoch's new pairs.
+    fn release(&mut self, epoch: u64, pairs: Vec<(String, String)>, fx: &mut Vec<Effect>) {
+        let bytes: u64 = pairs.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+        let pushed = bytes <= self.job.kvs_push_max;
+        // The root already holds the pairs (merged as they came up); keys that existed
+        // before this epoch were overwritten and must leave the caches below.
+        let stale: Vec<String> = if pushed {
+            Vec::new()
+        } else {
+            let mut seen = HashSet::new();
+            pairs
+                .iter()
+                .filter(|(k, _)| self.overwritten.contains(k) && seen.insert(k.clone()))
+                .map(|(k, _)| k.clone())
+                .collect()
+        };
+        self.overwritten.clear();
+        let msg = Msg::FenceOut {
+            epoch,
+            pushed,
+            pairs: if pushed { pairs } else { Vec::new() },
+            stale,
+        };
+        self.fence_out(msg, fx);
+    }
+
+    /// A fence release (from the parent, or made here at the root): store what it carries,
+    /// release the local ranks, pass it on to the children.
+    fn fence_out(&mut self, msg: Msg, fx: &mut Vec<Effect>) {
+        let Msg::FenceOut {
+            epoch,
+            pushed,
+            pairs,
+            stale,
+        } = &msg
+        else {
+            return;
+        };
+        if *epoch != self.epoch {
+            fx.push(Effect::Warn(format!(
+                "fence release {epoch} during fence {}",
+                self.epoch
+            )));
+            return;
+        }
+        if *pushed {
+            for (k, v) in pairs {
+                self.cached.remove(k);
+                self.kvs.insert(k.clone(), v.clone());
+            }
+        } else {
+            self.lazy = true;
+            for k in stale {
+                // Overwritten elsewhere in this epoch: our copy is old unless this subtree
+                // wrote it too.
+                if !self.epoch_keys.contains(k) {
+                    self.cached.remove(k);
+                    self.kvs.remove(k);
                 }
             }
-            Msg::Kill => {
-                self.tearing_down = true;
-                fx.push(Effect::KillRanks);
-            }
-            Msg::Signal { signal } => fx.push(Effect::SignalRanks(signal)),
-            Msg::Stdin { data } => {
-                if self.setup.stdin_rank0 {
-                    fx.push(Effect::Stdin(data));
+        }
+        self.epoch_keys.clear();
+        self.counters.fences += 1;
+        self.epoch += 1;
+        self.n_entered = 0;
+        self.n_child_fenced = 0;
+        self.child_fenced.iter_mut().for_each(|f| *f = false);
+        let now = (self.clock)();
+        for local in 0..self.conns.len() {
+            if std::mem::replace(&mut self.entered[local], false) {
+                if self.report {
+                    self.fences.push(FenceRecord {
+                        rank: self.rank_of(local),
+                        epoch: *epoch,
+                        enter: self.fence_enter[local],
+                        leave: now,
+                    });
                 }
+                let out = self.conns[local].barrier_out();
+                fx.push(Effect::ToRank(local, out));
             }
-            other => fx.push(Effect::Warn(format!("unexpected message from parent: {other:?}"))),
+        }
+        if !self.child_fenced.is_empty() {
+            fx.push(Effect::ToChildren(msg));
         }
     }
 
@@ -257,21 +459,174 @@ impl NodeCore {
         }
         self.ended[local] = true;
         self.n_ended += 1;
-        let phase = self.conns[local].phase();
-        let clean_pmi = !matches!(phase, Phase::Initialized);
+        let clean_pmi = !matches!(self.conns[local].phase(), Phase::Initialized);
         let end = match end {
             ProcEnd::Exited(code) => RankEnd::Exited { code, clean_pmi },
             ProcEnd::Signaled(signal) => RankEnd::Signaled { signal },
             ProcEnd::SpawnFailed { errno, reason } => RankEnd::SpawnFailed { errno, reason },
         };
-        if matches!(phase, Phase::Initialized) {
-            // Make sure a rank that vanished mid-job is seen as such.
-            let _ = self.conns[local].eof() == Eof::BeforeFinalize;
-        }
         fx.push(Effect::ToParent(Msg::RankEnded {
             rank: self.rank_of(local),
-            host: self.setup.host.clone(),
+            host: self.plan.host.clone(),
             end,
         }));
+    }
+
+    /// The driver started the local ranks.
+    pub fn ranks_started(&mut self, fx: &mut Vec<Effect>) {
+        fx.push(Effect::ToParent(Msg::NodeUp {
+            node: self.plan.node,
+            host: self.plan.host.clone(),
+            ranks: self.conns.len() as u32,
+        }));
+    }
+
+    // ---------------------------------------------------------------- parent
+
+    /// A message from the parent.
+    pub fn parent_msg(&mut self, msg: Msg, fx: &mut Vec<Effect>) {
+        match msg {
+            Msg::FenceOut { .. } if self.tearing_down => {}
+            m @ Msg::FenceOut { .. } => self.fence_out(m, fx),
+            Msg::GetResult { key, value } => {
+                if let Some(v) = &value {
+                    self.kvs.insert(key.clone(), v.clone());
+                    self.cached.insert(key.clone());
+                }
+                self.answer_waiters(&key, value.as_deref(), fx);
+            }
+            Msg::Kill => {
+                self.tearing_down = true;
+                fx.push(Effect::KillRanks);
+                fx.push(Effect::ToChildren(Msg::Kill));
+            }
+            Msg::Signal { signal } => {
+                fx.push(Effect::SignalRanks(signal));
+                fx.push(Effect::ToChildren(Msg::Signal { signal }));
+            }
+            m @ Msg::Stdin { .. } => self.stdin(m, fx),
+            other => fx.push(Effect::Warn(format!(
+                "unexpected message from parent: {other:?}"
+            ))),
+        }
+    }
+
+    /// Stdin for rank 0: deliver it here or pass it to the child whose subtree runs rank 0.
+    pub fn stdin(&mut self, msg: Msg, fx: &mut Vec<Effect>) {
+        let Msg::Stdin { data } = msg else { return };
+        if self.plan.ranks.iter().any(|r| r.rank == 0) {
+            fx.push(Effect::Stdin(data));
+        } else if let Some(c) = self.stdin_child {
+            fx.push(Effect::ToChild(c, Msg::Stdin { data }));
+        }
+    }
+
+    fn answer_waiters(&mut self, key: &str, value: Option<&str>, fx: &mut Vec<Effect>) {
+        for w in self.waiting.remove(key).unwrap_or_default() {
+            match w {
+                Waiter::Rank(local) => {
+                    let reply = self.conns[local].answer_get(key, value);
+                    fx.push(Effect::ToRank(local, reply));
+                }
+                Waiter::Child(c) => fx.push(Effect::ToChild(
+                    c,
+                    Msg::GetResult {
+                        key: key.to_string(),
+                        value: value.map(str::to_string),
+                    },
+                )),
+            }
+        }
+    }
+
+    /// Start a teardown from this node (the root, when the front end decided the job fails).
+    pub fn kill(&mut self, fx: &mut Vec<Effect>) {
+        self.parent_msg(Msg::Kill, fx);
+    }
+
+    // ---------------------------------------------------------------- children
+
+    /// A message from child `idx`.
+    pub fn child_msg(&mut self, idx: usize, msg: Msg, fx: &mut Vec<Effect>) {
+        if idx >= self.child_left.len() {
+            return;
+        }
+        match msg {
+            Msg::FenceIn { epoch, pairs } => {
+                if epoch != self.epoch || self.child_fenced[idx] {
+                    fx.push(Effect::Warn(format!(
+                        "child {idx} entered fence {epoch} during fence {}",
+                        self.epoch
+                    )));
+                    return;
+                }
+                self.child_fenced[idx] = true;
+                self.n_child_fenced += 1;
+                for (k, v) in &pairs {
+                    self.cached.remove(k);
+                    self.epoch_keys.insert(k.clone());
+                    if self.kvs.insert(k.clone(), v.clone()).is_some() && self.is_root {
+                        self.overwritten.insert(k.clone());
+                    }
+                }
+                self.pending.extend(pairs);
+                self.maybe_fence_in(fx);
+            }
+            Msg::Get { key } => {
+                if let Some(v) = self.kvs.get(&key).map(|v| v.value().clone()) {
+                    self.counters.gets_for_children += 1;
+                    fx.push(Effect::ToChild(
+                        idx,
+                        Msg::GetResult {
+                            key,
+                            value: Some(v),
+                        },
+                    ));
+                } else if self.is_root {
+                    self.counters.gets_for_children += 1;
+                    fx.push(Effect::ToChild(idx, Msg::GetResult { key, value: None }));
+                } else {
+                    self.wait_for(key, Waiter::Child(idx), fx);
+                }
+            }
+            Msg::RankEnded { .. } => {
+                self.child_left[idx] = self.child_left[idx].saturating_sub(1);
+                fx.push(Effect::ToParent(msg));
+            }
+            Msg::SubtreeLost { ranks, .. } => {
+                self.child_left[idx] = self.child_left[idx].saturating_sub(ranks as usize);
+                fx.push(Effect::ToParent(msg));
+            }
+            Msg::Output { .. }
+            | Msg::Abort { .. }
+            | Msg::Fatal { .. }
+            | Msg::NodeUp { .. }
+            | Msg::Report(_) => fx.push(Effect::ToParent(msg)),
+            other => fx.push(Effect::Warn(format!(
+                "unexpected message from child {idx}: {other:?}"
+            ))),
+        }
+    }
+
+    /// Child `idx`'s connection closed, or it could never be started (`why` says which).
+    pub fn child_gone(&mut self, idx: usize, why: &str, fx: &mut Vec<Effect>) {
+        if idx >= self.child_closed.len() || self.child_closed[idx] {
+            return;
+        }
+        self.child_closed[idx] = true;
+        let left = std::mem::take(&mut self.child_left[idx]);
+        if left > 0 {
+            let host = self.plan.children[idx].host.clone();
+            self.tearing_down = true;
+            fx.push(Effect::ToParent(Msg::SubtreeLost {
+                host: host.clone(),
+                ranks: left as u32,
+                message: format!("lost the NLA on {host}: {why}"),
+            }));
+        }
+        // Gets it was waiting for are answered as misses by nobody: drop its waits.
+        for waiters in self.waiting.values_mut() {
+            waiters.retain(|w| *w != Waiter::Child(idx));
+        }
     }
 }

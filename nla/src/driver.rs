@@ -3,11 +3,13 @@
 
 use crate::core::{Effect, NodeCore, ProcEnd};
 use crate::spawn::{start_rank, Started};
+use crate::tree::{accept_loop, describe, listen, Children, EvSink, TreeEv};
 use futures::{SinkExt, StreamExt};
-use libi::job::NodeSetup;
+use libi::job::JobCommon;
 use libi::msg::{codec, Msg, Stream};
 use std::io;
 use std::os::unix::process::ExitStatusExt;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
@@ -29,7 +31,9 @@ enum Ev {
     Ended(usize, ProcEnd),
     Parent(Msg),
     ParentGone(String),
+    Tree(TreeEv),
     GraceOver,
+    ChildrenTimeout,
 }
 
 /// Command for a rank task.
@@ -38,20 +42,24 @@ enum ToRank {
     Close,
 }
 
-/// Connect to the parent, authenticate, receive the setup and run the node until every local
-/// rank has ended. Returns the NLA's exit status.
+/// Connect to the parent, authenticate, receive the setup, launch the children, start the
+/// local ranks, and serve until the whole subtree has ended. Returns the NLA's exit status.
 pub async fn run(parent: &str, node: u32, secret: String) -> io::Result<i32> {
-    let stream = TcpStream::connect(parent).await.map_err(|e| {
-        io::Error::new(e.kind(), format!("cannot connect to parent {parent}: {e}"))
-    })?;
+    let stream = TcpStream::connect(parent)
+        .await
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to parent {parent}: {e}")))?;
     stream.set_nodelay(true)?;
     let (rd, wr) = stream.into_split();
     let mut up = FramedWrite::new(wr, codec());
     let mut down = FramedRead::new(rd, codec());
-    let host = hostname();
-    up.send(Msg::Hello { node, secret, host: host.clone(), pid: std::process::id() })
-        .await
-        .map_err(io_err)?;
+    up.send(Msg::Hello {
+        node,
+        secret: secret.clone(),
+        host: hostname(),
+        pid: std::process::id(),
+    })
+    .await
+    .map_err(io_err)?;
     let setup = match tokio::time::timeout(Duration::from_secs(120), down.next()).await {
         Ok(Some(Ok(Msg::Setup(s)))) => *s,
         Ok(Some(Ok(other))) => return Err(proto(format!("expected setup, got {other:?}"))),
@@ -59,9 +67,13 @@ pub async fn run(parent: &str, node: u32, secret: String) -> io::Result<i32> {
         Ok(None) => return Err(proto("parent closed the connection before setup".into())),
         Err(_) => return Err(proto("no setup from parent within 120 s".into())),
     };
-    if setup.verbose {
-        debug!(node, ranks = setup.ranks.len(), "setup received");
-    }
+    let ready = libi::report::now();
+    debug!(
+        node,
+        ranks = setup.plan.ranks.len(),
+        children = setup.plan.children.len(),
+        "setup"
+    );
 
     let (ev_tx, mut ev_rx) = unbounded_channel::<Ev>();
     {
@@ -83,54 +95,154 @@ pub async fn run(parent: &str, node: u32, secret: String) -> io::Result<i32> {
             let _ = ev.send(Ev::ParentGone("connection closed".into()));
         });
     }
-
-    let mut node_state = Node::start(setup, host, &ev_tx);
+    let report = setup.job.report;
+    let mut core = NodeCore::new(setup, false, report);
     let mut fx = Vec::new();
-    for (local, end) in std::mem::take(&mut node_state.failed_starts) {
-        node_state.core.rank_ended(local, end, &mut fx);
+
+    // Children first (the tree's order), then the local ranks.
+    let mut children = Children::new(core.plan());
+    if !children.is_empty() {
+        let tree_ev: EvSink = {
+            let tx = ev_tx.clone();
+            Arc::new(move |e| tx.send(Ev::Tree(e)).is_ok())
+        };
+        let first = core.plan().children.first().map(|c| c.host.clone());
+        match listen(core.job().launcher.kind, None, first.as_deref()).await {
+            Ok((listener, addr)) => {
+                let ids = core.plan().children.iter().map(|c| c.node).collect();
+                accept_loop(listener, secret.clone(), ids, tree_ev.clone());
+                children
+                    .launch_all(&mut core, &addr, &secret, &tree_ev, &mut fx)
+                    .await;
+            }
+            Err(e) => {
+                let why = format!("cannot listen for child NLAs: {e}");
+                for idx in 0..children.len() {
+                    core.child_gone(idx, &why, &mut fx);
+                }
+            }
+        }
     }
+    let mut ranks = Ranks::start(&core, &ev_tx);
+    for (local, end) in std::mem::take(&mut ranks.failed_starts) {
+        core.rank_ended(local, end, &mut fx);
+    }
+    core.ranks_started(&mut fx);
+
     let mut parent_gone = false;
+    let mut waiting_children = false;
     loop {
         for e in fx.drain(..) {
-            node_state.apply(e, &mut up, &ev_tx).await;
+            apply(e, &mut ranks, &mut children, &mut up, &ev_tx, parent_gone).await;
         }
-        if node_state.core.all_ended() {
+        if core.finished() {
             break;
+        }
+        if core.ranks_left() == 0 && !waiting_children {
+            // Every rank ended; children exit on their own. Do not wait for ever.
+            waiting_children = true;
+            let tx = ev_tx.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                let _ = tx.send(Ev::ChildrenTimeout);
+            });
         }
         let Some(ev) = ev_rx.recv().await else { break };
         match ev {
-            Ev::Pmi(local, data) => node_state.core.rank_data(local, &data, &mut fx),
-            Ev::PmiEof(local) => node_state.core.rank_eof(local),
+            Ev::Pmi(local, data) => core.rank_data(local, &data, &mut fx),
+            Ev::PmiEof(local) => core.rank_eof(local),
             Ev::Out(local, stream, data) => {
-                let rank = node_state.core.setup().ranks[local].rank;
-                if !parent_gone {
-                    let _ = up.send(Msg::Output { rank, stream, data }).await;
-                }
+                let rank = core.plan().ranks[local].rank;
+                fx.push(Effect::ToParent(Msg::Output { rank, stream, data }));
             }
             Ev::Ended(local, end) => {
-                node_state.pids[local] = None;
-                node_state.core.rank_ended(local, end, &mut fx);
+                ranks.pids[local] = None;
+                core.rank_ended(local, end, &mut fx);
             }
-            Ev::Parent(msg) => node_state.core.parent_msg(msg, &mut fx),
+            Ev::Parent(msg) => core.parent_msg(msg, &mut fx),
             Ev::ParentGone(why) => {
                 if !parent_gone {
                     parent_gone = true;
-                    warn!("lost the parent connection ({why}); terminating local ranks");
-                    fx.push(Effect::KillRanks);
+                    if core.ranks_left() > 0 {
+                        warn!("node {node}: lost the parent connection ({why}); terminating the job here");
+                    }
+                    core.kill(&mut fx);
                 }
             }
-            Ev::GraceOver => node_state.kill_all(libc::SIGKILL),
+            Ev::Tree(t) => children.on_event(t, &mut core, &mut fx).await,
+            Ev::GraceOver => ranks.kill_all(libc::SIGKILL),
+            Ev::ChildrenTimeout => break,
         }
     }
+    if report && !parent_gone {
+        let mut r = core.report();
+        r.ready = ready;
+        r.launches = children.launches.clone();
+        let _ = up.send(Msg::Report(Box::new(r))).await;
+    }
     let _ = up.flush().await;
+    children.close_all().await;
     // Nothing of the job outlives the NLA: reap stray members of the ranks' process groups.
-    node_state.kill_groups(libc::SIGKILL);
+    ranks.kill_groups(libc::SIGKILL);
     Ok(0)
 }
 
+async fn apply<S>(
+    e: Effect,
+    ranks: &mut Ranks,
+    children: &mut Children,
+    up: &mut S,
+    ev: &UnboundedSender<Ev>,
+    parent_gone: bool,
+) where
+    S: futures::Sink<Msg> + Unpin,
+{
+    match e {
+        Effect::ToRank(local, bytes) => {
+            if let Some(Some(tx)) = ranks.to_rank.get(local) {
+                let _ = tx.send(ToRank::Write(bytes));
+            }
+        }
+        Effect::CloseRank(local) => {
+            if let Some(Some(tx)) = ranks.to_rank.get(local) {
+                let _ = tx.send(ToRank::Close);
+            }
+        }
+        Effect::ToParent(msg) => {
+            if !parent_gone {
+                let _ = up.send(msg).await;
+            }
+        }
+        Effect::ToChild(idx, msg) => children.send(idx, msg).await,
+        Effect::ToChildren(msg) => children.broadcast(&msg).await,
+        Effect::KillRanks => {
+            if !ranks.killing {
+                ranks.killing = true;
+                ranks.kill_all(libc::SIGTERM);
+                let ev = ev.clone();
+                let grace = ranks.grace;
+                tokio::spawn(async move {
+                    tokio::time::sleep(grace).await;
+                    let _ = ev.send(Ev::GraceOver);
+                });
+            }
+        }
+        Effect::SignalRanks(sig) => ranks.kill_all(sig),
+        Effect::Stdin(data) => {
+            if let Some(tx) = &ranks.stdin {
+                let eof = data.is_empty();
+                let _ = tx.send(data);
+                if eof {
+                    ranks.stdin = None;
+                }
+            }
+        }
+        Effect::Warn(w) => warn!("{w}"),
+    }
+}
+
 /// The driver's view of the local ranks.
-struct Node {
-    core: NodeCore,
+struct Ranks {
     to_rank: Vec<Option<UnboundedSender<ToRank>>>,
     pids: Vec<Option<i32>>,
     /// Process-group ids of every rank ever started (for the final sweep).
@@ -141,26 +253,25 @@ struct Node {
     killing: bool,
 }
 
-impl Node {
-    fn start(setup: NodeSetup, host: String, ev: &UnboundedSender<Ev>) -> Node {
-        let n = setup.ranks.len();
-        let grace = Duration::from_millis(setup.kill_grace_ms);
-        let mut node = Node {
-            core: NodeCore::new(setup.clone()),
+impl Ranks {
+    fn start(core: &NodeCore, ev: &UnboundedSender<Ev>) -> Ranks {
+        let (job, plan) = (core.job(), core.plan());
+        let n = plan.ranks.len();
+        let mut node = Ranks {
             to_rank: (0..n).map(|_| None).collect(),
             pids: vec![None; n],
             groups: Vec::with_capacity(n),
             stdin: None,
             failed_starts: Vec::new(),
-            grace,
+            grace: Duration::from_millis(job.kill_grace_ms),
             killing: false,
         };
-        for (local, slot) in setup.ranks.iter().enumerate() {
-            if let Some(reason) = check_wdir(&setup, slot.app as usize) {
+        for (local, slot) in plan.ranks.iter().enumerate() {
+            if let Some(reason) = check_wdir(job, slot.app as usize) {
                 node.failed_starts.push((local, reason));
                 continue;
             }
-            match start_rank(&setup, local, *slot, &host) {
+            match start_rank(job, plan, local, *slot) {
                 Ok(Started { mut child, pmi }) => {
                     let pid = child.id().map(|p| p as i32);
                     node.pids[local] = pid;
@@ -174,7 +285,10 @@ impl Node {
                     }
                     let (tx, rx) = unbounded_channel();
                     node.to_rank[local] = Some(tx);
-                    match pmi.set_nonblocking(true).and_then(|_| UnixStream::from_std(pmi)) {
+                    match pmi
+                        .set_nonblocking(true)
+                        .and_then(|_| UnixStream::from_std(pmi))
+                    {
                         Ok(sock) => {
                             tokio::spawn(rank_task(local, child, sock, rx, ev.clone()));
                         }
@@ -185,58 +299,19 @@ impl Node {
                     }
                 }
                 Err(e) => {
-                    let app = &setup.apps[slot.app as usize];
+                    let exe = job
+                        .apps
+                        .get(slot.app as usize)
+                        .map(|a| a.exe.as_str())
+                        .unwrap_or("?");
                     let errno = e.raw_os_error().unwrap_or(0);
-                    let reason = format!("cannot execute '{}': {}", app.exe, describe(&e));
-                    node.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
+                    let reason = format!("cannot execute '{exe}': {}", describe(&e));
+                    node.failed_starts
+                        .push((local, ProcEnd::SpawnFailed { errno, reason }));
                 }
             }
         }
         node
-    }
-
-    async fn apply<S>(&mut self, e: Effect, up: &mut S, ev: &UnboundedSender<Ev>)
-    where
-        S: futures::Sink<Msg> + Unpin,
-    {
-        match e {
-            Effect::ToRank(local, bytes) => {
-                if let Some(Some(tx)) = self.to_rank.get(local) {
-                    let _ = tx.send(ToRank::Write(bytes));
-                }
-            }
-            Effect::CloseRank(local) => {
-                if let Some(Some(tx)) = self.to_rank.get(local) {
-                    let _ = tx.send(ToRank::Close);
-                }
-            }
-            Effect::ToParent(msg) => {
-                let _ = up.send(msg).await;
-            }
-            Effect::KillRanks => {
-                if !self.killing {
-                    self.killing = true;
-                    self.kill_all(libc::SIGTERM);
-                    let ev = ev.clone();
-                    let grace = self.grace;
-                    tokio::spawn(async move {
-                        tokio::time::sleep(grace).await;
-                        let _ = ev.send(Ev::GraceOver);
-                    });
-                }
-            }
-            Effect::SignalRanks(sig) => self.kill_all(sig),
-            Effect::Stdin(data) => {
-                if let Some(tx) = &self.stdin {
-                    let eof = data.is_empty();
-                    let _ = tx.send(data);
-                    if eof {
-                        self.stdin = None;
-                    }
-                }
-            }
-            Effect::Warn(w) => warn!("{w}"),
-        }
     }
 
     /// Signal the process group of every rank still running.
@@ -259,8 +334,8 @@ impl Node {
     }
 }
 
-fn check_wdir(setup: &NodeSetup, app: usize) -> Option<ProcEnd> {
-    let dir = setup.apps.get(app)?.wdir.as_ref()?;
+fn check_wdir(job: &JobCommon, app: usize) -> Option<ProcEnd> {
+    let dir = job.apps.get(app)?.wdir.as_ref()?;
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => None,
         Ok(_) => Some(ProcEnd::SpawnFailed {
@@ -269,16 +344,11 @@ fn check_wdir(setup: &NodeSetup, app: usize) -> Option<ProcEnd> {
         }),
         Err(e) => Some(ProcEnd::SpawnFailed {
             errno: e.raw_os_error().unwrap_or(0),
-            reason: format!("cannot change to working directory '{dir}': {}", describe(&e)),
+            reason: format!(
+                "cannot change to working directory '{dir}': {}",
+                describe(&e)
+            ),
         }),
-    }
-}
-
-/// The strerror text of an I/O error, without Rust's "(os error N)" suffix.
-pub fn describe(e: &io::Error) -> String {
-    match e.raw_os_error() {
-        Some(n) => nix::errno::Errno::from_raw(n).desc().to_string(),
-        None => e.to_string(),
     }
 }
 

@@ -9,3 +9,4 @@
 pub mod core;
 pub mod driver;
 pub mod spawn;
+pub mod tree;

@@ -6,7 +6,11 @@ use std::io::BufRead;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "libi-nla", version, about = "libi Node Launch Agent (started by libi-mpiexec)")]
+#[command(
+    name = "libi-nla",
+    version,
+    about = "libi Node Launch Agent (started by libi-mpiexec)"
+)]
 struct Args {
     /// Address of the parent (front end or NLA) to connect back to.
     #[arg(long)]
@@ -37,7 +41,10 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let secret = secret.trim().to_string();
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("libi-nla: cannot start runtime: {e}");

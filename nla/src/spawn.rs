@@ -1,6 +1,6 @@
 //! Starting one rank: environment, `PMI_FD`, own session/process group, parent-death signal.
 
-use libi::job::{AppSpec, NodeSetup, RankSlot};
+use libi::job::{AppSpec, JobCommon, NodePlan, RankSlot};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream as StdUnixStream;
@@ -21,9 +21,14 @@ pub fn is_scrubbed(name: &str) -> bool {
         || name == "PRTE_LAUNCHED"
 }
 
-/// Start local rank `local` (global `slot.rank`) of `setup`.
-pub fn start_rank(setup: &NodeSetup, local: usize, slot: RankSlot, host: &str) -> io::Result<Started> {
-    let app: &AppSpec = setup
+/// Start local rank `local` (global `slot.rank`) of this node.
+pub fn start_rank(
+    job: &JobCommon,
+    plan: &NodePlan,
+    local: usize,
+    slot: RankSlot,
+) -> io::Result<Started> {
+    let app: &AppSpec = job
         .apps
         .get(slot.app as usize)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "rank names an unknown app"))?;
@@ -41,17 +46,21 @@ pub fn start_rank(setup: &NodeSetup, local: usize, slot: RankSlot, host: &str) -
     }
     cmd.env("PMI_FD", raw.to_string())
         .env("PMI_RANK", slot.rank.to_string())
-        .env("PMI_SIZE", setup.size.to_string())
+        .env("PMI_SIZE", job.size.to_string())
         .env("PMI_SPAWNED", "0")
-        .env("PMI_HOSTNAME", host)
+        .env("PMI_HOSTNAME", &plan.host)
         .env("MPI_LOCALRANKID", local.to_string())
-        .env("MPI_LOCALNRANKS", setup.ranks.len().to_string())
-        .env("LIBI_JOB", &setup.kvsname);
+        .env("MPI_LOCALNRANKS", plan.ranks.len().to_string())
+        .env("LIBI_JOB", &job.kvsname);
     if let Some(w) = &app.wdir {
         cmd.current_dir(w);
     }
-    let is_rank0 = slot.rank == 0 && setup.stdin_rank0;
-    cmd.stdin(if is_rank0 { Stdio::piped() } else { Stdio::null() });
+    let is_rank0 = slot.rank == 0;
+    cmd.stdin(if is_rank0 {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.kill_on_drop(false);
     // SAFETY: only async-signal-safe calls (setsid, prctl, fcntl) between fork and exec.
@@ -60,7 +69,14 @@ pub fn start_rank(setup: &NodeSetup, local: usize, slot: RankSlot, host: &str) -
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
             }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) < 0 {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) < 0
+            {
                 return Err(io::Error::last_os_error());
             }
             if libc::fcntl(raw, libc::F_SETFD, 0) < 0 {

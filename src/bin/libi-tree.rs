@@ -290,7 +290,10 @@ fn show(a: &ShowArgs) -> Result<String, String> {
         s.push_str(&format!("  // {head}\n"));
         s.push_str("  node [shape=box];\n");
         for v in 0..n {
-            s.push_str(&format!("  {v} [label=\"{v}\\n{:.6} s\"];\n", eval.times[v]));
+            s.push_str(&format!(
+                "  {v} [label=\"{v}\\n{:.6} s\"];\n",
+                eval.times[v]
+            ));
         }
         for v in 0..n {
             for &c in tree.children(v) {

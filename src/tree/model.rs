@@ -162,20 +162,19 @@ impl LaunchModel {
         if self.is_plain() {
             return Gap::Seq;
         }
+        // Position of launch i + 1 within its batch, then within its group of `c` lanes.
+        // (`rem_euclid` is `%` on u64; it avoids clippy's `is_multiple_of`, Rust >= 1.87.)
         let next = i + 1;
         let within = match self.batch_len() {
-            Some(b) => {
-                if next % b == 0 {
-                    return Gap::Batch;
-                }
-                next % b
-            }
+            Some(b) => match next.rem_euclid(b) {
+                0 => return Gap::Batch,
+                w => w,
+            },
             None => next,
         };
-        if within % self.lanes() == 0 {
-            Gap::Seq
-        } else {
-            Gap::Zero
+        match within.rem_euclid(self.lanes()) {
+            0 => Gap::Seq,
+            _ => Gap::Zero,
         }
     }
 
@@ -209,7 +208,9 @@ impl Default for LaunchModel {
 
 fn check_time(what: &str, v: f64) -> Result<(), String> {
     if !v.is_finite() {
-        return Err(format!("{what} must be a finite number of seconds, got {v}"));
+        return Err(format!(
+            "{what} must be a finite number of seconds, got {v}"
+        ));
     }
     if v < 0.0 {
         return Err(format!("{what} must not be negative, got {v}"));

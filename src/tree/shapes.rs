@@ -129,10 +129,18 @@ impl Tree {
     /// The breadth-first k-ary tree (`k = 0` is read as 1).
     pub fn kary(n: usize, k: u32) -> Tree {
         check_len(n);
-        let k = u64::from(k.max(1));
-        let parent = (0..n as u64)
-            .map(|v| if v == 0 { NO_PARENT } else { ((v - 1) / k) as u32 })
-            .collect();
+        // Node v > 0 has parent (v - 1) / k: runs of k equal parents, no division needed.
+        let k = (k.max(1) as usize).min(n.max(1));
+        let mut parent = Vec::with_capacity(n);
+        if n > 0 {
+            parent.push(NO_PARENT);
+        }
+        let mut p = 0u32;
+        while parent.len() < n {
+            let run = k.min(n - parent.len());
+            parent.resize(parent.len() + run, p);
+            p += 1;
+        }
         Tree::from_topo_parents(parent)
     }
 
@@ -182,7 +190,11 @@ impl Tree {
                 (_, Some(p)) => parent.push(*p as u32),
             }
         }
-        let topo = parent.iter().enumerate().skip(1).all(|(v, &p)| (p as usize) < v);
+        let topo = parent
+            .iter()
+            .enumerate()
+            .skip(1)
+            .all(|(v, &p)| (p as usize) < v);
         let mut tree = Tree::from_parent_array(parent);
         if !topo {
             let order = tree.bfs_order();
@@ -210,20 +222,23 @@ impl Tree {
     /// CSR children (ascending id) from a parent array; depth and order left to the caller.
     fn from_parent_array(parent: Vec<u32>) -> Tree {
         let n = parent.len();
-        let mut offsets = vec![0u32; n + 1];
+        // Counting sort by parent. Count node p's children in offsets[p + 2], prefix-sum so
+        // that offsets[p + 1] is where p's children start, then use offsets[p + 1] as p's
+        // fill cursor: once filled it is where p's children end, i.e. the final offsets.
+        let mut offsets = vec![0u32; n + 2];
         for &p in parent.iter().skip(1) {
-            offsets[p as usize + 1] += 1;
+            offsets[p as usize + 2] += 1;
         }
-        for i in 0..n {
-            offsets[i + 1] += offsets[i];
+        for i in 2..n + 2 {
+            offsets[i] += offsets[i - 1];
         }
         let mut kids = vec![0usize; n.saturating_sub(1)];
-        let mut fill: Vec<u32> = offsets[..n].to_vec();
         for (v, &p) in parent.iter().enumerate().skip(1) {
-            let slot = &mut fill[p as usize];
+            let slot = &mut offsets[p as usize + 1];
             kids[*slot as usize] = v;
             *slot += 1;
         }
+        offsets.truncate(n + 1);
         Tree {
             parent,
             offsets,

@@ -1,0 +1,404 @@
+//! The tree side of a node, shared by `libi-nla` and the front end: listen for children,
+//! launch them with the job's launcher, authenticate their connections, send them their
+//! setup, route messages to them (queued until they connect).
+
+use crate::core::{Effect, NodeCore};
+use futures::{SinkExt, StreamExt};
+use libi::job::{LauncherKind, LauncherSpec, NodePlan};
+use libi::launch::nla_command;
+use libi::msg::{codec, secret_eq, Msg, MsgCodec};
+use libi::report::{now, LaunchRecord};
+use std::collections::VecDeque;
+use std::io;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::os::unix::process::CommandExt as _;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::codec::{FramedRead, FramedWrite};
+use tracing::{debug, warn};
+
+pub type Sink = FramedWrite<OwnedWriteHalf, MsgCodec>;
+
+/// How long an accepted connection may take to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
+/// Lines of a launcher's stderr kept for the failure message.
+const STDERR_TAIL: usize = 4;
+
+/// Events from the tree side.
+pub enum TreeEv {
+    /// Child `idx` connected and authenticated.
+    Hello {
+        idx: usize,
+        host: String,
+        sink: Sink,
+        at: f64,
+    },
+    /// A message from child `idx`.
+    Msg(usize, Msg),
+    /// Child `idx`'s connection ended.
+    Gone(usize, String),
+    /// The launcher process of child `idx` exited.
+    LauncherExited {
+        idx: usize,
+        status: Option<ExitStatus>,
+        stderr_tail: String,
+    },
+    /// A connection was refused (wrong secret, garbage, unknown node).
+    Rejected(String),
+}
+
+/// Where events go (each driver wraps them into its own event type).
+pub type EvSink = Arc<dyn Fn(TreeEv) -> bool + Send + Sync>;
+
+/// Bind the listener children connect back to, and the address to give them.
+/// `advertise`: an explicit address (`-localhost`/`-iface`); otherwise the local address of
+/// the route toward the first child (found without sending anything).
+pub async fn listen(
+    kind: LauncherKind,
+    advertise: Option<IpAddr>,
+    first_child: Option<&str>,
+) -> io::Result<(TcpListener, String)> {
+    if kind == LauncherKind::Fork {
+        let l = TcpListener::bind("127.0.0.1:0").await?;
+        let port = l.local_addr()?.port();
+        return Ok((l, format!("127.0.0.1:{port}")));
+    }
+    let ip = match advertise {
+        Some(ip) => ip,
+        None => match first_child {
+            Some(h) => route_source(h)?,
+            None => IpAddr::from([127, 0, 0, 1]),
+        },
+    };
+    let bind: SocketAddr = if ip.is_ipv6() {
+        "[::]:0".parse()
+    } else {
+        "0.0.0.0:0".parse()
+    }
+    .map_err(|e| io::Error::other(format!("{e}")))?;
+    let l = TcpListener::bind(bind).await?;
+    let port = l.local_addr()?.port();
+    let addr = SocketAddr::new(ip, port);
+    Ok((l, addr.to_string()))
+}
+
+/// The local address the kernel would use to reach `host` (a UDP "connect" sends nothing).
+pub fn route_source(host: &str) -> io::Result<IpAddr> {
+    let target = (host, 9)
+        .to_socket_addrs()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot resolve host '{host}': {e}")))?
+        .next()
+        .ok_or_else(|| io::Error::other(format!("cannot resolve host '{host}'")))?;
+    let sock = if target.is_ipv6() {
+        UdpSocket::bind("[::]:0")?
+    } else {
+        UdpSocket::bind("0.0.0.0:0")?
+    };
+    sock.connect(target)?;
+    Ok(sock.local_addr()?.ip())
+}
+
+/// Accept children's connections: each must open with a hello carrying the job secret and
+/// the node id of one of `children`; anything else is dropped and reported as `Rejected`.
+pub fn accept_loop(listener: TcpListener, secret: String, children: Vec<u32>, ev: EvSink) {
+    tokio::spawn(async move {
+        let children = Arc::new(children);
+        loop {
+            let Ok((stream, peer)) = listener.accept().await else {
+                return;
+            };
+            let (ev, secret, children) = (ev.clone(), secret.clone(), children.clone());
+            tokio::spawn(async move {
+                if let Err(why) = handshake(stream, &secret, &children, ev.clone()).await {
+                    ev(TreeEv::Rejected(format!("{peer}: {why}")));
+                }
+            });
+        }
+    });
+}
+
+async fn handshake(
+    stream: TcpStream,
+    secret: &str,
+    children: &[u32],
+    ev: EvSink,
+) -> Result<(), String> {
+    let _ = stream.set_nodelay(true);
+    let (rd, wr) = stream.into_split();
+    let mut rd = FramedRead::new(rd, codec());
+    let first = tokio::time::timeout(HELLO_TIMEOUT, rd.next())
+        .await
+        .map_err(|_| "no hello within 30 s".to_string())?;
+    let (node, host) = match first {
+        Some(Ok(Msg::Hello {
+            node,
+            secret: s,
+            host,
+            ..
+        })) => {
+            if !secret_eq(&s, secret) {
+                return Err("wrong job secret".into());
+            }
+            (node, host)
+        }
+        Some(Ok(_)) => return Err("first message is not a hello".into()),
+        Some(Err(e)) => return Err(e.to_string()),
+        None => return Err("closed before hello".into()),
+    };
+    let idx = children
+        .iter()
+        .position(|c| *c == node)
+        .ok_or_else(|| format!("node {node} is not a child here"))?;
+    let sink = FramedWrite::new(wr, codec());
+    if !ev(TreeEv::Hello {
+        idx,
+        host,
+        sink,
+        at: now(),
+    }) {
+        return Ok(());
+    }
+    tokio::spawn(async move {
+        while let Some(m) = rd.next().await {
+            match m {
+                Ok(msg) => {
+                    if !ev(TreeEv::Msg(idx, msg)) {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    ev(TreeEv::Gone(idx, e.to_string()));
+                    return;
+                }
+            }
+        }
+        ev(TreeEv::Gone(idx, "connection closed".into()));
+    });
+    Ok(())
+}
+
+/// Start the launcher for child `idx`: its stdin gets the secret, its stderr is relayed to
+/// ours (and its last lines kept for the failure message).
+pub async fn launch_child(
+    spec: &LauncherSpec,
+    child: &NodePlan,
+    idx: usize,
+    parent_addr: &str,
+    verbose: bool,
+    secret: &str,
+    ev: EvSink,
+) -> io::Result<()> {
+    let (prog, args) = nla_command(spec, &child.host, parent_addr, child.node, verbose);
+    debug!(node = child.node, host = %child.host, %prog, "launching NLA");
+    let mut cmd = tokio::process::Command::new(&prog);
+    cmd.args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // Own process group: a terminal's Ctrl-C reaches only the front end, which forwards it;
+    // and the launcher dies with its parent.
+    // SAFETY: setpgid and prctl are async-signal-safe.
+    unsafe {
+        cmd.as_std_mut().pre_exec(|| {
+            libc::setpgid(0, 0);
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+            Ok(())
+        });
+    }
+    let mut child_proc = cmd.spawn().map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot execute '{prog}': {}", describe(&e)),
+        )
+    })?;
+    if let Some(mut stdin) = child_proc.stdin.take() {
+        let _ = stdin.write_all(format!("{secret}\n").as_bytes()).await;
+    }
+    let stderr = child_proc.stderr.take();
+    tokio::spawn(async move {
+        let mut tail: VecDeque<String> = VecDeque::new();
+        if let Some(e) = stderr {
+            let mut lines = BufReader::new(e).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("{line}");
+                if tail.len() == STDERR_TAIL {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
+            }
+        }
+        let status = child_proc.wait().await.ok();
+        let stderr_tail = tail.into_iter().collect::<Vec<_>>().join(" / ");
+        ev(TreeEv::LauncherExited {
+            idx,
+            status,
+            stderr_tail,
+        });
+    });
+    Ok(())
+}
+
+/// The strerror text of an I/O error, without Rust's "(os error N)" suffix.
+pub fn describe(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(n) => nix::errno::Errno::from_raw(n).desc().to_string(),
+        None => e.to_string(),
+    }
+}
+
+/// The driver's view of a node's children.
+pub struct Children {
+    sinks: Vec<Option<Sink>>,
+    queued: Vec<Vec<Msg>>,
+    connected: Vec<bool>,
+    /// Launch records (for the report).
+    pub launches: Vec<LaunchRecord>,
+}
+
+impl Children {
+    pub fn new(plan: &NodePlan) -> Self {
+        let n = plan.children.len();
+        Children {
+            sinks: (0..n).map(|_| None).collect(),
+            queued: vec![Vec::new(); n],
+            connected: vec![false; n],
+            launches: plan
+                .children
+                .iter()
+                .enumerate()
+                .map(|(i, c)| LaunchRecord {
+                    node: c.node,
+                    host: c.host.clone(),
+                    parent: plan.node,
+                    order: i as u32 + 1,
+                    start: 0.0,
+                    connected: 0.0,
+                })
+                .collect(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.sinks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sinks.is_empty()
+    }
+
+    /// Number of children that connected so far.
+    pub fn up(&self) -> usize {
+        self.connected.iter().filter(|c| **c).count()
+    }
+
+    /// Launch every child in launch order (the tree's order).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn launch_all(
+        &mut self,
+        core: &mut NodeCore,
+        addr: &str,
+        secret: &str,
+        ev: &EvSink,
+        fx: &mut Vec<Effect>,
+    ) {
+        let spec = core.job().launcher.clone();
+        let verbose = core.job().verbose;
+        let plans = core.plan().children.clone();
+        for (idx, child) in plans.iter().enumerate() {
+            self.launches[idx].start = now();
+            if let Err(e) = launch_child(&spec, child, idx, addr, verbose, secret, ev.clone()).await
+            {
+                core.child_gone(idx, &e.to_string(), fx);
+            }
+        }
+    }
+
+    /// Handle a tree event; messages for the node state machine go to `core`.
+    pub async fn on_event(&mut self, e: TreeEv, core: &mut NodeCore, fx: &mut Vec<Effect>) {
+        match e {
+            TreeEv::Hello {
+                idx,
+                host,
+                mut sink,
+                at,
+            } => {
+                if self.connected.get(idx).copied().unwrap_or(true) {
+                    warn!("node {idx} of this parent connected twice; dropped the second");
+                    return;
+                }
+                self.connected[idx] = true;
+                self.launches[idx].connected = at;
+                debug!(idx, %host, "child NLA connected");
+                let Some(setup) = core.child_setup(idx) else {
+                    return;
+                };
+                let _ = sink.send(Msg::Setup(Box::new(setup))).await;
+                for m in std::mem::take(&mut self.queued[idx]) {
+                    let _ = sink.send(m).await;
+                }
+                self.sinks[idx] = Some(sink);
+            }
+            TreeEv::Msg(idx, m) => core.child_msg(idx, m, fx),
+            TreeEv::Gone(idx, why) => {
+                if let Some(s) = self.sinks.get_mut(idx) {
+                    *s = None;
+                }
+                core.child_gone(idx, &why, fx);
+            }
+            TreeEv::LauncherExited {
+                idx,
+                status,
+                stderr_tail,
+            } => {
+                if !self.connected.get(idx).copied().unwrap_or(true) {
+                    let st = match status {
+                        Some(s) => s.to_string(),
+                        None => "unknown status".into(),
+                    };
+                    let mut why = format!("its launcher exited ({st}) before it connected");
+                    if !stderr_tail.is_empty() {
+                        why.push_str(&format!(": {stderr_tail}"));
+                    }
+                    core.child_gone(idx, &why, fx);
+                }
+            }
+            TreeEv::Rejected(why) => warn!("dropped a tree connection: {why}"),
+        }
+    }
+
+    /// Send to child `idx` (queued until it connects).
+    pub async fn send(&mut self, idx: usize, msg: Msg) {
+        match self.sinks.get_mut(idx) {
+            Some(Some(s)) => {
+                let _ = s.send(msg).await;
+            }
+            Some(None) if !self.connected[idx] => self.queued[idx].push(msg),
+            _ => {}
+        }
+    }
+
+    pub async fn broadcast(&mut self, msg: &Msg) {
+        for idx in 0..self.sinks.len() {
+            self.send(idx, msg.clone()).await;
+        }
+    }
+
+    /// Close every child connection (children exit once their parent is gone).
+    pub async fn close_all(&mut self) {
+        for s in self.sinks.iter_mut() {
+            if let Some(mut s) = s.take() {
+                let _ = s.close().await;
+            }
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! Host lists (Hydra formats) and rank placement.
+//!
+//! * hostfile (`-f`/`-hostfile`/`-machinefile`): one `host[:n]` per line, `#` starts a comment,
+//!   blank lines ignored; `n` defaults to 1.
+//! * `-hosts h1:2,h2`: the same entries, comma-separated.
+//! * `-ppn N` overrides every host's slot count.
+//!
+//! A host named twice is one host with the slots added up (first position kept). Placement is
+//! Hydra's block placement: fill each host's slots in order; if there are more ranks than
+//! slots, go round the list again.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    pub name: String,
+    pub slots: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostError(pub String);
+
+impl fmt::Display for HostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for HostError {}
+
+/// Parse one `host[:n]` entry. `origin` names where it came from, for errors.
+fn entry(text: &str, origin: &dyn Fn() -> String) -> Result<Host, HostError> {
+    let (name, slots) = match text.rsplit_once(':') {
+        Some((h, n)) => {
+            let n: u32 = n.trim().parse().map_err(|_| {
+                HostError(format!(
+                    "{}: bad slot count '{}' in '{text}'",
+                    origin(),
+                    n.trim()
+                ))
+            })?;
+            if n == 0 {
+                return Err(HostError(format!(
+                    "{}: slot count must be at least 1 in '{text}'",
+                    origin()
+                )));
+            }
+            (h.trim(), n)
+        }
+        None => (text.trim(), 1),
+    };
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return Err(HostError(format!(
+            "{}: bad host name in '{text}'",
+            origin()
+        )));
+    }
+    Ok(Host {
+        name: name.to_string(),
+        slots,
+    })
+}
+
+/// Merge duplicate host names (slots add up, first position kept).
+pub fn merge(hosts: Vec<Host>) -> Vec<Host> {
+    let mut out: Vec<Host> = Vec::with_capacity(hosts.len());
+    let mut index = std::collections::HashMap::new();
+    for h in hosts {
+        match index.get(&h.name) {
+            Some(&i) => {
+                let slot: &mut Host = &mut out[i];
+                slot.slots = slot.slots.saturating_add(h.slots);
+            }
+            None => {
+                index.insert(h.name.clone(), out.len());
+                out.push(h);
+            }
+        }
+    }
+    out
+}
+
+/// Parse a hostfile's text; `file` names it in errors (`FILE line N: ...`).
+pub fn parse_hostfile(text: &str, file: &str) -> Result<Vec<Host>, HostError> {
+    let mut hosts = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        // Hydra allows further `key=value` settings after the entry; we take the first word.
+        let first = line.split_whitespace().next().unwrap_or("");
+        hosts.push(entry(first, &|| format!("hostfile {file} line {}", i + 1))?);
+    }
+    if hosts.is_empty() {
+        return Err(HostError(format!("hostfile {file} names no host")));
+    }
+    Ok(merge(hosts))
+}
+
+/// Read and parse a hostfile.
+pub fn read_hostfile(path: &str) -> Result<Vec<Host>, HostError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| HostError(format!("cannot read hostfile {path}: {e}")))?;
+    parse_hostfile(&text, path)
+}
+
+/// Parse `-hosts h1:2,h2`.
+pub fn parse_hosts_arg(s: &str) -> Result<Vec<Host>, HostError> {
+    let hosts = s
+        .split(',')
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| entry(e, &|| "-hosts".to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    if hosts.is_empty() {
+        return Err(HostError("-hosts names no host".into()));
+    }
+    Ok(merge(hosts))
+}
+
+/// `-ppn N`: every host gets N slots.
+pub fn with_ppn(hosts: Vec<Host>, ppn: u32) -> Vec<Host> {
+    hosts
+        .into_iter()
+        .map(|h| Host { slots: ppn, ..h })
+        .collect()
+}
+
+/// Where the ranks go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// For each host (same index as the host list), its ranks in ascending order.
+    pub per_host: Vec<Vec<u32>>,
+    /// Rank order as runs of (host index, consecutive ranks on it).
+    pub runs: Vec<(usize, u32)>,
+}
+
+/// Block placement of `n` ranks over `hosts` (wrapping round when slots run out).
+pub fn place(hosts: &[Host], n: u32) -> Placement {
+    let mut per_host = vec![Vec::new(); hosts.len()];
+    let mut runs: Vec<(usize, u32)> = Vec::new();
+    if hosts.is_empty() {
+        return Placement { per_host, runs };
+    }
+    let mut rank = 0u32;
+    'outer: loop {
+        for (i, h) in hosts.iter().enumerate() {
+            let take = h.slots.min(n - rank);
+            if take == 0 {
+                continue;
+            }
+            per_host[i].extend(rank..rank + take);
+            match runs.last_mut() {
+                Some((last, c)) if *last == i => *c += take,
+                _ => runs.push((i, take)),
+            }
+            rank += take;
+            if rank == n {
+                break 'outer;
+            }
+        }
+    }
+    Placement { per_host, runs }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(name: &str, slots: u32) -> Host {
+        Host {
+            name: name.into(),
+            slots,
+        }
+    }
+
+    #[test]
+    fn hostfile_format() {
+        let t = "# cluster\nn1:2\n\nn2   # one slot\nn3:4 ifhn=x\nn1\n";
+        assert_eq!(
+            parse_hostfile(t, "hf").expect("parse"),
+            vec![h("n1", 3), h("n2", 1), h("n3", 4)]
+        );
+    }
+
+    #[test]
+    fn hostfile_errors_name_file_and_line() {
+        let e = parse_hostfile("a\nb:x\n", "hosts.txt").expect_err("bad count");
+        assert!(
+            e.0.contains("hosts.txt line 2") && e.0.contains("'x'"),
+            "{e}"
+        );
+        let e = parse_hostfile("a:0\n", "f").expect_err("zero");
+        assert!(e.0.contains("f line 1"), "{e}");
+        let e = parse_hostfile("# nothing\n", "f").expect_err("empty");
+        assert!(e.0.contains("names no host"), "{e}");
+        let e = parse_hostfile(":3\n", "f").expect_err("no name");
+        assert!(e.0.contains("line 1"), "{e}");
+        assert!(read_hostfile("/nonexistent/hf")
+            .expect_err("missing")
+            .0
+            .contains("/nonexistent/hf"));
+    }
+
+    #[test]
+    fn hosts_arg() {
+        assert_eq!(
+            parse_hosts_arg("a:2,b").expect("parse"),
+            vec![h("a", 2), h("b", 1)]
+        );
+        assert_eq!(
+            parse_hosts_arg("a,b,a").expect("parse"),
+            vec![h("a", 2), h("b", 1)]
+        );
+        assert!(parse_hosts_arg("a:-1").is_err());
+        assert!(parse_hosts_arg(",").is_err());
+    }
+
+    #[test]
+    fn block_placement_wraps() {
+        let p = place(&[h("a", 2), h("b", 2)], 6);
+        assert_eq!(p.per_host, vec![vec![0, 1, 4, 5], vec![2, 3]]);
+        assert_eq!(p.runs, vec![(0, 2), (1, 2), (0, 2)]);
+        let p = place(&[h("a", 4), h("b", 4)], 3);
+        assert_eq!(p.per_host, vec![vec![0, 1, 2], vec![]]);
+        assert_eq!(p.runs, vec![(0, 3)]);
+        let p = place(&with_ppn(vec![h("a", 9), h("b", 1)], 1), 3);
+        assert_eq!(p.runs, vec![(0, 1), (1, 1), (0, 1)]);
+    }
+}

@@ -1,0 +1,135 @@
+//! How a parent starts a child NLA: the launcher's command line (pure; the drivers spawn it).
+//!
+//! The job secret is never on this command line: the parent writes it to the launcher's
+//! stdin, which ssh/rsh forward to the remote `libi-nla`.
+
+use crate::job::{LauncherKind, LauncherSpec};
+
+/// Program and arguments that start the NLA for `node` on `host`, connecting back to
+/// `parent` (`ADDR:PORT`).
+pub fn nla_command(
+    spec: &LauncherSpec,
+    host: &str,
+    parent: &str,
+    node: u32,
+    verbose: bool,
+) -> (String, Vec<String>) {
+    let mut nla = vec![
+        spec.nla_path.clone(),
+        "--parent".to_string(),
+        parent.to_string(),
+        "--node".to_string(),
+        node.to_string(),
+    ];
+    if verbose {
+        nla.push("-v".to_string());
+    }
+    match spec.kind {
+        LauncherKind::Fork => {
+            let prog = nla.remove(0);
+            (prog, nla)
+        }
+        LauncherKind::Ssh => {
+            let prog = spec.exec.clone().unwrap_or_else(|| "ssh".to_string());
+            let mut args = Vec::new();
+            if spec.exec.is_none() {
+                args.extend(
+                    [
+                        "-o",
+                        "BatchMode=yes",
+                        "-o",
+                        "StrictHostKeyChecking=accept-new",
+                    ]
+                    .map(String::from),
+                );
+            }
+            args.push(host.to_string());
+            args.push(shell_join(&nla));
+            (prog, args)
+        }
+        LauncherKind::Rsh => {
+            let prog = spec.exec.clone().unwrap_or_else(|| "rsh".to_string());
+            (prog, vec![host.to_string(), shell_join(&nla)])
+        }
+    }
+}
+
+/// Quote words for the remote shell (ssh/rsh pass one command string to `sh -c`).
+pub fn shell_join(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| {
+            if !w.is_empty()
+                && w.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_./:=,@+%".contains(&b))
+            {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(kind: LauncherKind, exec: Option<&str>) -> LauncherSpec {
+        LauncherSpec {
+            kind,
+            exec: exec.map(String::from),
+            nla_path: "/opt/libi/libi-nla".into(),
+        }
+    }
+
+    #[test]
+    fn fork_runs_the_nla_directly() {
+        let (p, a) = nla_command(
+            &spec(LauncherKind::Fork, None),
+            "n1",
+            "127.0.0.1:9",
+            3,
+            false,
+        );
+        assert_eq!(p, "/opt/libi/libi-nla");
+        assert_eq!(a, vec!["--parent", "127.0.0.1:9", "--node", "3"]);
+    }
+
+    #[test]
+    fn ssh_batch_mode_and_exec_override() {
+        let (p, a) = nla_command(&spec(LauncherKind::Ssh, None), "n1", "10.0.0.1:9", 2, true);
+        assert_eq!(p, "ssh");
+        assert!(a.contains(&"BatchMode=yes".to_string()));
+        assert_eq!(a[a.len() - 2], "n1");
+        assert_eq!(
+            a[a.len() - 1],
+            "/opt/libi/libi-nla --parent 10.0.0.1:9 --node 2 -v"
+        );
+        let (p, a) = nla_command(
+            &spec(LauncherKind::Ssh, Some("/x/ssh")),
+            "h",
+            "a:1",
+            1,
+            false,
+        );
+        assert_eq!(p, "/x/ssh");
+        assert_eq!(a, vec!["h", "/opt/libi/libi-nla --parent a:1 --node 1"]);
+    }
+
+    #[test]
+    fn rsh() {
+        let (p, a) = nla_command(&spec(LauncherKind::Rsh, None), "h", "a:1", 1, false);
+        assert_eq!(p, "rsh");
+        assert_eq!(a[0], "h");
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(
+            shell_join(&["a b".into(), "it's".into(), "".into()]),
+            "'a b' 'it'\\''s' ''"
+        );
+    }
+}
