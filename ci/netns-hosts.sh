@@ -92,10 +92,12 @@ node_indices() {
     ip netns list 2>/dev/null | awk '{print $1}' | sed -n "s/^$NSPFX\([0-9][0-9]*\)\$/\1/p"
     ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' \
       | sed -n "s/^$VETHPFX\([0-9][0-9]*\)\$/\1/p"
-    for f in "$DIR"/sshd.*.pid; do
+    for f in "$DIR/sshd-$NSPFX"*.pid; do
       [ -e "$f" ] || continue
-      f=${f##*/sshd.}; echo "${f%.pid}"
+      f=${f##*/sshd-"$NSPFX"}; f=${f%.pid}
+      [[ "$f" =~ ^[0-9]+$ ]] && echo "$f"
     done
+    true
   } | sort -n -u
 }
 
@@ -103,7 +105,7 @@ ns_exists() { ip netns list 2>/dev/null | awk '{print $1}' | grep -x "$NSPFX$1" 
 
 # Prints the pid of host i's sshd listener if it is running (pidfile + cmdline verified).
 sshd_pid() {
-  local i=$1 pf=$DIR/sshd.$1.pid pid
+  local i=$1 pf=$DIR/sshd-$NSPFX$1.pid pid
   [ -f "$pf" ] || return 1
   pid=$(cat "$pf" 2>/dev/null) || return 1
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
@@ -129,7 +131,7 @@ node_down() {
     kill "$pid" 2>/dev/null || true
     wait_gone "$pid" || kill -9 "$pid" 2>/dev/null || true
   fi
-  rm -f "$DIR/sshd.$i.pid" "$DIR/sshd.$i.mode"
+  rm -f "$DIR/sshd-$NSPFX$i.pid" "$DIR/sshd-$NSPFX$i.mode" "$DIR/sshd-$NSPFX$i.conf"
   if ns_exists "$i"; then
     # Anything still inside our namespace (ssh sessions, proxies, ranks a test left behind) was
     # started through our sshd; kill it so the namespace and its veth really go away.
@@ -143,6 +145,7 @@ node_down() {
     ip netns del "$ns" 2>/dev/null || true
   fi
   ip link del "$VETHPFX$i" 2>/dev/null || true
+  ip neigh del "$NET.$i" dev "$BR" 2>/dev/null || true
 }
 
 ensure_bridge() {
@@ -169,7 +172,11 @@ ensure_netns() {
   fi
   node_down "$i"   # partial leftovers: start from scratch
   ip netns add "$ns"
-  ip link add "$VETHPFX$i" type veth peer name eth0 netns "$ns"
+  # Fixed MAC addresses: a recreated host keeps its MAC, so neighbour (ARP) entries cached by
+  # the root namespace or other hosts stay valid. (With random MACs a stale REACHABLE entry
+  # made connections to a recreated host hang for ~30-40 s.)
+  ip link add "$VETHPFX$i" address "$(printf '02:1b:01:00:01:%02x' "$i")" type veth \
+    peer name eth0 address "$(printf '02:1b:01:00:00:%02x' "$i")" netns "$ns"
   ip link set "$VETHPFX$i" master "$BR" up
   ip -n "$ns" addr add "$addr/24" dev eth0
   ip -n "$ns" link set lo up
@@ -202,7 +209,7 @@ write_sshd_config() {
 # sshd for libi netns test host $i (written by ci/netns-hosts.sh)
 ListenAddress $NET.$i:22
 HostKey $DIR/ssh_host_ed25519_key
-PidFile $DIR/sshd.$i.pid
+PidFile $DIR/sshd-$NSPFX$i.pid
 AuthorizedKeysFile $DIR/authorized_keys
 PermitRootLogin prohibit-password
 PubkeyAuthentication yes
@@ -222,16 +229,16 @@ EOF
 }
 
 start_sshd() {
-  local i=$1 ns=$NSPFX$1 conf=$DIR/sshd-$NSPFX$1.conf log=$DIR/sshd.$1.log rc_file inner
+  local i=$1 ns=$NSPFX$1 conf=$DIR/sshd-$NSPFX$1.conf log=$DIR/sshd-$NSPFX$1.log rc_file inner
   local pid mode=shadow-bashrc=$SHADOW_BASHRC
   if pid=$(sshd_pid "$i"); then
     # running: keep it unless it was started with the other .bashrc setting
-    [ "$(cat "$DIR/sshd.$i.mode" 2>/dev/null)" != "$mode" ] || return 0
+    [ "$(cat "$DIR/sshd-$NSPFX$i.mode" 2>/dev/null)" != "$mode" ] || return 0
     kill "$pid" 2>/dev/null || true
     wait_gone "$pid" || kill -9 "$pid" 2>/dev/null || true
   fi
-  rm -f "$DIR/sshd.$i.pid"
-  echo "$mode" >"$DIR/sshd.$i.mode"
+  rm -f "$DIR/sshd-$NSPFX$i.pid"
+  echo "$mode" >"$DIR/sshd-$NSPFX$i.mode"
   : >"$log"
   # own UTS namespace -> hostname node<i>; sshd daemonises and writes its pidfile.
   inner="echo node$i >/proc/sys/kernel/hostname"
@@ -248,12 +255,15 @@ start_sshd() {
 }
 
 wait_listener() {  # i: until a TCP connect from the root namespace succeeds (10 s)
-  local i=$1 _
-  for _ in $(seq 1 100); do
-    if timeout 1 bash -c "exec 3<>/dev/tcp/$NET.$i/22" 2>/dev/null; then return 0; fi
+  local i=$1 deadline=$((SECONDS + 10))
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    # sshd binds its socket before it daemonises and writes the pidfile: wait for both
+    if sshd_pid "$i" >/dev/null && timeout 1 bash -c "exec 3<>/dev/tcp/$NET.$i/22" 2>/dev/null; then
+      return 0
+    fi
     sleep 0.1
   done
-  die "sshd of host $NET.$i ($NSPFX$i) not accepting connections after 10 s (log: $DIR/sshd.$i.log)"
+  die "sshd of host $NET.$i ($NSPFX$i) not accepting connections after 10 s (log: $DIR/sshd-$NSPFX$i.log)"
 }
 
 cmd_up() {

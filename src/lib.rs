@@ -1,6 +1,7 @@
 //! libi: the job model, hosts, launch trees and the launch model, and the messages that travel
 //! over the NLA tree. Pure code shared by `libi-mpiexec`, `libi-nla` and `libi-tree`.
 
+pub mod calibrate;
 pub mod hosts;
 pub mod job;
 pub mod launch;

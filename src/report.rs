@@ -8,6 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::calibrate::{calibrate, Fit};
+
 /// One child launch, as its parent saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaunchRecord {
@@ -42,7 +44,7 @@ pub struct Counters {
     pub cache_hits: u64,
     /// `Get` messages this NLA sent to its parent.
     pub gets_up: u64,
-    /// `Get` messages from children answered here.
+    /// `Get` messages received from children (answered here or after asking further up).
     pub gets_for_children: u64,
     /// Fences this NLA took part in.
     pub fences: u64,

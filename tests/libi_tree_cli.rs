@@ -197,3 +197,262 @@ fn bad_input_exits_2_with_one_line() {
         assert!(o.stdout.is_empty(), "{args:?}");
     }
 }
+
+// ---- calibrate and plot ----
+
+use libi::report::{LaunchRecord, NodeReport, Report};
+use libi::tree::{LaunchModel, Shape, Tree};
+use std::path::PathBuf;
+
+/// A report whose launches follow the model exactly: `shape` over `n` tree nodes (node 0 is
+/// the front end), every NLA ready `setup` seconds after it connected.
+fn synthetic_report(shape: &Shape, n: usize, seq: f64, rem: f64, setup: f64) -> Report {
+    let tree = Tree::build(shape, n, &LaunchModel::new(seq, rem));
+    let mut ready = vec![0.0f64; n];
+    let mut reports: Vec<NodeReport> = (0..n)
+        .map(|v| NodeReport {
+            node: v as u32,
+            host: if v == 0 { "fe".into() } else { format!("n{v}") },
+            ..NodeReport::default()
+        })
+        .collect();
+    let mut stack = vec![0usize];
+    while let Some(p) = stack.pop() {
+        reports[p].ready = ready[p];
+        for (i, &c) in tree.children(p).iter().enumerate() {
+            let start = ready[p] + seq * i as f64;
+            let connected = start + rem;
+            ready[c] = connected + setup;
+            reports[p].launches.push(LaunchRecord {
+                node: c as u32,
+                host: format!("n{c}"),
+                parent: p as u32,
+                order: i as u32 + 1,
+                start,
+                connected,
+            });
+            stack.push(c);
+        }
+    }
+    Report {
+        nodes: n as u32 - 1,
+        ranks: n as u32 - 1,
+        tree: shape.to_string(),
+        launcher: "fork".into(),
+        seq: 0.007,
+        rem: 0.3,
+        launch_time: 0.0,
+        total_time: 0.0,
+        reports,
+    }
+}
+
+/// Writes `text` to a fresh file in the test scratch directory.
+fn scratch(name: &str, text: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("libi_tree_cli");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let path = dir.join(format!("{}-{name}", std::process::id()));
+    std::fs::write(&path, text).expect("write scratch file");
+    path
+}
+
+fn report_file(name: &str, r: &Report) -> PathBuf {
+    scratch(
+        name,
+        &serde_json::to_string_pretty(r).expect("encode report"),
+    )
+}
+
+#[test]
+fn calibrate_recovers_the_constants() {
+    let r = synthetic_report(&Shape::Kary(3), 13, 0.01, 0.2, 0.002);
+    let f = report_file("kary3.json", &r);
+    let path = f.to_str().expect("utf-8 path");
+    let o = run(&["calibrate", path, "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("calibrate prints JSON");
+    let keys: Vec<&str> = v
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys.len(), 5, "{keys:?}");
+    assert!((v["seq"].as_f64().expect("seq") - 0.01).abs() < 1e-9, "{v}");
+    assert!((v["rem"].as_f64().expect("rem") - 0.2).abs() < 1e-9, "{v}");
+    assert!((v["r2"].as_f64().expect("r2") - 1.0).abs() < 1e-9, "{v}");
+    assert!(v["rms"].as_f64().expect("rms") < 1e-9, "{v}");
+    assert_eq!(v["samples"].as_u64(), Some(12));
+
+    let o = run(&["calibrate", path]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(
+        out.starts_with("SEQ 0.0100 s  REM 0.2000 s  R² 1.0000  RMS "),
+        "{out}"
+    );
+    assert!(out.contains("(n = 12 launches)"), "{out}");
+}
+
+#[test]
+fn calibrate_without_seq_information() {
+    // A chain: every parent launches exactly one child.
+    let r = synthetic_report(&Shape::Chain, 5, 0.01, 0.25, 0.0);
+    let f = report_file("chain.json", &r);
+    let path = f.to_str().expect("utf-8 path");
+    let o = run(&["calibrate", path, "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON");
+    assert!(v["seq"].is_null(), "{v}");
+    assert!((v["rem"].as_f64().expect("rem") - 0.25).abs() < 1e-9, "{v}");
+    assert_eq!(v["samples"].as_u64(), Some(4));
+    let o = run(&["calibrate", path]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("SEQ unknown  REM 0.2500 s"), "{out}");
+    assert!(lines[1].contains("not identifiable"), "{out}");
+}
+
+fn check_svg(svg: &str) {
+    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
+    assert!(svg.trim_end().ends_with("</svg>"));
+    for class in ["measured", "modeled"] {
+        let at = svg
+            .find(&format!("<g class=\"{class}\">"))
+            .unwrap_or_else(|| panic!("no {class} series"));
+        let group = &svg[at..];
+        let end = group.find("</g>").expect("group closed");
+        assert!(group[..end].contains("<polyline"), "{class}");
+        assert!(group[..end].contains("<circle"), "{class}");
+    }
+    // Roughly well formed: every element opened is closed (or self-closing).
+    let opens = svg.matches('<').count();
+    let closes = svg.matches('>').count();
+    assert_eq!(opens, closes);
+    for tag in ["g", "text", "title", "circle"] {
+        let open =
+            svg.matches(&format!("<{tag} ")).count() + svg.matches(&format!("<{tag}>")).count();
+        let self_closed = if tag == "circle" {
+            svg.split("<circle ")
+                .skip(1)
+                .filter(|rest| rest.split('>').next().is_some_and(|t| t.ends_with('/')))
+                .count()
+        } else {
+            0
+        };
+        assert_eq!(
+            open,
+            svg.matches(&format!("</{tag}>")).count() + self_closed,
+            "{tag}"
+        );
+    }
+}
+
+#[test]
+fn plot_writes_svg() {
+    let mut r = synthetic_report(&Shape::Greedy, 20, 0.01, 0.2, 0.0);
+    r.tree = "greedy <&>".into(); // must be escaped
+    let f = report_file("greedy.json", &r);
+    let path = f.to_str().expect("utf-8 path");
+    let out_svg = scratch("plot.svg", "");
+    let svg_path = out_svg.to_str().expect("utf-8 path");
+    let o = run(&["plot", path, "-o", svg_path]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("wrote "), "{}", stdout(&o));
+    assert!(stdout(&o).contains("19 NLAs"), "{}", stdout(&o));
+    let svg = std::fs::read_to_string(&out_svg).expect("svg written");
+    check_svg(&svg);
+    assert!(svg.contains("greedy &lt;&amp;&gt; tree, 19 NLAs"));
+    assert!(!svg.contains("<&>"));
+    assert_eq!(svg.matches("<circle ").count(), 2 * 19 + 2);
+    // The fit reproduces the model exactly: both series coincide.
+    let series = |class: &str| {
+        let at = svg.find(&format!("<g class=\"{class}\">")).expect("series");
+        let rest = &svg[at..];
+        let p = rest.find("points=\"").expect("points") + 8;
+        rest[p..p + rest[p..].find('"').expect("end")].to_string()
+    };
+    assert_eq!(series("measured"), series("modeled"));
+
+    // To stdout, with given constants, sorted by node id.
+    let o = run(&["plot", path, "--seq", "1", "--rem", "2", "--sort", "node"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = stdout(&o);
+    check_svg(&svg);
+    assert!(svg.contains("SEQ 1.0000 s (given), REM 2.0000 s (given)"));
+    assert!(svg.contains("in order of node id"));
+}
+
+#[test]
+fn plot_chain_uses_report_seq() {
+    let r = synthetic_report(&Shape::Chain, 4, 0.01, 0.25, 0.0);
+    let f = report_file("chain-plot.json", &r);
+    let o = run(&["plot", f.to_str().expect("utf-8 path")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = stdout(&o);
+    check_svg(&svg);
+    assert!(
+        svg.contains("SEQ 0.0070 s (report), REM 0.2500 s (fit)"),
+        "{svg}"
+    );
+}
+
+#[test]
+fn bad_report_files_exit_2_naming_the_file() {
+    let missing = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("no-such-report.json");
+    let missing = missing.to_str().expect("utf-8 path").to_string();
+    let garbage = scratch("garbage.json", "{ this is not json");
+    let garbage = garbage.to_str().expect("utf-8 path").to_string();
+    let wrong = scratch("wrong.json", "{\"nodes\": \"three\"}");
+    let wrong = wrong.to_str().expect("utf-8 path").to_string();
+    let mut r = synthetic_report(&Shape::Flat, 1, 0.01, 0.2, 0.0);
+    r.reports[0].ready = 0.0;
+    let empty = report_file("empty.json", &r);
+    let empty = empty.to_str().expect("utf-8 path").to_string();
+    let mut r = synthetic_report(&Shape::Flat, 4, 0.01, 0.2, 0.0);
+    r.reports[0].launches[2].connected = -1.7e9;
+    let never = report_file("never.json", &r);
+    let never = never.to_str().expect("utf-8 path").to_string();
+    for file in [&missing, &garbage, &wrong, &empty, &never] {
+        for args in [
+            vec!["calibrate", file.as_str()],
+            vec!["calibrate", file.as_str(), "--format", "json"],
+            vec!["plot", file.as_str()],
+        ] {
+            let o = run(&args);
+            assert_eq!(o.status.code(), Some(2), "{args:?}");
+            let err = stderr(&o);
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(err.contains(file.as_str()), "{args:?}: {err}");
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+            assert!(o.stdout.is_empty(), "{args:?}");
+        }
+    }
+    let o = run(&["calibrate", &empty]);
+    assert!(stderr(&o).contains("no launch records"), "{}", stderr(&o));
+    // Bad flags.
+    let good = report_file(
+        "good.json",
+        &synthetic_report(&Shape::Flat, 3, 0.01, 0.2, 0.0),
+    );
+    let good = good.to_str().expect("utf-8 path");
+    let cases: &[(&[&str], &str)] = &[
+        (&["calibrate", good, "--format", "xml"], "--format"),
+        (&["calibrate"], "FILE"),
+        (&["plot", good, "--format", "png"], "--format"),
+        (&["plot", good, "--seq", "-1"], "--seq"),
+        (&["plot", good, "--rem", "x"], "--rem"),
+        (&["plot", good, "--sort", "size"], "--sort"),
+    ];
+    for (args, needle) in cases {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}

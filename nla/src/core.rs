@@ -573,8 +573,8 @@ impl NodeCore {
                 self.maybe_fence_in(fx);
             }
             Msg::Get { key } => {
+                self.counters.gets_for_children += 1;
                 if let Some(v) = self.kvs.get(&key).map(|v| v.value().clone()) {
-                    self.counters.gets_for_children += 1;
                     fx.push(Effect::ToChild(
                         idx,
                         Msg::GetResult {
@@ -583,7 +583,6 @@ impl NodeCore {
                         },
                     ));
                 } else if self.is_root {
-                    self.counters.gets_for_children += 1;
                     fx.push(Effect::ToChild(idx, Msg::GetResult { key, value: None }));
                 } else {
                     self.wait_for(key, Waiter::Child(idx), fx);

@@ -4,16 +4,23 @@
 //! libi-tree plan --nodes N [--seq S --rem R] [--slots C] [--batch B] [--format table|json]
 //! libi-tree show --nodes N --tree SHAPE [--seq S --rem R] [--slots C] [--batch B]
 //!                [--format text|dot]
+//! libi-tree calibrate FILE.json [--format table|json]
+//! libi-tree plot FILE.json [-o OUT.svg] [--seq S --rem R] [--sort time|node] [--format svg]
 //! ```
 //!
-//! `N` counts every node of the tree, the root (the front end) included. Bad input gets a
-//! one-line error on stderr and exit status 2.
+//! `N` counts every node of the tree, the root (the front end) included. `FILE.json` is a
+//! launch report of `libi-mpiexec --report`. Bad input gets a one-line error on stderr and
+//! exit status 2.
 
+use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
+use libi::calibrate::{calibrate, compare, Fit, NodeTimes};
+use libi::report::Report;
 use libi::tree::{evaluate, rank_shapes, LaunchModel, Shape, Tree};
 use serde::Serialize;
 
@@ -24,7 +31,8 @@ const MAX_NODES: usize = 100_000_000;
 #[command(
     name = "libi-tree",
     version,
-    about = "Launch trees under the launch model: rank shapes (plan) or print one (show)"
+    about = "Launch trees under the launch model: rank shapes (plan), print one (show), fit \
+             SEQ and REM to a launch report (calibrate), plot measured against modeled (plot)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -37,6 +45,42 @@ enum Cmd {
     Plan(PlanArgs),
     /// Print one tree with the modeled launch time of every node.
     Show(ShowArgs),
+    /// Fit SEQ and REM by least squares to the launches of a report (libi-mpiexec --report).
+    Calibrate(CalibrateArgs),
+    /// Draw measured against modeled launch time of every NLA of a report, as SVG.
+    Plot(PlotArgs),
+}
+
+#[derive(Args, Debug)]
+struct CalibrateArgs {
+    /// Launch report (libi-mpiexec --report FILE.json)
+    #[arg(value_name = "FILE.json")]
+    file: PathBuf,
+    /// Output format: table or json
+    #[arg(long, default_value = "table")]
+    format: String,
+}
+
+#[derive(Args, Debug)]
+struct PlotArgs {
+    /// Launch report (libi-mpiexec --report FILE.json)
+    #[arg(value_name = "FILE.json")]
+    file: PathBuf,
+    /// Where to write the plot (`-` or absent: standard output)
+    #[arg(short = 'o', long = "output", value_name = "OUT.svg")]
+    output: Option<PathBuf>,
+    /// SEQ for the model [default: the fit, else the report's]
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    seq: Option<String>,
+    /// REM for the model [default: the fit, else the report's]
+    #[arg(long, value_name = "R", allow_negative_numbers = true)]
+    rem: Option<String>,
+    /// Order of the NLAs along the x axis: time (measured launch time) or node (node id)
+    #[arg(long, default_value = "time")]
+    sort: String,
+    /// Output format: svg
+    #[arg(long, default_value = "svg")]
+    format: String,
 }
 
 #[derive(Args, Debug)]
@@ -92,7 +136,7 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-                    eprintln!("libi-tree: error: missing subcommand: plan or show (see --help)");
+                    eprintln!("libi-tree: error: missing subcommand: plan, show, calibrate or plot (see --help)");
                     ExitCode::from(2)
                 }
                 _ => {
@@ -105,6 +149,8 @@ fn main() -> ExitCode {
     let out = match cli.cmd {
         Cmd::Plan(a) => plan(&a),
         Cmd::Show(a) => show(&a),
+        Cmd::Calibrate(a) => calibrate_cmd(&a),
+        Cmd::Plot(a) => plot(&a),
     };
     match out {
         Ok(text) => {
@@ -314,4 +360,402 @@ fn show(a: &ShowArgs) -> Result<String, String> {
         }
     }
     Ok(s)
+}
+
+/// A path for a one-line message.
+fn shown(p: &std::path::Path) -> String {
+    p.display().to_string().escape_debug().to_string()
+}
+
+/// Reads and parses a launch report; every error names the file, on one line.
+fn load_report(path: &std::path::Path) -> Result<Report, String> {
+    let name = shown(path);
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {name}: {e}"))?;
+    let report: Report = serde_json::from_str(&text)
+        .map_err(|e| format!("{name}: not a launch report: {}", one_line(&e.to_string())))?;
+    if report.reports.iter().all(|r| r.launches.is_empty()) {
+        return Err(format!("{name}: the report has no launch records"));
+    }
+    Ok(report)
+}
+
+/// Seconds for a table: 4 decimals, more for small values so two significant digits show.
+fn secs(v: f64) -> String {
+    let a = v.abs();
+    let decimals = if a < 1e-9 || !a.is_finite() || a >= 0.001 {
+        4
+    } else {
+        (1 - a.log10().floor() as i32).clamp(4, 10) as usize
+    };
+    format!("{v:.decimals$}")
+}
+
+fn calibrate_cmd(a: &CalibrateArgs) -> Result<String, String> {
+    let json = match a.format.as_str() {
+        "table" => false,
+        "json" => true,
+        other => {
+            return Err(format!(
+                "unknown --format '{}' for calibrate (expected table or json)",
+                other.escape_debug()
+            ))
+        }
+    };
+    let report = load_report(&a.file)?;
+    let fit = calibrate(&report).map_err(|e| format!("{}: {e}", shown(&a.file)))?;
+    if json {
+        let mut s = serde_json::to_string(&fit).map_err(|e| format!("encoding JSON: {e}"))?;
+        s.push('\n');
+        return Ok(s);
+    }
+    Ok(fit_table(&fit))
+}
+
+fn fit_table(fit: &Fit) -> String {
+    let seq = match fit.seq {
+        Some(v) => format!("SEQ {} s", secs(v)),
+        None => "SEQ unknown".to_string(),
+    };
+    let r2 = match fit.r2 {
+        Some(v) => format!("R² {v:.4}"),
+        None => "R² n/a".to_string(),
+    };
+    let noun = if fit.samples == 1 {
+        "launch"
+    } else {
+        "launches"
+    };
+    let mut s = format!(
+        "{seq}  REM {} s  {r2}  RMS {} s  (n = {} {noun})\n",
+        secs(fit.rem),
+        secs(fit.rms),
+        fit.samples
+    );
+    if let Some(note) = &fit.note {
+        s.push_str(note);
+        s.push('\n');
+    }
+    s
+}
+
+/// Where a model constant of `plot` came from.
+fn pick(
+    flag: &str,
+    given: Option<&str>,
+    fitted: Option<f64>,
+    own: f64,
+) -> Result<(f64, &'static str), String> {
+    if given.is_some() {
+        return Ok((parse_time(flag, given, 0.0)?, "given"));
+    }
+    match fitted {
+        Some(v) => Ok((v, "fit")),
+        None => Ok((own, "report")),
+    }
+}
+
+fn plot(a: &PlotArgs) -> Result<String, String> {
+    if a.format != "svg" {
+        return Err(format!(
+            "unknown --format '{}' for plot (expected svg)",
+            a.format.escape_debug()
+        ));
+    }
+    let by_node = match a.sort.as_str() {
+        "time" => false,
+        "node" => true,
+        other => {
+            return Err(format!(
+                "unknown --sort '{}' (expected time or node)",
+                other.escape_debug()
+            ))
+        }
+    };
+    // Validate the flags before reading the file.
+    parse_time("--seq", a.seq.as_deref(), 0.0)?;
+    parse_time("--rem", a.rem.as_deref(), 0.0)?;
+    let name = shown(&a.file);
+    let report = load_report(&a.file)?;
+    let fit = if a.seq.is_some() && a.rem.is_some() {
+        None
+    } else {
+        Some(calibrate(&report).map_err(|e| format!("{name}: {e}"))?)
+    };
+    let (seq, seq_from) = pick(
+        "--seq",
+        a.seq.as_deref(),
+        fit.as_ref().and_then(|f| f.seq),
+        report.seq,
+    )?;
+    let (rem, rem_from) = pick(
+        "--rem",
+        a.rem.as_deref(),
+        fit.as_ref().map(|f| f.rem),
+        report.rem,
+    )?;
+    let model = LaunchModel::new(seq, rem);
+    let mut times = compare(&report, &model).map_err(|e| format!("{name}: {e}"))?;
+    if by_node {
+        times.sort_by_key(|t| t.node);
+    } else {
+        times.sort_by(|x, y| x.measured.total_cmp(&y.measured).then(x.node.cmp(&y.node)));
+    }
+    let model_line = format!(
+        "model: SEQ {} s ({seq_from}), REM {} s ({rem_from})",
+        secs(seq),
+        secs(rem)
+    );
+    let svg = svg_plot(&report.tree, &times, by_node, &model_line);
+    match &a.output {
+        Some(p) if p.as_os_str() != "-" => {
+            std::fs::write(p, &svg).map_err(|e| format!("cannot write {}: {e}", shown(p)))?;
+            let worst = times.iter().map(|t| t.measured).fold(f64::NAN, f64::max);
+            let modeled = times.iter().map(|t| t.modeled).fold(f64::NAN, f64::max);
+            Ok(format!(
+                "wrote {}: {} NLAs, measured launch time {} s, modeled {} s; {model_line}\n",
+                shown(p),
+                times.len(),
+                secs(worst),
+                secs(modeled)
+            ))
+        }
+        _ => Ok(svg),
+    }
+}
+
+/// Text for SVG character data and attribute values.
+fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            // Characters XML 1.0 does not allow.
+            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push('?'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A "nice" tick step (1, 2 or 5 times a power of ten) giving about `target` ticks on `span`.
+fn nice_step(span: f64, target: f64) -> f64 {
+    let raw = (span / target).max(f64::MIN_POSITIVE);
+    let mag = 10f64.powf(raw.log10().floor());
+    let f = raw / mag;
+    let m = if f <= 1.0 {
+        1.0
+    } else if f <= 2.0 {
+        2.0
+    } else if f <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    m * mag
+}
+
+/// Tick label: as many decimals as the step needs.
+fn tick_label(v: f64, step: f64) -> String {
+    let decimals = (-step.log10().floor()).clamp(0.0, 9.0) as usize;
+    let v = if v.abs() < step * 1e-9 { 0.0 } else { v };
+    format!("{v:.decimals$}")
+}
+
+/// The SVG: one point per NLA, measured (connected) and modeled launch time.
+fn svg_plot(tree: &str, times: &[NodeTimes], by_node: bool, model_line: &str) -> String {
+    const W: f64 = 960.0;
+    const H: f64 = 540.0;
+    const LEFT: f64 = 80.0;
+    const RIGHT: f64 = 30.0;
+    const TOP: f64 = 70.0;
+    const BOTTOM: f64 = 60.0;
+    const MEASURED: &str = "#1f77b4";
+    const MODELED: &str = "#d62728";
+    let n = times.len();
+    let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
+    let values = times.iter().flat_map(|t| [t.measured, t.modeled]);
+    let lo = values.clone().fold(0.0f64, f64::min);
+    let hi = values.fold(0.0f64, f64::max);
+    let ystep = nice_step(if hi > lo { hi - lo } else { 1.0 }, 6.0);
+    let ymin = (lo / ystep).floor() * ystep;
+    // Keep the highest point off the frame.
+    let ymax = (((hi + 0.03 * (hi - lo)) / ystep).ceil() * ystep).max(ymin + ystep);
+    let px = |i: usize| LEFT + (i as f64 + 0.5) * pw / n.max(1) as f64;
+    let py = |v: f64| TOP + ph - (v - ymin) / (ymax - ymin) * ph;
+
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" \
+         viewBox=\"0 0 {W} {H}\" font-family=\"sans-serif\" font-size=\"12\">"
+    );
+    let noun = if n == 1 { "NLA" } else { "NLAs" };
+    let title = format!(
+        "Launch times: {} tree, {n} {noun}",
+        if tree.is_empty() { "unknown" } else { tree }
+    );
+    let _ = writeln!(s, "<title>{}</title>", xml_escape(&title));
+    let _ = writeln!(s, "<rect width=\"{W}\" height=\"{H}\" fill=\"white\"/>");
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"26\" text-anchor=\"middle\" font-size=\"16\" \
+         font-weight=\"bold\">{}</text>",
+        W / 2.0,
+        xml_escape(&title)
+    );
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"46\" text-anchor=\"middle\" fill=\"#444\">{}</text>",
+        W / 2.0,
+        xml_escape(model_line)
+    );
+
+    // Grid and y ticks.
+    let _ = writeln!(s, "<g class=\"axes\" stroke=\"#ccc\" stroke-width=\"1\">");
+    let ticks = ((ymax - ymin) / ystep).round() as i64;
+    for k in 0..=ticks {
+        let v = ymin + k as f64 * ystep;
+        let y = py(v);
+        let _ = writeln!(
+            s,
+            "<line x1=\"{LEFT}\" y1=\"{y:.2}\" x2=\"{:.2}\" y2=\"{y:.2}\"/>",
+            LEFT + pw
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.2}\" y=\"{:.2}\" text-anchor=\"end\" stroke=\"none\" \
+             fill=\"black\">{}</text>",
+            LEFT - 6.0,
+            y + 4.0,
+            tick_label(v, ystep)
+        );
+    }
+    // x ticks: positions 1..=n.
+    let xstep = nice_step(n as f64, 10.0).max(1.0) as usize;
+    let mut xt: Vec<usize> = (1..=n).filter(|i| i.rem_euclid(xstep) == 0).collect();
+    if xt.first() != Some(&1) {
+        xt.insert(0, 1);
+    }
+    for i in xt {
+        let x = px(i - 1);
+        let _ = writeln!(
+            s,
+            "<line x1=\"{x:.2}\" y1=\"{:.2}\" x2=\"{x:.2}\" y2=\"{:.2}\" stroke=\"black\"/>",
+            TOP + ph,
+            TOP + ph + 5.0
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{x:.2}\" y=\"{:.2}\" text-anchor=\"middle\" stroke=\"none\" \
+             fill=\"black\">{i}</text>",
+            TOP + ph + 18.0
+        );
+    }
+    let _ = writeln!(
+        s,
+        "<rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" \
+         stroke=\"black\"/>"
+    );
+    let _ = writeln!(s, "</g>");
+    let xlabel = if by_node {
+        "NLAs in order of node id"
+    } else {
+        "NLAs in order of measured launch time"
+    };
+    let _ = writeln!(
+        s,
+        "<text x=\"{:.2}\" y=\"{:.2}\" text-anchor=\"middle\">{xlabel}</text>",
+        LEFT + pw / 2.0,
+        H - 16.0
+    );
+    let _ = writeln!(
+        s,
+        "<text x=\"18\" y=\"{:.2}\" text-anchor=\"middle\" \
+         transform=\"rotate(-90 18 {:.2})\">launch time (s since start)</text>",
+        TOP + ph / 2.0,
+        TOP + ph / 2.0
+    );
+
+    // The two series.
+    let markers = n <= 2000;
+    for (class, color, dash, pick) in [
+        (
+            "modeled",
+            MODELED,
+            " stroke-dasharray=\"6 3\"",
+            (|t: &NodeTimes| t.modeled) as fn(&NodeTimes) -> f64,
+        ),
+        ("measured", MEASURED, "", |t: &NodeTimes| t.measured),
+    ] {
+        let _ = writeln!(s, "<g class=\"{class}\">");
+        let pts: Vec<String> = times
+            .iter()
+            .enumerate()
+            .map(|(i, t)| format!("{:.2},{:.2}", px(i), py(pick(t))))
+            .collect();
+        let _ = writeln!(
+            s,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"1.5\"{dash} \
+             points=\"{}\"/>",
+            pts.join(" ")
+        );
+        if markers {
+            for (i, t) in times.iter().enumerate() {
+                let _ = writeln!(
+                    s,
+                    "<circle cx=\"{:.2}\" cy=\"{:.2}\" r=\"2.5\" fill=\"{color}\">\
+                     <title>node {} ({}): {class} {:.6} s</title></circle>",
+                    px(i),
+                    py(pick(t)),
+                    t.node,
+                    xml_escape(&t.host),
+                    pick(t)
+                );
+            }
+        }
+        let _ = writeln!(s, "</g>");
+    }
+
+    // Legend, top left inside the plot.
+    let (lx, ly) = (LEFT + 12.0, TOP + 12.0);
+    let _ = writeln!(s, "<g class=\"legend\">");
+    let _ = writeln!(
+        s,
+        "<rect x=\"{lx}\" y=\"{ly}\" width=\"190\" height=\"46\" fill=\"white\" \
+         fill-opacity=\"0.85\" stroke=\"#999\"/>"
+    );
+    for (k, (label, color, dash)) in [
+        ("measured (connected)", MEASURED, ""),
+        ("modeled", MODELED, " stroke-dasharray=\"6 3\""),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let y = ly + 15.0 + 16.0 * k as f64;
+        let _ = writeln!(
+            s,
+            "<line x1=\"{:.2}\" y1=\"{y:.2}\" x2=\"{:.2}\" y2=\"{y:.2}\" stroke=\"{color}\" \
+             stroke-width=\"1.5\"{dash}/>",
+            lx + 8.0,
+            lx + 36.0
+        );
+        let _ = writeln!(
+            s,
+            "<circle cx=\"{:.2}\" cy=\"{y:.2}\" r=\"2.5\" fill=\"{color}\"/>",
+            lx + 22.0
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.2}\" y=\"{:.2}\">{label}</text>",
+            lx + 44.0,
+            y + 4.0
+        );
+    }
+    let _ = writeln!(s, "</g>");
+    s.push_str("</svg>\n");
+    s
 }

@@ -195,15 +195,16 @@ impl Tree {
             .enumerate()
             .skip(1)
             .all(|(v, &p)| (p as usize) < v);
-        let mut tree = Tree::from_parent_array(parent);
-        if !topo {
-            let order = tree.bfs_order();
-            if order.len() != n {
-                return Err("the parent array has a cycle: not every node reaches node 0".into());
-            }
-            tree.depth = depth_by(&tree.parent, order.iter().map(|&v| v as usize));
-            tree.order = Some(order);
+        if topo {
+            return Ok(Tree::from_topo_parents(parent));
         }
+        let mut tree = Tree::from_parent_array(parent);
+        let order = tree.bfs_order();
+        if order.len() != n {
+            return Err("the parent array has a cycle: not every node reaches node 0".into());
+        }
+        tree.depth = depth_by(&tree.parent, order.iter().map(|&v| v as usize));
+        tree.order = Some(order);
         Ok(tree)
     }
 

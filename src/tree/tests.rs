@@ -558,3 +558,11 @@ fn comm_tree_keeps_launch_edges_that_fit() {
     let c = CommTree::from_launch(&Tree::flat(0), 3);
     assert!(c.is_empty());
 }
+
+#[test]
+fn from_parents_depth_in_topological_order() {
+    let t = Tree::from_parents(&[None, Some(0), Some(1)]).expect("chain");
+    assert_eq!(t.depth(), 2);
+    let t = Tree::from_parents(&[None, Some(2), Some(0)]).expect("reordered chain");
+    assert_eq!(t.depth(), 2);
+}

@@ -1,0 +1,144 @@
+//! Helpers shared by the end-to-end test files: the C programs (compiled once with
+//! Debian's `mpicc`), running `libi-mpiexec`, and the scan for leftover processes.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+pub const MPIEXEC: &str = env!("CARGO_BIN_EXE_libi-mpiexec");
+
+/// Compile the C programs once per test binary.
+pub fn programs() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/programs");
+        let out =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("programs-{}", std::process::id()));
+        std::fs::create_dir_all(&out).expect("create program dir");
+        let build = |name: &str, file: &str, cc: &str, defs: &[&str]| {
+            let st = Command::new(cc)
+                .args(defs)
+                .arg("-O2")
+                .arg("-o")
+                .arg(out.join(name))
+                .arg(src.join(file))
+                .status()
+                .unwrap_or_else(|e| {
+                    panic!("{cc} not found ({e}): install Debian's mpich (ci/install-deps.sh)")
+                });
+            assert!(st.success(), "{cc} failed for {file}");
+        };
+        build("hello", "hello.c", "mpicc", &["-DPROG=\"hello\""]);
+        build("hello_b", "hello.c", "mpicc", &["-DPROG=\"other\""]);
+        build("fail", "fail.c", "mpicc", &[]);
+        build("pmi_exchange", "pmi_exchange.c", "cc", &[]);
+        out
+    })
+}
+
+pub fn prog(name: &str) -> String {
+    programs().join(name).to_string_lossy().into_owned()
+}
+
+pub struct Run {
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+static MARK_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Run libi-mpiexec with `args`, feeding `stdin`; assert nothing of the job survives it.
+pub fn run(args: &[&str], stdin: &[u8]) -> Run {
+    run_env(args, stdin, &[])
+}
+
+/// As [`run`], with extra environment variables for libi-mpiexec.
+pub fn run_env(args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Run {
+    let mark = format!(
+        "{}-{}",
+        std::process::id(),
+        MARK_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    );
+    let mut child = Command::new(MPIEXEC)
+        .args(args)
+        .env("LIBI_E2E_MARK", &mark)
+        .env("MPIEXEC_TIMEOUT", "120")
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start libi-mpiexec");
+    {
+        let mut i = child.stdin.take().expect("stdin");
+        let _ = i.write_all(stdin);
+    }
+    let out = child.wait_with_output().expect("wait libi-mpiexec");
+    let r = Run {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    let left = leftovers(&mark, Duration::from_secs(5));
+    assert!(
+        left.is_empty(),
+        "processes left behind: {left:?}\nstderr: {}",
+        r.stderr
+    );
+    r
+}
+
+/// Pids of processes whose environment carries the marker, waiting up to `grace` for them
+/// to disappear.
+pub fn leftovers(mark: &str, grace: Duration) -> Vec<String> {
+    let needle = format!("LIBI_E2E_MARK={mark}\0");
+    let deadline = Instant::now() + grace;
+    loop {
+        let mut found = Vec::new();
+        if let Ok(dir) = std::fs::read_dir("/proc") {
+            for e in dir.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if !name.bytes().all(|b| b.is_ascii_digit()) {
+                    continue;
+                }
+                let Ok(env) = std::fs::read(e.path().join("environ")) else {
+                    continue;
+                };
+                if env.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                    let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                    found.push(format!(
+                        "{name}: {}",
+                        String::from_utf8_lossy(&cmd).replace('\0', " ")
+                    ));
+                }
+            }
+        }
+        if found.is_empty() || Instant::now() >= deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Check MPICH hello output: n lines, every rank once, correct sums.
+pub fn hello_lines(r: &Run, n: usize) {
+    assert_eq!(r.status, 0, "stderr: {}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), n, "stdout: {}", r.stdout);
+    let expect_sum = n * (n - 1) / 2;
+    let mut seen = vec![false; n];
+    for l in &lines {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(w.len(), 10, "line: {l}");
+        let rank: usize = w[2].parse().expect("rank");
+        assert_eq!(w[4], n.to_string(), "size in {l}");
+        assert_eq!(w[9], "ok", "{l}");
+        assert_eq!(w[8], expect_sum.to_string(), "{l}");
+        assert!(!seen[rank], "rank {rank} twice");
+        seen[rank] = true;
+    }
+}

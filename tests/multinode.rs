@@ -1,0 +1,400 @@
+//! Multi-node end-to-end tests with the `fork` launcher: every NLA runs on this machine but
+//! acts as its own node (own listener, own children, own ranks), connected over TCP along
+//! the launch tree — the same code paths as ssh, minus ssh. Real ssh across network-namespace
+//! hosts is in `ssh.rs`.
+
+mod common;
+
+use common::{hello_lines, prog, run, MPIEXEC};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn hosts(n: usize, slots: u32) -> String {
+    (1..=n)
+        .map(|i| format!("n{i}:{slots}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// MPICH hello over 4 simulated nodes, 2 ranks each, with every tree shape.
+#[test]
+fn mpich_hello_4_nodes_every_shape() {
+    let h = hosts(4, 2);
+    for shape in ["greedy", "flat", "chain", "binomial", "kary:2"] {
+        let r = run(
+            &[
+                "-launcher",
+                "fork",
+                "-hosts",
+                &h,
+                "--tree",
+                shape,
+                "-n",
+                "8",
+                &prog("hello"),
+            ],
+            b"",
+        );
+        hello_lines(&r, 8);
+    }
+}
+
+/// 64 simulated nodes x 4 ranks of a light PMI client: put one key, fence, get every
+/// rank's key; all values checked by the client itself.
+#[test]
+fn pmi_exchange_64_nodes() {
+    let h = hosts(64, 4);
+    for shape in ["greedy", "flat", "binomial", "kary:4"] {
+        let r = run(
+            &[
+                "-launcher",
+                "fork",
+                "-hosts",
+                &h,
+                "--tree",
+                shape,
+                "-n",
+                "256",
+                &prog("pmi_exchange"),
+            ],
+            b"",
+        );
+        assert_eq!(r.status, 0, "{shape}: {}", r.stderr);
+        let ok = r
+            .stdout
+            .lines()
+            .filter(|l| l.ends_with(" of 256 ok 256"))
+            .count();
+        assert_eq!(ok, 256, "{shape}: {}", r.stdout);
+    }
+}
+
+/// Failures cross the tree: the abort of a rank on a deep node ends the job with its code,
+/// and the message names the rank and its node.
+#[test]
+fn abort_and_exit_codes_across_nodes() {
+    let h = hosts(4, 1);
+    let r = run(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            &h,
+            "--tree",
+            "chain",
+            "-n",
+            "4",
+            &prog("fail"),
+            "abort",
+            "7",
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 7, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("rank 1 on n2 called MPI_Abort"),
+        "{}",
+        r.stderr
+    );
+    let r = run(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            &h,
+            "--tree",
+            "binomial",
+            "-n",
+            "4",
+            &prog("fail"),
+            "exit",
+            "3",
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 3, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("rank 1 on n2 exited with code 3"),
+        "{}",
+        r.stderr
+    );
+    let r = run(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            &h,
+            "-n",
+            "4",
+            &prog("fail"),
+            "segv",
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 139, "{}", r.stderr);
+}
+
+/// stdin reaches rank 0 wherever it is; output of every node arrives, labelled.
+#[test]
+fn stdio_across_nodes() {
+    let r = run(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            "n1,n2,n3",
+            "--tree",
+            "chain",
+            "-l",
+            "-n",
+            "3",
+            "cat",
+        ],
+        b"to rank zero\n",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "[0] to rank zero\n");
+    let r = run(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            "n1,n2,n3",
+            "--tree",
+            "chain",
+            "-l",
+            "-n",
+            "3",
+            "sh",
+            "-c",
+            "echo $PMI_HOSTNAME $MPI_LOCALNRANKS",
+        ],
+        b"",
+    );
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, vec!["[0] n1 1", "[1] n2 1", "[2] n3 1"]);
+}
+
+/// The process mapping MPICH sees describes the block layout over the nodes.
+#[test]
+fn process_mapping_multi_node() {
+    let script = r#"printf 'cmd=init pmi_version=1 pmi_subversion=1\n' >&$PMI_FD; read -r x <&$PMI_FD
+printf 'cmd=get_my_kvsname\n' >&$PMI_FD; read -r k <&$PMI_FD; k=${k##*kvsname=}
+printf 'cmd=get kvsname=%s key=PMI_process_mapping\n' "$k" >&$PMI_FD; read -r m <&$PMI_FD
+printf 'cmd=finalize\n' >&$PMI_FD; read -r x <&$PMI_FD; echo "${m##*value=}""#;
+    let r = run(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            "a:2,b:2",
+            "-n",
+            "6",
+            "bash",
+            "-c",
+            script,
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    for l in r.stdout.lines() {
+        assert_eq!(l, "(vector,(0,2,2),(0,1,2))");
+    }
+    assert_eq!(r.stdout.lines().count(), 6);
+}
+
+/// The hierarchical cache, counted in messages: over a chain front end -> n1 -> n2 -> n3
+/// with lazy gets (nothing pushed down), every rank gets every key twice. n2's subtree
+/// (n2, n3) lacks n1's two keys: n2 must ask its parent exactly once per key although four
+/// ranks (two on n2, two on n3) ask for each of them twice; n3 asks n2 for the four keys it
+/// lacks, once each; every second get of a remote key is a cache hit.
+#[test]
+fn hierarchical_cache_counts() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let report = dir.join(format!("cache-report-{}.json", std::process::id()));
+    let rp = report.to_string_lossy().into_owned();
+    let r = run(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            "n1:2,n2:2,n3:2",
+            "--tree",
+            "chain",
+            "--kvs-push-max",
+            "0",
+            "--report",
+            &rp,
+            "-n",
+            "6",
+            &prog("pmi_exchange"),
+            "2",
+            "nomiss",
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stdout
+            .lines()
+            .filter(|l| l.ends_with(" of 6 ok 12"))
+            .count(),
+        6,
+        "{}",
+        r.stdout
+    );
+    let text = std::fs::read_to_string(&report).expect("report written");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("report is JSON");
+    let counters = |host: &str| -> serde_json::Value {
+        v["reports"]
+            .as_array()
+            .expect("reports")
+            .iter()
+            .find(|n| n["host"] == host)
+            .unwrap_or_else(|| panic!("no report for {host}: {text}"))["counters"]
+            .clone()
+    };
+    let (n1, n2, n3) = (counters("n1"), counters("n2"), counters("n3"));
+    assert_eq!(
+        n1["gets_up"], 0,
+        "n1 holds every key of its subtree (= the job): {n1}"
+    );
+    assert_eq!(n2["gets_up"], 2, "one request per missing key: {n2}");
+    assert_eq!(n3["gets_up"], 4, "{n3}");
+    assert_eq!(n1["gets_for_children"], 2, "{n1}");
+    assert_eq!(n2["gets_for_children"], 4, "{n2}");
+    // Each rank's second get of each remote key is answered from the cache.
+    assert!(n2["cache_hits"].as_u64().unwrap_or(0) >= 4, "{n2}");
+    assert!(n3["cache_hits"].as_u64().unwrap_or(0) >= 8, "{n3}");
+    let fe = &v["reports"][0];
+    assert_eq!(fe["node"], 0);
+    assert_eq!(
+        fe["counters"]["gets_for_children"], 0,
+        "nothing climbs to the front end: {fe}"
+    );
+}
+
+/// With pushed fences (the default for small key spaces) every get is answered locally.
+#[test]
+fn small_kvs_is_pushed_down() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let report = dir.join(format!("push-report-{}.json", std::process::id()));
+    let rp = report.to_string_lossy().into_owned();
+    let r = run(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            "n1:2,n2:2,n3:2",
+            "--tree",
+            "chain",
+            "--report",
+            &rp,
+            "-n",
+            "6",
+            &prog("pmi_exchange"),
+            "2",
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
+    for n in v["reports"].as_array().expect("reports") {
+        assert_eq!(n["counters"]["gets_up"], 0, "{n}");
+    }
+}
+
+/// Highest number of sockets `pid` held while it ran.
+fn max_sockets_while_running(args: &[&str]) -> usize {
+    let mut child = Command::new(MPIEXEC)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start");
+    let pid = child.id();
+    let mut max_sockets = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        let n = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| {
+                        std::fs::read_link(e.path())
+                            .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
+        max_sockets = max_sockets.max(n);
+        assert!(Instant::now() < deadline, "job did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let st = child.wait().expect("wait");
+    assert!(st.success());
+    max_sockets
+}
+
+/// The front end holds O(children of the root) connections, not O(nodes): with 64 NLAs in
+/// a 4-ary tree it has 4 child connections, a listener and the runtime's signal socketpair;
+/// with a flat tree (for contrast) all 64.
+#[test]
+fn front_end_connections_bounded() {
+    let h = hosts(64, 1);
+    let kary = max_sockets_while_running(&[
+        "-launcher",
+        "fork",
+        "-hosts",
+        &h,
+        "--tree",
+        "kary:4",
+        "-n",
+        "64",
+        "sleep",
+        "2",
+    ]);
+    assert!(
+        kary <= 8,
+        "front end held {kary} sockets for 64 NLAs in a 4-ary tree"
+    );
+    let flat = max_sockets_while_running(&[
+        "-launcher",
+        "fork",
+        "-hosts",
+        &h,
+        "--tree",
+        "flat",
+        "-n",
+        "64",
+        "sleep",
+        "2",
+    ]);
+    assert!(
+        flat >= 64,
+        "the sampling sees connections: flat tree gave {flat}"
+    );
+}
+
+/// A bad host file is refused before anything starts, naming the file and line.
+#[test]
+fn bad_hostfile() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let f = dir.join(format!("bad-hosts-{}", std::process::id()));
+    std::fs::write(&f, "n1:2\nn2:zero\n").expect("write");
+    let out = Command::new(MPIEXEC)
+        .args(["-f", &f.to_string_lossy(), "-n", "2", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("line 2") && e.contains(&*f.to_string_lossy()),
+        "{e}"
+    );
+}

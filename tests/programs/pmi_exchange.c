@@ -1,0 +1,129 @@
+/* A light PMI-1 client speaking the wire protocol directly over PMI_FD (no MPI):
+ *   init, get_maxes, get_my_kvsname, put k<rank> = v<rank>-<pad>, barrier,
+ *   get every rank's key REPEAT times (argv[1], default 1) and check each value,
+ *   get a missing key (must fail; skipped when argv[2] is "nomiss"), barrier, finalize.
+ * Prints "rank R of N ok GETS" and exits 0, or names the first wrong answer and exits 1. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int fd;
+static char buf[8192];
+static size_t have;
+
+static void die(const char *what, const char *line)
+{
+    fprintf(stderr, "pmi_exchange: %s: %s\n", what, line ? line : "");
+    exit(1);
+}
+
+static void send_line(const char *line)
+{
+    size_t len = strlen(line), off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, line + off, len - off);
+        if (w <= 0)
+            die("write failed", line);
+        off += (size_t)w;
+    }
+}
+
+/* Read one reply line (without '\n') into out. */
+static void recv_line(char *out, size_t cap)
+{
+    for (;;) {
+        char *nl = memchr(buf, '\n', have);
+        if (nl) {
+            size_t n = (size_t)(nl - buf);
+            if (n >= cap)
+                die("reply too long", NULL);
+            memcpy(out, buf, n);
+            out[n] = 0;
+            memmove(buf, nl + 1, have - n - 1);
+            have -= n + 1;
+            return;
+        }
+        ssize_t r = read(fd, buf + have, sizeof(buf) - have);
+        if (r <= 0)
+            die("server closed the connection", NULL);
+        have += (size_t)r;
+    }
+}
+
+/* Value of key=... in a reply line ("value=" runs to end of line). */
+static const char *field(const char *line, const char *key)
+{
+    size_t k = strlen(key);
+    for (const char *p = line; (p = strstr(p, key)) != NULL; p++)
+        if ((p == line || p[-1] == ' ') && p[k] == '=')
+            return p + k + 1;
+    return NULL;
+}
+
+static void call(const char *req, char *reply, size_t cap, const char *expect_cmd)
+{
+    send_line(req);
+    recv_line(reply, cap);
+    if (strncmp(reply, expect_cmd, strlen(expect_cmd)) != 0)
+        die("unexpected reply", reply);
+}
+
+int main(int argc, char **argv)
+{
+    char line[4096], req[4096], kvs[300];
+    int repeat = argc > 1 ? atoi(argv[1]) : 1;
+    const char *e = getenv("PMI_FD");
+    if (!e)
+        die("PMI_FD not set", NULL);
+    fd = atoi(e);
+    int rank = atoi(getenv("PMI_RANK") ? getenv("PMI_RANK") : "-1");
+    int size = atoi(getenv("PMI_SIZE") ? getenv("PMI_SIZE") : "0");
+
+    call("cmd=init pmi_version=1 pmi_subversion=1\n", line, sizeof line, "cmd=response_to_init");
+    if (!field(line, "rc") || atoi(field(line, "rc")) != 0)
+        die("init failed", line);
+    call("cmd=get_maxes\n", line, sizeof line, "cmd=maxes");
+    call("cmd=get_my_kvsname\n", line, sizeof line, "cmd=my_kvsname");
+    const char *k = field(line, "kvsname");
+    if (!k)
+        die("no kvsname", line);
+    snprintf(kvs, sizeof kvs, "%.*s", (int)strcspn(k, " "), k);
+
+    /* 64-byte value: v<rank>- then padding */
+    char val[65];
+    snprintf(val, sizeof val, "v%d-", rank);
+    memset(val + strlen(val), 'x', 64 - strlen(val));
+    val[64] = 0;
+    snprintf(req, sizeof req, "cmd=put kvsname=%s key=k%d value=%s\n", kvs, rank, val);
+    call(req, line, sizeof line, "cmd=put_result");
+    if (atoi(field(line, "rc") ? field(line, "rc") : "1") != 0)
+        die("put failed", line);
+    call("cmd=barrier_in\n", line, sizeof line, "cmd=barrier_out");
+
+    long gets = 0;
+    for (int t = 0; t < repeat; t++) {
+        for (int r = 0; r < size; r++) {
+            snprintf(req, sizeof req, "cmd=get kvsname=%s key=k%d\n", kvs, r);
+            call(req, line, sizeof line, "cmd=get_result");
+            const char *v = field(line, "value");
+            char want[65];
+            snprintf(want, sizeof want, "v%d-", r);
+            memset(want + strlen(want), 'x', 64 - strlen(want));
+            want[64] = 0;
+            if (atoi(field(line, "rc") ? field(line, "rc") : "1") != 0 || !v || strcmp(v, want) != 0)
+                die("wrong value", line);
+            gets++;
+        }
+    }
+    if (!(argc > 2 && strcmp(argv[2], "nomiss") == 0)) {
+        snprintf(req, sizeof req, "cmd=get kvsname=%s key=no-such-key\n", kvs);
+        call(req, line, sizeof line, "cmd=get_result");
+        if (atoi(field(line, "rc") ? field(line, "rc") : "0") == 0)
+            die("missing key was found", line);
+    }
+    call("cmd=barrier_in\n", line, sizeof line, "cmd=barrier_out");
+    call("cmd=finalize\n", line, sizeof line, "cmd=finalize_ack");
+    printf("rank %d of %d ok %ld\n", rank, size, gets);
+    return 0;
+}
