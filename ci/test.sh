@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The whole test suite: installs dependencies, checks formatting and lints, builds, and runs
-# every test (unit, property, end-to-end with real MPICH programs).
+# The whole test suite: installs dependencies, checks formatting and lints, builds, brings up
+# network-namespace test hosts with their own sshd (needs root), and runs every test — unit,
+# property, end-to-end with real MPICH programs, multi-node over real ssh — then tears the
+# hosts down again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/install-deps.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --bins
-cargo test --workspace
+export LIBI_REQUIRE_SSH_TESTS=1
+bash ci/with-netns-hosts.sh 4 -- cargo test --workspace

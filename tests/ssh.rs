@@ -1,0 +1,135 @@
+//! Multi-node tests over real ssh into network-namespace hosts, each with its own sshd
+//! (`ci/netns-hosts.sh`). `ci/test.sh` runs the suite inside `ci/with-netns-hosts.sh`, which
+//! sets `LIBI_TEST_HOSTS` (comma-separated addresses) and `LIBI_TEST_SSH` (an ssh wrapper
+//! with the test key) and sets `LIBI_REQUIRE_SSH_TESTS=1`, so that a missing setup fails the
+//! run instead of skipping these tests.
+//!
+//! The namespaces share this machine's filesystem and process table: the NLAs run the same
+//! `libi-nla` binary, and leftovers on any "host" are visible in our /proc.
+
+mod common;
+
+use common::{hello_lines, prog, run};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One ssh job at a time (the leftover check looks for any NLA of any ssh job).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+struct Hosts {
+    list: Vec<String>,
+    ssh: String,
+}
+
+fn hosts() -> Option<Hosts> {
+    match (std::env::var("LIBI_TEST_HOSTS"), std::env::var("LIBI_TEST_SSH")) {
+        (Ok(h), Ok(ssh)) if !h.is_empty() => Some(Hosts { list: h.split(',').map(str::to_string).collect(), ssh }),
+        _ => {
+            assert!(
+                std::env::var("LIBI_REQUIRE_SSH_TESTS").is_err(),
+                "LIBI_REQUIRE_SSH_TESTS is set but LIBI_TEST_HOSTS/LIBI_TEST_SSH are not: run under ci/with-netns-hosts.sh"
+            );
+            eprintln!("ssh tests skipped: run under ci/with-netns-hosts.sh N -- cargo test");
+            None
+        }
+    }
+}
+
+/// No NLA started over ssh may survive its job.
+fn no_remote_nlas(grace: Duration) {
+    let deadline = Instant::now() + grace;
+    loop {
+        let mut found = Vec::new();
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains("libi-nla") && cmd.contains("--parent 10.") {
+                found.push(cmd);
+            }
+        }
+        if found.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "NLAs left behind: {found:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn ssh_args(h: &Hosts, n_hosts: usize, slots: u32) -> Vec<String> {
+    let list: Vec<String> = h.list.iter().take(n_hosts).map(|x| format!("{x}:{slots}")).collect();
+    vec!["-launcher".into(), "ssh".into(), "-launcher-exec".into(), h.ssh.clone(), "-hosts".into(), list.join(",")]
+}
+
+/// MPICH hello across 4 hosts over ssh, 2 ranks per host, with every tree shape.
+#[test]
+fn mpich_hello_over_ssh_every_shape() {
+    let Some(h) = hosts() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    assert!(h.list.len() >= 4, "need 4 test hosts, have {:?}", h.list);
+    for shape in ["greedy", "flat", "chain", "binomial", "kary:2"] {
+        let mut args = ssh_args(&h, 4, 2);
+        args.extend(["--tree".into(), shape.into(), "-n".into(), "8".into(), prog("hello")]);
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = run(&a, b"");
+        hello_lines(&r, 8);
+        no_remote_nlas(Duration::from_secs(5));
+    }
+}
+
+/// Ranks really run on the namespace hosts (their own hostnames), and output, stdin and
+/// labels cross ssh.
+#[test]
+fn ranks_run_on_the_hosts() {
+    let Some(h) = hosts() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut args = ssh_args(&h, 4, 1);
+    args.extend(["-l".into(), "-n".into(), "4".into(), "hostname".into()]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = run(&a, b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, vec!["[0] node1", "[1] node2", "[2] node3", "[3] node4"]);
+    let mut args = ssh_args(&h, 2, 1);
+    args.extend(["--tree".into(), "chain".into(), "-n".into(), "2".into(), "cat".into()]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = run(&a, b"over ssh\n");
+    assert_eq!(r.stdout, "over ssh\n");
+    no_remote_nlas(Duration::from_secs(5));
+}
+
+/// Exit codes and MPI_Abort across hosts, and nothing left running anywhere.
+#[test]
+fn failures_over_ssh() {
+    let Some(h) = hosts() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cases: [(&[&str], i32, &str); 3] = [
+        (&["abort", "7"], 7, "MPI_Abort"),
+        (&["exit", "3"], 3, "exited with code 3"),
+        (&["segv"], 139, "SIGSEGV"),
+    ];
+    for (what, status, needle) in cases {
+        let mut args = ssh_args(&h, 4, 2);
+        args.extend(["--tree".into(), "binomial".into(), "-n".into(), "8".into(), prog("fail")]);
+        args.extend(what.iter().map(|s| s.to_string()));
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = run(&a, b"");
+        assert_eq!(r.status, status, "{what:?}: {}", r.stderr);
+        let line = r.stderr.lines().find(|l| l.starts_with("libi-mpiexec: ")).unwrap_or_default();
+        assert!(line.contains("rank 1 on ") && line.contains(needle), "{what:?}: {}", r.stderr);
+        no_remote_nlas(Duration::from_secs(5));
+    }
+}
+
+/// An unreachable host: the job fails naming the host, without hanging.
+#[test]
+fn unreachable_host() {
+    let Some(h) = hosts() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // .200 is on the test network but nobody is there: ssh's ConnectTimeout ends it.
+    let hosts = format!("{},10.201.0.200", h.list[0]);
+    let r = run(&["-launcher", "ssh", "-launcher-exec", &h.ssh, "-hosts", &hosts, "-n", "2", "hostname"], b"");
+    assert_eq!(r.status, 255, "{}", r.stderr);
+    assert!(r.stderr.contains("10.201.0.200"), "{}", r.stderr);
+    no_remote_nlas(Duration::from_secs(5));
+}
