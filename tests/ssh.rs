@@ -22,8 +22,14 @@ struct Hosts {
 }
 
 fn hosts() -> Option<Hosts> {
-    match (std::env::var("LIBI_TEST_HOSTS"), std::env::var("LIBI_TEST_SSH")) {
-        (Ok(h), Ok(ssh)) if !h.is_empty() => Some(Hosts { list: h.split(',').map(str::to_string).collect(), ssh }),
+    match (
+        std::env::var("LIBI_TEST_HOSTS"),
+        std::env::var("LIBI_TEST_SSH"),
+    ) {
+        (Ok(h), Ok(ssh)) if !h.is_empty() => Some(Hosts {
+            list: h.split(',').map(str::to_string).collect(),
+            ssh,
+        }),
         _ => {
             assert!(
                 std::env::var("LIBI_REQUIRE_SSH_TESTS").is_err(),
@@ -41,7 +47,9 @@ fn no_remote_nlas(grace: Duration) {
     loop {
         let mut found = Vec::new();
         for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+            let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+                continue;
+            };
             let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
             if cmd.contains("libi-nla") && cmd.contains("--parent 10.") {
                 found.push(cmd);
@@ -56,8 +64,20 @@ fn no_remote_nlas(grace: Duration) {
 }
 
 fn ssh_args(h: &Hosts, n_hosts: usize, slots: u32) -> Vec<String> {
-    let list: Vec<String> = h.list.iter().take(n_hosts).map(|x| format!("{x}:{slots}")).collect();
-    vec!["-launcher".into(), "ssh".into(), "-launcher-exec".into(), h.ssh.clone(), "-hosts".into(), list.join(",")]
+    let list: Vec<String> = h
+        .list
+        .iter()
+        .take(n_hosts)
+        .map(|x| format!("{x}:{slots}"))
+        .collect();
+    vec![
+        "-launcher".into(),
+        "ssh".into(),
+        "-launcher-exec".into(),
+        h.ssh.clone(),
+        "-hosts".into(),
+        list.join(","),
+    ]
 }
 
 /// MPICH hello across 4 hosts over ssh, 2 ranks per host, with every tree shape.
@@ -68,7 +88,13 @@ fn mpich_hello_over_ssh_every_shape() {
     assert!(h.list.len() >= 4, "need 4 test hosts, have {:?}", h.list);
     for shape in ["greedy", "flat", "chain", "binomial", "kary:2"] {
         let mut args = ssh_args(&h, 4, 2);
-        args.extend(["--tree".into(), shape.into(), "-n".into(), "8".into(), prog("hello")]);
+        args.extend([
+            "--tree".into(),
+            shape.into(),
+            "-n".into(),
+            "8".into(),
+            prog("hello"),
+        ]);
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         let r = run(&a, b"");
         hello_lines(&r, 8);
@@ -89,9 +115,18 @@ fn ranks_run_on_the_hosts() {
     assert_eq!(r.status, 0, "{}", r.stderr);
     let mut lines: Vec<&str> = r.stdout.lines().collect();
     lines.sort();
-    assert_eq!(lines, vec!["[0] node1", "[1] node2", "[2] node3", "[3] node4"]);
+    assert_eq!(
+        lines,
+        vec!["[0] node1", "[1] node2", "[2] node3", "[3] node4"]
+    );
     let mut args = ssh_args(&h, 2, 1);
-    args.extend(["--tree".into(), "chain".into(), "-n".into(), "2".into(), "cat".into()]);
+    args.extend([
+        "--tree".into(),
+        "chain".into(),
+        "-n".into(),
+        "2".into(),
+        "cat".into(),
+    ]);
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let r = run(&a, b"over ssh\n");
     assert_eq!(r.stdout, "over ssh\n");
@@ -110,13 +145,27 @@ fn failures_over_ssh() {
     ];
     for (what, status, needle) in cases {
         let mut args = ssh_args(&h, 4, 2);
-        args.extend(["--tree".into(), "binomial".into(), "-n".into(), "8".into(), prog("fail")]);
+        args.extend([
+            "--tree".into(),
+            "binomial".into(),
+            "-n".into(),
+            "8".into(),
+            prog("fail"),
+        ]);
         args.extend(what.iter().map(|s| s.to_string()));
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         let r = run(&a, b"");
         assert_eq!(r.status, status, "{what:?}: {}", r.stderr);
-        let line = r.stderr.lines().find(|l| l.starts_with("libi-mpiexec: ")).unwrap_or_default();
-        assert!(line.contains("rank 1 on ") && line.contains(needle), "{what:?}: {}", r.stderr);
+        let line = r
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("libi-mpiexec: "))
+            .unwrap_or_default();
+        assert!(
+            line.contains("rank 1 on ") && line.contains(needle),
+            "{what:?}: {}",
+            r.stderr
+        );
         no_remote_nlas(Duration::from_secs(5));
     }
 }
@@ -128,7 +177,20 @@ fn unreachable_host() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     // .200 is on the test network but nobody is there: ssh's ConnectTimeout ends it.
     let hosts = format!("{},10.201.0.200", h.list[0]);
-    let r = run(&["-launcher", "ssh", "-launcher-exec", &h.ssh, "-hosts", &hosts, "-n", "2", "hostname"], b"");
+    let r = run(
+        &[
+            "-launcher",
+            "ssh",
+            "-launcher-exec",
+            &h.ssh,
+            "-hosts",
+            &hosts,
+            "-n",
+            "2",
+            "hostname",
+        ],
+        b"",
+    );
     assert_eq!(r.status, 255, "{}", r.stderr);
     assert!(r.stderr.contains("10.201.0.200"), "{}", r.stderr);
     no_remote_nlas(Duration::from_secs(5));

@@ -93,6 +93,9 @@ pub struct Segment {
     /// Network interface whose address the NLAs connect back to
     #[arg(long = "iface", value_name = "IF")]
     pub iface: Option<String>,
+    /// Most connections any process of the NLA tree holds (children + parent; default 128)
+    #[arg(long = "max-conn", value_name = "N", value_parser = clap::value_parser!(u32).range(3..))]
+    pub max_conn: Option<u32>,
     /// Write a launch report (JSON) to FILE
     #[arg(long = "report", value_name = "FILE")]
     pub report: Option<String>,
@@ -139,6 +142,7 @@ const LONG: &[(&str, &str, usize)] = &[
     ("localhost", "localhost", 1),
     ("iface", "iface", 1),
     ("report", "report", 1),
+    ("max-conn", "max-conn", 1),
     ("kvs-push-max", "kvs-push-max", 1),
     ("help", "help", 0),
     ("version", "version", 0),
@@ -166,6 +170,7 @@ pub struct Global {
     pub iface: Option<String>,
     pub report: Option<String>,
     pub kvs_push_max: Option<u64>,
+    pub max_conn: Option<usize>,
 }
 
 /// Which variables of the front end's environment a rank inherits.
@@ -347,6 +352,7 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         global.iface = s.iface.clone().or(global.iface);
         global.report = s.report.clone().or(global.report);
         global.kvs_push_max = s.kvs_push_max.or(global.kvs_push_max);
+        global.max_conn = s.max_conn.map(|c| c as usize).or(global.max_conn);
         if s.command.is_empty() {
             if s.configfile.is_none() {
                 if s.n.is_some() || !s.env.is_empty() || s.wdir.is_some() {

@@ -6,7 +6,7 @@ use libi::hosts::{self, Host};
 use libi::job::{
     process_mapping, AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, RankSlot,
 };
-use libi::tree::{LaunchModel, Shape, Tree};
+use libi::tree::{CommTree, LaunchModel, Shape, Tree, DEFAULT_MAX_CONN};
 
 /// Variables of the front end's environment that never reach ranks (spec §6, §12.12): an
 /// outer job's PMI/PMIx settings would confuse MPICH's PMI selection.
@@ -183,10 +183,22 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             children: Vec::new(),
         }
     };
-    // Build bottom-up: tree ids grow away from the root, so children come after parents.
-    let mut built: Vec<Option<NodePlan>> = (0..tree.len()).map(|_| None).collect();
-    for node in (0..tree.len()).rev() {
-        let mut p = if node == 0 {
+    // The NLA tree follows the launch tree, except that no process holds more than
+    // `max_conn` connections (ScELA's bound): where the launch tree fans out wider, the
+    // overflow is re-parented under earlier siblings (`CommTree`; identical to the launch
+    // tree when nothing exceeds the cap).
+    let comm = CommTree::from_launch(&tree, g.max_conn.unwrap_or(DEFAULT_MAX_CONN));
+    fn build(comm: &CommTree, node: usize, plan_of: &dyn Fn(usize) -> NodePlan) -> NodePlan {
+        let mut p = plan_of(node);
+        p.children = comm
+            .children(node)
+            .iter()
+            .map(|&c| build(comm, c, plan_of))
+            .collect();
+        p
+    }
+    let root_plan = |node: usize| {
+        if node == 0 {
             NodePlan {
                 node: 0,
                 host: ctx.local_host.clone(),
@@ -195,15 +207,9 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             }
         } else {
             plan_of(node)
-        };
-        p.children = tree
-            .children(node)
-            .iter()
-            .filter_map(|&c| built[c].take())
-            .collect();
-        built[node] = Some(p);
-    }
-    let root = built[0].take().ok_or("empty launch tree")?;
+        }
+    };
+    let root = build(&comm, 0, &root_plan);
     Ok(Plan {
         job,
         root,
@@ -309,6 +315,35 @@ mod tests {
         let mut hosts: Vec<String> = nodes[1..].iter().map(|n| n.host.clone()).collect();
         hosts.sort();
         assert_eq!(hosts, vec!["a", "b", "c", "d", "e", "f", "g"]);
+    }
+
+    #[test]
+    fn connection_cap_reshapes_wide_trees() {
+        let hosts: Vec<String> = (0..300).map(|i| format!("h{i}")).collect();
+        let args = format!("-hosts {} --tree flat -n 300 x", hosts.join(","));
+        let p = plan(&cl(&args), &ctx()).expect("plan");
+        fn check(n: &NodePlan, is_root: bool, count: &mut usize) {
+            *count += 1;
+            let conns = n.children.len() + usize::from(!is_root);
+            assert!(
+                conns <= DEFAULT_MAX_CONN,
+                "node {} has {conns} connections",
+                n.node
+            );
+            for c in &n.children {
+                check(c, false, count);
+            }
+        }
+        let mut count = 0;
+        check(&p.root, true, &mut count);
+        assert_eq!(count, 301);
+        assert_eq!(p.root.subtree_ranks(), 300);
+        let args = format!(
+            "-hosts {} --tree flat --max-conn 16 -n 300 x",
+            hosts.join(",")
+        );
+        let p = plan(&cl(&args), &ctx()).expect("plan");
+        assert!(p.root.children.len() <= 16);
     }
 
     #[test]
