@@ -134,19 +134,9 @@ pub fn fit_line(points: &[(f64, f64)]) -> Result<Fit, String> {
         })
         .sum();
     // All y equal (to rounding): the horizontal line fits exactly.
-    let r2 = if syy <= f64::EPSILON * my * my * nf {
-        1.0
-    } else {
-        (1.0 - ss_res / syy).clamp(0.0, 1.0)
-    };
-    Ok(Fit {
-        seq: Some(seq),
-        rem,
-        r2: Some(r2),
-        samples: n,
-        rms: (ss_res / nf).sqrt(),
-        note: None,
-    })
+    let r2 =
+        if syy <= f64::EPSILON * my * my * nf { 1.0 } else { (1.0 - ss_res / syy).clamp(0.0, 1.0) };
+    Ok(Fit { seq: Some(seq), rem, r2: Some(r2), samples: n, rms: (ss_res / nf).sqrt(), note: None })
 }
 
 /// Fits SEQ and REM to the launch records of `report` (see the [module docs](self)).
@@ -187,11 +177,7 @@ pub fn launch_tree(report: &Report) -> Result<LaunchTree, String> {
     if by_child.is_empty() {
         return Err("the report has no launch records".to_string());
     }
-    let roots: BTreeSet<u32> = kids
-        .keys()
-        .copied()
-        .filter(|p| !by_child.contains_key(p))
-        .collect();
+    let roots: BTreeSet<u32> = kids.keys().copied().filter(|p| !by_child.contains_key(p)).collect();
     let root = match roots.len() {
         1 => roots.iter().copied().next().unwrap_or(0),
         0 => return Err("the launch records form a cycle: no node is the root".to_string()),
@@ -225,11 +211,7 @@ pub fn launch_tree(report: &Report) -> Result<LaunchTree, String> {
         return Err("the launch records form a cycle: some nodes do not reach the root".into());
     }
     let tree = Tree::from_parents(&parents)?;
-    Ok(LaunchTree {
-        tree,
-        nodes,
-        records,
-    })
+    Ok(LaunchTree { tree, nodes, records })
 }
 
 /// Measured and modeled launch time of one launched node.
@@ -248,10 +230,7 @@ pub struct NodeTimes {
 /// tree's breadth-first order (see [`launch_tree`]).
 pub fn compare(report: &Report, model: &LaunchModel) -> Result<Vec<NodeTimes>, String> {
     let lt = launch_tree(report)?;
-    let t0 = ready_by_node(report)?
-        .get(&lt.nodes[0])
-        .copied()
-        .unwrap_or(0.0);
+    let t0 = ready_by_node(report)?.get(&lt.nodes[0]).copied().unwrap_or(0.0);
     let eval = evaluate(&lt.tree, model);
     Ok(lt
         .records
@@ -334,11 +313,7 @@ mod tests {
         let mut ready = vec![0.0f64; n];
         ready[0] = 0.001;
         let mut reports: Vec<NodeReport> = (0..n)
-            .map(|v| NodeReport {
-                node: v as u32,
-                host: format!("h{v}"),
-                ..NodeReport::default()
-            })
+            .map(|v| NodeReport { node: v as u32, host: format!("h{v}"), ..NodeReport::default() })
             .collect();
         let mut stack = vec![0usize];
         while let Some(p) = stack.pop() {
@@ -384,11 +359,7 @@ mod tests {
             assert_eq!(fit.samples, n - 1);
             let s = fit.seq.expect("SEQ identifiable");
             assert!((s - seq).abs() < 1e-9, "{shape}: SEQ {s} vs {seq}");
-            assert!(
-                (fit.rem - rem).abs() < 1e-9,
-                "{shape}: REM {} vs {rem}",
-                fit.rem
-            );
+            assert!((fit.rem - rem).abs() < 1e-9, "{shape}: REM {} vs {rem}", fit.rem);
             assert!((fit.r2.expect("r2") - 1.0).abs() < 1e-9, "{fit:?}");
             assert!(fit.rms < 1e-9, "{fit:?}");
             assert!(fit.note.is_none());

@@ -33,11 +33,7 @@ fn entry(text: &str, origin: &dyn Fn() -> String) -> Result<Host, HostError> {
     let (name, slots) = match text.rsplit_once(':') {
         Some((h, n)) => {
             let n: u32 = n.trim().parse().map_err(|_| {
-                HostError(format!(
-                    "{}: bad slot count '{}' in '{text}'",
-                    origin(),
-                    n.trim()
-                ))
+                HostError(format!("{}: bad slot count '{}' in '{text}'", origin(), n.trim()))
             })?;
             if n == 0 {
                 return Err(HostError(format!(
@@ -50,15 +46,9 @@ fn entry(text: &str, origin: &dyn Fn() -> String) -> Result<Host, HostError> {
         None => (text.trim(), 1),
     };
     if name.is_empty() || name.contains(char::is_whitespace) {
-        return Err(HostError(format!(
-            "{}: bad host name in '{text}'",
-            origin()
-        )));
+        return Err(HostError(format!("{}: bad host name in '{text}'", origin())));
     }
-    Ok(Host {
-        name: name.to_string(),
-        slots,
-    })
+    Ok(Host { name: name.to_string(), slots })
 }
 
 /// Merge duplicate host names (slots add up, first position kept).
@@ -120,10 +110,7 @@ pub fn parse_hosts_arg(s: &str) -> Result<Vec<Host>, HostError> {
 
 /// `-ppn N`: every host gets N slots.
 pub fn with_ppn(hosts: Vec<Host>, ppn: u32) -> Vec<Host> {
-    hosts
-        .into_iter()
-        .map(|h| Host { slots: ppn, ..h })
-        .collect()
+    hosts.into_iter().map(|h| Host { slots: ppn, ..h }).collect()
 }
 
 /// Where the ranks go.
@@ -168,10 +155,7 @@ mod tests {
     use super::*;
 
     fn h(name: &str, slots: u32) -> Host {
-        Host {
-            name: name.into(),
-            slots,
-        }
+        Host { name: name.into(), slots }
     }
 
     #[test]
@@ -186,10 +170,7 @@ mod tests {
     #[test]
     fn hostfile_errors_name_file_and_line() {
         let e = parse_hostfile("a\nb:x\n", "hosts.txt").expect_err("bad count");
-        assert!(
-            e.0.contains("hosts.txt line 2") && e.0.contains("'x'"),
-            "{e}"
-        );
+        assert!(e.0.contains("hosts.txt line 2") && e.0.contains("'x'"), "{e}");
         let e = parse_hostfile("a:0\n", "f").expect_err("zero");
         assert!(e.0.contains("f line 1"), "{e}");
         let e = parse_hostfile("# nothing\n", "f").expect_err("empty");
@@ -204,14 +185,8 @@ mod tests {
 
     #[test]
     fn hosts_arg() {
-        assert_eq!(
-            parse_hosts_arg("a:2,b").expect("parse"),
-            vec![h("a", 2), h("b", 1)]
-        );
-        assert_eq!(
-            parse_hosts_arg("a,b,a").expect("parse"),
-            vec![h("a", 2), h("b", 1)]
-        );
+        assert_eq!(parse_hosts_arg("a:2,b").expect("parse"), vec![h("a", 2), h("b", 1)]);
+        assert_eq!(parse_hosts_arg("a,b,a").expect("parse"), vec![h("a", 2), h("b", 1)]);
         assert!(parse_hosts_arg("a:-1").is_err());
         assert!(parse_hosts_arg(",").is_err());
     }

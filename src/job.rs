@@ -47,9 +47,7 @@ impl std::str::FromStr for LauncherKind {
             "fork" => Ok(LauncherKind::Fork),
             "ssh" => Ok(LauncherKind::Ssh),
             "rsh" => Ok(LauncherKind::Rsh),
-            other => Err(format!(
-                "unknown launcher '{other}' (expected ssh, rsh or fork)"
-            )),
+            other => Err(format!("unknown launcher '{other}' (expected ssh, rsh or fork)")),
         }
     }
 }
@@ -77,6 +75,9 @@ pub struct JobCommon {
     pub launcher: LauncherSpec,
     /// Grace period between SIGTERM and SIGKILL when the job is torn down, in ms.
     pub kill_grace_ms: u64,
+    /// How long a child NLA may take from the start of its launch to its authenticated
+    /// connection, in ms, before its launch counts as failed.
+    pub launch_timeout_ms: u64,
     /// A fence whose new pairs total at most this many bytes pushes them down to every NLA
     /// with the release; a larger one leaves them where they are and `get`s climb the tree
     /// (hierarchical cache).
@@ -103,21 +104,12 @@ pub struct NodePlan {
 impl NodePlan {
     /// Ranks in this subtree.
     pub fn subtree_ranks(&self) -> usize {
-        self.ranks.len()
-            + self
-                .children
-                .iter()
-                .map(NodePlan::subtree_ranks)
-                .sum::<usize>()
+        self.ranks.len() + self.children.iter().map(NodePlan::subtree_ranks).sum::<usize>()
     }
 
     /// NLAs in this subtree (this one included).
     pub fn subtree_nodes(&self) -> usize {
-        1 + self
-            .children
-            .iter()
-            .map(NodePlan::subtree_nodes)
-            .sum::<usize>()
+        1 + self.children.iter().map(NodePlan::subtree_nodes).sum::<usize>()
     }
 
     /// Does this subtree run global rank `rank`?
@@ -127,10 +119,7 @@ impl NodePlan {
 
     /// This plan without its children (what a parent keeps about a child it launched).
     pub fn shallow(&self) -> NodePlan {
-        NodePlan {
-            children: Vec::new(),
-            ..self.clone()
-        }
+        NodePlan { children: Vec::new(), ..self.clone() }
     }
 }
 
@@ -158,10 +147,7 @@ impl RankEnd {
     /// `finalize` failed the job all the same: status 1.
     pub fn status(&self) -> i32 {
         match self {
-            RankEnd::Exited {
-                code: 0,
-                clean_pmi: false,
-            } => 1,
+            RankEnd::Exited { code: 0, clean_pmi: false } => 1,
             RankEnd::Exited { code, .. } => *code,
             RankEnd::Signaled { signal } => 128 + signal,
             RankEnd::SpawnFailed { errno, .. } => {
@@ -176,13 +162,7 @@ impl RankEnd {
 
     /// Did the rank end in a way that fails the job?
     pub fn is_failure(&self) -> bool {
-        !matches!(
-            self,
-            RankEnd::Exited {
-                code: 0,
-                clean_pmi: true
-            }
-        )
+        !matches!(self, RankEnd::Exited { code: 0, clean_pmi: true })
     }
 }
 
@@ -220,29 +200,20 @@ mod tests {
 
     #[test]
     fn mapping_single_node() {
-        assert_eq!(
-            process_mapping(&[(0, 4)]).as_deref(),
-            Some("(vector,(0,1,4))")
-        );
+        assert_eq!(process_mapping(&[(0, 4)]).as_deref(), Some("(vector,(0,1,4))"));
     }
 
     #[test]
     fn mapping_blocks_merge() {
         let runs = [(0, 2), (1, 2), (2, 4), (3, 4), (4, 1)];
-        assert_eq!(
-            process_mapping(&runs).as_deref(),
-            Some("(vector,(0,2,2),(2,2,4),(4,1,1))")
-        );
+        assert_eq!(process_mapping(&runs).as_deref(), Some("(vector,(0,2,2),(2,2,4),(4,1,1))"));
     }
 
     #[test]
     fn mapping_wraps_explicitly() {
         // 6 ranks over two 2-slot hosts: 0,1 -> node 0; 2,3 -> node 1; 4,5 -> node 0 again
         let runs = [(0, 2), (1, 2), (0, 2)];
-        assert_eq!(
-            process_mapping(&runs).as_deref(),
-            Some("(vector,(0,2,2),(0,1,2))")
-        );
+        assert_eq!(process_mapping(&runs).as_deref(), Some("(vector,(0,2,2),(0,1,2))"));
     }
 
     #[test]
@@ -260,36 +231,11 @@ mod tests {
     #[test]
     fn rank_end_status() {
         assert_eq!(RankEnd::Signaled { signal: 11 }.status(), 139);
-        assert_eq!(
-            RankEnd::Exited {
-                code: 3,
-                clean_pmi: true
-            }
-            .status(),
-            3
-        );
-        assert!(RankEnd::Exited {
-            code: 0,
-            clean_pmi: false
-        }
-        .is_failure());
-        assert_eq!(
-            RankEnd::Exited {
-                code: 0,
-                clean_pmi: false
-            }
-            .status(),
-            1
-        );
-        assert!(!RankEnd::Exited {
-            code: 0,
-            clean_pmi: true
-        }
-        .is_failure());
-        let e = RankEnd::SpawnFailed {
-            errno: 2,
-            reason: "x".into(),
-        };
+        assert_eq!(RankEnd::Exited { code: 3, clean_pmi: true }.status(), 3);
+        assert!(RankEnd::Exited { code: 0, clean_pmi: false }.is_failure());
+        assert_eq!(RankEnd::Exited { code: 0, clean_pmi: false }.status(), 1);
+        assert!(!RankEnd::Exited { code: 0, clean_pmi: true }.is_failure());
+        let e = RankEnd::SpawnFailed { errno: 2, reason: "x".into() };
         assert_eq!(e.status(), 127);
     }
 }

@@ -20,6 +20,9 @@ pub fn nla_command(
         parent.to_string(),
         "--node".to_string(),
         node.to_string(),
+        // The launcher's stdin stays open for the whole job: the NLA sees EOF when its
+        // parent or the ssh/rsh session goes away, wherever it runs.
+        "--keep-stdin".to_string(),
     ];
     if verbose {
         nla.push("-v".to_string());
@@ -34,13 +37,8 @@ pub fn nla_command(
             let mut args = Vec::new();
             if spec.exec.is_none() {
                 args.extend(
-                    [
-                        "-o",
-                        "BatchMode=yes",
-                        "-o",
-                        "StrictHostKeyChecking=accept-new",
-                    ]
-                    .map(String::from),
+                    ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new"]
+                        .map(String::from),
                 );
             }
             args.push(host.to_string());
@@ -60,8 +58,7 @@ pub fn shell_join(words: &[String]) -> String {
         .iter()
         .map(|w| {
             if !w.is_empty()
-                && w.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_./:=,@+%".contains(&b))
+                && w.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:=,@+%".contains(&b))
             {
                 w.clone()
             } else {
@@ -77,24 +74,14 @@ mod tests {
     use super::*;
 
     fn spec(kind: LauncherKind, exec: Option<&str>) -> LauncherSpec {
-        LauncherSpec {
-            kind,
-            exec: exec.map(String::from),
-            nla_path: "/opt/libi/libi-nla".into(),
-        }
+        LauncherSpec { kind, exec: exec.map(String::from), nla_path: "/opt/libi/libi-nla".into() }
     }
 
     #[test]
     fn fork_runs_the_nla_directly() {
-        let (p, a) = nla_command(
-            &spec(LauncherKind::Fork, None),
-            "n1",
-            "127.0.0.1:9",
-            3,
-            false,
-        );
+        let (p, a) = nla_command(&spec(LauncherKind::Fork, None), "n1", "127.0.0.1:9", 3, false);
         assert_eq!(p, "/opt/libi/libi-nla");
-        assert_eq!(a, vec!["--parent", "127.0.0.1:9", "--node", "3"]);
+        assert_eq!(a, vec!["--parent", "127.0.0.1:9", "--node", "3", "--keep-stdin"]);
     }
 
     #[test]
@@ -105,17 +92,11 @@ mod tests {
         assert_eq!(a[a.len() - 2], "n1");
         assert_eq!(
             a[a.len() - 1],
-            "/opt/libi/libi-nla --parent 10.0.0.1:9 --node 2 -v"
+            "/opt/libi/libi-nla --parent 10.0.0.1:9 --node 2 --keep-stdin -v"
         );
-        let (p, a) = nla_command(
-            &spec(LauncherKind::Ssh, Some("/x/ssh")),
-            "h",
-            "a:1",
-            1,
-            false,
-        );
+        let (p, a) = nla_command(&spec(LauncherKind::Ssh, Some("/x/ssh")), "h", "a:1", 1, false);
         assert_eq!(p, "/x/ssh");
-        assert_eq!(a, vec!["h", "/opt/libi/libi-nla --parent a:1 --node 1"]);
+        assert_eq!(a, vec!["h", "/opt/libi/libi-nla --parent a:1 --node 1 --keep-stdin"]);
     }
 
     #[test]
@@ -127,9 +108,6 @@ mod tests {
 
     #[test]
     fn quoting() {
-        assert_eq!(
-            shell_join(&["a b".into(), "it's".into(), "".into()]),
-            "'a b' 'it'\\''s' ''"
-        );
+        assert_eq!(shell_join(&["a b".into(), "it's".into(), "".into()]), "'a b' 'it'\\''s' ''");
     }
 }

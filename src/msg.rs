@@ -24,52 +24,23 @@ pub enum Stream {
 pub enum Msg {
     // ---- child -> parent ----
     /// First frame of every tree connection.
-    Hello {
-        node: u32,
-        secret: String,
-        host: String,
-        pid: u32,
-    },
+    Hello { node: u32, secret: String, host: String, pid: u32 },
     /// Whole lines (a partial line only at end of stream) from one rank.
-    Output {
-        rank: u32,
-        stream: Stream,
-        data: Vec<u8>,
-    },
+    Output { rank: u32, stream: Stream, data: Vec<u8> },
     /// A rank ended. `host` names where.
-    RankEnded {
-        rank: u32,
-        host: String,
-        end: RankEnd,
-    },
+    RankEnded { rank: u32, host: String, end: RankEnd },
     /// A rank called abort.
-    Abort {
-        rank: u32,
-        host: String,
-        code: i32,
-        message: Option<String>,
-    },
+    Abort { rank: u32, host: String, code: i32, message: Option<String> },
     /// Every rank below this subtree entered fence `epoch`; `pairs` are the pairs put since
     /// the previous fence, merged over the subtree.
-    FenceIn {
-        epoch: u64,
-        pairs: Vec<(String, String)>,
-    },
+    FenceIn { epoch: u64, pairs: Vec<(String, String)> },
     /// A key missed in this subtree's caches: look it up further up.
     Get { key: String },
     /// A node could not do its job (launch failure, protocol failure): fail the whole job.
-    Fatal {
-        host: String,
-        message: String,
-        status: i32,
-    },
+    Fatal { host: String, message: String, status: i32 },
     /// A whole subtree is gone (its NLA could not be started or its connection broke):
     /// `ranks` ranks will never report their end.
-    SubtreeLost {
-        host: String,
-        ranks: u32,
-        message: String,
-    },
+    SubtreeLost { host: String, ranks: u32, message: String },
     /// An NLA has started its ranks.
     NodeUp { node: u32, host: String, ranks: u32 },
     /// An NLA's launch report (only with `--report`), sent before it exits.
@@ -81,12 +52,7 @@ pub enum Msg {
     /// Fence `epoch` completed everywhere. `pushed`: `pairs` are all pairs put in that
     /// epoch; otherwise `pairs` is empty, the pairs stay up the tree and missing keys are
     /// fetched with `Get`. `stale`: keys overwritten in this epoch that caches must drop.
-    FenceOut {
-        epoch: u64,
-        pushed: bool,
-        pairs: Vec<(String, String)>,
-        stale: Vec<String>,
-    },
+    FenceOut { epoch: u64, pushed: bool, pairs: Vec<(String, String)>, stale: Vec<String> },
     /// Answer to `Get` (`None`: not found anywhere).
     GetResult { key: String, value: Option<String> },
     /// Bytes for rank 0's stdin; an empty `data` means EOF.
@@ -113,11 +79,7 @@ pub struct MsgCodec {
 }
 
 pub fn codec() -> MsgCodec {
-    MsgCodec {
-        inner: LengthDelimitedCodec::builder()
-            .max_frame_length(MAX_FRAME)
-            .new_codec(),
-    }
+    MsgCodec { inner: LengthDelimitedCodec::builder().max_frame_length(MAX_FRAME).new_codec() }
 }
 
 impl Decoder for MsgCodec {
@@ -165,21 +127,9 @@ mod tests {
         let mut c = codec();
         let mut buf = BytesMut::new();
         let msgs = vec![
-            Msg::Hello {
-                node: 3,
-                secret: "abc".into(),
-                host: "h".into(),
-                pid: 9,
-            },
-            Msg::FenceIn {
-                epoch: 2,
-                pairs: vec![("k".into(), "v".into())],
-            },
-            Msg::Output {
-                rank: 1,
-                stream: Stream::Stderr,
-                data: b"x\n".to_vec(),
-            },
+            Msg::Hello { node: 3, secret: "abc".into(), host: "h".into(), pid: 9 },
+            Msg::FenceIn { epoch: 2, pairs: vec![("k".into(), "v".into())] },
+            Msg::Output { rank: 1, stream: Stream::Stderr, data: b"x\n".to_vec() },
             Msg::Kill,
         ];
         for m in &msgs {
@@ -206,5 +156,107 @@ mod tests {
         assert!(secret_eq("abcd", "abcd"));
         assert!(!secret_eq("abcd", "abce"));
         assert!(!secret_eq("abcd", "abc"));
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use crate::job::{AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, RankSlot};
+    use proptest::prelude::*;
+
+    /// Generated inputs: `LIBI_FUZZ_CASES` (default 25 000; the long run sets 1 000 000).
+    fn fuzz_cases() -> u32 {
+        std::env::var("LIBI_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(25_000)
+    }
+
+    fn text() -> impl Strategy<Value = String> + Clone {
+        "[ -~]{0,12}"
+    }
+
+    fn pairs() -> impl Strategy<Value = Vec<(String, String)>> {
+        proptest::collection::vec((text(), text()), 0..4)
+    }
+
+    fn msg() -> impl Strategy<Value = Msg> {
+        prop_oneof![
+            (any::<u32>(), text(), text(), any::<u32>())
+                .prop_map(|(node, secret, host, pid)| Msg::Hello { node, secret, host, pid }),
+            (any::<u32>(), proptest::collection::vec(any::<u8>(), 0..32))
+                .prop_map(|(rank, data)| { Msg::Output { rank, stream: Stream::Stdout, data } }),
+            (any::<u64>(), pairs()).prop_map(|(epoch, pairs)| Msg::FenceIn { epoch, pairs }),
+            (any::<u64>(), any::<bool>(), pairs(), proptest::collection::vec(text(), 0..3))
+                .prop_map(|(epoch, pushed, pairs, stale)| Msg::FenceOut {
+                    epoch,
+                    pushed,
+                    pairs,
+                    stale
+                }),
+            text().prop_map(|key| Msg::Get { key }),
+            (text(), proptest::option::of(text()))
+                .prop_map(|(key, value)| Msg::GetResult { key, value }),
+            (text(), any::<u32>(), text()).prop_map(|(host, ranks, message)| Msg::SubtreeLost {
+                host,
+                ranks,
+                message
+            }),
+            any::<i32>().prop_map(|signal| Msg::Signal { signal }),
+            Just(Msg::Kill),
+            (any::<u32>(), text()).prop_map(|(rank, host)| Msg::RankEnded {
+                rank,
+                host,
+                end: RankEnd::Exited { code: 3, clean_pmi: true }
+            }),
+            (text(), text()).prop_map(|(host, exe)| Msg::Setup(Box::new(NodeSetup {
+                job: JobCommon {
+                    size: 2,
+                    universe_size: 2,
+                    kvsname: "k".into(),
+                    preput: vec![],
+                    apps: vec![AppSpec { exe, args: vec![], nprocs: 2, env: vec![], wdir: None }],
+                    launcher: LauncherSpec {
+                        kind: LauncherKind::Ssh,
+                        exec: None,
+                        nla_path: "/x".into()
+                    },
+                    kill_grace_ms: 1,
+                    launch_timeout_ms: 1,
+                    kvs_push_max: 1,
+                    report: false,
+                    verbose: false,
+                },
+                plan: NodePlan {
+                    node: 1,
+                    host,
+                    ranks: vec![RankSlot { rank: 0, app: 0 }],
+                    children: vec![],
+                },
+            }))),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::with_cases(fuzz_cases()) })]
+
+        /// Arbitrary bytes on a tree connection: an error or a message, never a panic, and
+        /// never more than one frame's worth of buffering.
+        #[test]
+        fn decoder_never_panics(data in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let mut c = codec();
+            let mut buf = BytesMut::from(&data[..]);
+            while let Ok(Some(_)) = c.decode(&mut buf) {}
+        }
+
+        /// Valid frames with garbage after them: the frames decode, the garbage errors.
+        #[test]
+        fn frames_then_garbage(m in msg(), tail in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let mut c = codec();
+            let mut buf = BytesMut::new();
+            c.encode_ref(&m, &mut buf).expect("encode");
+            buf.extend_from_slice(&tail);
+            let first = c.decode(&mut buf).expect("first frame decodes");
+            prop_assert_eq!(first, Some(m));
+            while let Ok(Some(_)) = c.decode(&mut buf) {}
+        }
     }
 }

@@ -42,44 +42,28 @@ fn non_mpi_program() {
 fn abort_exit_code() {
     let r = run(&["-n", "4", &prog("fail"), "abort", "7"], b"");
     assert_eq!(r.status, 7, "stderr: {}", r.stderr);
-    assert!(
-        r.stderr.contains("rank 1") && r.stderr.contains("MPI_Abort"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("rank 1") && r.stderr.contains("MPI_Abort"), "{}", r.stderr);
 }
 
 #[test]
 fn rank_exit_code() {
     let r = run(&["-n", "3", &prog("fail"), "exit", "3"], b"");
     assert_eq!(r.status, 3, "stderr: {}", r.stderr);
-    assert!(
-        r.stderr.contains("rank 1") && r.stderr.contains("exited with code 3"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("rank 1") && r.stderr.contains("exited with code 3"), "{}", r.stderr);
 }
 
 #[test]
 fn rank_segfault() {
     let r = run(&["-n", "2", &prog("fail"), "segv"], b"");
     assert_eq!(r.status, 139, "stderr: {}", r.stderr);
-    assert!(
-        r.stderr.contains("rank 1") && r.stderr.contains("SIGSEGV"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("rank 1") && r.stderr.contains("SIGSEGV"), "{}", r.stderr);
 }
 
 #[test]
 fn exit_zero_without_finalize_fails() {
     let r = run(&["-n", "3", &prog("fail"), "nofinalize"], b"");
     assert_eq!(r.status, 1, "stderr: {}", r.stderr);
-    assert!(
-        r.stderr.contains("rank 1") && r.stderr.contains("finalize"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("rank 1") && r.stderr.contains("finalize"), "{}", r.stderr);
 }
 
 #[test]
@@ -88,10 +72,7 @@ fn labels() {
     assert_eq!(r.status, 0, "{}", r.stderr);
     for l in r.stdout.lines() {
         let rank = l.split_whitespace().nth(3).expect("rank field");
-        assert!(
-            l.starts_with(&format!("[{rank}] hello rank {rank} ")),
-            "line: {l}"
-        );
+        assert!(l.starts_with(&format!("[{rank}] hello rank {rank} ")), "line: {l}");
     }
     assert_eq!(r.stdout.lines().count(), 2);
     let r = run(&["-prepend-rank", "-n", "2", "printf", "a\\nb\\n"], b"");
@@ -115,10 +96,7 @@ fn partial_last_line_is_flushed() {
 
 #[test]
 fn mpmd_two_programs() {
-    let r = run(
-        &["-n", "2", &prog("hello"), ":", "-n", "3", &prog("hello_b")],
-        b"",
-    );
+    let r = run(&["-n", "2", &prog("hello"), ":", "-n", "3", &prog("hello_b")], b"");
     assert_eq!(r.status, 0, "{}", r.stderr);
     let mut hello = 0;
     let mut other = 0;
@@ -148,11 +126,7 @@ fn configfile_mpmd() {
     let f = dir.join("e2e-configfile");
     std::fs::write(
         &f,
-        format!(
-            "# two programs\n-n 1 {}\n-n 1 {}\n",
-            prog("hello"),
-            prog("hello_b")
-        ),
+        format!("# two programs\n-n 1 {}\n-n 1 {}\n", prog("hello"), prog("hello_b")),
     )
     .expect("write configfile");
     let r = run(&["-configfile", &f.to_string_lossy()], b"");
@@ -162,10 +136,7 @@ fn configfile_mpmd() {
 
 #[test]
 fn environment_options() {
-    let r = run(
-        &["-genvnone", "-genv", "A", "1", "-n", "1", "/usr/bin/env"],
-        b"",
-    );
+    let r = run(&["-genvnone", "-genv", "A", "1", "-n", "1", "/usr/bin/env"], b"");
     let mut vars: Vec<&str> = r
         .stdout
         .lines()
@@ -177,10 +148,7 @@ fn environment_options() {
     assert_eq!(vars, vec!["A=1"], "{}", r.stdout);
     let r = run(&["-n", "1", "-env", "B", "x y", "/usr/bin/env"], b"");
     assert!(r.stdout.lines().any(|l| l == "B=x y"));
-    assert!(
-        r.stdout.lines().any(|l| l.starts_with("PATH=")),
-        "genvall is the default"
-    );
+    assert!(r.stdout.lines().any(|l| l.starts_with("PATH=")), "genvall is the default");
     assert!(r.stdout.lines().any(|l| l == "PMI_RANK=0"));
     assert!(r.stdout.lines().any(|l| l == "PMI_SIZE=1"));
     assert!(r.stdout.lines().any(|l| l.starts_with("PMI_FD=")));
@@ -239,11 +207,7 @@ fn usage_errors() {
         (&["-n", "0", "hostname"][..], "-n"),
         (&["-n", "2"][..], "program"),
     ] {
-        let out = Command::new(MPIEXEC)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run");
+        let out = Command::new(MPIEXEC).args(args).stdin(Stdio::null()).output().expect("run");
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let e = String::from_utf8_lossy(&out.stderr);
         assert_eq!(e.lines().count(), 1, "one line: {e}");
@@ -276,21 +240,9 @@ read -r r3 <&$PMI_FD
 echo "released: $r3""#;
     let r = run(&["-l", "-n", "3", "bash", "-c", script], b"");
     assert_eq!(r.status, 1, "stderr: {}\nstdout: {}", r.stderr, r.stdout);
-    assert!(
-        !r.stdout.contains("released"),
-        "fence must not complete: {}",
-        r.stdout
-    );
-    let line = r
-        .stderr
-        .lines()
-        .find(|l| l.contains("malformed PMI"))
-        .unwrap_or_default();
-    assert!(
-        line.contains("rank 1") && line.contains("this is not pmi"),
-        "{}",
-        r.stderr
-    );
+    assert!(!r.stdout.contains("released"), "fence must not complete: {}", r.stdout);
+    let line = r.stderr.lines().find(|l| l.contains("malformed PMI")).unwrap_or_default();
+    assert!(line.contains("rank 1") && line.contains("this is not pmi"), "{}", r.stderr);
 }
 
 /// A PMI client speaking the protocol directly: put, fence, get of every other rank's key.
@@ -320,10 +272,7 @@ echo "$PMI_RANK:$out|$miss|$map""#;
         let mut parts = rest.split('|');
         assert_eq!(parts.next(), Some(" v0=x v1=x v2=x v3=x"), "{l}");
         let miss = parts.next().unwrap_or_default();
-        assert!(
-            miss.starts_with("cmd=get_result rc=") && !miss.contains("rc=0"),
-            "{l}"
-        );
+        assert!(miss.starts_with("cmd=get_result rc=") && !miss.contains("rc=0"), "{l}");
         assert_eq!(parts.next(), Some("(vector,(0,1,4))"), "{l}");
     }
 }

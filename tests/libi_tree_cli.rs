@@ -3,10 +3,7 @@
 use std::process::{Command, Output};
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_libi-tree"))
-        .args(args)
-        .output()
-        .expect("libi-tree runs")
+    Command::new(env!("CARGO_BIN_EXE_libi-tree")).args(args).output().expect("libi-tree runs")
 }
 
 fn stdout(o: &Output) -> String {
@@ -34,19 +31,13 @@ fn check_plan(v: &serde_json::Value, nodes: u64, seq: f64, rem: f64) {
     assert_eq!(v["rem"].as_f64(), Some(rem));
     let shapes = v["shapes"].as_array().expect("shapes");
     assert_eq!(shapes.len(), 13);
-    let mut names: Vec<&str> = shapes
-        .iter()
-        .map(|s| s["shape"].as_str().unwrap())
-        .collect();
+    let mut names: Vec<&str> = shapes.iter().map(|s| s["shape"].as_str().unwrap()).collect();
     for s in shapes {
         assert_eq!(s.as_object().unwrap().len(), 4);
         assert!(s["depth"].is_u64() && s["max_fanout"].is_u64() && s["time"].is_f64());
     }
     let times: Vec<f64> = shapes.iter().map(|s| s["time"].as_f64().unwrap()).collect();
-    assert!(
-        times.windows(2).all(|w| w[0] <= w[1]),
-        "not sorted: {times:?}"
-    );
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "not sorted: {times:?}");
     // Greedy first, or tied with the first.
     let greedy = shapes.iter().find(|s| s["shape"] == "greedy").unwrap();
     assert_eq!(greedy["time"].as_f64(), Some(times[0]));
@@ -61,13 +52,9 @@ fn check_plan(v: &serde_json::Value, nodes: u64, seq: f64, rem: f64) {
 
 #[test]
 fn plan_json_is_sorted_with_greedy_first() {
-    for (n, seq, rem) in [
-        (1000, 0.007, 0.172),
-        (1000, 0.007, 10.0),
-        (300, 1.0, 0.5),
-        (2, 0.1, 0.2),
-        (1, 0.1, 0.2),
-    ] {
+    for (n, seq, rem) in
+        [(1000, 0.007, 0.172), (1000, 0.007, 10.0), (300, 1.0, 0.5), (2, 0.1, 0.2), (1, 0.1, 0.2)]
+    {
         let (ns, ss, rs) = (n.to_string(), seq.to_string(), rem.to_string());
         let v = plan_json(&["--nodes", &ns, "--seq", &ss, "--rem", &rs]);
         check_plan(&v, n, seq, rem);
@@ -94,25 +81,17 @@ fn plan_json_values() {
 
 #[test]
 fn plan_table() {
-    let o = run(&[
-        "plan", "--nodes", "1000", "--seq", "0.007", "--rem", "0.172",
-    ]);
+    let o = run(&["plan", "--nodes", "1000", "--seq", "0.007", "--rem", "0.172"]);
     assert!(o.status.success());
     let out = stdout(&o);
-    let rows: Vec<&str> = out
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .skip(1)
-        .collect();
+    let rows: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).skip(1).collect();
     assert_eq!(rows.len(), 13);
     assert!(rows[0].split_whitespace().nth(1) == Some("greedy"), "{out}");
 }
 
 #[test]
 fn show_text() {
-    let o = run(&[
-        "show", "--nodes", "8", "--tree", "binomial", "--seq", "1", "--rem", "10",
-    ]);
+    let o = run(&["show", "--nodes", "8", "--tree", "binomial", "--seq", "1", "--rem", "10"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     let body: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
@@ -145,15 +124,8 @@ fn show_dot() {
     let out = stdout(&o);
     assert!(out.starts_with("digraph "));
     assert!(out.trim_end().ends_with('}'));
-    let edges: Vec<&str> = out
-        .lines()
-        .map(str::trim)
-        .filter(|l| l.contains("->"))
-        .collect();
-    assert_eq!(
-        edges,
-        vec!["0 -> 1;", "0 -> 2;", "1 -> 3;", "1 -> 4;", "2 -> 5;", "2 -> 6;"]
-    );
+    let edges: Vec<&str> = out.lines().map(str::trim).filter(|l| l.contains("->")).collect();
+    assert_eq!(edges, vec!["0 -> 1;", "0 -> 2;", "1 -> 3;", "1 -> 4;", "2 -> 5;", "2 -> 6;"]);
     assert!(out.contains("6 [label=\"6\\n22.000000 s\"];"));
 }
 
@@ -173,14 +145,8 @@ fn bad_input_exits_2_with_one_line() {
         (&["show", "--nodes", "10", "--tree", "kary:0"], "kary:0"),
         (&["show", "--nodes", "10", "--tree", "kary:x"], "kary:x"),
         (&["show", "--nodes", "0", "--tree", "flat"], "--nodes"),
-        (
-            &["show", "--nodes", "10", "--tree", "flat", "--seq", "-2"],
-            "--seq",
-        ),
-        (
-            &["show", "--nodes", "10", "--tree", "flat", "--format", "png"],
-            "--format",
-        ),
+        (&["show", "--nodes", "10", "--tree", "flat", "--seq", "-2"], "--seq"),
+        (&["show", "--nodes", "10", "--tree", "flat", "--format", "png"], "--format"),
         (&["show", "--nodes", "10"], "--tree"),
         (&["plan"], "--nodes"),
         (&["plan", "--nodes", "3", "--bogus"], "--bogus"),
@@ -257,10 +223,7 @@ fn scratch(name: &str, text: &str) -> PathBuf {
 }
 
 fn report_file(name: &str, r: &Report) -> PathBuf {
-    scratch(
-        name,
-        &serde_json::to_string_pretty(r).expect("encode report"),
-    )
+    scratch(name, &serde_json::to_string_pretty(r).expect("encode report"))
 }
 
 #[test]
@@ -271,12 +234,7 @@ fn calibrate_recovers_the_constants() {
     let o = run(&["calibrate", path, "--format", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("calibrate prints JSON");
-    let keys: Vec<&str> = v
-        .as_object()
-        .expect("object")
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys: Vec<&str> = v.as_object().expect("object").keys().map(String::as_str).collect();
     assert_eq!(keys.len(), 5, "{keys:?}");
     assert!((v["seq"].as_f64().expect("seq") - 0.01).abs() < 1e-9, "{v}");
     assert!((v["rem"].as_f64().expect("rem") - 0.2).abs() < 1e-9, "{v}");
@@ -288,10 +246,7 @@ fn calibrate_recovers_the_constants() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert_eq!(out.lines().count(), 1, "{out}");
-    assert!(
-        out.starts_with("SEQ 0.0100 s  REM 0.2000 s  R² 1.0000  RMS "),
-        "{out}"
-    );
+    assert!(out.starts_with("SEQ 0.0100 s  REM 0.2000 s  R² 1.0000  RMS "), "{out}");
     assert!(out.contains("(n = 12 launches)"), "{out}");
 }
 
@@ -343,11 +298,7 @@ fn check_svg(svg: &str) {
         } else {
             0
         };
-        assert_eq!(
-            open,
-            svg.matches(&format!("</{tag}>")).count() + self_closed,
-            "{tag}"
-        );
+        assert_eq!(open, svg.matches(&format!("</{tag}>")).count() + self_closed, "{tag}");
     }
 }
 
@@ -394,10 +345,7 @@ fn plot_chain_uses_report_seq() {
     assert!(o.status.success(), "{}", stderr(&o));
     let svg = stdout(&o);
     check_svg(&svg);
-    assert!(
-        svg.contains("SEQ 0.0070 s (report), REM 0.2500 s (fit)"),
-        "{svg}"
-    );
+    assert!(svg.contains("SEQ 0.0070 s (report), REM 0.2500 s (fit)"), "{svg}");
 }
 
 #[test]
@@ -434,10 +382,7 @@ fn bad_report_files_exit_2_naming_the_file() {
     let o = run(&["calibrate", &empty]);
     assert!(stderr(&o).contains("no launch records"), "{}", stderr(&o));
     // Bad flags.
-    let good = report_file(
-        "good.json",
-        &synthetic_report(&Shape::Flat, 3, 0.01, 0.2, 0.0),
-    );
+    let good = report_file("good.json", &synthetic_report(&Shape::Flat, 3, 0.01, 0.2, 0.0));
     let good = good.to_str().expect("utf-8 path");
     let cases: &[(&[&str], &str)] = &[
         (&["calibrate", good, "--format", "xml"], "--format"),

@@ -10,10 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn hosts(n: usize, slots: u32) -> String {
-    (1..=n)
-        .map(|i| format!("n{i}:{slots}"))
-        .collect::<Vec<_>>()
-        .join(",")
+    (1..=n).map(|i| format!("n{i}:{slots}")).collect::<Vec<_>>().join(",")
 }
 
 /// MPICH hello over 4 simulated nodes, 2 ranks each, with every tree shape.
@@ -22,17 +19,7 @@ fn mpich_hello_4_nodes_every_shape() {
     let h = hosts(4, 2);
     for shape in ["greedy", "flat", "chain", "binomial", "kary:2"] {
         let r = run(
-            &[
-                "-launcher",
-                "fork",
-                "-hosts",
-                &h,
-                "--tree",
-                shape,
-                "-n",
-                "8",
-                &prog("hello"),
-            ],
+            &["-launcher", "fork", "-hosts", &h, "--tree", shape, "-n", "8", &prog("hello")],
             b"",
         );
         hello_lines(&r, 8);
@@ -60,11 +47,7 @@ fn pmi_exchange_64_nodes() {
             b"",
         );
         assert_eq!(r.status, 0, "{shape}: {}", r.stderr);
-        let ok = r
-            .stdout
-            .lines()
-            .filter(|l| l.ends_with(" of 256 ok 256"))
-            .count();
+        let ok = r.stdout.lines().filter(|l| l.ends_with(" of 256 ok 256")).count();
         assert_eq!(ok, 256, "{shape}: {}", r.stdout);
     }
 }
@@ -91,11 +74,7 @@ fn abort_and_exit_codes_across_nodes() {
         b"",
     );
     assert_eq!(r.status, 7, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("rank 1 on n2 called MPI_Abort"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("rank 1 on n2 called MPI_Abort"), "{}", r.stderr);
     let r = run(
         &[
             "-launcher",
@@ -113,24 +92,8 @@ fn abort_and_exit_codes_across_nodes() {
         b"",
     );
     assert_eq!(r.status, 3, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("rank 1 on n2 exited with code 3"),
-        "{}",
-        r.stderr
-    );
-    let r = run(
-        &[
-            "-launcher",
-            "fork",
-            "-hosts",
-            &h,
-            "-n",
-            "4",
-            &prog("fail"),
-            "segv",
-        ],
-        b"",
-    );
+    assert!(r.stderr.contains("rank 1 on n2 exited with code 3"), "{}", r.stderr);
+    let r = run(&["-launcher", "fork", "-hosts", &h, "-n", "4", &prog("fail"), "segv"], b"");
     assert_eq!(r.status, 139, "{}", r.stderr);
 }
 
@@ -138,18 +101,7 @@ fn abort_and_exit_codes_across_nodes() {
 #[test]
 fn stdio_across_nodes() {
     let r = run(
-        &[
-            "-launcher",
-            "fork",
-            "-hosts",
-            "n1,n2,n3",
-            "--tree",
-            "chain",
-            "-l",
-            "-n",
-            "3",
-            "cat",
-        ],
+        &["-launcher", "fork", "-hosts", "n1,n2,n3", "--tree", "chain", "-l", "-n", "3", "cat"],
         b"to rank zero\n",
     );
     assert_eq!(r.status, 0, "{}", r.stderr);
@@ -183,20 +135,7 @@ fn process_mapping_multi_node() {
 printf 'cmd=get_my_kvsname\n' >&$PMI_FD; read -r k <&$PMI_FD; k=${k##*kvsname=}
 printf 'cmd=get kvsname=%s key=PMI_process_mapping\n' "$k" >&$PMI_FD; read -r m <&$PMI_FD
 printf 'cmd=finalize\n' >&$PMI_FD; read -r x <&$PMI_FD; echo "${m##*value=}""#;
-    let r = run(
-        &[
-            "-launcher",
-            "fork",
-            "-hosts",
-            "a:2,b:2",
-            "-n",
-            "6",
-            "bash",
-            "-c",
-            script,
-        ],
-        b"",
-    );
+    let r = run(&["-launcher", "fork", "-hosts", "a:2,b:2", "-n", "6", "bash", "-c", script], b"");
     assert_eq!(r.status, 0, "{}", r.stderr);
     for l in r.stdout.lines() {
         assert_eq!(l, "(vector,(0,2,2),(0,1,2))");
@@ -235,15 +174,7 @@ fn hierarchical_cache_counts() {
         b"",
     );
     assert_eq!(r.status, 0, "{}", r.stderr);
-    assert_eq!(
-        r.stdout
-            .lines()
-            .filter(|l| l.ends_with(" of 6 ok 12"))
-            .count(),
-        6,
-        "{}",
-        r.stdout
-    );
+    assert_eq!(r.stdout.lines().filter(|l| l.ends_with(" of 6 ok 12")).count(), 6, "{}", r.stdout);
     let text = std::fs::read_to_string(&report).expect("report written");
     let v: serde_json::Value = serde_json::from_str(&text).expect("report is JSON");
     let counters = |host: &str| -> serde_json::Value {
@@ -256,10 +187,7 @@ fn hierarchical_cache_counts() {
             .clone()
     };
     let (n1, n2, n3) = (counters("n1"), counters("n2"), counters("n3"));
-    assert_eq!(
-        n1["gets_up"], 0,
-        "n1 holds every key of its subtree (= the job): {n1}"
-    );
+    assert_eq!(n1["gets_up"], 0, "n1 holds every key of its subtree (= the job): {n1}");
     assert_eq!(n2["gets_up"], 2, "one request per missing key: {n2}");
     assert_eq!(n3["gets_up"], 4, "{n3}");
     assert_eq!(n1["gets_for_children"], 2, "{n1}");
@@ -269,10 +197,7 @@ fn hierarchical_cache_counts() {
     assert!(n3["cache_hits"].as_u64().unwrap_or(0) >= 8, "{n3}");
     let fe = &v["reports"][0];
     assert_eq!(fe["node"], 0);
-    assert_eq!(
-        fe["counters"]["gets_for_children"], 0,
-        "nothing climbs to the front end: {fe}"
-    );
+    assert_eq!(fe["counters"]["gets_for_children"], 0, "nothing climbs to the front end: {fe}");
 }
 
 /// With pushed fences (the default for small key spaces) every get is answered locally.
@@ -358,10 +283,7 @@ fn front_end_connections_bounded() {
         "sleep",
         "2",
     ]);
-    assert!(
-        kary <= 8,
-        "front end held {kary} sockets for 64 NLAs in a 4-ary tree"
-    );
+    assert!(kary <= 8, "front end held {kary} sockets for 64 NLAs in a 4-ary tree");
     let flat = max_sockets_while_running(&[
         "-launcher",
         "fork",
@@ -374,10 +296,7 @@ fn front_end_connections_bounded() {
         "sleep",
         "2",
     ]);
-    assert!(
-        flat >= 64,
-        "the sampling sees connections: flat tree gave {flat}"
-    );
+    assert!(flat >= 64, "the sampling sees connections: flat tree gave {flat}");
 }
 
 /// A bad host file is refused before anything starts, naming the file and line.
@@ -393,8 +312,5 @@ fn bad_hostfile() {
         .expect("run");
     assert_eq!(out.status.code(), Some(2));
     let e = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        e.contains("line 2") && e.contains(&*f.to_string_lossy()),
-        "{e}"
-    );
+    assert!(e.contains("line 2") && e.contains(&*f.to_string_lossy()), "{e}");
 }

@@ -22,14 +22,10 @@ struct Hosts {
 }
 
 fn hosts() -> Option<Hosts> {
-    match (
-        std::env::var("LIBI_TEST_HOSTS"),
-        std::env::var("LIBI_TEST_SSH"),
-    ) {
-        (Ok(h), Ok(ssh)) if !h.is_empty() => Some(Hosts {
-            list: h.split(',').map(str::to_string).collect(),
-            ssh,
-        }),
+    match (std::env::var("LIBI_TEST_HOSTS"), std::env::var("LIBI_TEST_SSH")) {
+        (Ok(h), Ok(ssh)) if !h.is_empty() => {
+            Some(Hosts { list: h.split(',').map(str::to_string).collect(), ssh })
+        }
         _ => {
             assert!(
                 std::env::var("LIBI_REQUIRE_SSH_TESTS").is_err(),
@@ -64,12 +60,7 @@ fn no_remote_nlas(grace: Duration) {
 }
 
 fn ssh_args(h: &Hosts, n_hosts: usize, slots: u32) -> Vec<String> {
-    let list: Vec<String> = h
-        .list
-        .iter()
-        .take(n_hosts)
-        .map(|x| format!("{x}:{slots}"))
-        .collect();
+    let list: Vec<String> = h.list.iter().take(n_hosts).map(|x| format!("{x}:{slots}")).collect();
     vec![
         "-launcher".into(),
         "ssh".into(),
@@ -88,13 +79,7 @@ fn mpich_hello_over_ssh_every_shape() {
     assert!(h.list.len() >= 4, "need 4 test hosts, have {:?}", h.list);
     for shape in ["greedy", "flat", "chain", "binomial", "kary:2"] {
         let mut args = ssh_args(&h, 4, 2);
-        args.extend([
-            "--tree".into(),
-            shape.into(),
-            "-n".into(),
-            "8".into(),
-            prog("hello"),
-        ]);
+        args.extend(["--tree".into(), shape.into(), "-n".into(), "8".into(), prog("hello")]);
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         let r = run(&a, b"");
         hello_lines(&r, 8);
@@ -115,18 +100,9 @@ fn ranks_run_on_the_hosts() {
     assert_eq!(r.status, 0, "{}", r.stderr);
     let mut lines: Vec<&str> = r.stdout.lines().collect();
     lines.sort();
-    assert_eq!(
-        lines,
-        vec!["[0] node1", "[1] node2", "[2] node3", "[3] node4"]
-    );
+    assert_eq!(lines, vec!["[0] node1", "[1] node2", "[2] node3", "[3] node4"]);
     let mut args = ssh_args(&h, 2, 1);
-    args.extend([
-        "--tree".into(),
-        "chain".into(),
-        "-n".into(),
-        "2".into(),
-        "cat".into(),
-    ]);
+    args.extend(["--tree".into(), "chain".into(), "-n".into(), "2".into(), "cat".into()]);
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let r = run(&a, b"over ssh\n");
     assert_eq!(r.stdout, "over ssh\n");
@@ -145,27 +121,13 @@ fn failures_over_ssh() {
     ];
     for (what, status, needle) in cases {
         let mut args = ssh_args(&h, 4, 2);
-        args.extend([
-            "--tree".into(),
-            "binomial".into(),
-            "-n".into(),
-            "8".into(),
-            prog("fail"),
-        ]);
+        args.extend(["--tree".into(), "binomial".into(), "-n".into(), "8".into(), prog("fail")]);
         args.extend(what.iter().map(|s| s.to_string()));
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         let r = run(&a, b"");
         assert_eq!(r.status, status, "{what:?}: {}", r.stderr);
-        let line = r
-            .stderr
-            .lines()
-            .find(|l| l.starts_with("libi-mpiexec: "))
-            .unwrap_or_default();
-        assert!(
-            line.contains("rank 1 on ") && line.contains(needle),
-            "{what:?}: {}",
-            r.stderr
-        );
+        let line = r.stderr.lines().find(|l| l.starts_with("libi-mpiexec: ")).unwrap_or_default();
+        assert!(line.contains("rank 1 on ") && line.contains(needle), "{what:?}: {}", r.stderr);
         no_remote_nlas(Duration::from_secs(5));
     }
 }
@@ -178,20 +140,100 @@ fn unreachable_host() {
     // .200 is on the test network but nobody is there: ssh's ConnectTimeout ends it.
     let hosts = format!("{},10.201.0.200", h.list[0]);
     let r = run(
-        &[
-            "-launcher",
-            "ssh",
-            "-launcher-exec",
-            &h.ssh,
-            "-hosts",
-            &hosts,
-            "-n",
-            "2",
-            "hostname",
-        ],
+        &["-launcher", "ssh", "-launcher-exec", &h.ssh, "-hosts", &hosts, "-n", "2", "hostname"],
         b"",
     );
     assert_eq!(r.status, 255, "{}", r.stderr);
     assert!(r.stderr.contains("10.201.0.200"), "{}", r.stderr);
     no_remote_nlas(Duration::from_secs(5));
+}
+
+/// 6. The ssh session of one host drops (its sshd session process is killed): the NLA there
+/// sees its stdin close and tears its ranks down, its parent sees the connection and the ssh
+/// client end; the job ends with 255 naming the host, and nothing is left on any host.
+#[test]
+fn ssh_session_drop() {
+    let Some(h) = hosts() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut args = ssh_args(&h, 3, 2);
+    args.extend([
+        "--tree".into(),
+        "flat".into(),
+        "-n".into(),
+        "6".into(),
+        "sleep".into(),
+        "60".into(),
+    ]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let live = common::start(&a, &[]);
+    live.wait_for(6, |c| c.starts_with("sleep"));
+    // The NLA on the second host and the sshd session that runs it.
+    let nla = remote_nla(&h.list[1]).expect("NLA on the second host");
+    let mut session = parent_of(nla).expect("parent of the NLA");
+    while !cmdline(session).starts_with("sshd") {
+        session = parent_of(session).expect("an sshd above the NLA");
+    }
+    let t = Instant::now();
+    common::signal(session, 9);
+    let (r, secs) = live.finish(t);
+    assert_eq!(r.status, 255, "{}", r.stderr);
+    let line = common::failure_line(&r);
+    assert!(line.contains(&format!("lost the NLA on {}", h.list[1])), "{line}");
+    no_remote_nlas(Duration::from_secs(5));
+    eprintln!("teardown | ssh session dropped | status {} | {secs:.3} s", r.status);
+}
+
+/// 9. A missing or non-executable program on the remote hosts: 127 / 126 and the message.
+#[test]
+fn missing_program_on_remote_host() {
+    let Some(h) = hosts() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut args = ssh_args(&h, 2, 1);
+    args.extend(["-n".into(), "2".into(), "/nonexistent/prog".into()]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = run(&a, b"");
+    assert_eq!(r.status, 127, "{}", r.stderr);
+    assert_eq!(
+        common::failure_line(&r),
+        "libi-mpiexec: cannot execute '/nonexistent/prog': No such file or directory"
+    );
+    // The namespaces share our filesystem: a plain data file is there on every host.
+    let f = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("ssh-not-executable");
+    std::fs::write(&f, "data\n").expect("write");
+    std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .expect("chmod");
+    let mut args = ssh_args(&h, 2, 1);
+    args.extend(["-n".into(), "2".into(), f.to_string_lossy().into_owned()]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = run(&a, b"");
+    assert_eq!(r.status, 126, "{}", r.stderr);
+    assert!(common::failure_line(&r).contains("Permission denied"), "{}", r.stderr);
+    no_remote_nlas(Duration::from_secs(5));
+}
+
+fn cmdline(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // pid (comm) state ppid ...: comm may contain spaces; split after the last ')'
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The pid of the NLA whose ranks run on `host` (its ranks' PMI_HOSTNAME).
+fn remote_nla(host: &str) -> Option<i32> {
+    let needle = format!("PMI_HOSTNAME={host}\0");
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
+        if env.windows(needle.len()).any(|w| w == needle.as_bytes())
+            && cmdline(pid).starts_with("sleep")
+        {
+            return parent_of(pid).filter(|p| cmdline(*p).contains("libi-nla"));
+        }
+    }
+    None
 }

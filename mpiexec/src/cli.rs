@@ -96,6 +96,9 @@ pub struct Segment {
     /// Most connections any process of the NLA tree holds (children + parent; default 128)
     #[arg(long = "max-conn", value_name = "N", value_parser = clap::value_parser!(u32).range(3..))]
     pub max_conn: Option<u32>,
+    /// Seconds a child NLA may take to connect back before its launch failed (default 60)
+    #[arg(long = "launch-timeout", value_name = "SECS")]
+    pub launch_timeout: Option<f64>,
     /// Write a launch report (JSON) to FILE
     #[arg(long = "report", value_name = "FILE")]
     pub report: Option<String>,
@@ -104,11 +107,7 @@ pub struct Segment {
     #[arg(long = "kvs-push-max", value_name = "BYTES")]
     pub kvs_push_max: Option<u64>,
     /// Program and its arguments
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROG ARGS"
-    )]
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROG ARGS")]
     pub command: Vec<String>,
 }
 
@@ -142,6 +141,7 @@ const LONG: &[(&str, &str, usize)] = &[
     ("localhost", "localhost", 1),
     ("iface", "iface", 1),
     ("report", "report", 1),
+    ("launch-timeout", "launch-timeout", 1),
     ("max-conn", "max-conn", 1),
     ("kvs-push-max", "kvs-push-max", 1),
     ("help", "help", 0),
@@ -171,6 +171,7 @@ pub struct Global {
     pub report: Option<String>,
     pub kvs_push_max: Option<u64>,
     pub max_conn: Option<usize>,
+    pub launch_timeout: Option<f64>,
 }
 
 /// Which variables of the front end's environment a rank inherits.
@@ -271,17 +272,11 @@ fn parse_segment(seg: &[String]) -> Result<Segment, CliError> {
 }
 
 fn pairs(v: &[String]) -> Vec<(String, String)> {
-    v.chunks(2)
-        .filter(|c| c.len() == 2)
-        .map(|c| (c[0].clone(), c[1].clone()))
-        .collect()
+    v.chunks(2).filter(|c| c.len() == 2).map(|c| (c[0].clone(), c[1].clone())).collect()
 }
 
 fn list(s: &str) -> Vec<String> {
-    s.split(',')
-        .filter(|x| !x.is_empty())
-        .map(str::to_string)
-        .collect()
+    s.split(',').filter(|x| !x.is_empty()).map(str::to_string).collect()
 }
 
 /// Split a `-configfile` into argument words: one segment per non-comment line.
@@ -353,6 +348,14 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         global.report = s.report.clone().or(global.report);
         global.kvs_push_max = s.kvs_push_max.or(global.kvs_push_max);
         global.max_conn = s.max_conn.map(|c| c as usize).or(global.max_conn);
+        global.launch_timeout = s.launch_timeout.or(global.launch_timeout);
+        if let Some(t) = s.launch_timeout {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(usage(format!(
+                    "--launch-timeout must be a positive number of seconds, got {t}"
+                )));
+            }
+        }
         if s.command.is_empty() {
             if s.configfile.is_none() {
                 if s.n.is_some() || !s.env.is_empty() || s.wdir.is_some() {
@@ -369,9 +372,7 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
             None => None,
             Some(n) if n >= 1 && n <= u32::MAX as i64 => Some(n as u32),
             Some(n) => {
-                return Err(usage(format!(
-                    "-n must be a positive number of processes, got {n}"
-                )))
+                return Err(usage(format!("-n must be a positive number of processes, got {n}")))
             }
         };
         let env_mode = if s.envnone {
@@ -417,10 +418,7 @@ mod tests {
         assert_eq!(e.args, vec!["-x", "--y"]);
         assert_eq!(e.wdir.as_deref(), Some("/tmp"));
         assert!(c.global.label);
-        assert_eq!(
-            c.global.genv,
-            vec![("A".into(), "1".into()), ("B".into(), "2".into())]
-        );
+        assert_eq!(c.global.genv, vec![("A".into(), "1".into()), ("B".into(), "2".into())]);
     }
 
     #[test]
@@ -436,10 +434,7 @@ mod tests {
     #[test]
     fn global_env_modes() {
         let c = p("-genvlist A,B -n 1 x").expect("parse");
-        assert_eq!(
-            c.global.genv_mode,
-            EnvMode::List(vec!["A".into(), "B".into()])
-        );
+        assert_eq!(c.global.genv_mode, EnvMode::List(vec!["A".into(), "B".into()]));
         let c = p("-genvnone -n 1 x").expect("parse");
         assert_eq!(c.global.genv_mode, EnvMode::None);
     }
@@ -497,9 +492,6 @@ mod tests {
         assert_eq!(c.execs[0].args, vec!["x"]);
         assert_eq!(c.execs[1].prog, "b");
         assert!(c.global.label);
-        assert!(matches!(
-            p("-configfile /nonexistent/x"),
-            Err(CliError::Usage(_))
-        ));
+        assert!(matches!(p("-configfile /nonexistent/x"), Err(CliError::Usage(_))));
     }
 }

@@ -62,27 +62,22 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         let tx = tx.clone();
         Arc::new(move |e| tx.send(Fe::Tree(e)).is_ok())
     };
-    let setup = NodeSetup {
-        job: plan.job.clone(),
-        plan: plan.root.clone(),
-    };
+    let setup = NodeSetup { job: plan.job.clone(), plan: plan.root.clone() };
     let mut core = NodeCore::new(setup, true, plan.job.report);
     let mut children = Children::new(core.plan());
     let mut fx = Vec::new();
-    let first = core.plan().children.first().map(|c| c.host.clone());
-    let (listener, addr) =
-        match listen(plan.job.launcher.kind, opts.advertise, first.as_deref()).await {
-            Ok(x) => x,
-            Err(e) => {
-                eprintln!("libi-mpiexec: cannot listen for NLA connections: {e}");
-                return STATUS_LAUNCH;
-            }
-        };
+    let hosts: Vec<String> = core.plan().children.iter().map(|c| c.host.clone()).collect();
+    let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    let (listener, addr) = match listen(plan.job.launcher.kind, opts.advertise, &hosts).await {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("libi-mpiexec: cannot listen for NLA connections: {e}");
+            return STATUS_LAUNCH;
+        }
+    };
     let ids = core.plan().children.iter().map(|c| c.node).collect();
     accept_loop(listener, secret.clone(), ids, tree_ev.clone());
-    children
-        .launch_all(&mut core, &addr, &secret, &tree_ev, &mut fx)
-        .await;
+    children.launch_all(&mut core, &addr, &secret, &tree_ev, &mut fx).await;
 
     spawn_stdin_reader(tx.clone());
     spawn_signal_watch(tx.clone());
@@ -174,6 +169,10 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
                         &tx,
                         opts.grace,
                     );
+                } else if sig == libc::SIGTERM {
+                    // Forwarded as part of the teardown; the job ends whatever the ranks do.
+                    let m = "received SIGTERM: terminating the job";
+                    job.fail(128 + libc::SIGTERM, m, &mut core, &mut fx, &tx, opts.grace);
                 } else {
                     fx.push(Effect::ToChildren(Msg::Signal { signal: sig }));
                 }
@@ -243,12 +242,7 @@ impl Job {
                     return Some((end.status(), describe_end(rank, &host, &end)));
                 }
             }
-            Msg::Abort {
-                rank,
-                host,
-                code,
-                message,
-            } => {
+            Msg::Abort { rank, host, code, message } => {
                 if !self.killing {
                     let m = match message.as_deref() {
                         Some(m) if !m.is_empty() && m != "abort" => format!(": {m}"),
@@ -260,9 +254,7 @@ impl Job {
                     ));
                 }
             }
-            Msg::Fatal {
-                message, status, ..
-            } => {
+            Msg::Fatal { message, status, .. } => {
                 if !self.killing {
                     return Some((status, message));
                 }
@@ -314,22 +306,20 @@ impl Job {
 
 /// Stdin is read on a plain thread (a blocking read must not hold up the runtime's exit).
 fn spawn_stdin_reader(tx: UnboundedSender<Fe>) {
-    let _ = std::thread::Builder::new()
-        .name("stdin".into())
-        .spawn(move || {
-            let mut buf = vec![0u8; 64 * 1024];
-            let stdin = std::io::stdin();
-            loop {
-                let n = match std::io::Read::read(&mut stdin.lock(), &mut buf) {
-                    Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(_) => 0,
-                };
-                if tx.send(Fe::Stdin(buf[..n].to_vec())).is_err() || n == 0 {
-                    return;
-                }
+    let _ = std::thread::Builder::new().name("stdin".into()).spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        let stdin = std::io::stdin();
+        loop {
+            let n = match std::io::Read::read(&mut stdin.lock(), &mut buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => 0,
+            };
+            if tx.send(Fe::Stdin(buf[..n].to_vec())).is_err() || n == 0 {
+                return;
             }
-        });
+        }
+    });
 }
 
 fn spawn_signal_watch(tx: UnboundedSender<Fe>) {
@@ -355,16 +345,12 @@ fn spawn_signal_watch(tx: UnboundedSender<Fe>) {
 /// One line naming a failed rank.
 pub fn describe_end(rank: u32, host: &str, end: &RankEnd) -> String {
     match end {
-        RankEnd::Exited {
-            code,
-            clean_pmi: true,
-        } => {
+        RankEnd::Exited { code, clean_pmi: true } => {
             format!("rank {rank} on {host} exited with code {code}")
         }
-        RankEnd::Exited {
-            code,
-            clean_pmi: false,
-        } => format!("rank {rank} on {host} exited with code {code} without calling PMI finalize"),
+        RankEnd::Exited { code, clean_pmi: false } => {
+            format!("rank {rank} on {host} exited with code {code} without calling PMI finalize")
+        }
         RankEnd::Signaled { signal } => format!(
             "rank {rank} on {host} was killed by signal {signal} ({})",
             signal_name(*signal)
@@ -395,11 +381,7 @@ struct Output {
 
 impl Output {
     fn new(label: bool) -> Self {
-        Output {
-            label,
-            out: std::io::stdout(),
-            err: std::io::stderr(),
-        }
+        Output { label, out: std::io::stdout(), err: std::io::stderr() }
     }
 
     fn write(&mut self, rank: u32, stream: Stream, data: &[u8]) {

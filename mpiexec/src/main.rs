@@ -33,12 +33,7 @@ fn main() -> ExitCode {
         },
         _ => None,
     };
-    let nla_path = match cl
-        .global
-        .nla_path
-        .clone()
-        .or_else(|| std::env::var("LIBI_NLA").ok())
-    {
+    let nla_path = match cl.global.nla_path.clone().or_else(|| std::env::var("LIBI_NLA").ok()) {
         Some(p) => p,
         None => match std::env::current_exe() {
             Ok(p) => p.with_file_name("libi-nla").to_string_lossy().into_owned(),
@@ -47,12 +42,8 @@ fn main() -> ExitCode {
     };
     let ctx = plan::Context {
         inherited: std::env::vars().collect(),
-        cwd: std::env::current_dir()
-            .ok()
-            .map(|p| p.to_string_lossy().into_owned()),
-        default_n: std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(1),
+        cwd: std::env::current_dir().ok().map(|p| p.to_string_lossy().into_owned()),
+        default_n: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1),
         kvsname: format!("kvs_{}_0", std::process::id()),
         kill_grace_ms: 3000,
         nla_path,
@@ -82,16 +73,14 @@ fn main() -> ExitCode {
         advertise,
         report: cl.global.report.clone(),
     };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("libi-mpiexec: cannot start runtime: {e}");
             return ExitCode::from(1);
         }
     };
+    nla::driver::raise_fd_limit();
     let status = rt.block_on(frontend::run(plan, opts));
     // Do not wait for the stdin thread.
     std::process::exit(status & 0xff);

@@ -29,17 +29,11 @@ pub fn app_env(
 ) -> Vec<(String, String)> {
     let mode = local_mode.unwrap_or(global_mode);
     let mut out: Vec<(String, String)> = match mode {
-        EnvMode::All => inherited
-            .iter()
-            .filter(|(k, _)| inherited_ok(k))
-            .cloned()
-            .collect(),
+        EnvMode::All => inherited.iter().filter(|(k, _)| inherited_ok(k)).cloned().collect(),
         EnvMode::None => Vec::new(),
-        EnvMode::List(names) => inherited
-            .iter()
-            .filter(|(k, _)| names.iter().any(|n| n == k))
-            .cloned()
-            .collect(),
+        EnvMode::List(names) => {
+            inherited.iter().filter(|(k, _)| names.iter().any(|n| n == k)).cloned().collect()
+        }
     };
     for (k, v) in genv.iter().chain(env) {
         out.retain(|(ek, _)| ek != k);
@@ -71,6 +65,10 @@ pub struct Context {
     pub local_host: String,
 }
 
+/// Default launch timeout: a child NLA that has not connected back 60 s after its launch
+/// started has failed (ssh's own ConnectTimeout usually ends an unreachable host sooner).
+pub const LAUNCH_TIMEOUT_MS: u64 = 60_000;
+
 /// Default bytes of new pairs a fence may push down the tree whole (see `JobCommon`).
 pub const KVS_PUSH_MAX: u64 = 1 << 20;
 
@@ -83,10 +81,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     } else if let Some(f) = &g.hostfile {
         hosts::read_hostfile(f).map_err(|e| e.to_string())?
     } else {
-        vec![Host {
-            name: ctx.local_host.clone(),
-            slots: ctx.default_n.max(1),
-        }]
+        vec![Host { name: ctx.local_host.clone(), slots: ctx.default_n.max(1) }]
     };
     if let Some(ppn) = g.ppn {
         host_list = hosts::with_ppn(host_list, ppn);
@@ -100,18 +95,8 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             exe: e.prog.clone(),
             args: e.args.clone(),
             nprocs: e.n.unwrap_or(if lone { total_slots.max(1) } else { 1 }),
-            env: app_env(
-                &ctx.inherited,
-                &g.genv_mode,
-                e.env_mode.as_ref(),
-                &g.genv,
-                &e.env,
-            ),
-            wdir: e
-                .wdir
-                .clone()
-                .or_else(|| g.gwdir.clone())
-                .or_else(|| ctx.cwd.clone()),
+            env: app_env(&ctx.inherited, &g.genv_mode, e.env_mode.as_ref(), &g.genv, &e.env),
+            wdir: e.wdir.clone().or_else(|| g.gwdir.clone()).or_else(|| ctx.cwd.clone()),
         })
         .collect();
     let size: u64 = apps.iter().map(|a| a.nprocs as u64).sum();
@@ -123,30 +108,24 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
 
     // Placement; hosts that get no rank get no NLA.
     let placement = hosts::place(&host_list, size);
-    let used: Vec<usize> = (0..host_list.len())
-        .filter(|&i| !placement.per_host[i].is_empty())
-        .collect();
+    let used: Vec<usize> =
+        (0..host_list.len()).filter(|&i| !placement.per_host[i].is_empty()).collect();
     let mut node_of_host = vec![usize::MAX; host_list.len()];
     for (k, &h) in used.iter().enumerate() {
         node_of_host[h] = k;
     }
-    let runs: Vec<(usize, u32)> = placement
-        .runs
-        .iter()
-        .map(|&(h, c)| (node_of_host[h], c))
-        .collect();
+    let runs: Vec<(usize, u32)> =
+        placement.runs.iter().map(|&(h, c)| (node_of_host[h], c)).collect();
     let mut preput = Vec::new();
     if let Some(m) = process_mapping(&runs) {
         preput.push(("PMI_process_mapping".to_string(), m));
     }
 
-    let launcher = g
-        .launcher
-        .unwrap_or(if g.hosts.is_none() && g.hostfile.is_none() {
-            LauncherKind::Fork
-        } else {
-            LauncherKind::Ssh
-        });
+    let launcher = g.launcher.unwrap_or(if g.hosts.is_none() && g.hostfile.is_none() {
+        LauncherKind::Fork
+    } else {
+        LauncherKind::Ssh
+    });
     let job = JobCommon {
         size,
         universe_size: g.usize.unwrap_or(size as i32),
@@ -159,6 +138,10 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             nla_path: ctx.nla_path.clone(),
         },
         kill_grace_ms: ctx.kill_grace_ms,
+        launch_timeout_ms: g
+            .launch_timeout
+            .map(|s| (s * 1000.0) as u64)
+            .unwrap_or(LAUNCH_TIMEOUT_MS),
         kvs_push_max: g.kvs_push_max.unwrap_or(KVS_PUSH_MAX),
         report: g.report.is_some(),
         verbose: g.verbose,
@@ -175,10 +158,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             host: host_list[h].name.clone(),
             ranks: placement.per_host[h]
                 .iter()
-                .map(|&r| RankSlot {
-                    rank: r,
-                    app: app_of[r as usize],
-                })
+                .map(|&r| RankSlot { rank: r, app: app_of[r as usize] })
                 .collect(),
             children: Vec::new(),
         }
@@ -190,11 +170,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     let comm = CommTree::from_launch(&tree, g.max_conn.unwrap_or(DEFAULT_MAX_CONN));
     fn build(comm: &CommTree, node: usize, plan_of: &dyn Fn(usize) -> NodePlan) -> NodePlan {
         let mut p = plan_of(node);
-        p.children = comm
-            .children(node)
-            .iter()
-            .map(|&c| build(comm, c, plan_of))
-            .collect();
+        p.children = comm.children(node).iter().map(|&c| build(comm, c, plan_of)).collect();
         p
     }
     let root_plan = |node: usize| {
@@ -210,13 +186,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         }
     };
     let root = build(&comm, 0, &root_plan);
-    Ok(Plan {
-        job,
-        root,
-        shape,
-        model,
-        nodes: used.len(),
-    })
+    Ok(Plan { job, root, shape, model, nodes: used.len() })
 }
 
 #[cfg(test)]
@@ -225,9 +195,7 @@ mod tests {
     use crate::cli::parse;
 
     fn kv(a: &[(&str, &str)]) -> Vec<(String, String)> {
-        a.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        a.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn ctx() -> Context {
@@ -248,29 +216,13 @@ mod tests {
 
     #[test]
     fn env_rules() {
-        let inh = kv(&[
-            ("PATH", "/bin"),
-            ("HOME", "/h"),
-            ("PMI_FD", "9"),
-            ("PMIX_RANK", "1"),
-        ]);
-        let all = app_env(
-            &inh,
-            &EnvMode::All,
-            None,
-            &kv(&[("A", "1")]),
-            &kv(&[("A", "2")]),
-        );
+        let inh = kv(&[("PATH", "/bin"), ("HOME", "/h"), ("PMI_FD", "9"), ("PMIX_RANK", "1")]);
+        let all = app_env(&inh, &EnvMode::All, None, &kv(&[("A", "1")]), &kv(&[("A", "2")]));
         assert_eq!(all, kv(&[("PATH", "/bin"), ("HOME", "/h"), ("A", "2")]));
         let none = app_env(&inh, &EnvMode::None, None, &kv(&[("A", "1")]), &[]);
         assert_eq!(none, kv(&[("A", "1")]));
-        let list = app_env(
-            &inh,
-            &EnvMode::All,
-            Some(&EnvMode::List(vec!["HOME".into()])),
-            &[],
-            &[],
-        );
+        let list =
+            app_env(&inh, &EnvMode::All, Some(&EnvMode::List(vec!["HOME".into()])), &[], &[]);
         assert_eq!(list, kv(&[("HOME", "/h")]));
         // an explicit -genv may set a PMI_ variable (PMI_DEBUG, say)
         let dbg = app_env(&inh, &EnvMode::None, None, &kv(&[("PMI_DEBUG", "1")]), &[]);
@@ -291,10 +243,7 @@ mod tests {
         assert_eq!(p.job.launcher.kind, LauncherKind::Fork);
         assert_eq!(p.root.children.len(), 1);
         assert_eq!(p.root.children[0].ranks.len(), 3);
-        assert_eq!(
-            p.job.preput,
-            kv(&[("PMI_process_mapping", "(vector,(0,1,3))")])
-        );
+        assert_eq!(p.job.preput, kv(&[("PMI_process_mapping", "(vector,(0,1,3))")]));
     }
 
     #[test]
@@ -303,10 +252,7 @@ mod tests {
         assert_eq!(p.job.launcher.kind, LauncherKind::Ssh);
         assert_eq!(p.root.children.len(), 3);
         assert_eq!(p.root.subtree_ranks(), 6);
-        assert_eq!(
-            p.job.preput,
-            kv(&[("PMI_process_mapping", "(vector,(0,3,2))")])
-        );
+        assert_eq!(p.job.preput, kv(&[("PMI_process_mapping", "(vector,(0,3,2))")]));
         let p = plan(&cl("-hosts a,b,c,d,e,f,g --tree chain -n 7 x"), &ctx()).expect("plan");
         let mut nodes = Vec::new();
         all_nodes(&p.root, &mut nodes);
@@ -325,11 +271,7 @@ mod tests {
         fn check(n: &NodePlan, is_root: bool, count: &mut usize) {
             *count += 1;
             let conns = n.children.len() + usize::from(!is_root);
-            assert!(
-                conns <= DEFAULT_MAX_CONN,
-                "node {} has {conns} connections",
-                n.node
-            );
+            assert!(conns <= DEFAULT_MAX_CONN, "node {} has {conns} connections", n.node);
             for c in &n.children {
                 check(c, false, count);
             }
@@ -338,10 +280,7 @@ mod tests {
         check(&p.root, true, &mut count);
         assert_eq!(count, 301);
         assert_eq!(p.root.subtree_ranks(), 300);
-        let args = format!(
-            "-hosts {} --tree flat --max-conn 16 -n 300 x",
-            hosts.join(",")
-        );
+        let args = format!("-hosts {} --tree flat --max-conn 16 -n 300 x", hosts.join(","));
         let p = plan(&cl(&args), &ctx()).expect("plan");
         assert!(p.root.children.len() <= 16);
     }
@@ -359,14 +298,8 @@ mod tests {
         let mut nodes = Vec::new();
         all_nodes(&p.root, &mut nodes);
         let a = nodes.iter().find(|n| n.host == "a").expect("a");
-        assert_eq!(
-            a.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(),
-            vec![0, 1, 4, 5]
-        );
-        assert_eq!(
-            p.job.preput,
-            kv(&[("PMI_process_mapping", "(vector,(0,2,2),(0,1,2))")])
-        );
+        assert_eq!(a.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), vec![0, 1, 4, 5]);
+        assert_eq!(p.job.preput, kv(&[("PMI_process_mapping", "(vector,(0,2,2),(0,1,2))")]));
     }
 
     #[test]

@@ -124,11 +124,8 @@ impl NodeCore {
         let n = conns.len();
         let nc = plan.children.len();
         let local_rank0 = plan.ranks.iter().any(|r| r.rank == 0);
-        let stdin_child = if local_rank0 {
-            None
-        } else {
-            plan.children.iter().position(|c| c.has_rank(0))
-        };
+        let stdin_child =
+            if local_rank0 { None } else { plan.children.iter().position(|c| c.has_rank(0)) };
         NodeCore {
             child_left: plan.children.iter().map(NodePlan::subtree_ranks).collect(),
             child_closed: vec![false; nc],
@@ -175,10 +172,7 @@ impl NodeCore {
     /// The setup to send to child `idx` once it authenticated.
     pub fn child_setup(&self, idx: usize) -> Option<NodeSetup> {
         let plan = self.plan.children.get(idx)?.clone();
-        Some(NodeSetup {
-            job: self.job.clone(),
-            plan,
-        })
+        Some(NodeSetup { job: self.job.clone(), plan })
     }
 
     /// Index of the child with node id `node`.
@@ -212,21 +206,13 @@ impl NodeCore {
     }
 
     fn rank_of(&self, local: usize) -> u32 {
-        self.plan
-            .ranks
-            .get(local)
-            .map(|s| s.rank)
-            .unwrap_or(u32::MAX)
+        self.plan.ranks.get(local).map(|s| s.rank).unwrap_or(u32::MAX)
     }
 
     fn fail(&mut self, message: String, fx: &mut Vec<Effect>) {
         // No fence completes here any more: no rank proceeds past a broken one.
         self.tearing_down = true;
-        fx.push(Effect::ToParent(Msg::Fatal {
-            host: self.plan.host.clone(),
-            message,
-            status: 1,
-        }));
+        fx.push(Effect::ToParent(Msg::Fatal { host: self.plan.host.clone(), message, status: 1 }));
     }
 
     // ---------------------------------------------------------------- local ranks
@@ -273,9 +259,7 @@ impl NodeCore {
                 // Dynamic processes come with their own issue; refuse cleanly meanwhile.
                 let reply = self.conns[local].answer_spawn(-1, None);
                 fx.push(Effect::ToRank(local, reply));
-                fx.push(Effect::Warn(format!(
-                    "rank {rank}: spawn is not supported yet"
-                )));
+                fx.push(Effect::Warn(format!("rank {rank}: spawn is not supported yet")));
             }
             Action::Publish { .. } => {
                 let reply = self.conns[local].answer_publish(false);
@@ -289,11 +273,7 @@ impl NodeCore {
                 let reply = self.conns[local].answer_lookup(None);
                 fx.push(Effect::ToRank(local, reply));
             }
-            Action::ProtocolError {
-                error,
-                excerpt,
-                fatal,
-            } => {
+            Action::ProtocolError { error, excerpt, fatal } => {
                 let what = format!(
                     "rank {rank} on {}: malformed PMI request ({error}): \"{excerpt}\"",
                     self.plan.host
@@ -351,10 +331,7 @@ impl NodeCore {
         if self.is_root {
             self.release(self.epoch, pairs, fx);
         } else {
-            fx.push(Effect::ToParent(Msg::FenceIn {
-                epoch: self.epoch,
-                pairs,
-            }));
+            fx.push(Effect::ToParent(Msg::FenceIn { epoch: self.epoch, pairs }));
         }
     }
 
@@ -375,32 +352,19 @@ impl NodeCore {
                 .collect()
         };
         self.overwritten.clear();
-        let msg = Msg::FenceOut {
-            epoch,
-            pushed,
-            pairs: if pushed { pairs } else { Vec::new() },
-            stale,
-        };
+        let msg =
+            Msg::FenceOut { epoch, pushed, pairs: if pushed { pairs } else { Vec::new() }, stale };
         self.fence_out(msg, fx);
     }
 
     /// A fence release (from the parent, or made here at the root): store what it carries,
     /// release the local ranks, pass it on to the children.
     fn fence_out(&mut self, msg: Msg, fx: &mut Vec<Effect>) {
-        let Msg::FenceOut {
-            epoch,
-            pushed,
-            pairs,
-            stale,
-        } = &msg
-        else {
+        let Msg::FenceOut { epoch, pushed, pairs, stale } = &msg else {
             return;
         };
         if *epoch != self.epoch {
-            fx.push(Effect::Warn(format!(
-                "fence release {epoch} during fence {}",
-                self.epoch
-            )));
+            fx.push(Effect::Warn(format!("fence release {epoch} during fence {}", self.epoch)));
             return;
         }
         if *pushed {
@@ -443,6 +407,18 @@ impl NodeCore {
         if !self.child_fenced.is_empty() {
             fx.push(Effect::ToChildren(msg));
         }
+    }
+
+    /// Local rank `local` stopped reading its PMI replies (a flood of requests, or a broken
+    /// client): it has been disconnected; the job fails.
+    pub fn rank_stalled(&mut self, local: usize, fx: &mut Vec<Effect>) {
+        let rank = self.rank_of(local);
+        fx.push(Effect::CloseRank(local));
+        let what = format!(
+            "rank {rank} on {} stopped reading its PMI replies (flooding requests?); disconnected",
+            self.plan.host
+        );
+        self.fail(what, fx);
     }
 
     /// The rank's PMI socket reached EOF (the process may still be running).
@@ -505,9 +481,7 @@ impl NodeCore {
                 fx.push(Effect::ToChildren(Msg::Signal { signal }));
             }
             m @ Msg::Stdin { .. } => self.stdin(m, fx),
-            other => fx.push(Effect::Warn(format!(
-                "unexpected message from parent: {other:?}"
-            ))),
+            other => fx.push(Effect::Warn(format!("unexpected message from parent: {other:?}"))),
         }
     }
 
@@ -530,10 +504,7 @@ impl NodeCore {
                 }
                 Waiter::Child(c) => fx.push(Effect::ToChild(
                     c,
-                    Msg::GetResult {
-                        key: key.to_string(),
-                        value: value.map(str::to_string),
-                    },
+                    Msg::GetResult { key: key.to_string(), value: value.map(str::to_string) },
                 )),
             }
         }
@@ -575,13 +546,7 @@ impl NodeCore {
             Msg::Get { key } => {
                 self.counters.gets_for_children += 1;
                 if let Some(v) = self.kvs.get(&key).map(|v| v.value().clone()) {
-                    fx.push(Effect::ToChild(
-                        idx,
-                        Msg::GetResult {
-                            key,
-                            value: Some(v),
-                        },
-                    ));
+                    fx.push(Effect::ToChild(idx, Msg::GetResult { key, value: Some(v) }));
                 } else if self.is_root {
                     fx.push(Effect::ToChild(idx, Msg::GetResult { key, value: None }));
                 } else {
@@ -601,9 +566,9 @@ impl NodeCore {
             | Msg::Fatal { .. }
             | Msg::NodeUp { .. }
             | Msg::Report(_) => fx.push(Effect::ToParent(msg)),
-            other => fx.push(Effect::Warn(format!(
-                "unexpected message from child {idx}: {other:?}"
-            ))),
+            other => {
+                fx.push(Effect::Warn(format!("unexpected message from child {idx}: {other:?}")))
+            }
         }
     }
 

@@ -17,6 +17,10 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tracing::{debug, warn};
 
+/// A rank whose PMI replies cannot be written for this long has stopped reading them
+/// (lock-step clients read every reply at once): it is disconnected and the job fails.
+const STALL_LIMIT: Duration = Duration::from_secs(5);
+
 /// Output is forwarded in whole lines; a line longer than this is forwarded in pieces.
 const MAX_LINE: usize = 64 * 1024;
 /// After a rank exits, how long its stdout/stderr may stay open (held by its children)
@@ -34,6 +38,8 @@ enum Ev {
     Tree(TreeEv),
     GraceOver,
     ChildrenTimeout,
+    /// A rank stopped reading its PMI replies.
+    Stalled(usize),
 }
 
 /// Command for a rank task.
@@ -44,7 +50,7 @@ enum ToRank {
 
 /// Connect to the parent, authenticate, receive the setup, launch the children, start the
 /// local ranks, and serve until the whole subtree has ended. Returns the NLA's exit status.
-pub async fn run(parent: &str, node: u32, secret: String) -> io::Result<i32> {
+pub async fn run(parent: &str, node: u32, secret: String, keep_stdin: bool) -> io::Result<i32> {
     let stream = TcpStream::connect(parent)
         .await
         .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to parent {parent}: {e}")))?;
@@ -52,14 +58,9 @@ pub async fn run(parent: &str, node: u32, secret: String) -> io::Result<i32> {
     let (rd, wr) = stream.into_split();
     let mut up = FramedWrite::new(wr, codec());
     let mut down = FramedRead::new(rd, codec());
-    up.send(Msg::Hello {
-        node,
-        secret: secret.clone(),
-        host: hostname(),
-        pid: std::process::id(),
-    })
-    .await
-    .map_err(io_err)?;
+    up.send(Msg::Hello { node, secret: secret.clone(), host: hostname(), pid: std::process::id() })
+        .await
+        .map_err(io_err)?;
     let setup = match tokio::time::timeout(Duration::from_secs(120), down.next()).await {
         Ok(Some(Ok(Msg::Setup(s)))) => *s,
         Ok(Some(Ok(other))) => return Err(proto(format!("expected setup, got {other:?}"))),
@@ -68,12 +69,7 @@ pub async fn run(parent: &str, node: u32, secret: String) -> io::Result<i32> {
         Err(_) => return Err(proto("no setup from parent within 120 s".into())),
     };
     let ready = libi::report::now();
-    debug!(
-        node,
-        ranks = setup.plan.ranks.len(),
-        children = setup.plan.children.len(),
-        "setup"
-    );
+    debug!(node, ranks = setup.plan.ranks.len(), children = setup.plan.children.len(), "setup");
 
     let (ev_tx, mut ev_rx) = unbounded_channel::<Ev>();
     {
@@ -95,6 +91,21 @@ pub async fn run(parent: &str, node: u32, secret: String) -> io::Result<i32> {
             let _ = ev.send(Ev::ParentGone("connection closed".into()));
         });
     }
+    if keep_stdin {
+        // Our launcher keeps our stdin open for the job: EOF means it (the ssh session, the
+        // parent) is gone. A plain thread: a blocking read must not hold up the runtime.
+        let tx = ev_tx.clone();
+        let _ = std::thread::Builder::new().name("stdin-watch".into()).spawn(move || {
+            let mut buf = [0u8; 256];
+            loop {
+                match std::io::Read::read(&mut std::io::stdin(), &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+            let _ = tx.send(Ev::ParentGone("the launcher connection (stdin) closed".into()));
+        });
+    }
     let report = setup.job.report;
     let mut core = NodeCore::new(setup, false, report);
     let mut fx = Vec::new();
@@ -106,14 +117,13 @@ pub async fn run(parent: &str, node: u32, secret: String) -> io::Result<i32> {
             let tx = ev_tx.clone();
             Arc::new(move |e| tx.send(Ev::Tree(e)).is_ok())
         };
-        let first = core.plan().children.first().map(|c| c.host.clone());
-        match listen(core.job().launcher.kind, None, first.as_deref()).await {
+        let hosts: Vec<String> = core.plan().children.iter().map(|c| c.host.clone()).collect();
+        let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
+        match listen(core.job().launcher.kind, None, &hosts).await {
             Ok((listener, addr)) => {
                 let ids = core.plan().children.iter().map(|c| c.node).collect();
                 accept_loop(listener, secret.clone(), ids, tree_ev.clone());
-                children
-                    .launch_all(&mut core, &addr, &secret, &tree_ev, &mut fx)
-                    .await;
+                children.launch_all(&mut core, &addr, &secret, &tree_ev, &mut fx).await;
             }
             Err(e) => {
                 let why = format!("cannot listen for child NLAs: {e}");
@@ -171,6 +181,7 @@ pub async fn run(parent: &str, node: u32, secret: String) -> io::Result<i32> {
             }
             Ev::Tree(t) => children.on_event(t, &mut core, &mut fx).await,
             Ev::GraceOver => ranks.kill_all(libc::SIGKILL),
+            Ev::Stalled(local) => core.rank_stalled(local, &mut fx),
             Ev::ChildrenTimeout => break,
         }
     }
@@ -285,10 +296,7 @@ impl Ranks {
                     }
                     let (tx, rx) = unbounded_channel();
                     node.to_rank[local] = Some(tx);
-                    match pmi
-                        .set_nonblocking(true)
-                        .and_then(|_| UnixStream::from_std(pmi))
-                    {
+                    match pmi.set_nonblocking(true).and_then(|_| UnixStream::from_std(pmi)) {
                         Ok(sock) => {
                             tokio::spawn(rank_task(local, child, sock, rx, ev.clone()));
                         }
@@ -299,15 +307,11 @@ impl Ranks {
                     }
                 }
                 Err(e) => {
-                    let exe = job
-                        .apps
-                        .get(slot.app as usize)
-                        .map(|a| a.exe.as_str())
-                        .unwrap_or("?");
+                    let exe =
+                        job.apps.get(slot.app as usize).map(|a| a.exe.as_str()).unwrap_or("?");
                     let errno = e.raw_os_error().unwrap_or(0);
                     let reason = format!("cannot execute '{exe}': {}", describe(&e));
-                    node.failed_starts
-                        .push((local, ProcEnd::SpawnFailed { errno, reason }));
+                    node.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
                 }
             }
         }
@@ -344,10 +348,7 @@ fn check_wdir(job: &JobCommon, app: usize) -> Option<ProcEnd> {
         }),
         Err(e) => Some(ProcEnd::SpawnFailed {
             errno: e.raw_os_error().unwrap_or(0),
-            reason: format!(
-                "cannot change to working directory '{dir}': {}",
-                describe(&e)
-            ),
+            reason: format!("cannot change to working directory '{dir}': {}", describe(&e)),
         }),
     }
 }
@@ -422,7 +423,15 @@ async fn rank_task(
             },
             cmd = rx.recv(), if rx_open => match cmd {
                 Some(ToRank::Write(b)) => {
-                    if wr.write_all(&b).await.is_err() { pmi_open = false; }
+                    match tokio::time::timeout(STALL_LIMIT, wr.write_all(&b)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => pmi_open = false,
+                        Err(_) => {
+                            pmi_open = false;
+                            rx_open = false;
+                            let _ = ev.send(Ev::Stalled(local));
+                        }
+                    }
                 }
                 Some(ToRank::Close) => { pmi_open = false; let _ = wr.shutdown().await; }
                 None => rx_open = false,
@@ -495,4 +504,17 @@ fn io_err(e: libi::msg::CodecError) -> io::Error {
 
 fn proto(m: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, m)
+}
+
+/// Raise the soft limit on open files to the hard limit: an NLA holds a few descriptors per
+/// local rank and one per child; the front end one per child.
+pub fn raise_fd_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit on a valid struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
 }

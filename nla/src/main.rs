@@ -6,11 +6,7 @@ use std::io::BufRead;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "libi-nla",
-    version,
-    about = "libi Node Launch Agent (started by libi-mpiexec)"
-)]
+#[command(name = "libi-nla", version, about = "libi Node Launch Agent (started by libi-mpiexec)")]
 struct Args {
     /// Address of the parent (front end or NLA) to connect back to.
     #[arg(long)]
@@ -21,6 +17,10 @@ struct Args {
     /// Verbose tracing on stderr.
     #[arg(short, long)]
     verbose: bool,
+    /// Stdin stays open for the job (after the secret line): EOF means the launcher
+    /// connection (ssh session, parent process) is gone, and the NLA tears its ranks down.
+    #[arg(long)]
+    keep_stdin: bool,
 }
 
 fn main() -> ExitCode {
@@ -41,17 +41,15 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let secret = secret.trim().to_string();
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("libi-nla: cannot start runtime: {e}");
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(nla::driver::run(&args.parent, args.node, secret)) {
+    nla::driver::raise_fd_limit();
+    match rt.block_on(nla::driver::run(&args.parent, args.node, secret, args.keep_stdin)) {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
             eprintln!("libi-nla: node {}: {e}", args.node);

@@ -56,11 +56,7 @@ pub fn start_rank(
         cmd.current_dir(w);
     }
     let is_rank0 = slot.rank == 0;
-    cmd.stdin(if is_rank0 {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
+    cmd.stdin(if is_rank0 { Stdio::piped() } else { Stdio::null() });
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.kill_on_drop(false);
     // SAFETY: only async-signal-safe calls (setsid, prctl, fcntl) between fork and exec.
@@ -69,14 +65,7 @@ pub fn start_rank(
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
             }
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) < 0
-            {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) < 0 {
                 return Err(io::Error::last_os_error());
             }
             if libc::fcntl(raw, libc::F_SETFD, 0) < 0 {

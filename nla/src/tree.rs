@@ -31,22 +31,18 @@ const STDERR_TAIL: usize = 4;
 /// Events from the tree side.
 pub enum TreeEv {
     /// Child `idx` connected and authenticated.
-    Hello {
-        idx: usize,
-        host: String,
-        sink: Sink,
-        at: f64,
-    },
+    Hello { idx: usize, host: String, sink: Sink, at: f64 },
     /// A message from child `idx`.
     Msg(usize, Msg),
     /// Child `idx`'s connection ended.
     Gone(usize, String),
     /// The launcher process of child `idx` exited.
-    LauncherExited {
-        idx: usize,
-        status: Option<ExitStatus>,
-        stderr_tail: String,
-    },
+    LauncherExited { idx: usize, status: Option<ExitStatus>, stderr_tail: String },
+    /// Child `idx` was launched `launch_timeout` ago.
+    LaunchDeadline(usize),
+    /// Child `idx`'s launcher exited a while ago: if its connection is still open, the NLA
+    /// is silent and counts as lost.
+    LauncherGoneDeadline(usize),
     /// A connection was refused (wrong secret, garbage, unknown node).
     Rejected(String),
 }
@@ -56,11 +52,13 @@ pub type EvSink = Arc<dyn Fn(TreeEv) -> bool + Send + Sync>;
 
 /// Bind the listener children connect back to, and the address to give them.
 /// `advertise`: an explicit address (`-localhost`/`-iface`); otherwise the local address of
-/// the route toward the first child (found without sending anything).
+/// the route toward the first child host that resolves here (found without sending
+/// anything), else the first non-loopback IPv4 address of this machine. A child host that
+/// does not resolve here is its launcher's to report (ssh says so), not ours.
 pub async fn listen(
     kind: LauncherKind,
     advertise: Option<IpAddr>,
-    first_child: Option<&str>,
+    children: &[&str],
 ) -> io::Result<(TcpListener, String)> {
     if kind == LauncherKind::Fork {
         let l = TcpListener::bind("127.0.0.1:0").await?;
@@ -69,21 +67,29 @@ pub async fn listen(
     }
     let ip = match advertise {
         Some(ip) => ip,
-        None => match first_child {
-            Some(h) => route_source(h)?,
-            None => IpAddr::from([127, 0, 0, 1]),
-        },
+        None => children
+            .iter()
+            .find_map(|h| route_source(h).ok())
+            .or_else(first_interface_address)
+            .unwrap_or(IpAddr::from([127, 0, 0, 1])),
     };
     let bind: SocketAddr = if ip.is_ipv6() {
-        "[::]:0".parse()
+        SocketAddr::from(([0u16; 8], 0))
     } else {
-        "0.0.0.0:0".parse()
-    }
-    .map_err(|e| io::Error::other(format!("{e}")))?;
+        SocketAddr::from(([0u8; 4], 0))
+    };
     let l = TcpListener::bind(bind).await?;
     let port = l.local_addr()?.port();
-    let addr = SocketAddr::new(ip, port);
-    Ok((l, addr.to_string()))
+    Ok((l, SocketAddr::new(ip, port).to_string()))
+}
+
+/// The first non-loopback IPv4 address of this machine.
+fn first_interface_address() -> Option<IpAddr> {
+    nix::ifaddrs::getifaddrs().ok()?.find_map(|a| {
+        let sin = a.address.as_ref()?.as_sockaddr_in()?;
+        let ip = sin.ip();
+        (!ip.is_loopback()).then_some(IpAddr::V4(ip))
+    })
 }
 
 /// The local address the kernel would use to reach `host` (a UDP "connect" sends nothing).
@@ -93,11 +99,8 @@ pub fn route_source(host: &str) -> io::Result<IpAddr> {
         .map_err(|e| io::Error::new(e.kind(), format!("cannot resolve host '{host}': {e}")))?
         .next()
         .ok_or_else(|| io::Error::other(format!("cannot resolve host '{host}'")))?;
-    let sock = if target.is_ipv6() {
-        UdpSocket::bind("[::]:0")?
-    } else {
-        UdpSocket::bind("0.0.0.0:0")?
-    };
+    let sock =
+        if target.is_ipv6() { UdpSocket::bind("[::]:0")? } else { UdpSocket::bind("0.0.0.0:0")? };
     sock.connect(target)?;
     Ok(sock.local_addr()?.ip())
 }
@@ -134,12 +137,7 @@ async fn handshake(
         .await
         .map_err(|_| "no hello within 30 s".to_string())?;
     let (node, host) = match first {
-        Some(Ok(Msg::Hello {
-            node,
-            secret: s,
-            host,
-            ..
-        })) => {
+        Some(Ok(Msg::Hello { node, secret: s, host, .. })) => {
             if !secret_eq(&s, secret) {
                 return Err("wrong job secret".into());
             }
@@ -154,12 +152,7 @@ async fn handshake(
         .position(|c| *c == node)
         .ok_or_else(|| format!("node {node} is not a child here"))?;
     let sink = FramedWrite::new(wr, codec());
-    if !ev(TreeEv::Hello {
-        idx,
-        host,
-        sink,
-        at: now(),
-    }) {
+    if !ev(TreeEv::Hello { idx, host, sink, at: now() }) {
         return Ok(());
     }
     tokio::spawn(async move {
@@ -181,8 +174,9 @@ async fn handshake(
     Ok(())
 }
 
-/// Start the launcher for child `idx`: its stdin gets the secret, its stderr is relayed to
-/// ours (and its last lines kept for the failure message).
+/// Start the launcher for child `idx`: its stdin gets the secret and then stays open until
+/// the launcher exits (the NLA takes EOF as "my parent is gone"); its stderr is relayed to
+/// ours (and its last lines kept for the failure message). Returns the launcher's pid.
 pub async fn launch_child(
     spec: &LauncherSpec,
     child: &NodePlan,
@@ -191,39 +185,30 @@ pub async fn launch_child(
     verbose: bool,
     secret: &str,
     ev: EvSink,
-) -> io::Result<()> {
+) -> io::Result<Option<u32>> {
     let (prog, args) = nla_command(spec, &child.host, parent_addr, child.node, verbose);
     debug!(node = child.node, host = %child.host, %prog, "launching NLA");
     let mut cmd = tokio::process::Command::new(&prog);
-    cmd.args(&args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    cmd.args(&args).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped());
     // Own process group: a terminal's Ctrl-C reaches only the front end, which forwards it;
     // and the launcher dies with its parent.
     // SAFETY: setpgid and prctl are async-signal-safe.
     unsafe {
         cmd.as_std_mut().pre_exec(|| {
             libc::setpgid(0, 0);
-            libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            );
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
             Ok(())
         });
     }
     let mut child_proc = cmd.spawn().map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("cannot execute '{prog}': {}", describe(&e)),
-        )
+        io::Error::new(e.kind(), format!("cannot execute '{prog}': {}", describe(&e)))
     })?;
-    if let Some(mut stdin) = child_proc.stdin.take() {
-        let _ = stdin.write_all(format!("{secret}\n").as_bytes()).await;
+    let mut stdin = child_proc.stdin.take();
+    if let Some(s) = stdin.as_mut() {
+        let _ = s.write_all(format!("{secret}\n").as_bytes()).await;
+        let _ = s.flush().await;
     }
+    let pid = child_proc.id();
     let stderr = child_proc.stderr.take();
     tokio::spawn(async move {
         let mut tail: VecDeque<String> = VecDeque::new();
@@ -238,14 +223,11 @@ pub async fn launch_child(
             }
         }
         let status = child_proc.wait().await.ok();
+        drop(stdin);
         let stderr_tail = tail.into_iter().collect::<Vec<_>>().join(" / ");
-        ev(TreeEv::LauncherExited {
-            idx,
-            status,
-            stderr_tail,
-        });
+        ev(TreeEv::LauncherExited { idx, status, stderr_tail });
     });
-    Ok(())
+    Ok(pid)
 }
 
 /// The strerror text of an I/O error, without Rust's "(os error N)" suffix.
@@ -261,6 +243,12 @@ pub struct Children {
     sinks: Vec<Option<Sink>>,
     queued: Vec<Vec<Msg>>,
     connected: Vec<bool>,
+    /// The connection ended, or the child was given up.
+    gone: Vec<bool>,
+    pids: Vec<Option<u32>>,
+    /// How a child's launcher ended while the child was still connected (for messages).
+    launcher_end: Vec<Option<String>>,
+    ev: Option<EvSink>,
     /// Launch records (for the report).
     pub launches: Vec<LaunchRecord>,
 }
@@ -272,6 +260,10 @@ impl Children {
             sinks: (0..n).map(|_| None).collect(),
             queued: vec![Vec::new(); n],
             connected: vec![false; n],
+            gone: vec![false; n],
+            pids: vec![None; n],
+            launcher_end: vec![None; n],
+            ev: None,
             launches: plan
                 .children
                 .iter()
@@ -301,8 +293,8 @@ impl Children {
         self.connected.iter().filter(|c| **c).count()
     }
 
-    /// Launch every child in launch order (the tree's order).
-    #[allow(clippy::too_many_arguments)]
+    /// Launch every child in launch order (the tree's order); each must connect back within
+    /// the job's launch timeout.
     pub async fn launch_all(
         &mut self,
         core: &mut NodeCore,
@@ -313,63 +305,118 @@ impl Children {
     ) {
         let spec = core.job().launcher.clone();
         let verbose = core.job().verbose;
+        let timeout = Duration::from_millis(core.job().launch_timeout_ms);
         let plans = core.plan().children.clone();
+        self.ev = Some(ev.clone());
         for (idx, child) in plans.iter().enumerate() {
             self.launches[idx].start = now();
-            if let Err(e) = launch_child(&spec, child, idx, addr, verbose, secret, ev.clone()).await
-            {
-                core.child_gone(idx, &e.to_string(), fx);
+            match launch_child(&spec, child, idx, addr, verbose, secret, ev.clone()).await {
+                Ok(pid) => {
+                    self.pids[idx] = pid;
+                    let ev = ev.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(timeout).await;
+                        ev(TreeEv::LaunchDeadline(idx));
+                    });
+                }
+                Err(e) => {
+                    self.gone[idx] = true;
+                    core.child_gone(idx, &e.to_string(), fx);
+                }
             }
         }
+    }
+
+    /// Give up on child `idx`: stop its launcher, count its subtree as lost.
+    fn give_up(&mut self, idx: usize, why: &str, core: &mut NodeCore, fx: &mut Vec<Effect>) {
+        if std::mem::replace(&mut self.gone[idx], true) {
+            return;
+        }
+        self.sinks[idx] = None;
+        if let Some(pid) = self.pids[idx].take() {
+            // SAFETY: kill(2) of the launcher's own process group (setpgid in the child).
+            unsafe {
+                libc::kill(-(pid as i32), libc::SIGKILL);
+            }
+        }
+        core.child_gone(idx, why, fx);
     }
 
     /// Handle a tree event; messages for the node state machine go to `core`.
     pub async fn on_event(&mut self, e: TreeEv, core: &mut NodeCore, fx: &mut Vec<Effect>) {
         match e {
-            TreeEv::Hello {
-                idx,
-                host,
-                mut sink,
-                at,
-            } => {
-                if self.connected.get(idx).copied().unwrap_or(true) {
-                    warn!("node {idx} of this parent connected twice; dropped the second");
+            TreeEv::Hello { idx, host, mut sink, at } => {
+                if self.connected.get(idx).copied().unwrap_or(true) || self.gone[idx] {
+                    warn!("child {idx} of this node connected twice or too late; dropped");
                     return;
                 }
                 self.connected[idx] = true;
                 self.launches[idx].connected = at;
                 debug!(idx, %host, "child NLA connected");
-                let Some(setup) = core.child_setup(idx) else {
-                    return;
-                };
+                let Some(setup) = core.child_setup(idx) else { return };
                 let _ = sink.send(Msg::Setup(Box::new(setup))).await;
                 for m in std::mem::take(&mut self.queued[idx]) {
                     let _ = sink.send(m).await;
                 }
                 self.sinks[idx] = Some(sink);
             }
-            TreeEv::Msg(idx, m) => core.child_msg(idx, m, fx),
-            TreeEv::Gone(idx, why) => {
-                if let Some(s) = self.sinks.get_mut(idx) {
-                    *s = None;
+            TreeEv::Msg(idx, m) => {
+                if !self.gone.get(idx).copied().unwrap_or(true) {
+                    core.child_msg(idx, m, fx);
                 }
-                core.child_gone(idx, &why, fx);
             }
-            TreeEv::LauncherExited {
-                idx,
-                status,
-                stderr_tail,
-            } => {
-                if !self.connected.get(idx).copied().unwrap_or(true) {
-                    let st = match status {
-                        Some(s) => s.to_string(),
-                        None => "unknown status".into(),
-                    };
-                    let mut why = format!("its launcher exited ({st}) before it connected");
-                    if !stderr_tail.is_empty() {
-                        why.push_str(&format!(": {stderr_tail}"));
+            TreeEv::Gone(idx, why) => {
+                if idx >= self.gone.len() {
+                    return;
+                }
+                let why = match &self.launcher_end[idx] {
+                    Some(l) => format!("{why} after {l}"),
+                    None => why,
+                };
+                self.give_up(idx, &why, core, fx);
+            }
+            TreeEv::LauncherExited { idx, status, stderr_tail } => {
+                if idx >= self.gone.len() {
+                    return;
+                }
+                self.pids[idx] = None;
+                let st = match status {
+                    Some(s) => s.to_string(),
+                    None => "unknown status".into(),
+                };
+                let mut what = format!("its launcher exited ({st})");
+                if !stderr_tail.is_empty() {
+                    what.push_str(&format!(": {stderr_tail}"));
+                }
+                if !self.connected[idx] {
+                    self.give_up(idx, &format!("{what} before it connected"), core, fx);
+                } else if !self.gone[idx] {
+                    // Normally the NLA closes its connection as it exits (and that close
+                    // comes with everything it sent). An ssh session that dropped leaves the
+                    // NLA to notice (stdin EOF) and close; wait for that, but not for ever.
+                    self.launcher_end[idx] = Some(what);
+                    if let Some(ev) = self.ev.clone() {
+                        tokio::spawn(async move {
+                            tokio::time::sleep(Duration::from_secs(10)).await;
+                            ev(TreeEv::LauncherGoneDeadline(idx));
+                        });
                     }
-                    core.child_gone(idx, &why, fx);
+                }
+            }
+            TreeEv::LaunchDeadline(idx) => {
+                if idx < self.gone.len() && !self.connected[idx] && !self.gone[idx] {
+                    let secs = core.job().launch_timeout_ms as f64 / 1000.0;
+                    let why = format!("no connection within the launch timeout ({secs} s)");
+                    self.give_up(idx, &why, core, fx);
+                }
+            }
+            TreeEv::LauncherGoneDeadline(idx) => {
+                if idx < self.gone.len() && !self.gone[idx] {
+                    let why = match &self.launcher_end[idx] {
+                        Some(l) => format!("{l}, and the NLA went silent"),
+                        None => "the NLA went silent".into(),
+                    };
+                    self.give_up(idx, &why, core, fx);
                 }
             }
             TreeEv::Rejected(why) => warn!("dropped a tree connection: {why}"),
@@ -382,7 +429,7 @@ impl Children {
             Some(Some(s)) => {
                 let _ = s.send(msg).await;
             }
-            Some(None) if !self.connected[idx] => self.queued[idx].push(msg),
+            Some(None) if !self.connected[idx] && !self.gone[idx] => self.queued[idx].push(msg),
             _ => {}
         }
     }

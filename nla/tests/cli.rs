@@ -28,12 +28,7 @@ fn unreachable_parent() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run libi-nla");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"s3cret\n")
-        .expect("write");
+    child.stdin.take().expect("stdin").write_all(b"s3cret\n").expect("write");
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(1));
     let e = String::from_utf8_lossy(&out.stderr);
@@ -43,9 +38,6 @@ fn unreachable_parent() {
 
 #[test]
 fn missing_arguments() {
-    let out = Command::new(NLA)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run libi-nla");
+    let out = Command::new(NLA).stdin(Stdio::null()).output().expect("run libi-nla");
     assert_eq!(out.status.code(), Some(2));
 }

@@ -19,9 +19,7 @@ fn cfg() -> ConnConfig {
 
 /// What one MPICH 4.0 rank sends from MPI_Init to MPI_Finalize (spec §9).
 fn session() -> Vec<u8> {
-    let hex: String = (0..600)
-        .map(|i| b"0123456789ABCDEF"[i % 16] as char)
-        .collect();
+    let hex: String = (0..600).map(|i| b"0123456789ABCDEF"[i % 16] as char).collect();
     format!(
         "cmd=init pmi_version=1 pmi_subversion=1\n\
          cmd=get_maxes\n\
@@ -38,9 +36,7 @@ fn session() -> Vec<u8> {
 
 fn bench(c: &mut Criterion) {
     let input = session();
-    let value: String = (0..600)
-        .map(|i| b"0123456789ABCDEF"[i % 16] as char)
-        .collect();
+    let value: String = (0..600).map(|i| b"0123456789ABCDEF"[i % 16] as char).collect();
 
     let mut g = c.benchmark_group("connection");
     g.throughput(Throughput::Bytes(input.len() as u64));
@@ -67,10 +63,7 @@ fn bench(c: &mut Criterion) {
     });
     g.finish();
 
-    let lines: Vec<&[u8]> = input
-        .split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
-        .collect();
+    let lines: Vec<&[u8]> = input.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
     let mut g = c.benchmark_group("parse_request");
     g.throughput(Throughput::Bytes(input.len() as u64));
     g.bench_function("mpich40_session_lines", |b| {
@@ -83,31 +76,14 @@ fn bench(c: &mut Criterion) {
     g.finish();
 
     let replies = vec![
-        Reply::ResponseToInit {
-            version: 1,
-            subversion: 1,
-            rc: 0,
-        },
-        Reply::Maxes {
-            kvsname_max: 256,
-            keylen_max: 64,
-            vallen_max: 1024,
-        },
+        Reply::ResponseToInit { version: 1, subversion: 1, rc: 0 },
+        Reply::Maxes { kvsname_max: 256, keylen_max: 64, vallen_max: 1024 },
         Reply::Appnum { appnum: 0 },
-        Reply::MyKvsname {
-            kvsname: cfg().kvsname,
-        },
-        Reply::GetResult {
-            value: Ok("(vector,(0,1,2))".into()),
-        },
-        Reply::PutResult {
-            rc: 0,
-            msg: "success".into(),
-        },
+        Reply::MyKvsname { kvsname: cfg().kvsname },
+        Reply::GetResult { value: Ok("(vector,(0,1,2))".into()) },
+        Reply::PutResult { rc: 0, msg: "success".into() },
         Reply::BarrierOut,
-        Reply::GetResult {
-            value: Ok(value.clone()),
-        },
+        Reply::GetResult { value: Ok(value.clone()) },
         Reply::FinalizeAck,
     ];
     let mut buf = Vec::with_capacity(4096);

@@ -87,10 +87,7 @@ pub enum Action {
     /// `finalize` answered (reply queued as `Send`).
     Finalized,
     /// Kill the job with this exit code.
-    Abort {
-        exitcode: i32,
-        message: Option<String>,
-    },
+    Abort { exitcode: i32, message: Option<String> },
     /// Answer with [`Connection::answer_spawn`].
     Spawn { cmds: Vec<SpawnCmd> },
     /// Answer with [`Connection::answer_publish`].
@@ -103,11 +100,7 @@ pub enum Action {
     /// (≤ 80 chars). Where the protocol allows, an error reply has been queued as `Send`
     /// before this action. `fatal`: the driver must close the connection (and fail the job
     /// if the rank had initialized).
-    ProtocolError {
-        error: ParseError,
-        excerpt: String,
-        fatal: bool,
-    },
+    ProtocolError { error: ParseError, excerpt: String, fatal: bool },
 }
 
 /// Spawn block being accumulated.
@@ -187,13 +180,7 @@ fn send(out: &mut Vec<Action>, r: &Reply) {
 
 impl Connection {
     pub fn new(cfg: ConnConfig) -> Self {
-        Connection {
-            cfg,
-            phase: Phase::Fresh,
-            buf: Vec::new(),
-            spawn: None,
-            failed: false,
-        }
+        Connection { cfg, phase: Phase::Fresh, buf: Vec::new(), spawn: None, failed: false }
     }
 
     pub fn phase(&self) -> Phase {
@@ -289,11 +276,7 @@ impl Connection {
         self.buf = Vec::new();
         self.spawn = None;
         self.failed = true;
-        out.push(Action::ProtocolError {
-            error,
-            excerpt: excerpt(line),
-            fatal: true,
-        });
+        out.push(Action::ProtocolError { error, excerpt: excerpt(line), fatal: true });
     }
 
     /// One complete line (without `\n`).
@@ -328,24 +311,13 @@ impl Connection {
                 if !is_abort {
                     send(
                         out,
-                        &Reply::Error {
-                            cmd: reply,
-                            rc: -1,
-                            msg: "malformed_request".into(),
-                        },
+                        &Reply::Error { cmd: reply, rc: -1, msg: "malformed_request".into() },
                     );
                 }
-                out.push(Action::ProtocolError {
-                    error,
-                    excerpt: excerpt(line),
-                    fatal: false,
-                });
+                out.push(Action::ProtocolError { error, excerpt: excerpt(line), fatal: false });
                 if is_abort {
                     self.phase = Phase::Aborted;
-                    out.push(Action::Abort {
-                        exitcode: -1,
-                        message: None,
-                    });
+                    out.push(Action::Abort { exitcode: -1, message: None });
                 }
             }
         }
@@ -357,11 +329,7 @@ impl Connection {
         };
         acc.block.extend_from_slice(line);
         acc.block.push(b'\n');
-        let num = |v: &[u8]| {
-            std::str::from_utf8(v)
-                .ok()
-                .and_then(|s| s.parse::<u32>().ok())
-        };
+        let num = |v: &[u8]| std::str::from_utf8(v).ok().and_then(|s| s.parse::<u32>().ok());
         if let Some(v) = line.strip_prefix(b"spawnssofar=") {
             acc.sofar = num(v);
         } else if let Some(v) = line.strip_prefix(b"totspawns=") {
@@ -412,25 +380,14 @@ impl Connection {
         match req {
             Request::Init { version, .. } => {
                 let rc = if version == 1 { 0 } else { -1 };
-                send(
-                    out,
-                    &Reply::ResponseToInit {
-                        version: 1,
-                        subversion: 1,
-                        rc,
-                    },
-                );
+                send(out, &Reply::ResponseToInit { version: 1, subversion: 1, rc });
                 if rc == 0 {
                     self.phase = Phase::Initialized;
                 }
             }
-            Request::InitAck { .. } => send(
-                out,
-                &Reply::InitAck {
-                    rank: self.cfg.rank,
-                    size: self.cfg.size,
-                },
-            ),
+            Request::InitAck { .. } => {
+                send(out, &Reply::InitAck { rank: self.cfg.rank, size: self.cfg.size })
+            }
             Request::GetMaxes => send(
                 out,
                 &Reply::Maxes {
@@ -439,29 +396,14 @@ impl Connection {
                     vallen_max: VALLEN_MAX,
                 },
             ),
-            Request::GetAppnum => send(
-                out,
-                &Reply::Appnum {
-                    appnum: self.cfg.appnum,
-                },
-            ),
-            Request::GetMyKvsname => send(
-                out,
-                &Reply::MyKvsname {
-                    kvsname: self.cfg.kvsname.clone(),
-                },
-            ),
-            Request::GetUniverseSize => send(
-                out,
-                &Reply::UniverseSize {
-                    size: self.cfg.universe_size,
-                },
-            ),
-            Request::Put {
-                kvsname,
-                key,
-                value,
-            } => {
+            Request::GetAppnum => send(out, &Reply::Appnum { appnum: self.cfg.appnum }),
+            Request::GetMyKvsname => {
+                send(out, &Reply::MyKvsname { kvsname: self.cfg.kvsname.clone() })
+            }
+            Request::GetUniverseSize => {
+                send(out, &Reply::UniverseSize { size: self.cfg.universe_size })
+            }
+            Request::Put { kvsname, key, value } => {
                 let refuse = if kvsname != self.cfg.kvsname {
                     Some((-1, "kvsname_mismatch"))
                 } else if key.is_empty() {
@@ -476,33 +418,16 @@ impl Connection {
                     None
                 };
                 match refuse {
-                    Some((rc, msg)) => send(
-                        out,
-                        &Reply::PutResult {
-                            rc,
-                            msg: msg.into(),
-                        },
-                    ),
+                    Some((rc, msg)) => send(out, &Reply::PutResult { rc, msg: msg.into() }),
                     None => {
-                        send(
-                            out,
-                            &Reply::PutResult {
-                                rc: 0,
-                                msg: "success".into(),
-                            },
-                        );
+                        send(out, &Reply::PutResult { rc: 0, msg: "success".into() });
                         out.push(Action::Put { key, value });
                     }
                 }
             }
             Request::Get { kvsname, key } => {
                 if kvsname != self.cfg.kvsname || key.is_empty() || key.len() > KEYLEN_MAX {
-                    send(
-                        out,
-                        &Reply::GetResult {
-                            value: Err(GetMiss { key }),
-                        },
-                    );
+                    send(out, &Reply::GetResult { value: Err(GetMiss { key }) });
                 } else {
                     out.push(Action::Get { key });
                 }
@@ -526,11 +451,7 @@ impl Connection {
             Request::Unknown { cmd } => {
                 send(
                     out,
-                    &Reply::Error {
-                        cmd: reply_name(&cmd),
-                        rc: -1,
-                        msg: "unknown_command".into(),
-                    },
+                    &Reply::Error { cmd: reply_name(&cmd), rc: -1, msg: "unknown_command".into() },
                 );
                 out.push(Action::ProtocolError {
                     error: ParseError::UnknownCommand(cmd.chars().take(64).collect()),
@@ -546,9 +467,7 @@ impl Connection {
     pub fn answer_get(&mut self, key: &str, value: Option<&str>) -> Vec<u8> {
         let value = match value {
             Some(v) if !v.is_empty() => Ok(v.to_owned()),
-            _ => Err(GetMiss {
-                key: key.to_owned(),
-            }),
+            _ => Err(GetMiss { key: key.to_owned() }),
         };
         Reply::GetResult { value }.to_bytes()
     }
@@ -560,38 +479,19 @@ impl Connection {
 
     /// Answer an [`Action::Publish`]: `ok == false` means the service was already published.
     pub fn answer_publish(&mut self, ok: bool) -> Vec<u8> {
-        let (rc, msg) = if ok {
-            (0, "success")
-        } else {
-            (1, "key_already_present")
-        };
-        Reply::PublishResult {
-            rc,
-            msg: msg.into(),
-        }
-        .to_bytes()
+        let (rc, msg) = if ok { (0, "success") } else { (1, "key_already_present") };
+        Reply::PublishResult { rc, msg: msg.into() }.to_bytes()
     }
 
     /// Answer an [`Action::Unpublish`]: `ok == false` means the service was not published.
     pub fn answer_unpublish(&mut self, ok: bool) -> Vec<u8> {
-        let (rc, msg) = if ok {
-            (0, "success")
-        } else {
-            (1, "service_not_found")
-        };
-        Reply::UnpublishResult {
-            rc,
-            msg: msg.into(),
-        }
-        .to_bytes()
+        let (rc, msg) = if ok { (0, "success") } else { (1, "service_not_found") };
+        Reply::UnpublishResult { rc, msg: msg.into() }.to_bytes()
     }
 
     /// Answer an [`Action::Lookup`].
     pub fn answer_lookup(&mut self, port: Option<&str>) -> Vec<u8> {
-        Reply::LookupResult {
-            port: port.map(str::to_owned),
-        }
-        .to_bytes()
+        Reply::LookupResult { port: port.map(str::to_owned) }.to_bytes()
     }
 
     /// Answer an [`Action::Spawn`]. If given, `errcodes` must hold exactly Σ`nprocs` entries

@@ -134,21 +134,13 @@ pub enum Request {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
     /// `cmd=response_to_init pmi_version=V pmi_subversion=S rc=RC`
-    ResponseToInit {
-        version: u32,
-        subversion: u32,
-        rc: i32,
-    },
+    ResponseToInit { version: u32, subversion: u32, rc: i32 },
     /// The 4-line `initack` answer (spec §3.2), superset of the Hydra 4.0 and 4.1+ forms:
     /// `cmd=initack rc=0 rank=R size=N debug=0` then `cmd=set size=N`, `cmd=set rank=R`,
     /// `cmd=set debug=0`.
     InitAck { rank: u32, size: u32 },
     /// `cmd=maxes kvsname_max=K keylen_max=L vallen_max=V rc=0`
-    Maxes {
-        kvsname_max: usize,
-        keylen_max: usize,
-        vallen_max: usize,
-    },
+    Maxes { kvsname_max: usize, keylen_max: usize, vallen_max: usize },
     /// `cmd=appnum appnum=A rc=0`
     Appnum { appnum: i32 },
     /// `cmd=my_kvsname kvsname=K rc=0`
@@ -175,9 +167,7 @@ pub enum Reply {
     SpawnResult { rc: i32, errcodes: Option<Vec<i32>> },
     /// `Some((nextidx, key, val))`: `cmd=getbyidx_results rc=0 nextidx=N key=K val=V`;
     /// `None`: `cmd=getbyidx_results rc=1 reason=no_more_keyvals`.
-    GetByIdxResult {
-        entry: Option<(u64, String, String)>,
-    },
+    GetByIdxResult { entry: Option<(u64, String, String)> },
     /// Intel extension (spec §3.17): per host, its name and its ranks. No `cmd=` prefix, two
     /// lines. An empty host list encodes as PSMGMT's minimal one-line `cmd=put_ranks2hosts 0 0`.
     Ranks2Hosts { hosts: Vec<(String, Vec<u32>)> },
@@ -274,10 +264,7 @@ impl<'a> Fields<'a> {
         let (mut i, cmd) = preceded(tag::<_, _, nom::error::Error<&str>>(prefix), p_value)(line)
             .map_err(|_| ParseError::NoCommand)?;
         if cmd.is_empty() {
-            return Err(ParseError::MissingField {
-                cmd: String::new(),
-                field: "cmd".into(),
-            });
+            return Err(ParseError::MissingField { cmd: String::new(), field: "cmd".into() });
         }
         let eolk = |k: &str| eol(cmd, k);
         let mut toks = Vec::new();
@@ -298,24 +285,18 @@ impl<'a> Fields<'a> {
     }
 
     fn get(&self, key: &str) -> Option<&'a str> {
-        self.toks
-            .iter()
-            .find(|(k, _)| *k == key)
-            .and_then(|(_, v)| *v)
+        self.toks.iter().find(|(k, _)| *k == key).and_then(|(_, v)| *v)
     }
 
     fn req(&self, key: &str) -> Result<&'a str, ParseError> {
-        self.get(key).ok_or_else(|| ParseError::MissingField {
-            cmd: self.cmd.into(),
-            field: key.into(),
-        })
+        self.get(key)
+            .ok_or_else(|| ParseError::MissingField { cmd: self.cmd.into(), field: key.into() })
     }
 
     fn num<T: FromStr>(&self, key: &str) -> Result<T, ParseError> {
-        self.req(key)?.parse().map_err(|_| ParseError::BadNumber {
-            cmd: self.cmd.into(),
-            field: key.into(),
-        })
+        self.req(key)?
+            .parse()
+            .map_err(|_| ParseError::BadNumber { cmd: self.cmd.into(), field: key.into() })
     }
 
     fn string(&self, key: &str) -> Result<String, ParseError> {
@@ -338,9 +319,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ParseError> {
     }
     let s = to_str(line)?;
     if s.starts_with("mcmd=") {
-        return Err(ParseError::Spawn(
-            "mcmd= requests are multi-line; use parse_spawn".into(),
-        ));
+        return Err(ParseError::Spawn("mcmd= requests are multi-line; use parse_spawn".into()));
     }
     let eol = |cmd: &str, k: &str| match cmd {
         "put" => k == "value",
@@ -349,13 +328,10 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ParseError> {
     };
     let f = Fields::parse(s, "cmd=", &eol)?;
     Ok(match f.cmd {
-        "init" => Request::Init {
-            version: f.num("pmi_version")?,
-            subversion: f.num("pmi_subversion")?,
-        },
-        "initack" => Request::InitAck {
-            pmiid: f.num("pmiid")?,
-        },
+        "init" => {
+            Request::Init { version: f.num("pmi_version")?, subversion: f.num("pmi_subversion")? }
+        }
+        "initack" => Request::InitAck { pmiid: f.num("pmiid")? },
         "get_maxes" => Request::GetMaxes,
         "get_appnum" => Request::GetAppnum,
         "get_my_kvsname" => Request::GetMyKvsname,
@@ -365,39 +341,21 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ParseError> {
             key: f.string("key")?,
             value: f.string("value")?,
         },
-        "get" => Request::Get {
-            kvsname: f.string("kvsname")?,
-            key: f.string("key")?,
-        },
-        "barrier_in" => Request::BarrierIn {
-            group: f.get("group").map(str::to_owned),
-        },
+        "get" => Request::Get { kvsname: f.string("kvsname")?, key: f.string("key")? },
+        "barrier_in" => Request::BarrierIn { group: f.get("group").map(str::to_owned) },
         "finalize" => Request::Finalize,
         "abort" => Request::Abort {
             exitcode: f.get("exitcode").and_then(|v| v.parse().ok()).unwrap_or(-1),
-            message: f
-                .get("message")
-                .or_else(|| f.get("error_msg"))
-                .map(str::to_owned),
+            message: f.get("message").or_else(|| f.get("error_msg")).map(str::to_owned),
         },
-        "publish_name" => Request::PublishName {
-            service: f.string("service")?,
-            port: f.string("port")?,
-        },
-        "unpublish_name" => Request::UnpublishName {
-            service: f.string("service")?,
-        },
-        "lookup_name" => Request::LookupName {
-            service: f.string("service")?,
-        },
-        "getbyidx" => Request::GetByIdx {
-            kvsname: f.string("kvsname")?,
-            idx: f.num("idx")?,
-        },
+        "publish_name" => {
+            Request::PublishName { service: f.string("service")?, port: f.string("port")? }
+        }
+        "unpublish_name" => Request::UnpublishName { service: f.string("service")? },
+        "lookup_name" => Request::LookupName { service: f.string("service")? },
+        "getbyidx" => Request::GetByIdx { kvsname: f.string("kvsname")?, idx: f.num("idx")? },
         "get_ranks2hosts" => Request::GetRanks2Hosts,
-        other => Request::Unknown {
-            cmd: other.to_owned(),
-        },
+        other => Request::Unknown { cmd: other.to_owned() },
     })
 }
 
@@ -414,16 +372,12 @@ impl<'a> Segment<'a> {
         self.fields.get(k).copied()
     }
     fn req(&self, k: &str) -> Result<&'a str, ParseError> {
-        self.get(k).ok_or_else(|| ParseError::MissingField {
-            cmd: "spawn".into(),
-            field: k.into(),
-        })
+        self.get(k).ok_or_else(|| ParseError::MissingField { cmd: "spawn".into(), field: k.into() })
     }
     fn num<T: FromStr>(&self, k: &str) -> Result<T, ParseError> {
-        self.req(k)?.parse().map_err(|_| ParseError::BadNumber {
-            cmd: "spawn".into(),
-            field: k.into(),
-        })
+        self.req(k)?
+            .parse()
+            .map_err(|_| ParseError::BadNumber { cmd: "spawn".into(), field: k.into() })
     }
     fn num_or0(&self, k: &str) -> Result<usize, ParseError> {
         if self.get(k).is_none() {
@@ -475,9 +429,7 @@ pub fn parse_spawn(block: &[u8]) -> Result<Request, ParseError> {
             return Err(spawn_err("data after the final endcmd"));
         }
         if line == "endcmd" {
-            let seg = cur
-                .take()
-                .ok_or_else(|| spawn_err("endcmd outside a segment"))?;
+            let seg = cur.take().ok_or_else(|| spawn_err("endcmd outside a segment"))?;
             let sofar = seg.get("spawnssofar").and_then(|v| v.parse::<u32>().ok());
             let tot = seg.get("totspawns").and_then(|v| v.parse::<u32>().ok());
             done = sofar.is_some() && sofar == tot;
@@ -496,27 +448,19 @@ pub fn parse_spawn(block: &[u8]) -> Result<Request, ParseError> {
                 Some(seg) if !seg.fields.is_empty() => {
                     return Err(spawn_err("mcmd=spawn inside a segment"))
                 }
-                _ => {
-                    cur = Some(Segment {
-                        fields: HashMap::new(),
-                    })
-                }
+                _ => cur = Some(Segment { fields: HashMap::new() }),
             }
             continue;
         }
         let seg = match &mut cur {
             Some(seg) => seg,
             None if segments.is_empty() => return Err(ParseError::NoCommand),
-            None => cur.insert(Segment {
-                fields: HashMap::new(),
-            }),
+            None => cur.insert(Segment { fields: HashMap::new() }),
         };
         seg.fields.entry(k).or_insert(v);
     }
     if !done {
-        return Err(spawn_err(
-            "incomplete: no endcmd with spawnssofar == totspawns",
-        ));
+        return Err(spawn_err("incomplete: no endcmd with spawnssofar == totspawns"));
     }
     let total = segments.len();
     let mut cmds = Vec::with_capacity(total);
@@ -532,9 +476,7 @@ pub fn parse_spawn(block: &[u8]) -> Result<Request, ParseError> {
         }
         let nprocs: u32 = seg.num("nprocs")?;
         if nprocs > MAX_SPAWN_NPROCS {
-            return Err(spawn_err(format_args!(
-                "nprocs={nprocs} exceeds {MAX_SPAWN_NPROCS}"
-            )));
+            return Err(spawn_err(format_args!("nprocs={nprocs} exceeds {MAX_SPAWN_NPROCS}")));
         }
         let argcnt = seg.num_or0("argcnt")?;
         let args = (1..=argcnt)
@@ -561,10 +503,7 @@ pub fn parse_spawn(block: &[u8]) -> Result<Request, ParseError> {
 /// A value that ends at a space: spaces and newlines become `_`.
 fn push_tok(out: &mut Vec<u8>, s: &str) {
     if s.bytes().any(|b| b == b' ' || b == b'\n') {
-        out.extend(
-            s.bytes()
-                .map(|b| if b == b' ' || b == b'\n' { b'_' } else { b }),
-        );
+        out.extend(s.bytes().map(|b| if b == b' ' || b == b'\n' { b'_' } else { b }));
     } else {
         out.extend_from_slice(s.as_bytes());
     }
@@ -625,10 +564,7 @@ impl Request {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let c = |out: &mut Vec<u8>, name: &str| head(out, "cmd=", name);
         match self {
-            Request::Init {
-                version,
-                subversion,
-            } => {
+            Request::Init { version, subversion } => {
                 c(out, "init");
                 kn(out, "pmi_version", version);
                 kn(out, "pmi_subversion", subversion);
@@ -641,11 +577,7 @@ impl Request {
             Request::GetAppnum => c(out, "get_appnum"),
             Request::GetMyKvsname => c(out, "get_my_kvsname"),
             Request::GetUniverseSize => c(out, "get_universe_size"),
-            Request::Put {
-                kvsname,
-                key,
-                value,
-            } => {
+            Request::Put { kvsname, key, value } => {
                 c(out, "put");
                 kv(out, "kvsname", kvsname);
                 kv(out, "key", key);
@@ -778,11 +710,7 @@ impl Reply {
         let c = |out: &mut Vec<u8>, name: &str| head(out, "cmd=", name);
         let rc0 = |out: &mut Vec<u8>| out.extend_from_slice(b" rc=0");
         match self {
-            Reply::ResponseToInit {
-                version,
-                subversion,
-                rc,
-            } => {
+            Reply::ResponseToInit { version, subversion, rc } => {
                 c(out, "response_to_init");
                 kn(out, "pmi_version", version);
                 kn(out, "pmi_subversion", subversion);
@@ -795,11 +723,7 @@ impl Reply {
                      cmd=set size={size}\ncmd=set rank={rank}\ncmd=set debug=0"
                 );
             }
-            Reply::Maxes {
-                kvsname_max,
-                keylen_max,
-                vallen_max,
-            } => {
+            Reply::Maxes { kvsname_max, keylen_max, vallen_max } => {
                 c(out, "maxes");
                 kn(out, "kvsname_max", kvsname_max);
                 kn(out, "keylen_max", keylen_max);
@@ -830,9 +754,7 @@ impl Reply {
                 out.extend_from_slice(b"cmd=get_result rc=0 msg=success value=");
                 push_eol(out, v);
             }
-            Reply::GetResult {
-                value: Err(GetMiss { key }),
-            } => {
+            Reply::GetResult { value: Err(GetMiss { key }) } => {
                 out.extend_from_slice(b"cmd=get_result rc=-1 msg=key_");
                 push_tok(out, key);
                 out.extend_from_slice(b"_not_found value=unknown");
@@ -872,9 +794,7 @@ impl Reply {
                     }
                 }
             }
-            Reply::GetByIdxResult {
-                entry: Some((next, k, v)),
-            } => {
+            Reply::GetByIdxResult { entry: Some((next, k, v)) } => {
                 out.extend_from_slice(b"cmd=getbyidx_results rc=0");
                 kn(out, "nextidx", next);
                 kv(out, "key", k);
@@ -969,47 +889,26 @@ impl Reply {
                 keylen_max: f.num("keylen_max")?,
                 vallen_max: f.num("vallen_max")?,
             },
-            "appnum" => Reply::Appnum {
-                appnum: f.num("appnum")?,
-            },
-            "my_kvsname" => Reply::MyKvsname {
-                kvsname: f.string("kvsname")?,
-            },
-            "universe_size" => Reply::UniverseSize {
-                size: f.num("size")?,
-            },
-            "put_result" => Reply::PutResult {
-                rc: rc(&f)?,
-                msg: msg_of(&f),
-            },
+            "appnum" => Reply::Appnum { appnum: f.num("appnum")? },
+            "my_kvsname" => Reply::MyKvsname { kvsname: f.string("kvsname")? },
+            "universe_size" => Reply::UniverseSize { size: f.num("size")? },
+            "put_result" => Reply::PutResult { rc: rc(&f)?, msg: msg_of(&f) },
             "get_result" => {
                 if rc(&f)? == 0 {
-                    Reply::GetResult {
-                        value: Ok(f.string("value")?),
-                    }
+                    Reply::GetResult { value: Ok(f.string("value")?) }
                 } else {
                     let m = f.get("msg").unwrap_or("");
                     let key = m
                         .strip_prefix("key_")
                         .and_then(|k| k.strip_suffix("_not_found"))
                         .unwrap_or("");
-                    Reply::GetResult {
-                        value: Err(GetMiss {
-                            key: key.to_owned(),
-                        }),
-                    }
+                    Reply::GetResult { value: Err(GetMiss { key: key.to_owned() }) }
                 }
             }
             "barrier_out" => Reply::BarrierOut,
             "finalize_ack" => Reply::FinalizeAck,
-            "publish_result" => Reply::PublishResult {
-                rc: rc(&f)?,
-                msg: msg_of(&f),
-            },
-            "unpublish_result" => Reply::UnpublishResult {
-                rc: rc(&f)?,
-                msg: msg_of(&f),
-            },
+            "publish_result" => Reply::PublishResult { rc: rc(&f)?, msg: msg_of(&f) },
+            "unpublish_result" => Reply::UnpublishResult { rc: rc(&f)?, msg: msg_of(&f) },
             "lookup_result" => {
                 let port = match (rc(&f)?, f.get("port")) {
                     (0, Some(p)) => Some(p.to_owned()),
@@ -1031,10 +930,7 @@ impl Reply {
                             .collect::<Result<Vec<i32>, _>>()?,
                     ),
                 };
-                Reply::SpawnResult {
-                    rc: rc(&f)?,
-                    errcodes,
-                }
+                Reply::SpawnResult { rc: rc(&f)?, errcodes }
             }
             "getbyidx_results" => {
                 let entry = if rc(&f)? == 0 {
@@ -1045,11 +941,7 @@ impl Reply {
                 Reply::GetByIdxResult { entry }
             }
             "set" => return Err(bad_token(first)),
-            other => Reply::Error {
-                cmd: other.to_owned(),
-                rc: f.num("rc")?,
-                msg: msg_of(&f),
-            },
+            other => Reply::Error { cmd: other.to_owned(), rc: f.num("rc")?, msg: msg_of(&f) },
         };
         match lines.next() {
             None => Ok(reply),
@@ -1060,9 +952,7 @@ impl Reply {
 
 fn p_usize(i: &[u8]) -> IResult<&[u8], usize> {
     map_res(take_while1(|c: u8| c.is_ascii_digit()), |d: &[u8]| {
-        std::str::from_utf8(d)
-            .map_err(|_| ())
-            .and_then(|d| d.parse::<usize>().map_err(|_| ()))
+        std::str::from_utf8(d).map_err(|_| ()).and_then(|d| d.parse::<usize>().map_err(|_| ()))
     })(i)
 }
 
@@ -1081,10 +971,8 @@ fn parse_ranks2hosts<'a>(
     first: &str,
     mut lines: impl Iterator<Item = &'a str>,
 ) -> Result<Reply, ParseError> {
-    let num = |field: &str| ParseError::BadNumber {
-        cmd: "put_ranks2hosts".into(),
-        field: field.into(),
-    };
+    let num =
+        |field: &str| ParseError::BadNumber { cmd: "put_ranks2hosts".into(), field: field.into() };
     let hdr = first.strip_prefix("cmd=").unwrap_or(first);
     let (len, nhosts) = tuple((
         tag::<_, _, nom::error::Error<&str>>("put_ranks2hosts "),

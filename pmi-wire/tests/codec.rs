@@ -24,13 +24,7 @@ fn s(x: &str) -> String {
 #[test]
 fn every_request_variant() {
     let cases: Vec<(&str, Request)> = vec![
-        (
-            "cmd=init pmi_version=1 pmi_subversion=1",
-            Request::Init {
-                version: 1,
-                subversion: 1,
-            },
-        ),
+        ("cmd=init pmi_version=1 pmi_subversion=1", Request::Init { version: 1, subversion: 1 }),
         ("cmd=initack pmiid=7", Request::InitAck { pmiid: 7 }),
         ("cmd=get_maxes", Request::GetMaxes),
         ("cmd=get_appnum", Request::GetAppnum),
@@ -38,70 +32,29 @@ fn every_request_variant() {
         ("cmd=get_universe_size", Request::GetUniverseSize),
         (
             "cmd=put kvsname=kvs_1 key=-bcast-1-0 value=00AB",
-            Request::Put {
-                kvsname: s("kvs_1"),
-                key: s("-bcast-1-0"),
-                value: s("00AB"),
-            },
+            Request::Put { kvsname: s("kvs_1"), key: s("-bcast-1-0"), value: s("00AB") },
         ),
         (
             "cmd=get kvsname=kvs_1 key=PMI_process_mapping",
-            Request::Get {
-                kvsname: s("kvs_1"),
-                key: s("PMI_process_mapping"),
-            },
+            Request::Get { kvsname: s("kvs_1"), key: s("PMI_process_mapping") },
         ),
         ("cmd=barrier_in", Request::BarrierIn { group: None }),
-        (
-            "cmd=barrier_in group=WORLD:3",
-            Request::BarrierIn {
-                group: Some(s("WORLD:3")),
-            },
-        ),
+        ("cmd=barrier_in group=WORLD:3", Request::BarrierIn { group: Some(s("WORLD:3")) }),
         ("cmd=finalize", Request::Finalize),
-        (
-            "cmd=abort exitcode=3",
-            Request::Abort {
-                exitcode: 3,
-                message: None,
-            },
-        ),
+        ("cmd=abort exitcode=3", Request::Abort { exitcode: 3, message: None }),
         (
             "cmd=abort exitcode=-1 message=abort",
-            Request::Abort {
-                exitcode: -1,
-                message: Some(s("abort")),
-            },
+            Request::Abort { exitcode: -1, message: Some(s("abort")) },
         ),
         (
             "cmd=publish_name service=svc port=tag#0$",
-            Request::PublishName {
-                service: s("svc"),
-                port: s("tag#0$"),
-            },
+            Request::PublishName { service: s("svc"), port: s("tag#0$") },
         ),
-        (
-            "cmd=unpublish_name service=svc",
-            Request::UnpublishName { service: s("svc") },
-        ),
-        (
-            "cmd=lookup_name service=svc",
-            Request::LookupName { service: s("svc") },
-        ),
-        (
-            "cmd=getbyidx kvsname=k idx=4",
-            Request::GetByIdx {
-                kvsname: s("k"),
-                idx: 4,
-            },
-        ),
+        ("cmd=unpublish_name service=svc", Request::UnpublishName { service: s("svc") }),
+        ("cmd=lookup_name service=svc", Request::LookupName { service: s("svc") }),
+        ("cmd=getbyidx kvsname=k idx=4", Request::GetByIdx { kvsname: s("k"), idx: 4 }),
         ("cmd=get_ranks2hosts", Request::GetRanks2Hosts),
-        (
-            "cmd=frobnicate",
-            Request::Unknown {
-                cmd: s("frobnicate"),
-            },
-        ),
+        ("cmd=frobnicate", Request::Unknown { cmd: s("frobnicate") }),
     ];
     for (line, want) in cases {
         assert_eq!(req(line), want, "{line}");
@@ -113,10 +66,7 @@ fn every_request_variant() {
 fn pmi2_init_line_parses() {
     assert_eq!(
         req("cmd=init pmi_version=2 pmi_subversion=0"),
-        Request::Init {
-            version: 2,
-            subversion: 0
-        }
+        Request::Init { version: 2, subversion: 0 }
     );
 }
 
@@ -124,18 +74,11 @@ fn pmi2_init_line_parses() {
 fn value_with_equals_sign() {
     assert_eq!(
         req("cmd=get kvsname=a=b key=x=y=z"),
-        Request::Get {
-            kvsname: s("a=b"),
-            key: s("x=y=z")
-        }
+        Request::Get { kvsname: s("a=b"), key: s("x=y=z") }
     );
     assert_eq!(
         req("cmd=put kvsname=k key=a value=x=1=2"),
-        Request::Put {
-            kvsname: s("k"),
-            key: s("a"),
-            value: s("x=1=2")
-        }
+        Request::Put { kvsname: s("k"), key: s("a"), value: s("x=1=2") }
     );
 }
 
@@ -144,20 +87,12 @@ fn put_value_runs_to_end_of_line() {
     // Open MPI s1 values end in " -" (spec §12.4); trailing spaces are kept.
     assert_eq!(
         req("cmd=put kvsname=k key=a value=abc def -  "),
-        Request::Put {
-            kvsname: s("k"),
-            key: s("a"),
-            value: s("abc def -  ")
-        }
+        Request::Put { kvsname: s("k"), key: s("a"), value: s("abc def -  ") }
     );
     // key=value tokens after value= are part of the value.
     assert_eq!(
         req("cmd=put kvsname=k key=a value=v key=b"),
-        Request::Put {
-            kvsname: s("k"),
-            key: s("a"),
-            value: s("v key=b")
-        }
+        Request::Put { kvsname: s("k"), key: s("a"), value: s("v key=b") }
     );
 }
 
@@ -165,99 +100,48 @@ fn put_value_runs_to_end_of_line() {
 fn abort_message_runs_to_end_of_line() {
     assert_eq!(
         req("cmd=abort exitcode=2 error_msg=it went  wrong"),
-        Request::Abort {
-            exitcode: 2,
-            message: Some(s("it went  wrong"))
-        }
+        Request::Abort { exitcode: 2, message: Some(s("it went  wrong")) }
     );
     assert_eq!(
         req("cmd=abort exitcode=2 message=a b"),
-        Request::Abort {
-            exitcode: 2,
-            message: Some(s("a b"))
-        }
+        Request::Abort { exitcode: 2, message: Some(s("a b")) }
     );
     // Lenient exit code: an abort must never be lost.
-    assert_eq!(
-        req("cmd=abort"),
-        Request::Abort {
-            exitcode: -1,
-            message: None
-        }
-    );
-    assert_eq!(
-        req("cmd=abort exitcode=x"),
-        Request::Abort {
-            exitcode: -1,
-            message: None
-        }
-    );
+    assert_eq!(req("cmd=abort"), Request::Abort { exitcode: -1, message: None });
+    assert_eq!(req("cmd=abort exitcode=x"), Request::Abort { exitcode: -1, message: None });
 }
 
 #[test]
 fn repeated_and_trailing_spaces() {
     assert_eq!(
         req("cmd=get   kvsname=k    key=a   "),
-        Request::Get {
-            kvsname: s("k"),
-            key: s("a")
-        }
+        Request::Get { kvsname: s("k"), key: s("a") }
     );
     assert_eq!(
         req("cmd=init  pmi_version=1   pmi_subversion=1 "),
-        Request::Init {
-            version: 1,
-            subversion: 1
-        }
+        Request::Init { version: 1, subversion: 1 }
     );
 }
 
 #[test]
 fn empty_values_and_bare_tokens() {
-    assert_eq!(
-        req("cmd=get kvsname= key="),
-        Request::Get {
-            kvsname: s(""),
-            key: s("")
-        }
-    );
+    assert_eq!(req("cmd=get kvsname= key="), Request::Get { kvsname: s(""), key: s("") });
     assert_eq!(
         req("cmd=put kvsname=k key=a value="),
-        Request::Put {
-            kvsname: s("k"),
-            key: s("a"),
-            value: s("")
-        }
+        Request::Put { kvsname: s("k"), key: s("a"), value: s("") }
     );
     // Bare tokens and unknown keys are ignored; first duplicate wins.
     assert_eq!(
         req("cmd=get junk kvsname=k extra=1 key=a key=b"),
-        Request::Get {
-            kvsname: s("k"),
-            key: s("a")
-        }
+        Request::Get { kvsname: s("k"), key: s("a") }
     );
-    assert_eq!(
-        req("cmd=barrier_in group="),
-        Request::BarrierIn { group: Some(s("")) }
-    );
+    assert_eq!(req("cmd=barrier_in group="), Request::BarrierIn { group: Some(s("")) });
 }
 
 #[test]
 fn trailing_cr_is_part_of_the_value() {
-    assert_eq!(
-        req("cmd=get kvsname=k key=a\r"),
-        Request::Get {
-            kvsname: s("k"),
-            key: s("a\r")
-        }
-    );
-    assert_eq!(
-        req("cmd=get_maxes\r"),
-        Request::Unknown {
-            cmd: s("get_maxes\r")
-        }
-    );
+    assert_eq!(req("cmd=get kvsname=k key=a\r"), Request::Get { kvsname: s("k"), key: s("a\r") });
+    assert_eq!(req("cmd=get_maxes\r"), Request::Unknown { cmd: s("get_maxes\r") });
 }
 
 #[test]
@@ -267,33 +151,12 @@ fn request_errors() {
     assert_eq!(e(b"get kvsname=k"), NoCommand);
     assert_eq!(e(b""), NoCommand);
     assert_eq!(e(b" cmd=get_maxes"), NoCommand);
-    assert_eq!(
-        e(b"cmd="),
-        MissingField {
-            cmd: s(""),
-            field: s("cmd")
-        }
-    );
-    assert_eq!(
-        e(b"cmd=get kvsname=k"),
-        MissingField {
-            cmd: s("get"),
-            field: s("key")
-        }
-    );
-    assert_eq!(
-        e(b"cmd=get kvsname key=a"),
-        MissingField {
-            cmd: s("get"),
-            field: s("kvsname")
-        }
-    );
+    assert_eq!(e(b"cmd="), MissingField { cmd: s(""), field: s("cmd") });
+    assert_eq!(e(b"cmd=get kvsname=k"), MissingField { cmd: s("get"), field: s("key") });
+    assert_eq!(e(b"cmd=get kvsname key=a"), MissingField { cmd: s("get"), field: s("kvsname") });
     assert_eq!(
         e(b"cmd=init pmi_version=x pmi_subversion=1"),
-        BadNumber {
-            cmd: s("init"),
-            field: s("pmi_version")
-        }
+        BadNumber { cmd: s("init"), field: s("pmi_version") }
     );
     assert_eq!(e(b"cmd=get =x"), BadToken(s("=x")));
     assert_eq!(e(b"cmd=get kvsname=k\nkey=a"), BadToken(s("\nkey=a")));
@@ -341,11 +204,7 @@ fn spawn_cmds() -> Vec<SpawnCmd> {
             )],
             info: vec![(s("wdir"), s("/tmp/x y"))],
         },
-        SpawnCmd {
-            nprocs: 1,
-            execname: s("./other"),
-            ..Default::default()
-        },
+        SpawnCmd { nprocs: 1, execname: s("./other"), ..Default::default() },
     ]
 }
 
@@ -366,11 +225,7 @@ fn spawn_single_segment_minimal() {
     assert_eq!(
         parse_spawn(b.as_bytes()).unwrap(),
         Request::Spawn {
-            cmds: vec![SpawnCmd {
-                nprocs: 1,
-                execname: s("a"),
-                ..Default::default()
-            }]
+            cmds: vec![SpawnCmd { nprocs: 1, execname: s("a"), ..Default::default() }]
         }
     );
 }
@@ -382,10 +237,7 @@ fn spawn_errors() {
         format!("mcmd=spawn\nnprocs=1\nexecname=a\ntotspawns=1\nspawnssofar=1\n{extra}endcmd\n")
     };
     assert!(matches!(bad(""), ParseError::Spawn(_)));
-    assert!(matches!(
-        bad("mcmd=spawn\nnprocs=1\n"),
-        ParseError::Spawn(_)
-    ));
+    assert!(matches!(bad("mcmd=spawn\nnprocs=1\n"), ParseError::Spawn(_)));
     assert_eq!(bad("nprocs=1\nendcmd\n"), ParseError::NoCommand);
     assert!(matches!(bad(&seg("argcnt=5000\n")), ParseError::Spawn(_)));
     assert!(matches!(
@@ -394,16 +246,10 @@ fn spawn_errors() {
     ));
     assert_eq!(
         bad(&seg("argcnt=2\narg1=x\n")),
-        ParseError::MissingField {
-            cmd: s("spawn"),
-            field: s("arg2")
-        }
+        ParseError::MissingField { cmd: s("spawn"), field: s("arg2") }
     );
     assert!(matches!(bad(&seg("garbage\n")), ParseError::Spawn(_)));
-    assert!(matches!(
-        bad(&format!("{}cmd=get_maxes\n", seg(""))),
-        ParseError::Spawn(_)
-    ));
+    assert!(matches!(bad(&format!("{}cmd=get_maxes\n", seg(""))), ParseError::Spawn(_)));
     let huge = "mcmd=spawn\nnprocs=2000000\nexecname=a\ntotspawns=1\nspawnssofar=1\nendcmd\n";
     assert!(matches!(bad(huge), ParseError::Spawn(_)));
     // Segment numbering must be 1..=totspawns.
@@ -417,8 +263,7 @@ fn spawn_errors() {
 
 #[test]
 fn every_reply_variant() {
-    let cases: Vec<(Reply, &str)> =
-        vec![
+    let cases: Vec<(Reply, &str)> = vec![
         (
             Reply::ResponseToInit { version: 1, subversion: 1, rc: 0 },
             "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n",
@@ -501,10 +346,7 @@ fn every_reply_variant() {
         assert_eq!(enc(&reply), line, "{reply:?}");
         assert_eq!(Reply::parse(line.as_bytes()).unwrap(), reply, "{line}");
         // The final newline is optional for the parser.
-        assert_eq!(
-            Reply::parse(line.trim_end_matches('\n').as_bytes()).unwrap(),
-            reply
-        );
+        assert_eq!(Reply::parse(line.trim_end_matches('\n').as_bytes()).unwrap(), reply);
     }
 }
 
@@ -512,36 +354,23 @@ fn every_reply_variant() {
 fn reply_sanitizing() {
     // Spaces in error messages become '_' (spec §12.15).
     assert_eq!(
-        enc(&Reply::Error {
-            cmd: s("x_result"),
-            rc: 1,
-            msg: s("no such thing")
-        }),
+        enc(&Reply::Error { cmd: s("x_result"), rc: 1, msg: s("no such thing") }),
         "cmd=x_result rc=1 msg=no_such_thing\n"
     );
     // A get_result value keeps its spaces (value last, read to EOL by Flux-style clients)...
-    let r = Reply::GetResult {
-        value: Ok(s("a b -")),
-    };
+    let r = Reply::GetResult { value: Ok(s("a b -")) };
     assert_eq!(enc(&r), "cmd=get_result rc=0 msg=success value=a b -\n");
     assert_eq!(Reply::parse(enc(&r).as_bytes()).unwrap(), r);
     // ...but never a newline.
     assert_eq!(
-        enc(&Reply::GetResult {
-            value: Ok(s("a\nb"))
-        }),
+        enc(&Reply::GetResult { value: Ok(s("a\nb")) }),
         "cmd=get_result rc=0 msg=success value=a_b\n"
     );
     assert_eq!(
-        enc(&Reply::GetResult {
-            value: Err(GetMiss { key: s("a b\nc") })
-        }),
+        enc(&Reply::GetResult { value: Err(GetMiss { key: s("a b\nc") }) }),
         "cmd=get_result rc=-1 msg=key_a_b_c_not_found value=unknown\n"
     );
-    assert_eq!(
-        enc(&Reply::MyKvsname { kvsname: s("a b") }),
-        "cmd=my_kvsname kvsname=a_b rc=0\n"
-    );
+    assert_eq!(enc(&Reply::MyKvsname { kvsname: s("a b") }), "cmd=my_kvsname kvsname=a_b rc=0\n");
 }
 
 #[test]
@@ -550,55 +379,29 @@ fn reply_parse_accepts_other_servers_forms() {
     // Slurm/Flux order; H5.x answering subversion 2.
     assert_eq!(
         p("cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=2\n"),
-        Reply::ResponseToInit {
-            version: 1,
-            subversion: 2,
-            rc: 0
-        }
+        Reply::ResponseToInit { version: 1, subversion: 2, rc: 0 }
     );
     // Hydra 4.0 without rc.
     assert_eq!(p("cmd=barrier_out\n"), Reply::BarrierOut);
     assert_eq!(p("cmd=finalize_ack\n"), Reply::FinalizeAck);
-    assert_eq!(
-        p("cmd=maxes kvsname_max=64 keylen_max=64 vallen_max=1024\n").clone(),
-        {
-            Reply::Maxes {
-                kvsname_max: 64,
-                keylen_max: 64,
-                vallen_max: 1024,
-            }
-        }
-    );
+    assert_eq!(p("cmd=maxes kvsname_max=64 keylen_max=64 vallen_max=1024\n").clone(), {
+        Reply::Maxes { kvsname_max: 64, keylen_max: 64, vallen_max: 1024 }
+    });
     // Hydra 4.0 initack form.
     assert_eq!(
         p("cmd=initack\ncmd=set size=4\ncmd=set rank=1\ncmd=set debug=0\n"),
         Reply::InitAck { rank: 1, size: 4 }
     );
     // H4.1+/Slurm/Flux misses.
-    assert_eq!(
-        p("cmd=get_result rc=1\n"),
-        Reply::GetResult {
-            value: Err(GetMiss { key: s("") })
-        }
-    );
-    assert_eq!(
-        p("cmd=get_result rc=4\n"),
-        Reply::GetResult {
-            value: Err(GetMiss { key: s("") })
-        }
-    );
+    assert_eq!(p("cmd=get_result rc=1\n"), Reply::GetResult { value: Err(GetMiss { key: s("") }) });
+    assert_eq!(p("cmd=get_result rc=4\n"), Reply::GetResult { value: Err(GetMiss { key: s("") }) });
     // H4.1.1 `found=TRUE` after the value: read to EOL (the bug Flux hit).
     assert_eq!(
         p("cmd=get_result rc=0 value=V found=TRUE\n"),
-        Reply::GetResult {
-            value: Ok(s("V found=TRUE"))
-        }
+        Reply::GetResult { value: Ok(s("V found=TRUE")) }
     );
     // PSMGMT minimal ranks2hosts with a trailing second line absent.
-    assert_eq!(
-        p("put_ranks2hosts 0 0"),
-        Reply::Ranks2Hosts { hosts: vec![] }
-    );
+    assert_eq!(p("put_ranks2hosts 0 0"), Reply::Ranks2Hosts { hosts: vec![] });
 }
 
 #[test]
@@ -606,28 +409,10 @@ fn reply_parse_errors() {
     let bad = |b: &[u8]| Reply::parse(b).unwrap_err();
     assert_eq!(bad(b"hello"), ParseError::NoCommand);
     assert_eq!(bad(b"\xff"), ParseError::NotUtf8);
-    assert!(matches!(
-        bad(b"cmd=barrier_out\ncmd=barrier_out\n"),
-        ParseError::BadToken(_)
-    ));
-    assert!(matches!(
-        bad(b"cmd=initack\ncmd=set size=1\n"),
-        ParseError::MissingField { .. }
-    ));
-    assert!(matches!(
-        bad(b"put_ranks2hosts 5 1\n1 a 0, \n"),
-        ParseError::BadNumber { .. }
-    ));
-    assert!(matches!(
-        bad(b"put_ranks2hosts 9 2\n1 a 0, \n"),
-        ParseError::BadToken(_)
-    ));
-    assert!(matches!(
-        bad(b"cmd=spawn_result rc=0 errcodes=1,x"),
-        ParseError::BadNumber { .. }
-    ));
-    assert!(matches!(
-        bad(b"cmd=whatever msg=x"),
-        ParseError::MissingField { .. }
-    ));
+    assert!(matches!(bad(b"cmd=barrier_out\ncmd=barrier_out\n"), ParseError::BadToken(_)));
+    assert!(matches!(bad(b"cmd=initack\ncmd=set size=1\n"), ParseError::MissingField { .. }));
+    assert!(matches!(bad(b"put_ranks2hosts 5 1\n1 a 0, \n"), ParseError::BadNumber { .. }));
+    assert!(matches!(bad(b"put_ranks2hosts 9 2\n1 a 0, \n"), ParseError::BadToken(_)));
+    assert!(matches!(bad(b"cmd=spawn_result rc=0 errcodes=1,x"), ParseError::BadNumber { .. }));
+    assert!(matches!(bad(b"cmd=whatever msg=x"), ParseError::MissingField { .. }));
 }

@@ -42,11 +42,7 @@ fn spawn_cmd(first: bool) -> impl Strategy<Value = SpawnCmd> {
         0u32..=(1 << 20),
         eol(),
         proptest::collection::vec(eol(), 0..4),
-        if first {
-            pairs().boxed()
-        } else {
-            Just(Vec::new()).boxed()
-        },
+        if first { pairs().boxed() } else { Just(Vec::new()).boxed() },
         pairs(),
     )
         .prop_map(|(nprocs, execname, args, preput, info)| SpawnCmd {
@@ -60,10 +56,8 @@ fn spawn_cmd(first: bool) -> impl Strategy<Value = SpawnCmd> {
 
 fn request() -> impl Strategy<Value = Request> {
     prop_oneof![
-        (any::<u32>(), any::<u32>()).prop_map(|(version, subversion)| Request::Init {
-            version,
-            subversion
-        }),
+        (any::<u32>(), any::<u32>())
+            .prop_map(|(version, subversion)| Request::Init { version, subversion }),
         any::<i64>().prop_map(|pmiid| Request::InitAck { pmiid }),
         Just(Request::GetMaxes),
         Just(Request::GetAppnum),
@@ -87,26 +81,20 @@ fn request() -> impl Strategy<Value = Request> {
         "[^ \n]{1,12}"
             .prop_filter("unknown", |c| !KNOWN_REQUESTS.contains(&c.as_str()))
             .prop_map(|cmd| Request::Unknown { cmd }),
-        (
-            spawn_cmd(true),
-            proptest::collection::vec(spawn_cmd(false), 0..3)
-        )
-            .prop_map(|(first, rest)| {
+        (spawn_cmd(true), proptest::collection::vec(spawn_cmd(false), 0..3)).prop_map(
+            |(first, rest)| {
                 let mut cmds = vec![first];
                 cmds.extend(rest);
                 Request::Spawn { cmds }
-            }),
+            }
+        ),
     ]
 }
 
 fn reply() -> impl Strategy<Value = Reply> {
     prop_oneof![
         (any::<u32>(), any::<u32>(), any::<i32>()).prop_map(|(version, subversion, rc)| {
-            Reply::ResponseToInit {
-                version,
-                subversion,
-                rc,
-            }
+            Reply::ResponseToInit { version, subversion, rc }
         }),
         (any::<u32>(), any::<u32>()).prop_map(|(rank, size)| Reply::InitAck { rank, size }),
         (any::<usize>(), any::<usize>(), any::<usize>()).prop_map(|(a, b, c)| Reply::Maxes {
@@ -119,18 +107,13 @@ fn reply() -> impl Strategy<Value = Reply> {
         any::<i32>().prop_map(|size| Reply::UniverseSize { size }),
         (any::<i32>(), tok()).prop_map(|(rc, msg)| Reply::PutResult { rc, msg }),
         eol().prop_map(|v| Reply::GetResult { value: Ok(v) }),
-        tok().prop_map(|key| Reply::GetResult {
-            value: Err(GetMiss { key })
-        }),
+        tok().prop_map(|key| Reply::GetResult { value: Err(GetMiss { key }) }),
         Just(Reply::BarrierOut),
         Just(Reply::FinalizeAck),
         (any::<i32>(), tok()).prop_map(|(rc, msg)| Reply::PublishResult { rc, msg }),
         (any::<i32>(), tok()).prop_map(|(rc, msg)| Reply::UnpublishResult { rc, msg }),
         proptest::option::of(tok()).prop_map(|port| Reply::LookupResult { port }),
-        (
-            any::<i32>(),
-            proptest::option::of(proptest::collection::vec(any::<i32>(), 1..5))
-        )
+        (any::<i32>(), proptest::option::of(proptest::collection::vec(any::<i32>(), 1..5)))
             .prop_map(|(rc, errcodes)| Reply::SpawnResult { rc, errcodes }),
         proptest::option::of((any::<u64>(), tok(), tok()))
             .prop_map(|entry| Reply::GetByIdxResult { entry }),
@@ -146,13 +129,7 @@ fn reply() -> impl Strategy<Value = Reply> {
 }
 
 fn cfg() -> ConnConfig {
-    ConnConfig {
-        rank: 0,
-        size: 2,
-        appnum: 0,
-        kvsname: "kvs".into(),
-        universe_size: 2,
-    }
+    ConnConfig { rank: 0, size: 2, appnum: 0, kvsname: "kvs".into(), universe_size: 2 }
 }
 
 /// Byte soup biased towards PMI structure, so the state machine's deeper paths get hit.
@@ -238,8 +215,14 @@ proptest! {
     }
 }
 
+/// Generated inputs per never-panic property: `LIBI_FUZZ_CASES` (default 25 000 each, which
+/// keeps the suite's total well over 100k; the long run in the README sets 1 000 000).
+fn fuzz_cases() -> u32 {
+    std::env::var("LIBI_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(25_000)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1500))]
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::with_cases(fuzz_cases()) })]
 
     #[test]
     fn parsers_never_panic(data in proptest::collection::vec(any::<u8>(), 0..200)) {

@@ -4,13 +4,7 @@ use pmi_wire::server::{Action, ConnConfig, Connection, Eof, Phase};
 use pmi_wire::v1::{ParseError, SpawnCmd, MAX_REQUEST_LEN};
 
 fn cfg() -> ConnConfig {
-    ConnConfig {
-        rank: 1,
-        size: 4,
-        appnum: 0,
-        kvsname: "kvs_7_0".into(),
-        universe_size: 4,
-    }
+    ConnConfig { rank: 1, size: 4, appnum: 0, kvsname: "kvs_7_0".into(), universe_size: 4 }
 }
 
 fn feed(c: &mut Connection, data: &str) -> Vec<Action> {
@@ -34,16 +28,11 @@ fn init_sequence_and_phases() {
     assert_eq!(c.config(), &cfg());
     assert_eq!(
         feed(&mut c, "cmd=init pmi_version=1 pmi_subversion=1\n"),
-        vec![send(
-            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n"
-        )]
+        vec![send("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n")]
     );
     assert_eq!(c.phase(), Phase::Initialized);
     assert_eq!(
-        feed(
-            &mut c,
-            "cmd=get_maxes\ncmd=get_appnum\ncmd=get_my_kvsname\ncmd=get_universe_size\n"
-        ),
+        feed(&mut c, "cmd=get_maxes\ncmd=get_appnum\ncmd=get_my_kvsname\ncmd=get_universe_size\n"),
         vec![
             send("cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024 rc=0\n"),
             send("cmd=appnum appnum=0 rc=0\n"),
@@ -72,17 +61,13 @@ fn init_other_versions_refused() {
     let mut c = Connection::new(cfg());
     assert_eq!(
         feed(&mut c, "cmd=init pmi_version=2 pmi_subversion=0\n"),
-        vec![send(
-            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1\n"
-        )]
+        vec![send("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1\n")]
     );
     assert_eq!(c.phase(), Phase::Fresh);
     // Any 1.x subversion gets 1.1.
     assert_eq!(
         feed(&mut c, "cmd=init pmi_version=1 pmi_subversion=2\n"),
-        vec![send(
-            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n"
-        )]
+        vec![send("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n")]
     );
 }
 
@@ -103,10 +88,7 @@ fn put_and_its_refusals() {
         one("cmd=put kvsname=kvs_7_0 key=k value=a b -\n"),
         vec![
             send("cmd=put_result rc=0 msg=success\n"),
-            Action::Put {
-                key: "k".into(),
-                value: "a b -".into()
-            }
+            Action::Put { key: "k".into(), value: "a b -".into() }
         ]
     );
     let refused = |line: String, reply: &str| assert_eq!(one(&line), vec![send(reply)], "{line}");
@@ -144,9 +126,7 @@ fn get_and_answers() {
     let mut c = Connection::new(cfg());
     assert_eq!(
         feed(&mut c, "cmd=get kvsname=kvs_7_0 key=PMI_process_mapping\n"),
-        vec![Action::Get {
-            key: "PMI_process_mapping".into()
-        }]
+        vec![Action::Get { key: "PMI_process_mapping".into() }]
     );
     assert_eq!(
         c.answer_get("PMI_process_mapping", Some("(vector,(0,1,4))")),
@@ -163,9 +143,7 @@ fn get_and_answers() {
     );
     assert_eq!(
         feed(&mut c, "cmd=get kvsname=nope key=a\n"),
-        vec![send(
-            "cmd=get_result rc=-1 msg=key_a_not_found value=unknown\n"
-        )]
+        vec![send("cmd=get_result rc=-1 msg=key_a_not_found value=unknown\n")]
     );
 }
 
@@ -179,47 +157,25 @@ fn publish_unpublish_lookup() {
              cmd=lookup_name service=s\n"
         ),
         vec![
-            Action::Publish {
-                service: "s".into(),
-                port: "p".into()
-            },
-            Action::Unpublish {
-                service: "s".into()
-            },
-            Action::Lookup {
-                service: "s".into()
-            },
+            Action::Publish { service: "s".into(), port: "p".into() },
+            Action::Unpublish { service: "s".into() },
+            Action::Lookup { service: "s".into() },
         ]
     );
-    assert_eq!(
-        c.answer_publish(true),
-        b"cmd=publish_result info=ok rc=0 msg=success\n"
-    );
+    assert_eq!(c.answer_publish(true), b"cmd=publish_result info=ok rc=0 msg=success\n");
     assert_eq!(
         c.answer_publish(false),
         b"cmd=publish_result info=ok rc=1 msg=key_already_present\n"
     );
-    assert_eq!(
-        c.answer_unpublish(true),
-        b"cmd=unpublish_result info=ok rc=0 msg=success\n"
-    );
+    assert_eq!(c.answer_unpublish(true), b"cmd=unpublish_result info=ok rc=0 msg=success\n");
     assert_eq!(
         c.answer_unpublish(false),
         b"cmd=unpublish_result info=ok rc=1 msg=service_not_found\n"
     );
-    assert_eq!(
-        c.answer_lookup(Some("p")),
-        b"cmd=lookup_result port=p info=ok rc=0 msg=success\n"
-    );
-    assert_eq!(
-        c.answer_lookup(None),
-        b"cmd=lookup_result rc=1 msg=service_not_found\n"
-    );
+    assert_eq!(c.answer_lookup(Some("p")), b"cmd=lookup_result port=p info=ok rc=0 msg=success\n");
+    assert_eq!(c.answer_lookup(None), b"cmd=lookup_result rc=1 msg=service_not_found\n");
     assert_eq!(c.answer_spawn(0, None), b"cmd=spawn_result rc=0\n");
-    assert_eq!(
-        c.answer_spawn(0, Some(vec![0, 0])),
-        b"cmd=spawn_result rc=0 errcodes=0,0\n"
-    );
+    assert_eq!(c.answer_spawn(0, Some(vec![0, 0])), b"cmd=spawn_result rc=0 errcodes=0,0\n");
 }
 
 #[test]
@@ -227,14 +183,8 @@ fn abort_stops_everything() {
     let mut c = Connection::new(cfg());
     feed(&mut c, "cmd=init pmi_version=1 pmi_subversion=1\n");
     assert_eq!(
-        feed(
-            &mut c,
-            "cmd=abort exitcode=7 message=bye now\ncmd=get_maxes\n"
-        ),
-        vec![Action::Abort {
-            exitcode: 7,
-            message: Some("bye now".into())
-        }]
+        feed(&mut c, "cmd=abort exitcode=7 message=bye now\ncmd=get_maxes\n"),
+        vec![Action::Abort { exitcode: 7, message: Some("bye now".into()) }]
     );
     assert_eq!(c.phase(), Phase::Aborted);
     assert_eq!(feed(&mut c, "cmd=get_maxes\n"), vec![]);
@@ -245,13 +195,7 @@ fn abort_stops_everything() {
 fn malformed_abort_still_aborts() {
     let a = one("cmd=abort =x\n");
     assert!(matches!(a[0], Action::ProtocolError { fatal: false, .. }));
-    assert_eq!(
-        a[1],
-        Action::Abort {
-            exitcode: -1,
-            message: None
-        }
-    );
+    assert_eq!(a[1], Action::Abort { exitcode: -1, message: None });
 }
 
 #[test]
@@ -260,10 +204,7 @@ fn getbyidx_and_ranks2hosts() {
         one("cmd=getbyidx kvsname=kvs_7_0 idx=0\n"),
         vec![send("cmd=getbyidx_results rc=1 reason=no_more_keyvals\n")]
     );
-    assert_eq!(
-        one("cmd=get_ranks2hosts\n"),
-        vec![send("cmd=put_ranks2hosts 0 0\n")]
-    );
+    assert_eq!(one("cmd=get_ranks2hosts\n"), vec![send("cmd=put_ranks2hosts 0 0\n")]);
 }
 
 #[test]
@@ -290,11 +231,7 @@ fn malformed_lines_get_error_replies() {
     assert_eq!(a[0], send("cmd=error rc=-1 msg=malformed_request\n"));
     assert!(matches!(
         &a[1],
-        Action::ProtocolError {
-            error: ParseError::NoCommand,
-            fatal: false,
-            ..
-        }
+        Action::ProtocolError { error: ParseError::NoCommand, fatal: false, .. }
     ));
     let a = one("cmd=put kvsname=kvs_7_0 key=k\n");
     assert_eq!(a[0], send("cmd=put_result rc=-1 msg=malformed_request\n"));
@@ -355,11 +292,7 @@ fn spawn_action() -> Action {
                 preput: vec![("PARENT_ROOT_PORT_NAME".into(), "p#1$".into())],
                 info: vec![],
             },
-            SpawnCmd {
-                nprocs: 1,
-                execname: "./b".into(),
-                ..Default::default()
-            },
+            SpawnCmd { nprocs: 1, execname: "./b".into(), ..Default::default() },
         ],
     }
 }
@@ -372,10 +305,7 @@ fn spawn_block_byte_by_byte() {
     for b in data.bytes() {
         c.receive(&[b], &mut out);
     }
-    assert_eq!(
-        out,
-        vec![spawn_action(), send("cmd=appnum appnum=0 rc=0\n")]
-    );
+    assert_eq!(out, vec![spawn_action(), send("cmd=appnum appnum=0 rc=0\n")]);
     assert_eq!(c.buffered(), 0);
 }
 
@@ -389,11 +319,7 @@ fn spawn_block_one_write_and_bad_content() {
     assert_eq!(a[0], send("cmd=spawn_result rc=-1 msg=malformed_spawn\n"));
     assert!(matches!(
         &a[1],
-        Action::ProtocolError {
-            error: ParseError::BadNumber { .. },
-            fatal: false,
-            ..
-        }
+        Action::ProtocolError { error: ParseError::BadNumber { .. }, fatal: false, .. }
     ));
     assert_eq!(a[2], send("cmd=appnum appnum=0 rc=0\n"));
 }
@@ -429,10 +355,7 @@ fn flood_without_newline_is_fatal_and_bounded() {
         sent += chunk.len();
         assert!(c.buffered() <= MAX_REQUEST_LEN);
     }
-    let errors: Vec<_> = out
-        .iter()
-        .filter(|a| matches!(a, Action::ProtocolError { .. }))
-        .collect();
+    let errors: Vec<_> = out.iter().filter(|a| matches!(a, Action::ProtocolError { .. })).collect();
     assert_eq!(errors.len(), 1);
     assert!(matches!(
         errors[0],
@@ -449,11 +372,7 @@ fn flood_in_one_read_and_long_complete_line() {
     c.receive(&vec![b'x'; 2 * 1024 * 1024], &mut out);
     assert!(matches!(
         &out[..],
-        [Action::ProtocolError {
-            error: ParseError::TooLong(_),
-            fatal: true,
-            ..
-        }]
+        [Action::ProtocolError { error: ParseError::TooLong(_), fatal: true, .. }]
     ));
     assert_eq!(c.buffered(), 0);
     // A complete line over the limit is also TooLong.
@@ -464,11 +383,7 @@ fn flood_in_one_read_and_long_complete_line() {
     Connection::new(cfg()).receive(&line, &mut out);
     assert!(matches!(
         &out[..],
-        [Action::ProtocolError {
-            error: ParseError::TooLong(_),
-            fatal: true,
-            ..
-        }]
+        [Action::ProtocolError { error: ParseError::TooLong(_), fatal: true, .. }]
     ));
     // A spawn block that grows past the limit.
     let mut c = Connection::new(cfg());
@@ -481,10 +396,6 @@ fn flood_in_one_read_and_long_complete_line() {
     }
     assert!(matches!(
         &out[..],
-        [Action::ProtocolError {
-            error: ParseError::TooLong(_),
-            fatal: true,
-            ..
-        }]
+        [Action::ProtocolError { error: ParseError::TooLong(_), fatal: true, .. }]
     ));
 }

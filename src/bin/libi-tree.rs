@@ -200,12 +200,10 @@ fn parse_nodes(s: &str) -> Result<usize, String> {
 
 fn parse_time(flag: &str, s: Option<&str>, default: f64) -> Result<f64, String> {
     let Some(s) = s else { return Ok(default) };
-    let v: f64 = s.trim().parse().map_err(|_| {
-        format!(
-            "{flag} must be a number of seconds, got '{}'",
-            s.escape_debug()
-        )
-    })?;
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{flag} must be a number of seconds, got '{}'", s.escape_debug()))?;
     if !v.is_finite() {
         return Err(format!("{flag} must be finite, got {v}"));
     }
@@ -238,9 +236,7 @@ fn parse_model(a: &ModelArgs) -> Result<LaunchModel, String> {
         Some(s) => Some(parse_count("--batch", s)?),
         None => None,
     };
-    Ok(LaunchModel::new(seq, rem)
-        .with_slots(slots)
-        .with_batch(batch))
+    Ok(LaunchModel::new(seq, rem).with_slots(slots).with_batch(batch))
 }
 
 fn describe(m: &LaunchModel) -> String {
@@ -278,12 +274,7 @@ fn plan(a: &PlanArgs) -> Result<String, String> {
     };
     let ranked = rank_shapes(n, &model);
     if json {
-        let doc = PlanJson {
-            nodes: n,
-            seq: model.seq,
-            rem: model.rem,
-            shapes: ranked,
-        };
+        let doc = PlanJson { nodes: n, seq: model.seq, rem: model.rem, shapes: ranked };
         let mut s = serde_json::to_string(&doc).map_err(|e| format!("encoding JSON: {e}"))?;
         s.push('\n');
         return Ok(s);
@@ -336,10 +327,7 @@ fn show(a: &ShowArgs) -> Result<String, String> {
         s.push_str(&format!("  // {head}\n"));
         s.push_str("  node [shape=box];\n");
         for v in 0..n {
-            s.push_str(&format!(
-                "  {v} [label=\"{v}\\n{:.6} s\"];\n",
-                eval.times[v]
-            ));
+            s.push_str(&format!("  {v} [label=\"{v}\\n{:.6} s\"];\n", eval.times[v]));
         }
         for v in 0..n {
             for &c in tree.children(v) {
@@ -420,11 +408,7 @@ fn fit_table(fit: &Fit) -> String {
         Some(v) => format!("R² {v:.4}"),
         None => "R² n/a".to_string(),
     };
-    let noun = if fit.samples == 1 {
-        "launch"
-    } else {
-        "launches"
-    };
+    let noun = if fit.samples == 1 { "launch" } else { "launches" };
     let mut s = format!(
         "{seq}  REM {} s  {r2}  RMS {} s  (n = {} {noun})\n",
         secs(fit.rem),
@@ -481,18 +465,9 @@ fn plot(a: &PlotArgs) -> Result<String, String> {
     } else {
         Some(calibrate(&report).map_err(|e| format!("{name}: {e}"))?)
     };
-    let (seq, seq_from) = pick(
-        "--seq",
-        a.seq.as_deref(),
-        fit.as_ref().and_then(|f| f.seq),
-        report.seq,
-    )?;
-    let (rem, rem_from) = pick(
-        "--rem",
-        a.rem.as_deref(),
-        fit.as_ref().map(|f| f.rem),
-        report.rem,
-    )?;
+    let (seq, seq_from) =
+        pick("--seq", a.seq.as_deref(), fit.as_ref().and_then(|f| f.seq), report.seq)?;
+    let (rem, rem_from) = pick("--rem", a.rem.as_deref(), fit.as_ref().map(|f| f.rem), report.rem)?;
     let model = LaunchModel::new(seq, rem);
     let mut times = compare(&report, &model).map_err(|e| format!("{name}: {e}"))?;
     if by_node {
@@ -500,11 +475,8 @@ fn plot(a: &PlotArgs) -> Result<String, String> {
     } else {
         times.sort_by(|x, y| x.measured.total_cmp(&y.measured).then(x.node.cmp(&y.node)));
     }
-    let model_line = format!(
-        "model: SEQ {} s ({seq_from}), REM {} s ({rem_from})",
-        secs(seq),
-        secs(rem)
-    );
+    let model_line =
+        format!("model: SEQ {} s ({seq_from}), REM {} s ({rem_from})", secs(seq), secs(rem));
     let svg = svg_plot(&report.tree, &times, by_node, &model_line);
     match &a.output {
         Some(p) if p.as_os_str() != "-" => {
@@ -661,11 +633,8 @@ fn svg_plot(tree: &str, times: &[NodeTimes], by_node: bool, model_line: &str) ->
          stroke=\"black\"/>"
     );
     let _ = writeln!(s, "</g>");
-    let xlabel = if by_node {
-        "NLAs in order of node id"
-    } else {
-        "NLAs in order of measured launch time"
-    };
+    let xlabel =
+        if by_node { "NLAs in order of node id" } else { "NLAs in order of measured launch time" };
     let _ = writeln!(
         s,
         "<text x=\"{:.2}\" y=\"{:.2}\" text-anchor=\"middle\">{xlabel}</text>",
@@ -728,12 +697,10 @@ fn svg_plot(tree: &str, times: &[NodeTimes], by_node: bool, model_line: &str) ->
         "<rect x=\"{lx}\" y=\"{ly}\" width=\"190\" height=\"46\" fill=\"white\" \
          fill-opacity=\"0.85\" stroke=\"#999\"/>"
     );
-    for (k, (label, color, dash)) in [
-        ("measured (connected)", MEASURED, ""),
-        ("modeled", MODELED, " stroke-dasharray=\"6 3\""),
-    ]
-    .into_iter()
-    .enumerate()
+    for (k, (label, color, dash)) in
+        [("measured (connected)", MEASURED, ""), ("modeled", MODELED, " stroke-dasharray=\"6 3\"")]
+            .into_iter()
+            .enumerate()
     {
         let y = ly + 15.0 + 16.0 * k as f64;
         let _ = writeln!(
@@ -748,12 +715,7 @@ fn svg_plot(tree: &str, times: &[NodeTimes], by_node: bool, model_line: &str) ->
             "<circle cx=\"{:.2}\" cy=\"{y:.2}\" r=\"2.5\" fill=\"{color}\"/>",
             lx + 22.0
         );
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.2}\" y=\"{:.2}\">{label}</text>",
-            lx + 44.0,
-            y + 4.0
-        );
+        let _ = writeln!(s, "<text x=\"{:.2}\" y=\"{:.2}\">{label}</text>", lx + 44.0, y + 4.0);
     }
     let _ = writeln!(s, "</g>");
     s.push_str("</svg>\n");

@@ -47,12 +47,7 @@ impl CommTree {
         let mut adopted: Vec<Vec<usize>> = vec![Vec::new(); n];
         let mut cand: Vec<usize> = Vec::new();
         if n == 0 {
-            return CommTree {
-                parent,
-                start,
-                count,
-                kids,
-            };
+            return CommTree { parent, start, count, kids };
         }
         // `kids` doubles as the BFS queue: node order is root, then every node's comm
         // children in turn.
@@ -96,12 +91,7 @@ impl CommTree {
             x = kids[queue_head];
             queue_head += 1;
         }
-        CommTree {
-            parent,
-            start,
-            count,
-            kids,
-        }
+        CommTree { parent, start, count, kids }
     }
 
     /// Number of nodes.

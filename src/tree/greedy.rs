@@ -28,11 +28,7 @@ use super::shapes::{Tree, NO_PARENT};
 /// Builds the greedy tree over `n` nodes; returns it with its modeled launch times (the same
 /// values [`evaluate`](super::evaluate) gives).
 pub(crate) fn build(n: usize, model: &LaunchModel) -> (Tree, Vec<f64>) {
-    assert!(
-        n < NO_PARENT as usize,
-        "launch trees are limited to {} nodes",
-        NO_PARENT - 1
-    );
+    assert!(n < NO_PARENT as usize, "launch trees are limited to {} nodes", NO_PARENT - 1);
     let mut parent = vec![NO_PARENT; n];
     let mut times = vec![0.0f64; n];
     if n <= 1 {

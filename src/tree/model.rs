@@ -99,21 +99,11 @@ impl LaunchModel {
     ///   ranges (the 0.172 s is a fast, warmed-up LAN). The greedy tree is not very
     ///   sensitive to the exact figure: what shapes it is the ratio `REM/SEQ` (≈ 43 here).
     /// * One launch lane, no batching: the paper's model.
-    pub const DEFAULT: LaunchModel = LaunchModel {
-        seq: 0.007,
-        rem: 0.30,
-        slots: 1,
-        batch: None,
-    };
+    pub const DEFAULT: LaunchModel = LaunchModel { seq: 0.007, rem: 0.30, slots: 1, batch: None };
 
     /// The paper's model with the given constants (one lane, no batching).
     pub fn new(seq: f64, rem: f64) -> Self {
-        LaunchModel {
-            seq,
-            rem,
-            slots: 1,
-            batch: None,
-        }
+        LaunchModel { seq, rem, slots: 1, batch: None }
     }
 
     /// The same model with `c` concurrent launch lanes per parent.
@@ -208,9 +198,7 @@ impl Default for LaunchModel {
 
 fn check_time(what: &str, v: f64) -> Result<(), String> {
     if !v.is_finite() {
-        return Err(format!(
-            "{what} must be a finite number of seconds, got {v}"
-        ));
+        return Err(format!("{what} must be a finite number of seconds, got {v}"));
     }
     if v < 0.0 {
         return Err(format!("{what} must not be negative, got {v}"));
@@ -240,10 +228,7 @@ impl FromStr for LaunchModel {
                 s.escape_debug()
             ));
         };
-        Ok(LaunchModel::new(
-            parse_time("SEQ", seq)?,
-            parse_time("REM", rem)?,
-        ))
+        Ok(LaunchModel::new(parse_time("SEQ", seq)?, parse_time("REM", rem)?))
     }
 }
 

@@ -149,13 +149,7 @@ impl Tree {
         check_len(n);
         // In round j node i < 2^j launches i + 2^j: the parent of v is v minus its top bit.
         let parent = (0..n as u32)
-            .map(|v| {
-                if v == 0 {
-                    NO_PARENT
-                } else {
-                    v & !(1u32 << (31 - v.leading_zeros()))
-                }
-            })
+            .map(|v| if v == 0 { NO_PARENT } else { v & !(1u32 << (31 - v.leading_zeros())) })
             .collect();
         Tree::from_topo_parents(parent)
     }
@@ -190,11 +184,7 @@ impl Tree {
                 (_, Some(p)) => parent.push(*p as u32),
             }
         }
-        let topo = parent
-            .iter()
-            .enumerate()
-            .skip(1)
-            .all(|(v, &p)| (p as usize) < v);
+        let topo = parent.iter().enumerate().skip(1).all(|(v, &p)| (p as usize) < v);
         if topo {
             return Ok(Tree::from_topo_parents(parent));
         }
@@ -210,11 +200,7 @@ impl Tree {
 
     /// For parent arrays with `parent[v] < v` for every `v > 0`.
     pub(crate) fn from_topo_parents(parent: Vec<u32>) -> Tree {
-        debug_assert!(parent
-            .iter()
-            .enumerate()
-            .skip(1)
-            .all(|(v, &p)| (p as usize) < v));
+        debug_assert!(parent.iter().enumerate().skip(1).all(|(v, &p)| (p as usize) < v));
         let mut tree = Tree::from_parent_array(parent);
         tree.depth = depth_by(&tree.parent, 0..tree.parent.len());
         tree
@@ -240,13 +226,7 @@ impl Tree {
             *slot += 1;
         }
         offsets.truncate(n + 1);
-        Tree {
-            parent,
-            offsets,
-            kids,
-            depth: 0,
-            order: None,
-        }
+        Tree { parent, offsets, kids, depth: 0, order: None }
     }
 
     fn bfs_order(&self) -> Vec<u32> {
@@ -311,11 +291,7 @@ impl Tree {
 
     /// The largest number of children of any node.
     pub fn max_fanout(&self) -> usize {
-        self.offsets
-            .windows(2)
-            .map(|w| (w[1] - w[0]) as usize)
-            .max()
-            .unwrap_or(0)
+        self.offsets.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0)
     }
 
     /// `node` and all its descendants, in preorder (children in launch order).
@@ -350,11 +326,7 @@ impl Tree {
 }
 
 fn check_len(n: usize) {
-    assert!(
-        n < NO_PARENT as usize,
-        "launch trees are limited to {} nodes",
-        NO_PARENT - 1
-    );
+    assert!(n < NO_PARENT as usize, "launch trees are limited to {} nodes", NO_PARENT - 1);
 }
 
 /// Max depth, visiting nodes parent-first.

@@ -23,20 +23,11 @@ fn parents(t: &Tree) -> Vec<Option<usize>> {
 
 #[test]
 fn flat_is_seq_times_n_minus_2_plus_rem() {
-    for &(seq, rem) in &[
-        (0.007, 0.172),
-        (1.0, 10.0),
-        (10.0, 1.0),
-        (0.0, 0.5),
-        (0.25, 0.0),
-    ] {
+    for &(seq, rem) in &[(0.007, 0.172), (1.0, 10.0), (10.0, 1.0), (0.0, 0.5), (0.25, 0.0)] {
         let m = LaunchModel::new(seq, rem);
         for n in 2..200 {
             let want = seq * (n as f64 - 2.0) + rem;
-            assert!(
-                close(total(&Shape::Flat, n, &m), want),
-                "n={n} seq={seq} rem={rem}"
-            );
+            assert!(close(total(&Shape::Flat, n, &m), want), "n={n} seq={seq} rem={rem}");
         }
     }
 }
@@ -102,21 +93,12 @@ fn concurrency_by_hand() {
     assert_eq!(evaluate(&Tree::chain(4), &m3).total, 30.0);
     // kary:4, n = 9, c = 2, SEQ = 1, REM = 10: 0 -> 1..4 at 10,10,11,11; 1 -> 5..8 at 20,20,21,21.
     let e = evaluate(&Tree::kary(9, 4), &m);
-    assert_eq!(
-        e.times,
-        vec![0.0, 10.0, 10.0, 11.0, 11.0, 20.0, 20.0, 21.0, 21.0]
-    );
+    assert_eq!(e.times, vec![0.0, 10.0, 10.0, 11.0, 11.0, 20.0, 20.0, 21.0, 21.0]);
     // c = 1 is the base model exactly.
     let m1 = LaunchModel::new(1.0, 10.0).with_slots(1);
-    assert_eq!(
-        evaluate(&Tree::flat(6), &m1).times,
-        vec![0.0, 10.0, 11.0, 12.0, 13.0, 14.0]
-    );
+    assert_eq!(evaluate(&Tree::flat(6), &m1).times, vec![0.0, 10.0, 11.0, 12.0, 13.0, 14.0]);
     // slots = 0 reads as 1.
-    assert_eq!(
-        evaluate(&Tree::flat(6), &m1.with_slots(0)),
-        evaluate(&Tree::flat(6), &m1)
-    );
+    assert_eq!(evaluate(&Tree::flat(6), &m1.with_slots(0)), evaluate(&Tree::flat(6), &m1));
 }
 
 #[test]
@@ -135,9 +117,7 @@ fn batching_by_hand() {
     // Batching and lanes: flat, 7 children, c = 2, b = 3, SEQ = 1, REM = 10:
     // batch starts 0,0,1 (up 10,10,11); next batch at 1+10 = 11: 11,11,12 (up 21,21,22);
     // last batch at 12+10 = 22 (up 32).
-    let m = LaunchModel::new(1.0, 10.0)
-        .with_slots(2)
-        .with_batch(Some(3));
+    let m = LaunchModel::new(1.0, 10.0).with_slots(2).with_batch(Some(3));
     let e = evaluate(&Tree::flat(8), &m);
     assert_eq!(e.times, vec![0.0, 10.0, 10.0, 11.0, 21.0, 21.0, 22.0, 32.0]);
     // On a binary tree, b = 1: every launch waits for the previous child: 0 -> 1 at 10,
@@ -245,16 +225,12 @@ fn from_parents_checks_and_orders() {
 
 #[test]
 fn shape_parse_and_display() {
-    for s in [
-        "greedy", "flat", "chain", "binomial", "kary:1", "kary:16", "kary:512",
-    ] {
+    for s in ["greedy", "flat", "chain", "binomial", "kary:1", "kary:16", "kary:512"] {
         let shape: Shape = s.parse().unwrap();
         assert_eq!(shape.to_string(), s);
     }
     assert_eq!("kary:8".parse::<Shape>(), Ok(Shape::Kary(8)));
-    for bad in [
-        "", "kary", "kary:", "kary:0", "kary:-1", "kary:x", "tree", "Greedy",
-    ] {
+    for bad in ["", "kary", "kary:", "kary:0", "kary:-1", "kary:x", "tree", "Greedy"] {
         let err = bad.parse::<Shape>().unwrap_err();
         assert!(!err.contains('\n') && !err.is_empty(), "{bad}: {err}");
     }
@@ -270,13 +246,8 @@ fn model_parse() {
     assert_eq!(m, LaunchModel::new(0.007, 0.172));
     assert_eq!(m.slots, 1);
     assert_eq!(m.batch, None);
-    assert_eq!(
-        " 1 , 2 ".parse::<LaunchModel>(),
-        Ok(LaunchModel::new(1.0, 2.0))
-    );
-    for bad in [
-        "", "1", "1,2,3", "a,1", "1,b", "-1,1", "1,-0.5", "nan,1", "1,inf",
-    ] {
+    assert_eq!(" 1 , 2 ".parse::<LaunchModel>(), Ok(LaunchModel::new(1.0, 2.0)));
+    for bad in ["", "1", "1,2,3", "a,1", "1,b", "-1,1", "1,-0.5", "nan,1", "1,inf"] {
         let err = bad.parse::<LaunchModel>().unwrap_err();
         assert!(!err.contains('\n') && !err.is_empty(), "{bad}: {err}");
     }
@@ -285,10 +256,7 @@ fn model_parse() {
     assert_eq!(LaunchModel::default(), LaunchModel::DEFAULT);
     assert!(LaunchModel::DEFAULT.validate().is_ok());
     assert!(LaunchModel::new(1.0, 1.0).with_slots(0).validate().is_err());
-    assert!(LaunchModel::new(1.0, 1.0)
-        .with_batch(Some(0))
-        .validate()
-        .is_err());
+    assert!(LaunchModel::new(1.0, 1.0).with_batch(Some(0)).validate().is_err());
     let shown = LaunchModel::DEFAULT.to_string();
     assert_eq!(shown.parse::<LaunchModel>(), Ok(LaunchModel::DEFAULT));
 }
@@ -300,10 +268,7 @@ fn rank_shapes_sorted_greedy_first() {
         let r = rank_shapes(1000, &m);
         assert_eq!(r.len(), Shape::candidates().len());
         assert!(r.windows(2).all(|w| w[0].time <= w[1].time));
-        assert_eq!(
-            r[0].time,
-            r.iter().find(|s| s.shape == "greedy").unwrap().time
-        );
+        assert_eq!(r[0].time, r.iter().find(|s| s.shape == "greedy").unwrap().time);
     }
     // SEQ > REM: flat is optimal and ties greedy; greedy is listed first on the tie.
     let r = rank_shapes(50, &LaunchModel::new(1.0, 0.1));
@@ -327,11 +292,7 @@ fn models() -> Vec<LaunchModel> {
     ] {
         for slots in [1, 2, 3] {
             for batch in [None, Some(1), Some(2), Some(5)] {
-                v.push(
-                    LaunchModel::new(seq, rem)
-                        .with_slots(slots)
-                        .with_batch(batch),
-                );
+                v.push(LaunchModel::new(seq, rem).with_slots(slots).with_batch(batch));
             }
         }
     }
@@ -413,10 +374,8 @@ fn plane_tree_counts_are_catalan() {
     let counts: Vec<usize> = (1..=8).map(|n| plane_trees(n).len()).collect();
     assert_eq!(counts, vec![1, 1, 2, 5, 14, 42, 132, 429]);
     // All distinct shapes.
-    let mut codes: Vec<String> = plane_trees(8)
-        .iter()
-        .map(|p| shape_code(&Tree::from_parents(p).unwrap(), 0))
-        .collect();
+    let mut codes: Vec<String> =
+        plane_trees(8).iter().map(|p| shape_code(&Tree::from_parents(p).unwrap(), 0)).collect();
     codes.sort();
     codes.dedup();
     assert_eq!(codes.len(), 429);
@@ -436,21 +395,15 @@ fn greedy_is_optimal_over_all_plane_trees() {
         (1.0, 0.0),
     ];
     for n in 1..=8 {
-        let trees: Vec<Tree> = plane_trees(n)
-            .iter()
-            .map(|p| Tree::from_parents(p).unwrap())
-            .collect();
+        let trees: Vec<Tree> =
+            plane_trees(n).iter().map(|p| Tree::from_parents(p).unwrap()).collect();
         for &(seq, rem) in &pairs {
             // c = 1 is what the issue asks; lanes and batches are covered too.
             for (slots, batch) in [(1, None), (2, None), (1, Some(2)), (3, Some(2))] {
-                let m = LaunchModel::new(seq, rem)
-                    .with_slots(slots)
-                    .with_batch(batch);
+                let m = LaunchModel::new(seq, rem).with_slots(slots).with_batch(batch);
                 let g = total(&Shape::Greedy, n, &m);
-                let best = trees
-                    .iter()
-                    .map(|t| evaluate(t, &m).total)
-                    .fold(f64::INFINITY, f64::min);
+                let best =
+                    trees.iter().map(|t| evaluate(t, &m).total).fold(f64::INFINITY, f64::min);
                 assert_eq!(g, best, "n={n} model={m:?}");
                 // And greedy's own tree is one of the plane trees (up to numbering).
                 let gt = shape_code(&Tree::build(&Shape::Greedy, n, &m), 0);

@@ -84,11 +84,7 @@ pub fn run_env(args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Run {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     };
     let left = leftovers(&mark, Duration::from_secs(5));
-    assert!(
-        left.is_empty(),
-        "processes left behind: {left:?}\nstderr: {}",
-        r.stderr
-    );
+    assert!(left.is_empty(), "processes left behind: {left:?}\nstderr: {}", r.stderr);
     r
 }
 
@@ -141,4 +137,101 @@ pub fn hello_lines(r: &Run, n: usize) {
         assert!(!seen[rank], "rank {rank} twice");
         seen[rank] = true;
     }
+}
+
+/// A job running in the background, for tests that act on it while it runs.
+pub struct Live {
+    pub child: std::process::Child,
+    pub mark: String,
+}
+
+/// Start libi-mpiexec in the background (stdin closed, output captured).
+pub fn start(args: &[&str], env: &[(&str, &str)]) -> Live {
+    let mark = format!(
+        "{}-{}",
+        std::process::id(),
+        MARK_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    );
+    let child = Command::new(MPIEXEC)
+        .args(args)
+        .env("LIBI_E2E_MARK", &mark)
+        .env("MPIEXEC_TIMEOUT", "120")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start libi-mpiexec");
+    Live { child, mark }
+}
+
+/// Processes of a job: (pid, cmdline) of everything carrying its marker.
+pub fn job_processes(mark: &str) -> Vec<(i32, String)> {
+    let needle = format!("LIBI_E2E_MARK={mark}\0");
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Ok(pid) = name.parse::<i32>() else { continue };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
+        if env.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            found.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    found
+}
+
+impl Live {
+    /// Wait until at least `n` processes of the job match `pred` (panics after 30 s).
+    pub fn wait_for(&self, n: usize, pred: impl Fn(&str) -> bool) -> Vec<(i32, String)> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ps: Vec<(i32, String)> =
+                job_processes(&self.mark).into_iter().filter(|(_, c)| pred(c)).collect();
+            if ps.len() >= n {
+                return ps;
+            }
+            assert!(Instant::now() < deadline, "job never reached {n} matching processes");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Wait for the front end; return its result and the seconds from `since` until every
+    /// process of the job is gone (front end, NLAs, ranks, their children).
+    pub fn finish(self, since: Instant) -> (Run, f64) {
+        let out = self.child.wait_with_output().expect("wait libi-mpiexec");
+        let left = leftovers(&self.mark, Duration::from_secs(5));
+        let teardown = since.elapsed().as_secs_f64();
+        let r = Run {
+            status: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        assert!(left.is_empty(), "processes left behind: {left:?}\nstderr: {}", r.stderr);
+        (r, teardown)
+    }
+}
+
+/// Send a signal to a process.
+pub fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill(2) with a pid we own in the test.
+    unsafe {
+        libc_kill(pid, sig);
+    }
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+/// The one line libi-mpiexec printed about the failure.
+pub fn failure_line(r: &Run) -> String {
+    let lines: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("libi-mpiexec: ")).collect();
+    assert_eq!(lines.len(), 1, "exactly one line from libi-mpiexec: {}", r.stderr);
+    lines[0].to_string()
 }

@@ -1,0 +1,287 @@
+//! The node state machine on its own (no sockets, no processes): fences across local ranks
+//! and children, the KVS and its cache, exit classification — and random event sequences
+//! that must never panic.
+
+use libi::job::{
+    AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, NodeSetup, RankEnd, RankSlot,
+};
+use libi::msg::Msg;
+use nla::core::{Effect, NodeCore, ProcEnd};
+use proptest::prelude::*;
+
+fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
+    let plan = |node: u32, ranks: &[u32]| NodePlan {
+        node,
+        host: format!("h{node}"),
+        ranks: ranks.iter().map(|&r| RankSlot { rank: r, app: 0 }).collect(),
+        children: vec![],
+    };
+    let mut me = plan(1, local);
+    me.children = children.iter().enumerate().map(|(i, r)| plan(2 + i as u32, r)).collect();
+    let size = (local.len() + children.iter().map(|c| c.len()).sum::<usize>()) as u32;
+    NodeSetup {
+        job: JobCommon {
+            size,
+            universe_size: size as i32,
+            kvsname: "kvs".into(),
+            preput: vec![("PMI_process_mapping".into(), "(vector,(0,1,2))".into())],
+            apps: vec![AppSpec {
+                exe: "x".into(),
+                args: vec![],
+                nprocs: size,
+                env: vec![],
+                wdir: None,
+            }],
+            launcher: LauncherSpec { kind: LauncherKind::Fork, exec: None, nla_path: "/x".into() },
+            kill_grace_ms: 10,
+            launch_timeout_ms: 10,
+            kvs_push_max: push_max,
+            report: true,
+            verbose: false,
+        },
+        plan: me,
+    }
+}
+
+fn rank_lines(core: &mut NodeCore, local: usize, lines: &str) -> Vec<Effect> {
+    let mut fx = Vec::new();
+    core.rank_data(local, lines.as_bytes(), &mut fx);
+    fx
+}
+
+fn replies(fx: &[Effect], local: usize) -> Vec<String> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::ToRank(l, b) if *l == local => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn to_parent(fx: &[Effect]) -> Vec<&Msg> {
+    fx.iter().filter_map(|e| if let Effect::ToParent(m) = e { Some(m) } else { None }).collect()
+}
+
+const INIT: &str = "cmd=init pmi_version=1 pmi_subversion=1\n";
+
+#[test]
+fn fence_waits_for_every_local_rank_and_child() {
+    let mut core = NodeCore::new(setup(&[0, 1], &[&[2]], 1 << 20), false, false);
+    rank_lines(&mut core, 0, INIT);
+    rank_lines(&mut core, 1, INIT);
+    let fx = rank_lines(&mut core, 0, "cmd=put kvsname=kvs key=a value=1\ncmd=barrier_in\n");
+    assert!(to_parent(&fx).is_empty(), "one rank in: no FenceIn yet");
+    let fx = rank_lines(&mut core, 1, "cmd=barrier_in\n");
+    assert!(to_parent(&fx).is_empty(), "child not in yet");
+    let mut fx = Vec::new();
+    core.child_msg(0, Msg::FenceIn { epoch: 1, pairs: vec![("c".into(), "3".into())] }, &mut fx);
+    let up = to_parent(&fx);
+    assert_eq!(up.len(), 1, "exactly one aggregated message: {fx:?}");
+    match up[0] {
+        Msg::FenceIn { epoch: 1, pairs } => {
+            let mut keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+            keys.sort();
+            assert_eq!(keys, vec!["a", "c"]);
+        }
+        other => panic!("{other:?}"),
+    }
+    // release: both local ranks get barrier_out, the child gets the release
+    let mut fx = Vec::new();
+    let out = Msg::FenceOut {
+        epoch: 1,
+        pushed: true,
+        pairs: vec![("z".into(), "9".into())],
+        stale: vec![],
+    };
+    core.parent_msg(out, &mut fx);
+    assert_eq!(replies(&fx, 0), vec!["cmd=barrier_out rc=0\n"]);
+    assert_eq!(replies(&fx, 1), vec!["cmd=barrier_out rc=0\n"]);
+    assert!(fx.iter().any(|e| matches!(e, Effect::ToChildren(Msg::FenceOut { epoch: 1, .. }))));
+    let fx = rank_lines(&mut core, 1, "cmd=get kvsname=kvs key=z\n");
+    assert_eq!(replies(&fx, 1), vec!["cmd=get_result rc=0 msg=success value=9\n"]);
+    let fx = rank_lines(&mut core, 1, "cmd=get kvsname=kvs key=nope\n");
+    assert!(
+        replies(&fx, 1)[0].starts_with("cmd=get_result rc=-1"),
+        "pushed fence: a miss is final"
+    );
+}
+
+#[test]
+fn lazy_get_climbs_once_and_is_cached() {
+    let mut core = NodeCore::new(setup(&[0, 1], &[], 0), false, true);
+    for l in 0..2 {
+        rank_lines(&mut core, l, INIT);
+        rank_lines(&mut core, l, "cmd=barrier_in\n");
+    }
+    let mut fx = Vec::new();
+    core.parent_msg(
+        Msg::FenceOut { epoch: 1, pushed: false, pairs: vec![], stale: vec![] },
+        &mut fx,
+    );
+    // two ranks miss the same key: one Get goes up
+    let mut fx = rank_lines(&mut core, 0, "cmd=get kvsname=kvs key=far\n");
+    fx.extend(rank_lines(&mut core, 1, "cmd=get kvsname=kvs key=far\n"));
+    let ups: Vec<&Msg> = to_parent(&fx);
+    assert_eq!(ups, vec![&Msg::Get { key: "far".into() }]);
+    let mut fx = Vec::new();
+    core.parent_msg(Msg::GetResult { key: "far".into(), value: Some("v".into()) }, &mut fx);
+    assert_eq!(replies(&fx, 0), vec!["cmd=get_result rc=0 msg=success value=v\n"]);
+    assert_eq!(replies(&fx, 1), vec!["cmd=get_result rc=0 msg=success value=v\n"]);
+    // now cached: no message up
+    let fx = rank_lines(&mut core, 0, "cmd=get kvsname=kvs key=far\n");
+    assert!(to_parent(&fx).is_empty());
+    assert_eq!(core.counters().cache_hits, 1);
+    assert_eq!(core.counters().gets_up, 1);
+    // an overwrite elsewhere makes the cached copy stale at the next fence
+    for l in 0..2 {
+        rank_lines(&mut core, l, "cmd=barrier_in\n");
+    }
+    let mut fx = Vec::new();
+    let out = Msg::FenceOut { epoch: 2, pushed: false, pairs: vec![], stale: vec!["far".into()] };
+    core.parent_msg(out, &mut fx);
+    let fx = rank_lines(&mut core, 0, "cmd=get kvsname=kvs key=far\n");
+    assert_eq!(to_parent(&fx), vec![&Msg::Get { key: "far".into() }]);
+}
+
+#[test]
+fn exits_are_classified() {
+    let mut core = NodeCore::new(setup(&[0, 1, 2], &[], 1 << 20), false, false);
+    rank_lines(&mut core, 0, INIT);
+    rank_lines(&mut core, 1, INIT);
+    rank_lines(&mut core, 1, "cmd=finalize\n");
+    let mut fx = Vec::new();
+    core.rank_ended(0, ProcEnd::Exited(0), &mut fx);
+    core.rank_ended(1, ProcEnd::Exited(0), &mut fx);
+    core.rank_ended(2, ProcEnd::Signaled(11), &mut fx);
+    let ends: Vec<RankEnd> = to_parent(&fx)
+        .into_iter()
+        .filter_map(|m| if let Msg::RankEnded { end, .. } = m { Some(end.clone()) } else { None })
+        .collect();
+    assert_eq!(
+        ends,
+        vec![
+            RankEnd::Exited { code: 0, clean_pmi: false },
+            RankEnd::Exited { code: 0, clean_pmi: true },
+            RankEnd::Signaled { signal: 11 },
+        ]
+    );
+    assert!(core.finished());
+}
+
+#[test]
+fn lost_child_is_reported_with_its_ranks() {
+    let mut core = NodeCore::new(setup(&[0], &[&[1, 2], &[3]], 1 << 20), false, false);
+    let mut fx = Vec::new();
+    core.child_msg(
+        0,
+        Msg::RankEnded {
+            rank: 1,
+            host: "h2".into(),
+            end: RankEnd::Exited { code: 0, clean_pmi: true },
+        },
+        &mut fx,
+    );
+    core.child_gone(0, "connection closed", &mut fx);
+    assert!(
+        fx.iter().any(|e| matches!(e, Effect::ToParent(Msg::SubtreeLost { ranks: 1, .. }))),
+        "{fx:?}"
+    );
+    assert_eq!(core.ranks_left(), 2);
+}
+
+fn fuzz_cases() -> u32 {
+    std::env::var("LIBI_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(25_000) / 5
+}
+
+#[derive(Debug, Clone)]
+enum Ev {
+    Rank(usize, Vec<u8>),
+    Parent(Msg),
+    Child(usize, Msg),
+    Ended(usize, i32),
+    ChildGone(usize),
+}
+
+fn soup() -> impl Strategy<Value = Vec<u8>> {
+    let piece = prop_oneof![
+        Just(b"cmd=init pmi_version=1 pmi_subversion=1\n".to_vec()),
+        Just(b"cmd=barrier_in\n".to_vec()),
+        Just(b"cmd=put kvsname=kvs key=k value=v\n".to_vec()),
+        Just(b"cmd=get kvsname=kvs key=k\n".to_vec()),
+        Just(b"cmd=finalize\n".to_vec()),
+        Just(b"cmd=abort exitcode=3\n".to_vec()),
+        Just(b"mcmd=spawn\nnprocs=1\n".to_vec()),
+        proptest::collection::vec(any::<u8>(), 0..24),
+    ];
+    proptest::collection::vec(piece, 1..4).prop_map(|v| v.concat())
+}
+
+fn tree_msg() -> impl Strategy<Value = Msg> {
+    prop_oneof![
+        (0u64..4, any::<bool>()).prop_map(|(epoch, pushed)| Msg::FenceOut {
+            epoch,
+            pushed,
+            pairs: vec![("k".into(), "v".into())],
+            stale: vec!["k".into()]
+        }),
+        (0u64..4).prop_map(|epoch| Msg::FenceIn { epoch, pairs: vec![("c".into(), "1".into())] }),
+        Just(Msg::Get { key: "k".into() }),
+        Just(Msg::GetResult { key: "k".into(), value: Some("x".into()) }),
+        Just(Msg::GetResult { key: "k".into(), value: None }),
+        Just(Msg::Kill),
+        Just(Msg::Signal { signal: 10 }),
+        Just(Msg::Stdin { data: b"in".to_vec() }),
+        (0u32..8).prop_map(|rank| Msg::RankEnded {
+            rank,
+            host: "h".into(),
+            end: RankEnd::Signaled { signal: 9 }
+        }),
+        (0u32..4).prop_map(|ranks| Msg::SubtreeLost {
+            host: "h".into(),
+            ranks,
+            message: "x".into()
+        }),
+        Just(Msg::Hello { node: 9, secret: "s".into(), host: "h".into(), pid: 1 }),
+    ]
+}
+
+fn event() -> impl Strategy<Value = Ev> {
+    prop_oneof![
+        4 => ((0usize..4), soup()).prop_map(|(l, b)| Ev::Rank(l, b)),
+        1 => tree_msg().prop_map(Ev::Parent),
+        1 => ((0usize..3), tree_msg()).prop_map(|(c, m)| Ev::Child(c, m)),
+        1 => ((0usize..4), -1i32..3).prop_map(|(l, c)| Ev::Ended(l, c)),
+        1 => (0usize..3).prop_map(Ev::ChildGone),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::with_cases(fuzz_cases()) })]
+
+    /// Random event sequences (PMI bytes from ranks, tree messages from parent and children,
+    /// exits, lost children; indices sometimes out of range) never panic, and every effect
+    /// names a rank or child that exists.
+    #[test]
+    fn node_core_never_panics(events in proptest::collection::vec(event(), 1..40), root in any::<bool>()) {
+        let mut core = NodeCore::new(setup(&[0, 1, 2], &[&[3], &[4, 5]], if root { 0 } else { 1 << 20 }), root, true);
+        let before = core.ranks_left();
+        for ev in events {
+            let mut fx = Vec::new();
+            match ev {
+                Ev::Rank(l, b) => core.rank_data(l, &b, &mut fx),
+                Ev::Parent(m) => core.parent_msg(m, &mut fx),
+                Ev::Child(c, m) => core.child_msg(c, m, &mut fx),
+                Ev::Ended(l, c) => core.rank_ended(l, ProcEnd::Exited(c), &mut fx),
+                Ev::ChildGone(c) => core.child_gone(c, "gone", &mut fx),
+            }
+            for e in &fx {
+                match e {
+                    Effect::ToRank(l, _) | Effect::CloseRank(l) => prop_assert!(*l < 3),
+                    Effect::ToChild(c, _) => prop_assert!(*c < 2),
+                    _ => {}
+                }
+            }
+            prop_assert!(core.ranks_left() <= before);
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! Fault scenarios: each must end the job with one line naming what happened and the
+//! documented exit status, with no process of the job left anywhere within 5 s (every
+//! process of a job carries a marker in its environment; the scan in `common` finds them).
+//! Each test prints its teardown time (`--nocapture` shows them).
+
+mod common;
+
+use common::{failure_line, prog, run, signal, start};
+use std::time::Instant;
+
+const SIGINT: i32 = 2;
+const SIGKILL: i32 = 9;
+const SIGUSR1: i32 = 10;
+const SIGTERM: i32 = 15;
+
+fn report(name: &str, status: i32, secs: f64) {
+    eprintln!("teardown | {name} | status {status} | {secs:.3} s");
+}
+
+/// 5. An NLA is SIGKILLed: its parent sees the connection drop, the job ends with 255
+/// naming the node, and the NLA's ranks die with it (parent-death signal).
+#[test]
+fn nla_killed() {
+    let live = start(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            "n1:2,n2:2,n3:2",
+            "--tree",
+            "chain",
+            "-n",
+            "6",
+            "sleep",
+            "60",
+        ],
+        &[],
+    );
+    live.wait_for(6, |c| c.starts_with("sleep"));
+    let nla = live.wait_for(1, |c| c.contains("libi-nla") && c.contains("--node 2 "));
+    let t = Instant::now();
+    signal(nla[0].0, SIGKILL);
+    let (r, secs) = live.finish(t);
+    assert_eq!(r.status, 255, "{}", r.stderr);
+    let line = failure_line(&r);
+    assert!(line.contains("lost the NLA on n2"), "{line}");
+    report("NLA SIGKILLed", r.status, secs);
+}
+
+/// 7a. SIGINT is forwarded to the ranks; they die of it: 130.
+#[test]
+fn sigint_forwarded() {
+    let live = start(&["-launcher", "fork", "-hosts", "n1:2,n2:2", "-n", "4", "sleep", "60"], &[]);
+    live.wait_for(4, |c| c.starts_with("sleep"));
+    let t = Instant::now();
+    signal(live.pid(), SIGINT);
+    let (r, secs) = live.finish(t);
+    assert_eq!(r.status, 130, "{}", r.stderr);
+    assert!(failure_line(&r).contains("SIGINT"), "{}", r.stderr);
+    report("SIGINT (forwarded)", r.status, secs);
+}
+
+/// 7b. Ranks that ignore SIGINT: a second SIGINT within 2 s kills the job.
+#[test]
+fn second_sigint_kills() {
+    let live = start(&["-n", "2", "bash", "-c", "trap '' INT; sleep 60"], &[]);
+    live.wait_for(2, |c| c.starts_with("sleep"));
+    signal(live.pid(), SIGINT);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let t = Instant::now();
+    signal(live.pid(), SIGINT);
+    let (r, secs) = live.finish(t);
+    assert_eq!(r.status, 130, "{}", r.stderr);
+    assert!(failure_line(&r).contains("second SIGINT"), "{}", r.stderr);
+    report("second SIGINT", r.status, secs);
+}
+
+/// 7c. SIGTERM ends the job (forwarded, then KILL after the grace period): 143.
+#[test]
+fn sigterm_terminates() {
+    let live = start(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            "n1,n2",
+            "-n",
+            "2",
+            "bash",
+            "-c",
+            "trap '' TERM; sleep 60",
+        ],
+        &[],
+    );
+    live.wait_for(2, |c| c.starts_with("sleep"));
+    let t = Instant::now();
+    signal(live.pid(), SIGTERM);
+    let (r, secs) = live.finish(t);
+    assert_eq!(r.status, 143, "{}", r.stderr);
+    assert!(failure_line(&r).contains("SIGTERM"), "{}", r.stderr);
+    report("SIGTERM", r.status, secs);
+}
+
+/// 7d. SIGUSR1 reaches every rank (which here handles it and exits 0).
+#[test]
+fn sigusr1_forwarded() {
+    let script = "trap 'echo got-usr1; exit 0' USR1; while true; do sleep 0.1; done";
+    let live =
+        start(&["-launcher", "fork", "-hosts", "n1,n2,n3", "-n", "3", "bash", "-c", script], &[]);
+    live.wait_for(3, |c| c.starts_with("bash -c trap"));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let t = Instant::now();
+    signal(live.pid(), SIGUSR1);
+    let (r, secs) = live.finish(t);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "got-usr1\n".repeat(3));
+    report("SIGUSR1 (forwarded, ranks exit 0)", r.status, secs);
+}
+
+/// 8. MPIEXEC_TIMEOUT: 124 and a message saying so.
+#[test]
+fn mpiexec_timeout() {
+    let live = start(
+        &["-launcher", "fork", "-hosts", "n1,n2", "-n", "2", "sleep", "60"],
+        &[("MPIEXEC_TIMEOUT", "1")],
+    );
+    let t = Instant::now();
+    let (r, secs) = live.finish(t);
+    assert_eq!(r.status, 124, "{}", r.stderr);
+    assert!(failure_line(&r).contains("MPIEXEC_TIMEOUT"), "{}", r.stderr);
+    report("MPIEXEC_TIMEOUT=1 (from start)", r.status, secs);
+}
+
+/// 10. A launcher that never connects (a hung ssh): the launch timeout ends the job naming
+/// the host, and the hung launcher is killed.
+#[test]
+fn launch_timeout() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let hang = dir.join(format!("hang-launcher-{}", std::process::id()));
+    std::fs::write(&hang, "#!/bin/sh\nexec sleep 100\n").expect("write");
+    std::fs::set_permissions(&hang, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let t = Instant::now();
+    let live = start(
+        &[
+            "-launcher",
+            "ssh",
+            "-launcher-exec",
+            &hang.to_string_lossy(),
+            "--launch-timeout",
+            "1",
+            "-hosts",
+            "deadhost",
+            "-n",
+            "1",
+            "true",
+        ],
+        &[],
+    );
+    let (r, secs) = live.finish(t);
+    assert_eq!(r.status, 255, "{}", r.stderr);
+    let line = failure_line(&r);
+    assert!(line.contains("deadhost") && line.contains("launch timeout"), "{line}");
+    report("launcher hangs (--launch-timeout 1, from start)", r.status, secs);
+}
+
+/// Process hygiene: a rank's own children (here a background sleep of a shell script) are
+/// torn down with it, whether the job fails or ends normally.
+#[test]
+fn rank_children_are_cleaned_up() {
+    // fails: rank 1 exits 5 while every rank has a background child
+    let r = run(
+        &[
+            "-n",
+            "3",
+            "bash",
+            "-c",
+            "sleep 100 & if [ $PMI_RANK = 1 ]; then sleep 0.5; exit 5; fi; wait",
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 5, "{}", r.stderr);
+    // succeeds: every rank exits 0 and leaves a background child behind
+    let r = run(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            "n1,n2",
+            "-n",
+            "2",
+            "bash",
+            "-c",
+            "sleep 100 >/dev/null 2>&1 & exit 0",
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+}
+
+/// Hostile PMI input: an over-long line without a newline, and a rank that floods requests
+/// without reading the replies. Each fails the job with a message naming the rank; the NLA
+/// neither panics nor buffers without bound; nothing hangs.
+#[test]
+fn hostile_pmi_input() {
+    let long = "head -c 2000000 /dev/zero | tr '\\0' a >&$PMI_FD; sleep 30";
+    let t = Instant::now();
+    let r = run(
+        &[
+            "-n",
+            "2",
+            "bash",
+            "-c",
+            &format!("if [ $PMI_RANK = 1 ]; then {long}; else sleep 30; fi"),
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 1, "{}", r.stderr);
+    let line = failure_line(&r);
+    assert!(line.contains("rank 1") && line.contains("longer than"), "{line}");
+    report("over-long PMI line", r.status, t.elapsed().as_secs_f64());
+
+    let flood = "yes cmd=get_maxes >&$PMI_FD";
+    let t = Instant::now();
+    let r = run(
+        &[
+            "-n",
+            "2",
+            "bash",
+            "-c",
+            &format!("if [ $PMI_RANK = 1 ]; then {flood}; else sleep 60; fi"),
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 1, "{}", r.stderr);
+    let line = failure_line(&r);
+    assert!(line.contains("rank 1") && line.contains("stopped reading"), "{line}");
+    report("PMI request flood", r.status, t.elapsed().as_secs_f64());
+}
+
+/// A rogue connection to the front end's tree port (garbage, then a hello with a wrong
+/// secret) is dropped and logged; the job runs on and succeeds.
+#[test]
+fn rogue_tree_connections() {
+    use std::io::Write;
+    let live = start(&["-launcher", "fork", "-hosts", "n1,n2", "-n", "2", "sleep", "3"], &[]);
+    live.wait_for(2, |c| c.starts_with("sleep"));
+    let port = listening_port(live.pid()).expect("front end listens");
+    for payload in [b"GET / HTTP/1.0\r\n\r\n".to_vec(), wrong_hello()] {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        let _ = s.write_all(&payload);
+        let mut buf = [0u8; 16];
+        // the front end closes on us
+        let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+        let n = std::io::Read::read(&mut s, &mut buf).unwrap_or(0);
+        assert_eq!(n, 0, "rogue connection got data");
+    }
+    let (r, _) = live.finish(Instant::now());
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(r.stderr.matches("dropped a tree connection").count(), 2, "{}", r.stderr);
+    assert!(r.stderr.contains("wrong job secret"), "{}", r.stderr);
+}
+
+/// A well-formed hello frame with a wrong secret.
+fn wrong_hello() -> Vec<u8> {
+    let msg =
+        libi::msg::Msg::Hello { node: 1, secret: "0".repeat(64), host: "evil".into(), pid: 1 };
+    let mut buf = bytes::BytesMut::new();
+    libi::msg::codec().encode_ref(&msg, &mut buf).expect("encode");
+    buf.to_vec()
+}
+
+/// The TCP port `pid` listens on (from /proc/net/tcp, by socket inode).
+fn listening_port(pid: i32) -> Option<u16> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()?
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            l.strip_prefix("socket:[").and_then(|x| x.strip_suffix(']')).map(str::to_string)
+        })
+        .collect();
+    let tcp = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    for line in tcp.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // local_address, st == 0A (LISTEN), inode
+        if f.len() > 9 && f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
+            let port = f[1].split(':').nth(1)?;
+            return u16::from_str_radix(port, 16).ok();
+        }
+    }
+    None
+}
+
+#[allow(dead_code)]
+fn unused() -> String {
+    prog("hello")
+}
