@@ -17,7 +17,7 @@ fn report(name: &str, status: i32, secs: f64) {
     eprintln!("teardown | {name} | status {status} | {secs:.3} s");
 }
 
-/// 5. An NLA is SIGKILLed: its parent sees the connection drop, the job ends with 255
+/// Scenario 5: An NLA is SIGKILLed: its parent sees the connection drop, the job ends with 255
 /// naming the node, and the NLA's ranks die with it (parent-death signal).
 #[test]
 fn nla_killed() {
@@ -47,7 +47,7 @@ fn nla_killed() {
     report("NLA SIGKILLed", r.status, secs);
 }
 
-/// 7a. SIGINT is forwarded to the ranks; they die of it: 130.
+/// Scenario 7a: SIGINT is forwarded to the ranks; they die of it: 130.
 #[test]
 fn sigint_forwarded() {
     let live = start(&["-launcher", "fork", "-hosts", "n1:2,n2:2", "-n", "4", "sleep", "60"], &[]);
@@ -60,7 +60,7 @@ fn sigint_forwarded() {
     report("SIGINT (forwarded)", r.status, secs);
 }
 
-/// 7b. Ranks that ignore SIGINT: a second SIGINT within 2 s kills the job.
+/// Scenario 7b: Ranks that ignore SIGINT: a second SIGINT within 2 s kills the job.
 #[test]
 fn second_sigint_kills() {
     let live = start(&["-n", "2", "bash", "-c", "trap '' INT; sleep 60"], &[]);
@@ -75,7 +75,7 @@ fn second_sigint_kills() {
     report("second SIGINT", r.status, secs);
 }
 
-/// 7c. SIGTERM ends the job (forwarded, then KILL after the grace period): 143.
+/// Scenario 7c: SIGTERM ends the job (forwarded, then KILL after the grace period): 143.
 #[test]
 fn sigterm_terminates() {
     let live = start(
@@ -101,7 +101,7 @@ fn sigterm_terminates() {
     report("SIGTERM", r.status, secs);
 }
 
-/// 7d. SIGUSR1 reaches every rank (which here handles it and exits 0).
+/// Scenario 7d: SIGUSR1 reaches every rank (which here handles it and exits 0).
 #[test]
 fn sigusr1_forwarded() {
     let script = "trap 'echo got-usr1; exit 0' USR1; while true; do sleep 0.1; done";
@@ -117,7 +117,7 @@ fn sigusr1_forwarded() {
     report("SIGUSR1 (forwarded, ranks exit 0)", r.status, secs);
 }
 
-/// 8. MPIEXEC_TIMEOUT: 124 and a message saying so.
+/// Scenario 8: MPIEXEC_TIMEOUT: 124 and a message saying so.
 #[test]
 fn mpiexec_timeout() {
     let live = start(
@@ -131,7 +131,7 @@ fn mpiexec_timeout() {
     report("MPIEXEC_TIMEOUT=1 (from start)", r.status, secs);
 }
 
-/// 10. A launcher that never connects (a hung ssh): the launch timeout ends the job naming
+/// Scenario 10: A launcher that never connects (a hung ssh): the launch timeout ends the job naming
 /// the host, and the hung launcher is killed.
 #[test]
 fn launch_timeout() {

@@ -148,7 +148,7 @@ fn unreachable_host() {
     no_remote_nlas(Duration::from_secs(5));
 }
 
-/// 6. The ssh session of one host drops (its sshd session process is killed): the NLA there
+/// Scenario 6: The ssh session of one host drops (its sshd session process is killed): the NLA there
 /// sees its stdin close and tears its ranks down, its parent sees the connection and the ssh
 /// client end; the job ends with 255 naming the host, and nothing is left on any host.
 #[test]
@@ -183,7 +183,7 @@ fn ssh_session_drop() {
     eprintln!("teardown | ssh session dropped | status {} | {secs:.3} s", r.status);
 }
 
-/// 9. A missing or non-executable program on the remote hosts: 127 / 126 and the message.
+/// Scenario 9: A missing or non-executable program on the remote hosts: 127 / 126 and the message.
 #[test]
 fn missing_program_on_remote_host() {
     let Some(h) = hosts() else { return };
