@@ -237,3 +237,46 @@ fn remote_nla(host: &str) -> Option<i32> {
     }
     None
 }
+
+/// A host that goes silent (its network link cut mid-job: no FIN, no RST): TCP keepalive on
+/// the tree connections turns it into a lost NLA within seconds; the job ends with 255 naming
+/// the host; the NLA on the cut-off host notices too and tears its ranks down.
+#[test]
+fn silent_host() {
+    let Some(h) = hosts() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut args = ssh_args(&h, 3, 1);
+    args.extend([
+        "--tree".into(),
+        "flat".into(),
+        "-n".into(),
+        "3".into(),
+        "sleep".into(),
+        "60".into(),
+    ]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let live = common::start(&a, &[]);
+    live.wait_for(3, |c| c.starts_with("sleep"));
+    // host index 3 is namespace libin3 (ci/netns-hosts.sh)
+    let ns = "libin3";
+    let link = |state: &str| {
+        let st = std::process::Command::new("ip")
+            .args(["-n", ns, "link", "set", "eth0", state])
+            .status()
+            .expect("ip");
+        assert!(st.success(), "ip link set {state}");
+    };
+    let t = Instant::now();
+    link("down");
+    let out = live.child.wait_with_output().expect("wait");
+    let detect = t.elapsed().as_secs_f64();
+    link("up");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(255), "{stderr}");
+    let line = stderr.lines().find(|l| l.starts_with("libi-mpiexec: ")).unwrap_or_default();
+    assert!(line.contains(&format!("lost the NLA on {}", h.list[2])), "{stderr}");
+    // the cut-off NLA finds out through its own keepalive probes
+    no_remote_nlas(Duration::from_secs(20));
+    assert!(common::leftovers(&live.mark, Duration::from_secs(1)).is_empty());
+    eprintln!("teardown | host link cut (silent host) | status 255 | detected after {detect:.3} s");
+}

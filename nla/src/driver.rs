@@ -54,7 +54,7 @@ pub async fn run(parent: &str, node: u32, secret: String, keep_stdin: bool) -> i
     let stream = TcpStream::connect(parent)
         .await
         .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to parent {parent}: {e}")))?;
-    stream.set_nodelay(true)?;
+    crate::tree::tune(&stream);
     let (rd, wr) = stream.into_split();
     let mut up = FramedWrite::new(wr, codec());
     let mut down = FramedRead::new(rd, codec());
