@@ -98,6 +98,10 @@ pub struct NodeCore {
     overwritten: HashSet<String>,
     /// Keys this subtree wrote in the current epoch (they are the newest values).
     epoch_keys: HashSet<String>,
+    /// PMI-2 node attributes (node-local, never leave the node).
+    node_attrs: HashMap<String, String>,
+    /// Local ranks waiting for a node attribute (`info-getnodeattr` with `wait=TRUE`).
+    attr_waiters: HashMap<String, Vec<usize>>,
 }
 
 impl NodeCore {
@@ -154,6 +158,8 @@ impl NodeCore {
             clock: libi::report::now,
             overwritten: HashSet::new(),
             epoch_keys: HashSet::new(),
+            node_attrs: HashMap::new(),
+            attr_waiters: HashMap::new(),
         }
     }
 
@@ -271,6 +277,30 @@ impl NodeCore {
             }
             Action::Lookup { .. } => {
                 let reply = self.conns[local].answer_lookup(None);
+                fx.push(Effect::ToRank(local, reply));
+            }
+            Action::PutNodeAttr { key, value } => {
+                for w in self.attr_waiters.remove(&key).unwrap_or_default() {
+                    let reply = self.conns[w].answer_node_attr(&key, Some(&value));
+                    fx.push(Effect::ToRank(w, reply));
+                }
+                self.node_attrs.insert(key, value);
+            }
+            Action::GetNodeAttr { key, wait } => match self.node_attrs.get(&key).cloned() {
+                Some(v) => {
+                    let reply = self.conns[local].answer_node_attr(&key, Some(&v));
+                    fx.push(Effect::ToRank(local, reply));
+                }
+                None if wait => self.attr_waiters.entry(key).or_default().push(local),
+                None => {
+                    let reply = self.conns[local].answer_node_attr(&key, None);
+                    fx.push(Effect::ToRank(local, reply));
+                }
+            },
+            Action::GetJobAttr { key } => {
+                // Job attributes are the server-owned pairs pre-loaded into every NLA.
+                let value = self.job.preput.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone());
+                let reply = self.conns[local].answer_job_attr(&key, value.as_deref());
                 fx.push(Effect::ToRank(local, reply));
             }
             Action::ProtocolError { error, excerpt, fatal } => {

@@ -96,6 +96,15 @@ pub enum Action {
     Unpublish { service: String },
     /// Answer with [`Connection::answer_lookup`].
     Lookup { service: String },
+    /// PMI-2 `info-putnodeattr`: store the pair in the node-local attribute space (the
+    /// reply has been queued as `Send`). Node attributes never leave the node.
+    PutNodeAttr { key: String, value: String },
+    /// PMI-2 `info-getnodeattr`: answer with [`Connection::answer_node_attr`]; with `wait`
+    /// and the key absent, answer once a local rank puts it.
+    GetNodeAttr { key: String, wait: bool },
+    /// PMI-2 `info-getjobattr` of a key the connection cannot answer itself: answer with
+    /// [`Connection::answer_job_attr`] from the server-owned pairs (`PMI_process_mapping`, …).
+    GetJobAttr { key: String },
     /// Malformed input. `excerpt` is a printable, escaped prefix of the offending line
     /// (≤ 80 chars). Where the protocol allows, an error reply has been queued as `Send`
     /// before this action. `fatal`: the driver must close the connection (and fail the job
@@ -498,5 +507,20 @@ impl Connection {
     /// (the client asserts it, spec §3.15).
     pub fn answer_spawn(&mut self, rc: i32, errcodes: Option<Vec<i32>>) -> Vec<u8> {
         Reply::SpawnResult { rc, errcodes }.to_bytes()
+    }
+
+    /// Answer to [`Action::GetNodeAttr`] (PMI-2 only; PMI-1 has no node attributes).
+    pub fn answer_node_attr(&mut self, key: &str, value: Option<&str>) -> Vec<u8> {
+        // PMI-2 encoding arrives with the PMI-2 codec; until then a PMI-1-shaped miss.
+        let _ = (key, value);
+        Reply::Error { cmd: "info-getnodeattr-response".into(), rc: -1, msg: "unsupported".into() }
+            .to_bytes()
+    }
+
+    /// Answer to [`Action::GetJobAttr`] (PMI-2 only).
+    pub fn answer_job_attr(&mut self, key: &str, value: Option<&str>) -> Vec<u8> {
+        let _ = (key, value);
+        Reply::Error { cmd: "info-getjobattr-response".into(), rc: -1, msg: "unsupported".into() }
+            .to_bytes()
     }
 }
