@@ -38,6 +38,9 @@ pub enum LauncherKind {
     Ssh,
     /// `rsh HOST libi-nla ...`
     Rsh,
+    /// One `srun` step places an NLA on every node of the allocation; the NLAs then join
+    /// the front end, which tells each where its parent in the NLA tree is.
+    Slurm,
 }
 
 impl std::str::FromStr for LauncherKind {
@@ -47,7 +50,8 @@ impl std::str::FromStr for LauncherKind {
             "fork" => Ok(LauncherKind::Fork),
             "ssh" => Ok(LauncherKind::Ssh),
             "rsh" => Ok(LauncherKind::Rsh),
-            other => Err(format!("unknown launcher '{other}' (expected ssh, rsh or fork)")),
+            "slurm" | "srun" => Ok(LauncherKind::Slurm),
+            other => Err(format!("unknown launcher '{other}' (expected ssh, rsh, slurm or fork)")),
         }
     }
 }

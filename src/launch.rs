@@ -49,7 +49,43 @@ pub fn nla_command(
             let prog = spec.exec.clone().unwrap_or_else(|| "rsh".to_string());
             (prog, vec![host.to_string(), shell_join(&nla)])
         }
+        // NLAs of a Slurm job are started all at once by `srun_command`, never one by one.
+        LauncherKind::Slurm => (String::new(), Vec::new()),
     }
+}
+
+/// The one `srun` step that starts an NLA on each of `nodes`; every NLA joins the front end
+/// at `front_end`. Stdin goes to every task (`--input=all`): the job secret, then EOF when the
+/// front end is gone. No Slurm MPI plugin and no CPU binding for the NLAs (their ranks use
+/// the node's CPUs).
+pub fn srun_command(
+    spec: &LauncherSpec,
+    nodes: &[String],
+    front_end: &str,
+    verbose: bool,
+) -> (String, Vec<String>) {
+    let prog = spec.exec.clone().unwrap_or_else(|| "srun".to_string());
+    let n = nodes.len();
+    let mut args = vec![
+        format!("--nodes={n}"),
+        format!("--ntasks={n}"),
+        "--ntasks-per-node=1".to_string(),
+        format!("--nodelist={}", nodes.join(",")),
+        "--kill-on-bad-exit=1".to_string(),
+        "--input=all".to_string(),
+        "--mpi=none".to_string(),
+        "--cpu-bind=none".to_string(),
+        "--overlap".to_string(),
+        "--job-name=libi-nla".to_string(),
+        spec.nla_path.clone(),
+        "--rendezvous".to_string(),
+        front_end.to_string(),
+        "--keep-stdin".to_string(),
+    ];
+    if verbose {
+        args.push("-v".to_string());
+    }
+    (prog, args)
 }
 
 /// Quote words for the remote shell (ssh/rsh pass one command string to `sh -c`).
@@ -104,6 +140,29 @@ mod tests {
         let (p, a) = nla_command(&spec(LauncherKind::Rsh, None), "h", "a:1", 1, false);
         assert_eq!(p, "rsh");
         assert_eq!(a[0], "h");
+    }
+
+    #[test]
+    fn srun_step() {
+        let (p, a) = srun_command(
+            &spec(LauncherKind::Slurm, None),
+            &["a".into(), "b".into()],
+            "10.0.0.1:5",
+            false,
+        );
+        assert_eq!(p, "srun");
+        for want in [
+            "--nodes=2",
+            "--ntasks=2",
+            "--ntasks-per-node=1",
+            "--nodelist=a,b",
+            "--input=all",
+            "--kill-on-bad-exit=1",
+        ] {
+            assert!(a.iter().any(|x| x == want), "{want} in {a:?}");
+        }
+        let tail: Vec<&str> = a[a.len() - 4..].iter().map(String::as_str).collect();
+        assert_eq!(tail, vec!["/opt/libi/libi-nla", "--rendezvous", "10.0.0.1:5", "--keep-stdin"]);
     }
 
     #[test]

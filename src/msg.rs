@@ -25,6 +25,10 @@ pub enum Msg {
     // ---- child -> parent ----
     /// First frame of every tree connection.
     Hello { node: u32, secret: String, host: String, pid: u32 },
+    /// First frame of an NLA started by a resource manager's step (srun), sent to the front
+    /// end: "I run on `host` and listen for my own children at `listen`". The front end
+    /// answers with `Setup` (it is the NLA's parent) or `Redirect`.
+    Join { host: String, secret: String, listen: String, pid: u32 },
     /// Whole lines (a partial line only at end of stream) from one rank.
     Output { rank: u32, stream: Stream, data: Vec<u8> },
     /// A rank ended. `host` names where.
@@ -49,6 +53,8 @@ pub enum Msg {
     // ---- parent -> child ----
     /// The child's part of the job.
     Setup(Box<NodeSetup>),
+    /// Answer to `Join`: you are `node`; connect to your parent at `parent` (with `Hello`).
+    Redirect { node: u32, parent: String },
     /// Fence `epoch` completed everywhere. `pushed`: `pairs` are all pairs put in that
     /// epoch; otherwise `pairs` is empty, the pairs stay up the tree and missing keys are
     /// fetched with `Get`. `stale`: keys overwritten in this epoch that caches must drop.

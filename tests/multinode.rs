@@ -314,3 +314,46 @@ fn bad_hostfile() {
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("line 2") && e.contains(&*f.to_string_lossy()), "{e}");
 }
+
+/// NLAs started all at once by a resource manager's step join the front end, which adopts
+/// its own children and redirects the others to their parents in the NLA tree. `local-srun`
+/// (tests/tools) stands in for srun on one machine (one NLA per --nodelist entry, as
+/// slurmd would start them); with `--max-conn 3` most NLAs must be redirected.
+#[test]
+fn slurm_style_join_and_redirect() {
+    let srun = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/tools/local-srun");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let report = dir.join(format!("join-report-{}.json", std::process::id()));
+    let rp = report.to_string_lossy().into_owned();
+    let h = hosts(8, 2);
+    let r = run(
+        &[
+            "-launcher",
+            "slurm",
+            "-launcher-exec",
+            srun,
+            "-hosts",
+            &h,
+            "--tree",
+            "flat",
+            "--max-conn",
+            "3",
+            "--report",
+            &rp,
+            "-n",
+            "16",
+            &prog("hello"),
+        ],
+        b"",
+    );
+    hello_lines(&r, 16);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
+    let reports = v["reports"].as_array().expect("reports");
+    assert_eq!(reports.len(), 9, "front end + 8 NLAs reported");
+    let fe_children = reports[0]["launches"].as_array().map(Vec::len).unwrap_or(0);
+    assert!(fe_children <= 3, "front end adopted {fe_children} children");
+    let deeper: usize =
+        reports[1..].iter().map(|n| n["launches"].as_array().map(Vec::len).unwrap_or(0)).sum();
+    assert_eq!(fe_children + deeper, 8, "every NLA has a parent");
+}

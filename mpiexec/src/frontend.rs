@@ -4,11 +4,14 @@
 //! behaviour: output on our stdout/stderr, one line naming what failed, the exit status.
 
 use crate::plan::Plan;
+use futures::SinkExt;
+use libi::job::{LauncherKind, NodePlan};
 use libi::job::{NodeSetup, RankEnd};
 use libi::msg::{Msg, Stream};
 use libi::report::{now, NodeReport, Report};
 use nla::core::{Effect, NodeCore};
-use nla::tree::{accept_loop, listen, Children, EvSink, TreeEv};
+use nla::tree::{accept_loop, listen, spawn_launcher, Children, EvSink, PendingConn, TreeEv, STEP};
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -77,7 +80,19 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
     };
     let ids = core.plan().children.iter().map(|c| c.node).collect();
     accept_loop(listener, secret.clone(), ids, tree_ev.clone());
+    if plan.job.launcher.kind == LauncherKind::Slurm {
+        // One srun step starts every NLA; they join here (see `Rendezvous`).
+        let mut hosts = Vec::new();
+        all_hosts(&plan.root, &mut hosts);
+        let (prog, args) =
+            libi::launch::srun_command(&plan.job.launcher, &hosts, &addr, plan.job.verbose);
+        if let Err(e) = spawn_launcher(&prog, &args, STEP, &secret, tree_ev.clone()).await {
+            eprintln!("libi-mpiexec: {e}");
+            return STATUS_LAUNCH;
+        }
+    }
     children.launch_all(&mut core, &addr, &secret, &tree_ev, &mut fx).await;
+    let mut rendezvous = Rendezvous::new(&plan.root);
 
     spawn_stdin_reader(tx.clone());
     spawn_signal_watch(tx.clone());
@@ -150,6 +165,9 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         }
         let Some(ev) = rx.recv().await else { break };
         match ev {
+            Fe::Tree(TreeEv::Join { host, listen, conn }) => {
+                rendezvous.join(host, listen, conn, &mut children, &mut core, &mut fx).await
+            }
             Fe::Tree(t) => children.on_event(t, &mut core, &mut fx).await,
             Fe::Stdin(data) => core.stdin(Msg::Stdin { data }, &mut fx),
             Fe::Signal(sig) => {
@@ -302,6 +320,90 @@ impl Job {
             let _ = tx.send(Fe::GraceOver);
         });
     }
+}
+
+/// Every NLA host in node order (node ids 1..).
+fn all_hosts(root: &NodePlan, out: &mut Vec<String>) {
+    let mut all: Vec<(u32, String)> = Vec::new();
+    fn walk(p: &NodePlan, all: &mut Vec<(u32, String)>) {
+        if p.node != 0 {
+            all.push((p.node, p.host.clone()));
+        }
+        for c in &p.children {
+            walk(c, all);
+        }
+    }
+    walk(root, &mut all);
+    all.sort();
+    out.extend(all.into_iter().map(|(_, h)| h));
+}
+
+/// NLAs started by one srun step join the front end: each says which host it runs on and
+/// where it listens. The front end adopts its own children in the NLA tree and redirects
+/// every other NLA to its parent's listen address (as soon as that parent has joined).
+struct Rendezvous {
+    node_of_host: HashMap<String, u32>,
+    parent_of: HashMap<u32, u32>,
+    listen: HashMap<u32, String>,
+    pending: HashMap<u32, Vec<(u32, PendingConn)>>,
+}
+
+impl Rendezvous {
+    fn new(root: &NodePlan) -> Self {
+        let mut r = Rendezvous {
+            node_of_host: HashMap::new(),
+            parent_of: HashMap::new(),
+            listen: HashMap::new(),
+            pending: HashMap::new(),
+        };
+        fn walk(p: &NodePlan, r: &mut Rendezvous) {
+            for c in &p.children {
+                r.node_of_host.insert(c.host.clone(), c.node);
+                r.parent_of.insert(c.node, p.node);
+                walk(c, r);
+            }
+        }
+        walk(root, &mut r);
+        r
+    }
+
+    async fn join(
+        &mut self,
+        host: String,
+        listen: String,
+        conn: PendingConn,
+        children: &mut Children,
+        core: &mut NodeCore,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Some(&node) = self.node_of_host.get(&host) else {
+            warn!("dropped a join from {host}: not a host of this job");
+            return;
+        };
+        if self.listen.contains_key(&node) {
+            warn!("dropped a second join from {host}");
+            return;
+        }
+        self.listen.insert(node, listen.clone());
+        let parent = self.parent_of.get(&node).copied().unwrap_or(0);
+        if parent == 0 {
+            if let Some(idx) = core.child_index(node) {
+                children.adopt(idx, host, conn, core, fx).await;
+            }
+        } else if let Some(addr) = self.listen.get(&parent).cloned() {
+            redirect(conn, node, addr).await;
+        } else {
+            self.pending.entry(parent).or_default().push((node, conn));
+        }
+        for (child, conn) in self.pending.remove(&node).unwrap_or_default() {
+            redirect(conn, child, listen.clone()).await;
+        }
+    }
+}
+
+async fn redirect(mut conn: PendingConn, node: u32, parent: String) {
+    let _ = conn.wr.send(Msg::Redirect { node, parent }).await;
+    let _ = conn.wr.close().await;
 }
 
 /// Stdin is read on a plain thread (a blocking read must not hold up the runtime's exit).

@@ -5,16 +5,15 @@ use crate::core::{Effect, NodeCore, ProcEnd};
 use crate::spawn::{start_rank, Started};
 use crate::tree::{accept_loop, describe, listen, Children, EvSink, TreeEv};
 use futures::{SinkExt, StreamExt};
-use libi::job::JobCommon;
-use libi::msg::{codec, Msg, Stream};
+use libi::job::{JobCommon, LauncherKind};
+use libi::msg::{Msg, Stream};
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::UnixStream;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
-use tokio_util::codec::{FramedRead, FramedWrite};
 use tracing::{debug, warn};
 
 /// A rank whose PMI replies cannot be written for this long has stopped reading them
@@ -50,24 +49,48 @@ enum ToRank {
 
 /// Connect to the parent, authenticate, receive the setup, launch the children, start the
 /// local ranks, and serve until the whole subtree has ended. Returns the NLA's exit status.
-pub async fn run(parent: &str, node: u32, secret: String, keep_stdin: bool) -> io::Result<i32> {
-    let stream = TcpStream::connect(parent)
-        .await
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to parent {parent}: {e}")))?;
-    crate::tree::tune(&stream);
-    let (rd, wr) = stream.into_split();
-    let mut up = FramedWrite::new(wr, codec());
-    let mut down = FramedRead::new(rd, codec());
-    up.send(Msg::Hello { node, secret: secret.clone(), host: hostname(), pid: std::process::id() })
-        .await
-        .map_err(io_err)?;
-    let setup = match tokio::time::timeout(Duration::from_secs(120), down.next()).await {
-        Ok(Some(Ok(Msg::Setup(s)))) => *s,
-        Ok(Some(Ok(other))) => return Err(proto(format!("expected setup, got {other:?}"))),
-        Ok(Some(Err(e))) => return Err(proto(e.to_string())),
-        Ok(None) => return Err(proto("parent closed the connection before setup".into())),
-        Err(_) => return Err(proto("no setup from parent within 120 s".into())),
+/// Where an NLA finds its parent.
+pub enum Parent {
+    /// Started by its parent (ssh, rsh, fork): connect there as node `node`.
+    Direct { addr: String, node: u32 },
+    /// Started by a resource manager's step (srun): join the front end at `front_end`, which
+    /// answers with the setup or redirects to the parent.
+    Rendezvous { front_end: String },
+}
+
+pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result<i32> {
+    // A joining NLA announces where its own children will connect: bind that first.
+    let mut early_listener = None;
+    let (mut down, mut up, setup) = match parent {
+        Parent::Direct { addr, node } => {
+            let (mut rd, mut wr) = crate::tree::connect(&addr).await?;
+            let hello = Msg::Hello {
+                node,
+                secret: secret.clone(),
+                host: hostname(),
+                pid: std::process::id(),
+            };
+            wr.send(hello).await.map_err(io_err)?;
+            let setup = match tokio::time::timeout(Duration::from_secs(120), rd.next()).await {
+                Ok(Some(Ok(Msg::Setup(s)))) => *s,
+                Ok(Some(Ok(other))) => return Err(proto(format!("expected setup, got {other:?}"))),
+                Ok(Some(Err(e))) => return Err(proto(e.to_string())),
+                Ok(None) => return Err(proto("parent closed the connection before setup".into())),
+                Err(_) => return Err(proto("no setup from parent within 120 s".into())),
+            };
+            (rd, wr, setup)
+        }
+        Parent::Rendezvous { front_end } => {
+            let fe_host = front_end.rsplit_once(':').map(|(h, _)| h).unwrap_or(&front_end);
+            let fe_host = fe_host.trim_start_matches('[').trim_end_matches(']').to_string();
+            let (listener, addr) = listen(LauncherKind::Ssh, None, &[fe_host.as_str()]).await?;
+            early_listener = Some((listener, addr.clone()));
+            // The resource manager's name for this node is what the front end planned with.
+            let host = std::env::var("SLURMD_NODENAME").unwrap_or_else(|_| hostname());
+            crate::tree::join(&front_end, &secret, &host, &addr).await?
+        }
     };
+    let node = setup.plan.node;
     let ready = libi::report::now();
     debug!(node, ranks = setup.plan.ranks.len(), children = setup.plan.children.len(), "setup");
 
@@ -119,7 +142,11 @@ pub async fn run(parent: &str, node: u32, secret: String, keep_stdin: bool) -> i
         };
         let hosts: Vec<String> = core.plan().children.iter().map(|c| c.host.clone()).collect();
         let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
-        match listen(core.job().launcher.kind, None, &hosts).await {
+        let bound = match early_listener.take() {
+            Some(l) => Ok(l),
+            None => listen(core.job().launcher.kind, None, &hosts).await,
+        };
+        match bound {
             Ok((listener, addr)) => {
                 let ids = core.plan().children.iter().map(|c| c.node).collect();
                 accept_loop(listener, secret.clone(), ids, tree_ev.clone());

@@ -9,11 +9,15 @@ use std::process::ExitCode;
 #[command(name = "libi-nla", version, about = "libi Node Launch Agent (started by libi-mpiexec)")]
 struct Args {
     /// Address of the parent (front end or NLA) to connect back to.
-    #[arg(long)]
-    parent: String,
+    #[arg(long, required_unless_present = "rendezvous", requires = "node")]
+    parent: Option<String>,
     /// This NLA's node id in the launch tree.
     #[arg(long)]
-    node: u32,
+    node: Option<u32>,
+    /// Started by a resource manager's step: join the front end at this address, which says
+    /// where the parent is.
+    #[arg(long, conflicts_with = "parent")]
+    rendezvous: Option<String>,
     /// Verbose tracing on stderr.
     #[arg(short, long)]
     verbose: bool,
@@ -49,10 +53,19 @@ fn main() -> ExitCode {
         }
     };
     nla::driver::raise_fd_limit();
-    match rt.block_on(nla::driver::run(&args.parent, args.node, secret, args.keep_stdin)) {
+    let parent = match (args.parent, args.node, args.rendezvous) {
+        (Some(addr), Some(node), _) => nla::driver::Parent::Direct { addr, node },
+        (_, _, Some(front_end)) => nla::driver::Parent::Rendezvous { front_end },
+        _ => {
+            eprintln!("libi-nla: give --parent ADDR --node ID or --rendezvous ADDR");
+            return ExitCode::from(2);
+        }
+    };
+    let who = args.node.map(|n| format!("node {n}")).unwrap_or_else(|| "joining NLA".into());
+    match rt.block_on(nla::driver::run(parent, secret, args.keep_stdin)) {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
-            eprintln!("libi-nla: node {}: {e}", args.node);
+            eprintln!("libi-nla: {who}: {e}");
             ExitCode::from(1)
         }
     }

@@ -22,6 +22,17 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 use tracing::{debug, warn};
 
 pub type Sink = FramedWrite<OwnedWriteHalf, MsgCodec>;
+pub type Source = FramedRead<tokio::net::tcp::OwnedReadHalf, MsgCodec>;
+
+/// An authenticated connection whose role is not decided yet (a `Join`).
+pub struct PendingConn {
+    pub rd: Source,
+    pub wr: Sink,
+}
+
+/// Index used in `TreeEv::LauncherExited` for the one launcher that started every child
+/// (the srun step).
+pub const STEP: usize = usize::MAX;
 
 /// How long an accepted connection may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
@@ -43,6 +54,8 @@ pub enum TreeEv {
     /// Child `idx`'s launcher exited a while ago: if its connection is still open, the NLA
     /// is silent and counts as lost.
     LauncherGoneDeadline(usize),
+    /// An NLA started by a resource manager's step joined (see `Msg::Join`).
+    Join { host: String, listen: String, conn: PendingConn },
     /// A connection was refused (wrong secret, garbage, unknown node).
     Rejected(String),
 }
@@ -155,6 +168,14 @@ async fn handshake(
             }
             (node, host)
         }
+        Some(Ok(Msg::Join { host, secret: s, listen, .. })) => {
+            if !secret_eq(&s, secret) {
+                return Err("wrong job secret".into());
+            }
+            let conn = PendingConn { rd, wr: FramedWrite::new(wr, codec()) };
+            ev(TreeEv::Join { host, listen, conn });
+            return Ok(());
+        }
         Some(Ok(_)) => return Err("first message is not a hello".into()),
         Some(Err(e)) => return Err(e.to_string()),
         None => return Err("closed before hello".into()),
@@ -164,9 +185,14 @@ async fn handshake(
         .position(|c| *c == node)
         .ok_or_else(|| format!("node {node} is not a child here"))?;
     let sink = FramedWrite::new(wr, codec());
-    if !ev(TreeEv::Hello { idx, host, sink, at: now() }) {
-        return Ok(());
+    if ev(TreeEv::Hello { idx, host, sink, at: now() }) {
+        spawn_reader(idx, rd, ev);
     }
+    Ok(())
+}
+
+/// Forward child `idx`'s messages as events until its connection ends.
+fn spawn_reader(idx: usize, mut rd: Source, ev: EvSink) {
     tokio::spawn(async move {
         while let Some(m) = rd.next().await {
             match m {
@@ -183,7 +209,6 @@ async fn handshake(
         }
         ev(TreeEv::Gone(idx, "connection closed".into()));
     });
-    Ok(())
 }
 
 /// Start the launcher for child `idx`: its stdin gets the secret and then stays open until
@@ -200,8 +225,21 @@ pub async fn launch_child(
 ) -> io::Result<Option<u32>> {
     let (prog, args) = nla_command(spec, &child.host, parent_addr, child.node, verbose);
     debug!(node = child.node, host = %child.host, %prog, "launching NLA");
-    let mut cmd = tokio::process::Command::new(&prog);
-    cmd.args(&args).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped());
+    spawn_launcher(&prog, &args, idx, secret, ev).await
+}
+
+/// Start a launcher process (ssh, rsh, an NLA itself, srun): the secret on its stdin, which
+/// then stays open until it exits; its stderr relayed to ours and its tail kept; its exit
+/// reported as `LauncherExited { idx }`. Returns its pid.
+pub async fn spawn_launcher(
+    prog: &str,
+    args: &[String],
+    idx: usize,
+    secret: &str,
+    ev: EvSink,
+) -> io::Result<Option<u32>> {
+    let mut cmd = tokio::process::Command::new(prog);
+    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped());
     // Own process group: a terminal's Ctrl-C reaches only the front end, which forwards it;
     // and the launcher dies with its parent.
     // SAFETY: setpgid and prctl are async-signal-safe.
@@ -240,6 +278,67 @@ pub async fn launch_child(
         ev(TreeEv::LauncherExited { idx, status, stderr_tail });
     });
     Ok(pid)
+}
+
+/// The NLA side of a resource-manager launch: join the front end at `front_end`, announcing
+/// `host` and the address of our own listener; follow a redirect to the parent if there is
+/// one. Returns the connection to the parent, already past its first message, with the
+/// setup it sent.
+pub async fn join(
+    front_end: &str,
+    secret: &str,
+    host: &str,
+    listen_addr: &str,
+) -> io::Result<(Source, Sink, libi::job::NodeSetup)> {
+    let (mut rd, mut wr) = connect(front_end).await?;
+    let join = Msg::Join {
+        host: host.to_string(),
+        secret: secret.to_string(),
+        listen: listen_addr.to_string(),
+        pid: std::process::id(),
+    };
+    wr.send(join).await.map_err(|e| io::Error::other(e.to_string()))?;
+    match first_setup(&mut rd).await? {
+        Ok(setup) => Ok((rd, wr, setup)),
+        Err((node, parent)) => {
+            drop((rd, wr));
+            let (mut rd, mut wr) = connect(&parent).await?;
+            let hello = Msg::Hello {
+                node,
+                secret: secret.to_string(),
+                host: host.to_string(),
+                pid: std::process::id(),
+            };
+            wr.send(hello).await.map_err(|e| io::Error::other(e.to_string()))?;
+            match first_setup(&mut rd).await? {
+                Ok(setup) => Ok((rd, wr, setup)),
+                Err(_) => Err(io::Error::other("redirected twice")),
+            }
+        }
+    }
+}
+
+/// Connect to a tree peer.
+pub async fn connect(addr: &str) -> io::Result<(Source, Sink)> {
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {addr}: {e}")))?;
+    tune(&stream);
+    let (rd, wr) = stream.into_split();
+    Ok((FramedRead::new(rd, codec()), FramedWrite::new(wr, codec())))
+}
+
+/// The parent's first message: our setup, or a redirect `(node, parent address)`.
+async fn first_setup(rd: &mut Source) -> io::Result<Result<libi::job::NodeSetup, (u32, String)>> {
+    let proto = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
+    match tokio::time::timeout(Duration::from_secs(120), rd.next()).await {
+        Ok(Some(Ok(Msg::Setup(s)))) => Ok(Ok(*s)),
+        Ok(Some(Ok(Msg::Redirect { node, parent }))) => Ok(Err((node, parent))),
+        Ok(Some(Ok(other))) => Err(proto(format!("expected setup, got {other:?}"))),
+        Ok(Some(Err(e))) => Err(proto(e.to_string())),
+        Ok(None) => Err(proto("parent closed the connection before setup".into())),
+        Err(_) => Err(proto("no setup from parent within 120 s".into())),
+    }
 }
 
 /// The strerror text of an I/O error, without Rust's "(os error N)" suffix.
@@ -322,6 +421,15 @@ impl Children {
         self.ev = Some(ev.clone());
         for (idx, child) in plans.iter().enumerate() {
             self.launches[idx].start = now();
+            if spec.kind == LauncherKind::Slurm {
+                // Slurm's step starts every NLA; we only hold them to the deadline.
+                let ev = ev.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(timeout).await;
+                    ev(TreeEv::LaunchDeadline(idx));
+                });
+                continue;
+            }
             match launch_child(&spec, child, idx, addr, verbose, secret, ev.clone()).await {
                 Ok(pid) => {
                     self.pids[idx] = pid;
@@ -335,6 +443,25 @@ impl Children {
                     self.gone[idx] = true;
                     core.child_gone(idx, &e.to_string(), fx);
                 }
+            }
+        }
+    }
+
+    /// Take a joined connection as child `idx` (its first message was a `Join`).
+    pub async fn adopt(
+        &mut self,
+        idx: usize,
+        host: String,
+        conn: PendingConn,
+        core: &mut NodeCore,
+        fx: &mut Vec<Effect>,
+    ) {
+        let PendingConn { rd, wr } = conn;
+        let at = now();
+        self.on_event(TreeEv::Hello { idx, host, sink: wr, at }, core, fx).await;
+        if let Some(ev) = self.ev.clone() {
+            if self.sinks.get(idx).is_some_and(|s| s.is_some()) {
+                spawn_reader(idx, rd, ev);
             }
         }
     }
@@ -387,6 +514,13 @@ impl Children {
                 };
                 self.give_up(idx, &why, core, fx);
             }
+            TreeEv::LauncherExited { idx: STEP, status, stderr_tail } => {
+                for idx in 0..self.gone.len() {
+                    let ev =
+                        TreeEv::LauncherExited { idx, status, stderr_tail: stderr_tail.clone() };
+                    Box::pin(self.on_event(ev, core, fx)).await;
+                }
+            }
             TreeEv::LauncherExited { idx, status, stderr_tail } => {
                 if idx >= self.gone.len() {
                     return;
@@ -432,6 +566,9 @@ impl Children {
                 }
             }
             TreeEv::Rejected(why) => warn!("dropped a tree connection: {why}"),
+            TreeEv::Join { host, .. } => {
+                warn!("dropped a join from {host}: this node does not take joins")
+            }
         }
     }
 
