@@ -345,7 +345,7 @@ struct Rendezvous {
     node_of_host: HashMap<String, u32>,
     parent_of: HashMap<u32, u32>,
     listen: HashMap<u32, String>,
-    pending: HashMap<u32, Vec<(u32, PendingConn)>>,
+    pending: HashMap<u32, Vec<(u32, Box<PendingConn>)>>,
 }
 
 impl Rendezvous {
@@ -371,7 +371,7 @@ impl Rendezvous {
         &mut self,
         host: String,
         listen: String,
-        conn: PendingConn,
+        conn: Box<PendingConn>,
         children: &mut Children,
         core: &mut NodeCore,
         fx: &mut Vec<Effect>,
@@ -401,7 +401,7 @@ impl Rendezvous {
     }
 }
 
-async fn redirect(mut conn: PendingConn, node: u32, parent: String) {
+async fn redirect(mut conn: Box<PendingConn>, node: u32, parent: String) {
     let _ = conn.wr.send(Msg::Redirect { node, parent }).await;
     let _ = conn.wr.close().await;
 }

@@ -55,7 +55,7 @@ pub enum TreeEv {
     /// is silent and counts as lost.
     LauncherGoneDeadline(usize),
     /// An NLA started by a resource manager's step joined (see `Msg::Join`).
-    Join { host: String, listen: String, conn: PendingConn },
+    Join { host: String, listen: String, conn: Box<PendingConn> },
     /// A connection was refused (wrong secret, garbage, unknown node).
     Rejected(String),
 }
@@ -172,7 +172,7 @@ async fn handshake(
             if !secret_eq(&s, secret) {
                 return Err("wrong job secret".into());
             }
-            let conn = PendingConn { rd, wr: FramedWrite::new(wr, codec()) };
+            let conn = Box::new(PendingConn { rd, wr: FramedWrite::new(wr, codec()) });
             ev(TreeEv::Join { host, listen, conn });
             return Ok(());
         }
@@ -452,11 +452,11 @@ impl Children {
         &mut self,
         idx: usize,
         host: String,
-        conn: PendingConn,
+        conn: Box<PendingConn>,
         core: &mut NodeCore,
         fx: &mut Vec<Effect>,
     ) {
-        let PendingConn { rd, wr } = conn;
+        let PendingConn { rd, wr } = *conn;
         let at = now();
         self.on_event(TreeEv::Hello { idx, host, sink: wr, at }, core, fx).await;
         if let Some(ev) = self.ev.clone() {
