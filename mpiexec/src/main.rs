@@ -51,6 +51,13 @@ fn main() -> ExitCode {
             .ok()
             .and_then(|h| h.into_string().ok())
             .unwrap_or_else(|| "localhost".into()),
+        slurm: match slurm_allocation() {
+            Ok(a) => a,
+            Err(m) => {
+                eprintln!("libi-mpiexec: {m}");
+                return ExitCode::from(2);
+            }
+        },
     };
     let plan = match plan::plan(&cl, &ctx) {
         Ok(p) => p,
@@ -84,6 +91,13 @@ fn main() -> ExitCode {
     let status = rt.block_on(frontend::run(plan, opts));
     // Do not wait for the stdin thread.
     std::process::exit(status & 0xff);
+}
+
+/// The hosts of the Slurm allocation we run in (`SLURM_JOB_ID`, `SLURM_JOB_NODELIST`,
+/// `SLURM_TASKS_PER_NODE`), if any.
+fn slurm_allocation() -> Result<Option<Vec<libi::hosts::Host>>, String> {
+    // (wired to libi::slurm::allocation_from_env once that module lands)
+    Ok(None)
 }
 
 /// `-localhost ADDR` (an address or a resolvable name) or `-iface IF` (its IPv4 address).

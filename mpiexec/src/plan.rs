@@ -63,6 +63,8 @@ pub struct Context {
     pub kill_grace_ms: u64,
     pub nla_path: String,
     pub local_host: String,
+    /// The hosts of the Slurm allocation we run in, if any.
+    pub slurm: Option<Vec<Host>>,
 }
 
 /// Default launch timeout: a child NLA that has not connected back 60 s after its launch
@@ -75,14 +77,23 @@ pub const KVS_PUSH_MAX: u64 = 1 << 20;
 /// Plan the job, or say in one line why it cannot run.
 pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     let g = &cl.global;
-    // Hosts: -hosts, else -f, else this machine.
+    // Hosts: -hosts, else -f, else the Slurm allocation we run in, else this machine.
+    let explicit_hosts = g.hosts.is_some() || g.hostfile.is_some();
     let mut host_list: Vec<Host> = if let Some(h) = &g.hosts {
         hosts::parse_hosts_arg(h).map_err(|e| e.to_string())?
     } else if let Some(f) = &g.hostfile {
         hosts::read_hostfile(f).map_err(|e| e.to_string())?
+    } else if let Some(alloc) = &ctx.slurm {
+        alloc.clone()
     } else {
         vec![Host { name: ctx.local_host.clone(), slots: ctx.default_n.max(1) }]
     };
+    if g.launcher == Some(LauncherKind::Slurm) && !explicit_hosts && ctx.slurm.is_none() {
+        return Err(
+            "-launcher slurm needs a Slurm allocation (run inside salloc or sbatch) or a host list"
+                .into(),
+        );
+    }
     if let Some(ppn) = g.ppn {
         host_list = hosts::with_ppn(host_list, ppn);
     }
@@ -121,10 +132,14 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         preput.push(("PMI_process_mapping".to_string(), m));
     }
 
-    let launcher = g.launcher.unwrap_or(if g.hosts.is_none() && g.hostfile.is_none() {
-        LauncherKind::Fork
-    } else {
+    // Default launcher: like Hydra's resource-manager detection, srun inside an allocation
+    // (unless a host list was given), ssh for a host list, fork on this machine alone.
+    let launcher = g.launcher.unwrap_or(if explicit_hosts {
         LauncherKind::Ssh
+    } else if ctx.slurm.is_some() {
+        LauncherKind::Slurm
+    } else {
+        LauncherKind::Fork
     });
     let job = JobCommon {
         size,
@@ -207,6 +222,7 @@ mod tests {
             kill_grace_ms: 1000,
             nla_path: "/x/libi-nla".into(),
             local_host: "fe".into(),
+            slurm: None,
         }
     }
 
@@ -300,6 +316,23 @@ mod tests {
         let a = nodes.iter().find(|n| n.host == "a").expect("a");
         assert_eq!(a.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), vec![0, 1, 4, 5]);
         assert_eq!(p.job.preput, kv(&[("PMI_process_mapping", "(vector,(0,2,2),(0,1,2))")]));
+    }
+
+    #[test]
+    fn slurm_allocation() {
+        let mut c = ctx();
+        c.slurm = Some(vec![
+            Host { name: "node01".into(), slots: 3 },
+            Host { name: "node02".into(), slots: 3 },
+        ]);
+        let p = plan(&cl("x"), &c).expect("plan");
+        assert_eq!(p.job.launcher.kind, LauncherKind::Slurm);
+        assert_eq!(p.job.size, 6, "one rank per allocated task by default");
+        assert_eq!(p.nodes, 2);
+        let p = plan(&cl("-hosts a,b -n 2 x"), &c).expect("plan");
+        assert_eq!(p.job.launcher.kind, LauncherKind::Ssh, "an explicit host list wins");
+        let e = plan(&cl("-launcher slurm -n 2 x"), &ctx()).expect_err("no allocation");
+        assert!(e.contains("Slurm allocation"), "{e}");
     }
 
     #[test]

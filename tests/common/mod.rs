@@ -58,12 +58,21 @@ pub fn run(args: &[&str], stdin: &[u8]) -> Run {
 
 /// As [`run`], with extra environment variables for libi-mpiexec.
 pub fn run_env(args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Run {
+    run_with(MPIEXEC, args, stdin, env)
+}
+
+/// As [`run`], but through another program (e.g. `salloc ... libi-mpiexec ...`).
+pub fn run_program(program: &str, args: &[&str], stdin: &[u8]) -> Run {
+    run_with(program, args, stdin, &[])
+}
+
+fn run_with(program: &str, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Run {
     let mark = format!(
         "{}-{}",
         std::process::id(),
         MARK_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
     );
-    let mut child = Command::new(MPIEXEC)
+    let mut child = Command::new(program)
         .args(args)
         .env("LIBI_E2E_MARK", &mark)
         .env("MPIEXEC_TIMEOUT", "120")

@@ -1,0 +1,91 @@
+//! Under a real single-node Slurm (munge + slurmctld + slurmd, brought up by `ci/slurm.sh`;
+//! `ci/with-slurm.sh` sets `LIBI_TEST_SLURM=1`). `ci/test.sh` also sets
+//! `LIBI_REQUIRE_SLURM_TESTS=1`, so a missing Slurm fails the run instead of skipping these.
+
+mod common;
+
+use common::{failure_line, hello_lines, prog, MPIEXEC};
+use std::process::{Command, Stdio};
+
+fn slurm() -> bool {
+    if std::env::var("LIBI_TEST_SLURM").is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var("LIBI_REQUIRE_SLURM_TESTS").is_err(),
+        "LIBI_REQUIRE_SLURM_TESTS is set but no Slurm is up: run under ci/with-slurm.sh"
+    );
+    eprintln!("Slurm tests skipped: run under ci/with-slurm.sh -- cargo test");
+    false
+}
+
+/// Steps of our jobs still known to Slurm.
+fn our_steps() -> String {
+    let out = Command::new("squeue").args(["-h", "-s", "-o", "%i %j"]).output().expect("squeue");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("libi-nla"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `salloc -N1 libi-mpiexec -n 4 ./hello`: the allocation is detected (hosts and launcher).
+#[test]
+fn inside_salloc_autodetected() {
+    if !slurm() {
+        return;
+    }
+    let r = salloc(&["-N1", "-n4"], &["-n", "4", &prog("hello")]);
+    hello_lines(&r, 4);
+    assert!(our_steps().is_empty(), "steps left: {}", our_steps());
+}
+
+/// `-launcher slurm` explicitly, and without `-n` (one rank per allocated task).
+#[test]
+fn explicit_launcher_slurm() {
+    if !slurm() {
+        return;
+    }
+    let r = salloc(&["-N1", "-n4"], &["-launcher", "slurm", "-n", "4", &prog("hello")]);
+    hello_lines(&r, 4);
+    let r = salloc(&["-N1", "-n3"], &[&prog("hello")]);
+    hello_lines(&r, 3);
+}
+
+/// Failures under Slurm: exit codes as elsewhere, and the NLA step is gone afterwards.
+#[test]
+fn abort_under_slurm() {
+    if !slurm() {
+        return;
+    }
+    let r = salloc(&["-N1", "-n4"], &["-n", "4", &prog("fail"), "abort", "7"]);
+    assert_eq!(r.status, 7, "{}", r.stderr);
+    assert!(failure_line(&r).contains("MPI_Abort"), "{}", r.stderr);
+    let r = salloc(&["-N1", "-n2"], &["-n", "2", &prog("fail"), "segv"]);
+    assert_eq!(r.status, 139, "{}", r.stderr);
+    assert!(our_steps().is_empty(), "steps left: {}", our_steps());
+}
+
+/// `-launcher slurm` outside an allocation, with no host list: a clear error.
+#[test]
+fn launcher_slurm_needs_an_allocation() {
+    let out = Command::new(MPIEXEC)
+        .args(["-launcher", "slurm", "-n", "2", "true"])
+        .env_remove("SLURM_JOB_ID")
+        .env_remove("SLURM_JOBID")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("Slurm allocation"), "{e}");
+}
+
+/// Run libi-mpiexec inside `salloc ALLOC...`, with the leftover scan of `common::run`.
+fn salloc(alloc: &[&str], args: &[&str]) -> common::Run {
+    let mut a: Vec<&str> = alloc.to_vec();
+    a.push("--quiet");
+    a.push(MPIEXEC);
+    a.extend_from_slice(args);
+    common::run_program("salloc", &a, b"")
+}
