@@ -78,6 +78,7 @@ AccountingStorageType=accounting_storage/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SchedulerType=sched/builtin
+SchedulerParameters=batch_sched_delay=0
 SlurmdParameters=config_overrides
 ReturnToService=2
 StateSaveLocation=$DIR/state
@@ -131,7 +132,7 @@ up() {
     rm -f "$MUNGE_SOCK" "$MUNGE_SOCK.lock"
     munged --force --key-file="$DIR/munge/munge.key" --socket="$MUNGE_SOCK" \
       --pid-file="$DIR/munge/munged.pid" --log-file="$DIR/log/munged.log" \
-      --seed-file="$DIR/munge/munged.seed" || { show_logs; die "munged did not start"; }
+      --seed-file="$DIR/munge/munged.seed" 9>&- || { show_logs; die "munged did not start"; }
   fi
   munge -S "$MUNGE_SOCK" -n | unmunge -S "$MUNGE_SOCK" >/dev/null \
     || { show_logs; die "munge round trip failed"; }
@@ -141,17 +142,16 @@ up() {
     if live_pid "$DIR/slurmctld.pid" slurmctld >/dev/null \
       || live_pid "$DIR/slurmd.pid" slurmd >/dev/null; then
       log "slurm.conf changed: restarting slurmctld and slurmd"
-      stop_one "$DIR/slurmd.pid" slurmd
-      stop_one "$DIR/slurmctld.pid" slurmctld
+      stop_daemons "$DIR/slurmd.pid" slurmd "$DIR/slurmctld.pid" slurmctld
     fi
   fi
 
   # -i: ignore saved state (no jobs from an earlier run). Both daemonize and write pid files.
   if ! live_pid "$DIR/slurmctld.pid" slurmctld >/dev/null; then
-    slurmctld -f "$SLURM_CONF" -i || { show_logs; die "slurmctld did not start"; }
+    slurmctld -f "$SLURM_CONF" -i 9>&- || { show_logs; die "slurmctld did not start"; }
   fi
   if ! live_pid "$DIR/slurmd.pid" slurmd >/dev/null; then
-    slurmd -f "$SLURM_CONF" -N "$NODE" || { show_logs; die "slurmd did not start"; }
+    slurmd -f "$SLURM_CONF" -N "$NODE" 9>&- || { show_logs; die "slurmd did not start"; }
   fi
 
   local st="" i
@@ -172,25 +172,37 @@ up() {
   log "up: node $NODE $st, $CPUS CPUs (SLURM_CONF=$SLURM_CONF)"
 }
 
-stop_one() {
-  local pf=$1 name=$2 pid i
-  pid=$(live_pid "$pf" "$name") || { rm -f "$pf"; return 0; }
-  kill -TERM "$pid" 2>/dev/null || true
-  for i in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
+# Stop daemons given as "pidfile name" pairs: SIGTERM to all at once (each takes ~2 s to
+# shut down here), SIGKILL to whichever is still there after 10 s.
+stop_daemons() {
+  local pids=() pf name pid i alive
+  while [ $# -ge 2 ]; do
+    pf=$1 name=$2
+    shift 2
+    if pid=$(live_pid "$pf" "$name"); then
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$pid:$name")
+    fi
+    rm -f "$pf"
   done
-  if kill -0 "$pid" 2>/dev/null; then
-    log "$name ($pid) ignored SIGTERM for 10 s: SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$pf"
+  for i in $(seq 1 200); do
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 "${pid%%:*}" 2>/dev/null && alive=1; done
+    [ "$alive" -eq 0 ] && return 0
+    sleep 0.05
+  done
+  for pid in "${pids[@]}"; do
+    if kill -0 "${pid%%:*}" 2>/dev/null; then
+      log "${pid#*:} (${pid%%:*}) ignored SIGTERM for 10 s: SIGKILL"
+      kill -KILL "${pid%%:*}" 2>/dev/null || true
+    fi
+  done
 }
 
 down() {
   set +e
   # Jobs' step daemons (slurmstepd) end with slurmd's jobs; cancel ours first if we can.
-  if live_pid "$DIR/slurmctld.pid" slurmctld >/dev/null; then
+  if live_pid "$DIR/slurmctld.pid" slurmctld >/dev/null && live_pid "$DIR/munge/munged.pid" munged >/dev/null; then
     timeout 10 scancel --quiet --full --partition=debug 2>/dev/null
     # give slurmstepd a moment to tear its tasks down
     for _ in $(seq 1 20); do
@@ -198,9 +210,8 @@ down() {
       sleep 0.25
     done
   fi
-  stop_one "$DIR/slurmd.pid" slurmd
-  stop_one "$DIR/slurmctld.pid" slurmctld
-  stop_one "$DIR/munge/munged.pid" munged
+  stop_daemons "$DIR/slurmd.pid" slurmd "$DIR/slurmctld.pid" slurmctld \
+    "$DIR/munge/munged.pid" munged
   log "down (files kept in $DIR)"
   return 0
 }
@@ -215,15 +226,20 @@ check() {
 }
 
 status() {
-  local d
+  local d pf name pid
   for d in "munge/munged.pid munged" "slurmctld.pid slurmctld" "slurmd.pid slurmd"; do
-    set -- $d
-    if pid=$(live_pid "$DIR/$1" "$2"); then echo "$2: running ($pid)"; else echo "$2: not running"; fi
+    read -r pf name <<<"$d"
+    if pid=$(live_pid "$DIR/$pf" "$name"); then
+      echo "$name: running ($pid)"
+    else
+      echo "$name: not running"
+    fi
   done
-  [ -f "$SLURM_CONF" ] && sinfo 2>&1 || true
+  live_pid "$DIR/slurmctld.pid" slurmctld >/dev/null && timeout 10 sinfo 2>&1 || true
 }
 
-# up/down/check serialize on one lock (a concurrent `up` waits for the first one).
+# up/down/check serialize on one lock (a concurrent `up` waits for the first one). The
+# daemons must not inherit its fd (munged keeps open fds; the lock would never be released).
 mkdir -p /run/lock
 exec 9>/run/lock/libi-ci-slurm.lock
 flock -w 300 9 || die "timed out waiting for /run/lock/libi-ci-slurm.lock"

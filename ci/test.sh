@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite: installs dependencies, checks formatting and lints, builds, brings up
-# network-namespace test hosts with their own sshd (needs root), and runs every test — unit,
-# property, end-to-end with real MPICH programs, multi-node over real ssh — then tears the
-# hosts down again.
+# a single-node Slurm and network-namespace test hosts with their own sshd (needs root), and
+# runs every test — unit, property, end-to-end with real MPICH programs, multi-node over real
+# ssh, under Slurm — then tears Slurm and the hosts down again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/install-deps.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
-cargo build --workspace --bins
-export LIBI_REQUIRE_SSH_TESTS=1
-bash ci/with-netns-hosts.sh 4 -- cargo test --workspace
+cargo build --workspace
+export LIBI_REQUIRE_SSH_TESTS=1 LIBI_REQUIRE_SLURM_TESTS=1
+bash ci/with-slurm.sh -- bash ci/with-netns-hosts.sh 4 -- cargo test --workspace

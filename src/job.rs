@@ -88,6 +88,9 @@ pub struct JobCommon {
     pub kvs_push_max: u64,
     /// Collect a launch report (`--report`).
     pub report: bool,
+    /// Serve PMGR collectives (`--pmgr`): each NLA listens for its ranks' v8 connections;
+    /// `MPIRUN_ID` is this job-unique nonzero id.
+    pub pmgr: Option<i32>,
     /// Verbose tracing.
     pub verbose: bool,
 }

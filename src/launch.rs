@@ -56,8 +56,7 @@ pub fn nla_command(
 
 /// The one `srun` step that starts an NLA on each of `nodes`; every NLA joins the front end
 /// at `front_end`. Stdin goes to every task (`--input=all`): the job secret, then EOF when the
-/// front end is gone. No Slurm MPI plugin and no CPU binding for the NLAs (their ranks use
-/// the node's CPUs).
+/// front end is gone. No Slurm MPI plugin (the NLAs serve PMI themselves).
 pub fn srun_command(
     spec: &LauncherSpec,
     nodes: &[String],
@@ -74,7 +73,6 @@ pub fn srun_command(
         "--kill-on-bad-exit=1".to_string(),
         "--input=all".to_string(),
         "--mpi=none".to_string(),
-        "--cpu-bind=none".to_string(),
         "--overlap".to_string(),
         "--job-name=libi-nla".to_string(),
         spec.nla_path.clone(),

@@ -7,4 +7,5 @@ pub mod job;
 pub mod launch;
 pub mod msg;
 pub mod report;
+pub mod slurm;
 pub mod tree;

@@ -49,6 +49,8 @@ pub enum Msg {
     NodeUp { node: u32, host: String, ranks: u32 },
     /// An NLA's launch report (only with `--report`), sent before it exits.
     Report(Box<NodeReport>),
+    /// This subtree's contributions to the current PMGR collective.
+    PmgrUp(Box<pmgr::collective::Partial>),
 
     // ---- parent -> child ----
     /// The child's part of the job.
@@ -61,6 +63,8 @@ pub enum Msg {
     FenceOut { epoch: u64, pushed: bool, pairs: Vec<(String, String)>, stale: Vec<String> },
     /// Answer to `Get` (`None`: not found anywhere).
     GetResult { key: String, value: Option<String> },
+    /// The outcome of the current PMGR collective, restricted to the receiver's subtree.
+    PmgrDown(Box<pmgr::collective::Outcome>),
     /// Bytes for rank 0's stdin; an empty `data` means EOF.
     Stdin { data: Vec<u8> },
     /// Deliver this signal to every rank (SIGINT/SIGTERM/SIGUSR1/SIGUSR2 forwarding).
@@ -229,6 +233,7 @@ mod fuzz {
                     launch_timeout_ms: 1,
                     kvs_push_max: 1,
                     report: false,
+                    pmgr: None,
                     verbose: false,
                 },
                 plan: NodePlan {

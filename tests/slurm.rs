@@ -7,21 +7,27 @@ mod common;
 use common::{failure_line, hello_lines, prog, MPIEXEC};
 use std::process::{Command, Stdio};
 
-fn slurm() -> bool {
+/// One Slurm job at a time (the step check looks at every step of ours).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn slurm() -> Option<std::sync::MutexGuard<'static, ()>> {
     if std::env::var("LIBI_TEST_SLURM").is_ok() {
-        return true;
+        return Some(SERIAL.lock().unwrap_or_else(|p| p.into_inner()));
     }
     assert!(
         std::env::var("LIBI_REQUIRE_SLURM_TESTS").is_err(),
         "LIBI_REQUIRE_SLURM_TESTS is set but no Slurm is up: run under ci/with-slurm.sh"
     );
     eprintln!("Slurm tests skipped: run under ci/with-slurm.sh -- cargo test");
-    false
+    None
 }
 
 /// Steps of our jobs still known to Slurm.
 fn our_steps() -> String {
-    let out = Command::new("squeue").args(["-h", "-s", "-o", "%i %j"]).output().expect("squeue");
+    let out = Command::new("squeue")
+        .args(["-h", "-t", "RUNNING", "-s", "-o", "%i %j"])
+        .output()
+        .expect("squeue");
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| l.contains("libi-nla"))
@@ -32,9 +38,7 @@ fn our_steps() -> String {
 /// `salloc -N1 libi-mpiexec -n 4 ./hello`: the allocation is detected (hosts and launcher).
 #[test]
 fn inside_salloc_autodetected() {
-    if !slurm() {
-        return;
-    }
+    let Some(_serial) = slurm() else { return };
     let r = salloc(&["-N1", "-n4"], &["-n", "4", &prog("hello")]);
     hello_lines(&r, 4);
     assert!(our_steps().is_empty(), "steps left: {}", our_steps());
@@ -43,9 +47,7 @@ fn inside_salloc_autodetected() {
 /// `-launcher slurm` explicitly, and without `-n` (one rank per allocated task).
 #[test]
 fn explicit_launcher_slurm() {
-    if !slurm() {
-        return;
-    }
+    let Some(_serial) = slurm() else { return };
     let r = salloc(&["-N1", "-n4"], &["-launcher", "slurm", "-n", "4", &prog("hello")]);
     hello_lines(&r, 4);
     let r = salloc(&["-N1", "-n3"], &[&prog("hello")]);
@@ -55,9 +57,7 @@ fn explicit_launcher_slurm() {
 /// Failures under Slurm: exit codes as elsewhere, and the NLA step is gone afterwards.
 #[test]
 fn abort_under_slurm() {
-    if !slurm() {
-        return;
-    }
+    let Some(_serial) = slurm() else { return };
     let r = salloc(&["-N1", "-n4"], &["-n", "4", &prog("fail"), "abort", "7"]);
     assert_eq!(r.status, 7, "{}", r.stderr);
     assert!(failure_line(&r).contains("MPI_Abort"), "{}", r.stderr);

@@ -93,6 +93,9 @@ pub struct Segment {
     /// Network interface whose address the NLAs connect back to
     #[arg(long = "iface", value_name = "IF")]
     pub iface: Option<String>,
+    /// Serve PMGR collectives (pmgr_collective v8, MVAPICH-1): export MPIRUN_* to the ranks
+    #[arg(long = "pmgr")]
+    pub pmgr: bool,
     /// Most connections any process of the NLA tree holds (children + parent; default 128)
     #[arg(long = "max-conn", value_name = "N", value_parser = clap::value_parser!(u32).range(3..))]
     pub max_conn: Option<u32>,
@@ -143,6 +146,7 @@ const LONG: &[(&str, &str, usize)] = &[
     ("report", "report", 1),
     ("launch-timeout", "launch-timeout", 1),
     ("max-conn", "max-conn", 1),
+    ("pmgr", "pmgr", 0),
     ("kvs-push-max", "kvs-push-max", 1),
     ("help", "help", 0),
     ("version", "version", 0),
@@ -172,6 +176,7 @@ pub struct Global {
     pub kvs_push_max: Option<u64>,
     pub max_conn: Option<usize>,
     pub launch_timeout: Option<f64>,
+    pub pmgr: bool,
 }
 
 /// Which variables of the front end's environment a rank inherits.
@@ -349,6 +354,7 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         global.kvs_push_max = s.kvs_push_max.or(global.kvs_push_max);
         global.max_conn = s.max_conn.map(|c| c as usize).or(global.max_conn);
         global.launch_timeout = s.launch_timeout.or(global.launch_timeout);
+        global.pmgr |= s.pmgr;
         if let Some(t) = s.launch_timeout {
             if !(t.is_finite() && t > 0.0) {
                 return Err(usage(format!(

@@ -42,6 +42,8 @@ enum Fe {
     GraceOver,
     Tick,
     ChildrenTimeout,
+    /// The grace of an `Effect::FailSoon` is over.
+    FailNow(String),
 }
 
 /// What the front end makes of the job so far.
@@ -80,15 +82,20 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
     };
     let ids = core.plan().children.iter().map(|c| c.node).collect();
     accept_loop(listener, secret.clone(), ids, tree_ev.clone());
+    // The srun step under Slurm: its pid and whether it exited.
+    let mut step: Option<(Option<u32>, bool)> = None;
     if plan.job.launcher.kind == LauncherKind::Slurm {
         // One srun step starts every NLA; they join here (see `Rendezvous`).
         let mut hosts = Vec::new();
         all_hosts(&plan.root, &mut hosts);
         let (prog, args) =
             libi::launch::srun_command(&plan.job.launcher, &hosts, &addr, plan.job.verbose);
-        if let Err(e) = spawn_launcher(&prog, &args, STEP, &secret, tree_ev.clone()).await {
-            eprintln!("libi-mpiexec: {e}");
-            return STATUS_LAUNCH;
+        match spawn_launcher(&prog, &args, STEP, &secret, tree_ev.clone()).await {
+            Ok(pid) => step = Some((pid, false)),
+            Err(e) => {
+                eprintln!("libi-mpiexec: {e}");
+                return STATUS_LAUNCH;
+            }
         }
     }
     children.launch_all(&mut core, &addr, &secret, &tree_ev, &mut fx).await;
@@ -143,11 +150,20 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
                     Effect::ToChild(idx, msg) => children.send(idx, msg).await,
                     Effect::ToChildren(msg) => children.broadcast(&msg).await,
                     Effect::Warn(w) => warn!("{w}"),
+                    Effect::FailSoon(m) => {
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(nla::driver::PMGR_ABORT_GRACE).await;
+                            let _ = tx.send(Fe::FailNow(m));
+                        });
+                    }
                     Effect::ToRank(..)
                     | Effect::CloseRank(_)
                     | Effect::KillRanks
                     | Effect::SignalRanks(_)
-                    | Effect::Stdin(_) => {}
+                    | Effect::Stdin(_)
+                    | Effect::ToPmgr(..)
+                    | Effect::ClosePmgr(_) => {}
                 }
             }
         }
@@ -168,7 +184,14 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
             Fe::Tree(TreeEv::Join { host, listen, conn }) => {
                 rendezvous.join(host, listen, conn, &mut children, &mut core, &mut fx).await
             }
-            Fe::Tree(t) => children.on_event(t, &mut core, &mut fx).await,
+            Fe::Tree(t) => {
+                if let (TreeEv::LauncherExited { idx: STEP, .. }, Some((_, done))) =
+                    (&t, step.as_mut())
+                {
+                    *done = true;
+                }
+                children.on_event(t, &mut core, &mut fx).await
+            }
             Fe::Stdin(data) => core.stdin(Msg::Stdin { data }, &mut fx),
             Fe::Signal(sig) => {
                 let now_i = Instant::now();
@@ -205,6 +228,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
                 break;
             }
             Fe::ChildrenTimeout => break,
+            Fe::FailNow(m) => core.fail_now(m, &mut fx),
             Fe::Tick => {
                 if job.nodes_up < plan.nodes && started.elapsed() > Duration::from_secs(1) {
                     eprint!(
@@ -224,6 +248,27 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
     }
     job.out.flush();
     children.close_all().await;
+    // Under Slurm, let srun see its step end (its NLAs are gone or going) before we exit:
+    // killing it early would leave the step behind in Slurm. Bounded; then SIGTERM.
+    if let Some((pid, false)) = step {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let mut done = false;
+        while !done {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(Fe::Tree(TreeEv::LauncherExited { idx: STEP, .. }))) => done = true,
+                Ok(Some(_)) => {}
+                _ => break,
+            }
+        }
+        if !done {
+            if let Some(pid) = pid {
+                // SAFETY: kill(2) of srun's own process group.
+                unsafe {
+                    libc::kill(-(pid as i32), libc::SIGTERM);
+                }
+            }
+        }
+    }
     if let Some(path) = &opts.report {
         let mut fe = core.report();
         fe.ready = t0;

@@ -51,6 +51,11 @@ fn main() -> ExitCode {
             .ok()
             .and_then(|h| h.into_string().ok())
             .unwrap_or_else(|| "localhost".into()),
+        // Positive, nonzero, different between concurrent jobs on a node (MVAPICH names its
+        // shared-memory files after it): our pid and some randomness.
+        job_id: ((std::process::id() as i32) << 8 ^ rand::random::<u8>() as i32).max(1)
+            & 0x7fff_ffff
+            | 1,
         slurm: match slurm_allocation() {
             Ok(a) => a,
             Err(m) => {
@@ -96,8 +101,7 @@ fn main() -> ExitCode {
 /// The hosts of the Slurm allocation we run in (`SLURM_JOB_ID`, `SLURM_JOB_NODELIST`,
 /// `SLURM_TASKS_PER_NODE`), if any.
 fn slurm_allocation() -> Result<Option<Vec<libi::hosts::Host>>, String> {
-    // (wired to libi::slurm::allocation_from_env once that module lands)
-    Ok(None)
+    libi::slurm::allocation_from_env(&|k: &str| std::env::var(k).ok())
 }
 
 /// `-localhost ADDR` (an address or a resolvable name) or `-iface IF` (its IPv4 address).

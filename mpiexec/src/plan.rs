@@ -65,6 +65,8 @@ pub struct Context {
     pub local_host: String,
     /// The hosts of the Slurm allocation we run in, if any.
     pub slurm: Option<Vec<Host>>,
+    /// A job-unique nonzero number (PMGR's `MPIRUN_ID`).
+    pub job_id: i32,
 }
 
 /// Default launch timeout: a child NLA that has not connected back 60 s after its launch
@@ -159,6 +161,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             .unwrap_or(LAUNCH_TIMEOUT_MS),
         kvs_push_max: g.kvs_push_max.unwrap_or(KVS_PUSH_MAX),
         report: g.report.is_some(),
+        pmgr: g.pmgr.then_some(ctx.job_id),
         verbose: g.verbose,
     };
 
@@ -223,6 +226,7 @@ mod tests {
             nla_path: "/x/libi-nla".into(),
             local_host: "fe".into(),
             slurm: None,
+            job_id: 7,
         }
     }
 

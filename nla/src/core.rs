@@ -18,6 +18,7 @@
 //!   node on the way down (the hierarchical cache). Concurrent misses for one key share one
 //!   upward request.
 
+use crate::pmgr_node::{PmgrEffect, PmgrNode};
 use dashmap::DashMap;
 use libi::job::{JobCommon, NodePlan, NodeSetup, RankEnd};
 use libi::msg::Msg;
@@ -47,6 +48,13 @@ pub enum Effect {
     Stdin(Vec<u8>),
     /// A diagnostic line for stderr.
     Warn(String),
+    /// Write bytes on PMGR connection `conn`.
+    ToPmgr(u64, Vec<u8>),
+    /// Close PMGR connection `conn`.
+    ClosePmgr(u64),
+    /// Fail the job with this message after a short grace (an abort record may still come):
+    /// call [`NodeCore::fail_now`] then.
+    FailSoon(String),
 }
 
 /// How a rank process ended, before PMI state is taken into account.
@@ -102,6 +110,8 @@ pub struct NodeCore {
     node_attrs: HashMap<String, String>,
     /// Local ranks waiting for a node attribute (`info-getnodeattr` with `wait=TRUE`).
     attr_waiters: HashMap<String, Vec<usize>>,
+    /// The PMGR collective server (`--pmgr`).
+    pmgr: Option<PmgrNode>,
 }
 
 impl NodeCore {
@@ -160,6 +170,90 @@ impl NodeCore {
             epoch_keys: HashSet::new(),
             node_attrs: HashMap::new(),
             attr_waiters: HashMap::new(),
+            pmgr: None,
+        }
+        .with_pmgr()
+    }
+
+    fn with_pmgr(mut self) -> Self {
+        if self.job.pmgr.is_some() {
+            fn ranks(p: &NodePlan, out: &mut Vec<u32>) {
+                out.extend(p.ranks.iter().map(|r| r.rank));
+                for c in &p.children {
+                    ranks(c, out);
+                }
+            }
+            let local = self.plan.ranks.iter().map(|r| r.rank).collect();
+            let child_ranks = self
+                .plan
+                .children
+                .iter()
+                .map(|c| {
+                    let mut v = Vec::new();
+                    ranks(c, &mut v);
+                    v
+                })
+                .collect();
+            self.pmgr = Some(PmgrNode::new(self.job.size, self.is_root, local, child_ranks));
+        }
+        self
+    }
+
+    // ---------------------------------------------------------------- PMGR
+
+    /// A rank opened a PMGR connection.
+    pub fn pmgr_connected(&mut self, conn: u64) {
+        if let Some(p) = self.pmgr.as_mut() {
+            p.connected(conn);
+        }
+    }
+
+    /// Bytes on a PMGR connection.
+    pub fn pmgr_data(&mut self, conn: u64, bytes: &[u8], fx: &mut Vec<Effect>) {
+        let mut pfx = Vec::new();
+        if let Some(p) = self.pmgr.as_mut() {
+            p.data(conn, bytes, &mut pfx);
+        }
+        self.pmgr_effects(pfx, fx);
+    }
+
+    /// A PMGR connection reached EOF.
+    pub fn pmgr_eof(&mut self, conn: u64, fx: &mut Vec<Effect>) {
+        let mut pfx = Vec::new();
+        if let Some(p) = self.pmgr.as_mut() {
+            p.eof(conn, &mut pfx);
+        }
+        self.pmgr_effects(pfx, fx);
+    }
+
+    fn pmgr_effects(&mut self, pfx: Vec<PmgrEffect>, fx: &mut Vec<Effect>) {
+        for e in pfx {
+            match e {
+                PmgrEffect::Write(c, b) => fx.push(Effect::ToPmgr(c, b)),
+                PmgrEffect::Close(c) => fx.push(Effect::ClosePmgr(c)),
+                PmgrEffect::Up(m) => fx.push(Effect::ToParent(m)),
+                PmgrEffect::ToChild(i, m) => fx.push(Effect::ToChild(i, m)),
+                PmgrEffect::Abort(rank, status, what) => {
+                    if !self.tearing_down {
+                        self.tearing_down = true;
+                        let host = self.plan.host.clone();
+                        let message = if rank == u32::MAX {
+                            format!("a rank on {host} {what}")
+                        } else {
+                            format!("rank {rank} on {host} {what}")
+                        };
+                        fx.push(Effect::ToParent(Msg::Fatal { host, message, status }));
+                    }
+                }
+                PmgrEffect::FailSoon(m) => fx.push(Effect::FailSoon(m)),
+            }
+        }
+    }
+
+    /// The grace after a [`Effect::FailSoon`] ended: fail unless the job is already failing.
+    pub fn fail_now(&mut self, message: String, fx: &mut Vec<Effect>) {
+        if !self.tearing_down {
+            self.fail(message, fx);
         }
     }
 
@@ -465,7 +559,10 @@ impl NodeCore {
         }
         self.ended[local] = true;
         self.n_ended += 1;
-        let clean_pmi = !matches!(self.conns[local].phase(), Phase::Initialized);
+        // A rank that left PMI (or PMGR) half-way failed, whatever its exit code.
+        let rank = self.rank_of(local);
+        let clean_pmi = !matches!(self.conns[local].phase(), Phase::Initialized)
+            && !self.pmgr.as_ref().is_some_and(|p| p.open_rank(rank));
         let end = match end {
             ProcEnd::Exited(code) => RankEnd::Exited { code, clean_pmi },
             ProcEnd::Signaled(signal) => RankEnd::Signaled { signal },
@@ -511,6 +608,13 @@ impl NodeCore {
                 fx.push(Effect::ToChildren(Msg::Signal { signal }));
             }
             m @ Msg::Stdin { .. } => self.stdin(m, fx),
+            Msg::PmgrDown(outcome) => {
+                let mut pfx = Vec::new();
+                if let Some(p) = self.pmgr.as_mut() {
+                    p.down(*outcome, &mut pfx);
+                }
+                self.pmgr_effects(pfx, fx);
+            }
             other => fx.push(Effect::Warn(format!("unexpected message from parent: {other:?}"))),
         }
     }
@@ -590,6 +694,13 @@ impl NodeCore {
             Msg::SubtreeLost { ranks, .. } => {
                 self.child_left[idx] = self.child_left[idx].saturating_sub(ranks as usize);
                 fx.push(Effect::ToParent(msg));
+            }
+            Msg::PmgrUp(partial) => {
+                let mut pfx = Vec::new();
+                if let Some(p) = self.pmgr.as_mut() {
+                    p.child_up(idx, *partial, &mut pfx);
+                }
+                self.pmgr_effects(pfx, fx);
             }
             Msg::Output { .. }
             | Msg::Abort { .. }

@@ -7,6 +7,7 @@ use crate::tree::{accept_loop, describe, listen, Children, EvSink, TreeEv};
 use futures::{SinkExt, StreamExt};
 use libi::job::{JobCommon, LauncherKind};
 use libi::msg::{Msg, Stream};
+use std::collections::HashMap;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
@@ -39,6 +40,12 @@ enum Ev {
     ChildrenTimeout,
     /// A rank stopped reading its PMI replies.
     Stalled(usize),
+    /// A PMGR connection was accepted (its id and write half).
+    PmgrConn(u64, tokio::net::tcp::OwnedWriteHalf),
+    PmgrData(u64, Vec<u8>),
+    PmgrEof(u64),
+    /// The grace of an `Effect::FailSoon` is over.
+    FailNow(String),
 }
 
 /// Command for a rank task.
@@ -160,7 +167,21 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             }
         }
     }
-    let mut ranks = Ranks::start(&core, &ev_tx);
+    // PMGR: the local ranks connect to a loopback port of this NLA.
+    let pmgr_port = match (core.job().pmgr, core.local_count()) {
+        (Some(_), n) if n > 0 => match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+            Ok(l) => {
+                let port = l.local_addr().map(|a| a.port()).unwrap_or(0);
+                spawn_pmgr_accept(l, ev_tx.clone());
+                Some(port)
+            }
+            Err(e) => return Err(io::Error::new(e.kind(), format!("cannot listen for PMGR: {e}"))),
+        },
+        _ => None,
+    };
+    let mut pmgr_writers: HashMap<u64, UnboundedSender<Option<Vec<u8>>>> = HashMap::new();
+    let mut pmgr_swept = false;
+    let mut ranks = Ranks::start(&core, &ev_tx, pmgr_port);
     for (local, end) in std::mem::take(&mut ranks.failed_starts) {
         core.rank_ended(local, end, &mut fx);
     }
@@ -170,9 +191,52 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     let mut waiting_children = false;
     loop {
         for e in fx.drain(..) {
-            apply(e, &mut ranks, &mut children, &mut up, &ev_tx, parent_gone).await;
+            match e {
+                Effect::ToPmgr(id, bytes) => {
+                    if let Some(tx) = pmgr_writers.get(&id) {
+                        let _ = tx.send(Some(bytes));
+                    }
+                }
+                Effect::ClosePmgr(id) => {
+                    if let Some(tx) = pmgr_writers.remove(&id) {
+                        let _ = tx.send(None);
+                    }
+                }
+                Effect::FailSoon(m) => {
+                    let tx = ev_tx.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(PMGR_ABORT_GRACE).await;
+                        let _ = tx.send(Ev::FailNow(m));
+                    });
+                }
+                e => apply(e, &mut ranks, &mut children, &mut up, &ev_tx, parent_gone).await,
+            }
         }
         if core.finished() {
+            // A PMGR client sends its abort record on a connection of its own and may exit
+            // right after: before concluding that the job ended well, let the accept and
+            // reader tasks deliver whatever is still queued on our PMGR port.
+            if pmgr_port.is_some() && !pmgr_swept {
+                pmgr_swept = true;
+                tokio::time::sleep(PMGR_FINAL_SWEEP).await;
+                while let Ok(ev) = ev_rx.try_recv() {
+                    match ev {
+                        Ev::PmgrConn(id, wr) => {
+                            let (tx, rx) = unbounded_channel();
+                            tokio::spawn(pmgr_writer(wr, rx));
+                            pmgr_writers.insert(id, tx);
+                            core.pmgr_connected(id);
+                        }
+                        Ev::PmgrData(id, data) => core.pmgr_data(id, &data, &mut fx),
+                        Ev::PmgrEof(id) => core.pmgr_eof(id, &mut fx),
+                        Ev::FailNow(m) => core.fail_now(m, &mut fx),
+                        _ => {}
+                    }
+                }
+                if !fx.is_empty() {
+                    continue;
+                }
+            }
             break;
         }
         if core.ranks_left() == 0 && !waiting_children {
@@ -209,6 +273,15 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             Ev::Tree(t) => children.on_event(t, &mut core, &mut fx).await,
             Ev::GraceOver => ranks.kill_all(libc::SIGKILL),
             Ev::Stalled(local) => core.rank_stalled(local, &mut fx),
+            Ev::PmgrConn(id, wr) => {
+                let (tx, rx) = unbounded_channel();
+                tokio::spawn(pmgr_writer(wr, rx));
+                pmgr_writers.insert(id, tx);
+                core.pmgr_connected(id);
+            }
+            Ev::PmgrData(id, data) => core.pmgr_data(id, &data, &mut fx),
+            Ev::PmgrEof(id) => core.pmgr_eof(id, &mut fx),
+            Ev::FailNow(m) => core.fail_now(m, &mut fx),
             Ev::ChildrenTimeout => break,
         }
     }
@@ -276,7 +349,60 @@ async fn apply<S>(
             }
         }
         Effect::Warn(w) => warn!("{w}"),
+        Effect::ToPmgr(..) | Effect::ClosePmgr(_) | Effect::FailSoon(_) => {}
     }
+}
+
+/// How long an NLA serving PMGR waits, once every rank ended, for queued PMGR input.
+const PMGR_FINAL_SWEEP: Duration = Duration::from_millis(30);
+
+/// How long a PMGR failure waits for an abort record that may explain it.
+pub const PMGR_ABORT_GRACE: Duration = Duration::from_millis(1500);
+
+/// Accept the local ranks' PMGR connections (and abort connections).
+fn spawn_pmgr_accept(listener: tokio::net::TcpListener, ev: UnboundedSender<Ev>) {
+    tokio::spawn(async move {
+        let mut next = 0u64;
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { return };
+            let _ = stream.set_nodelay(true);
+            let id = next;
+            next += 1;
+            let (mut rd, wr) = stream.into_split();
+            if ev.send(Ev::PmgrConn(id, wr)).is_err() {
+                return;
+            }
+            let ev = ev.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    match rd.read(&mut buf).await {
+                        Ok(n) if n > 0 => {
+                            if ev.send(Ev::PmgrData(id, buf[..n].to_vec())).is_err() {
+                                return;
+                            }
+                        }
+                        _ => {
+                            let _ = ev.send(Ev::PmgrEof(id));
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+}
+
+async fn pmgr_writer(
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut rx: UnboundedReceiver<Option<Vec<u8>>>,
+) {
+    while let Some(Some(bytes)) = rx.recv().await {
+        if wr.write_all(&bytes).await.is_err() {
+            return;
+        }
+    }
+    let _ = wr.shutdown().await;
 }
 
 /// The driver's view of the local ranks.
@@ -292,7 +418,7 @@ struct Ranks {
 }
 
 impl Ranks {
-    fn start(core: &NodeCore, ev: &UnboundedSender<Ev>) -> Ranks {
+    fn start(core: &NodeCore, ev: &UnboundedSender<Ev>, pmgr_port: Option<u16>) -> Ranks {
         let (job, plan) = (core.job(), core.plan());
         let n = plan.ranks.len();
         let mut node = Ranks {
@@ -309,7 +435,7 @@ impl Ranks {
                 node.failed_starts.push((local, reason));
                 continue;
             }
-            match start_rank(job, plan, local, *slot) {
+            match start_rank(job, plan, local, *slot, pmgr_port) {
                 Ok(Started { mut child, pmi }) => {
                     let pid = child.id().map(|p| p as i32);
                     node.pids[local] = pid;

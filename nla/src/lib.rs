@@ -8,5 +8,6 @@
 
 pub mod core;
 pub mod driver;
+pub mod pmgr_node;
 pub mod spawn;
 pub mod tree;

@@ -27,6 +27,7 @@ pub fn start_rank(
     plan: &NodePlan,
     local: usize,
     slot: RankSlot,
+    pmgr_port: Option<u16>,
 ) -> io::Result<Started> {
     let app: &AppSpec = job
         .apps
@@ -52,6 +53,19 @@ pub fn start_rank(
         .env("MPI_LOCALRANKID", local.to_string())
         .env("MPI_LOCALNRANKS", plan.ranks.len().to_string())
         .env("LIBI_JOB", &job.kvsname);
+    if let (Some(id), Some(port)) = (job.pmgr, pmgr_port) {
+        // What a PMGR (pmgr_collective v8 / MVAPICH-1) client reads; shared memory off, or
+        // clients of >= 1024 ranks never talk to the server (spec §2).
+        cmd.env("MPIRUN_HOST", "127.0.0.1")
+            .env("MPIRUN_PORT", port.to_string())
+            .env("MPIRUN_RANK", slot.rank.to_string())
+            .env("MPIRUN_NPROCS", job.size.to_string())
+            .env("MPIRUN_ID", id.to_string())
+            .env("MPIRUN_SHM_ENABLE", "0")
+            .env("MPIRUN_MPD", "0")
+            .env("NOT_USE_TOTALVIEW", "1")
+            .env("MPIRUN_CONNECT_ONCE", "1");
+    }
     if let Some(w) = &app.wdir {
         cmd.current_dir(w);
     }

@@ -37,6 +37,7 @@ fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
             launch_timeout_ms: 10,
             kvs_push_max: push_max,
             report: true,
+            pmgr: None,
             verbose: false,
         },
         plan: me,

@@ -7,12 +7,15 @@
 //!
 //! * [`v1`]: PMI-1 ("simple") requests and replies — parse and encode both directions (the
 //!   client direction is used by tests, benchmarks and later by our client libraries).
-//! * [`server`]: the per-connection server state machine.
+//! * [`v2`]: PMI-2 frames, requests and replies — both directions (used by the server and
+//!   by the client libraries `libpmi2`).
+//! * [`server`]: the per-connection server state machine (PMI-1 and PMI-2 on one socket).
 //!
 //! Wire facts come from `shared/spec/pmi-wire.md`; section numbers there are cited in the docs.
 
 pub mod server;
 pub mod v1;
+pub mod v2;
 
 pub use server::{Action, ConnConfig, Connection, Eof, Phase};
 pub use v1::{GetMiss, ParseError, Reply, Request, SpawnCmd};

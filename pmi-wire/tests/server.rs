@@ -60,7 +60,7 @@ fn fresh_eof_is_clean() {
 fn init_other_versions_refused() {
     let mut c = Connection::new(cfg());
     assert_eq!(
-        feed(&mut c, "cmd=init pmi_version=2 pmi_subversion=0\n"),
+        feed(&mut c, "cmd=init pmi_version=3 pmi_subversion=0\n"),
         vec![send("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1\n")]
     );
     assert_eq!(c.phase(), Phase::Fresh);

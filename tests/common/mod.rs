@@ -244,3 +244,22 @@ pub fn failure_line(r: &Run) -> String {
     assert_eq!(lines.len(), 1, "exactly one line from libi-mpiexec: {}", r.stderr);
     lines[0].to_string()
 }
+
+/// Compile the C program `tests/programs/<file>` with `cc` into `out_dir/<name>` with extra
+/// arguments (include dirs, `-L`/`-l`, rpath); panics with the compiler's output on failure.
+pub fn cc_program(out_dir: &Path, name: &str, file: &str, args: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/programs").join(file);
+    std::fs::create_dir_all(out_dir).expect("create program dir");
+    let exe = out_dir.join(name);
+    let out = Command::new("cc")
+        .arg("-O2")
+        .arg("-Wall")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cc not found ({e}): install a C compiler"));
+    assert!(out.status.success(), "cc failed for {file}: {}", String::from_utf8_lossy(&out.stderr));
+    exe
+}

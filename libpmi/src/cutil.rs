@@ -1,0 +1,89 @@
+//! C-boundary helpers (shared by libpmi and libpmi2): panics never cross into C, pointers
+//! are checked for null, strings are copied with their NUL within the caller's capacity.
+
+#![allow(dead_code)] // shared by libpmi and libpmi2 (included by path); each uses a part
+
+use std::ffi::{c_char, c_int, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, MutexGuard};
+
+/// Run `f`, turning a panic into `fail`.
+pub fn guard(fail: c_int, f: impl FnOnce() -> c_int) -> c_int {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(fail)
+}
+
+/// Lock ignoring poisoning (a panic caught by [`guard`] must not disable the library).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The C string at `p` (lossy UTF-8), `None` for a null pointer.
+///
+/// # Safety
+/// `p` is null or points to a NUL-terminated string.
+pub unsafe fn cstr(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and NUL-terminated per the caller's contract.
+    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// Copy `s` and a NUL into `dst` if it fits in `cap` bytes; `false` (and nothing written
+/// except an empty string when `cap > 0`) if it does not.
+///
+/// # Safety
+/// `dst` is null or points to at least `cap` writable bytes.
+pub unsafe fn put_cstr(dst: *mut c_char, cap: usize, s: &str) -> bool {
+    if dst.is_null() {
+        return false;
+    }
+    let b = s.as_bytes();
+    if b.len() + 1 > cap {
+        if cap > 0 {
+            // SAFETY: cap ≥ 1 writable bytes.
+            unsafe { *dst = 0 };
+        }
+        return false;
+    }
+    // SAFETY: b.len() + 1 ≤ cap bytes are writable; the regions cannot overlap (s is ours).
+    unsafe {
+        std::ptr::copy_nonoverlapping(b.as_ptr().cast::<c_char>(), dst, b.len());
+        *dst.add(b.len()) = 0;
+    }
+    true
+}
+
+/// Copy as much of `s` as fits (NUL-terminated) into `dst`; the number of bytes copied.
+///
+/// # Safety
+/// As [`put_cstr`].
+pub unsafe fn put_cstr_trunc(dst: *mut c_char, cap: usize, s: &str) -> usize {
+    if dst.is_null() || cap == 0 {
+        return 0;
+    }
+    let n = s.len().min(cap - 1);
+    // SAFETY: n + 1 ≤ cap writable bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(s.as_ptr().cast::<c_char>(), dst, n);
+        *dst.add(n) = 0;
+    }
+    n
+}
+
+/// Store `v` at `p` if `p` is not null.
+///
+/// # Safety
+/// `p` is null or valid for a write of one `c_int`.
+pub unsafe fn put_int(p: *mut c_int, v: c_int) -> bool {
+    if p.is_null() {
+        return false;
+    }
+    // SAFETY: non-null and writable per the caller's contract.
+    unsafe { *p = v };
+    true
+}
+
+pub fn env_int(name: &str) -> Option<i32> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
