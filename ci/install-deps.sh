@@ -16,3 +16,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 command -v cargo >/dev/null || { echo "ci/install-deps.sh: cargo not found (install Rust with rustup)" >&2; exit 1; }
 rustup component list --installed 2>/dev/null | grep -q clippy || rustup component add clippy rustfmt
+# MPICH 5 from PyPI (a venv): Debian's MPICH 4.0.2 cannot do dynamic processes; the tests of
+# the name service (and later spawn) compile against this one's mpicc.
+if [ ! -x /opt/libi/mpich5/bin/mpicc ]; then
+  echo "ci/install-deps.sh: installing the MPICH 5 wheel into /opt/libi/mpich5"
+  mkdir -p /opt/libi
+  python3 -m venv /opt/libi/mpich5
+  /opt/libi/mpich5/bin/pip install -q mpich
+fi

@@ -51,6 +51,9 @@ pub enum Msg {
     Report(Box<NodeReport>),
     /// This subtree's contributions to the current PMGR collective.
     PmgrUp(Box<pmgr::collective::Partial>),
+    /// A name-service request (`publish_name`/`unpublish_name`/`lookup_name`), answered by
+    /// the front end, which holds the job-wide table. `req` is unique in the job.
+    Name { req: u64, op: NameOp },
 
     // ---- parent -> child ----
     /// The child's part of the job.
@@ -65,12 +68,22 @@ pub enum Msg {
     GetResult { key: String, value: Option<String> },
     /// The outcome of the current PMGR collective, restricted to the receiver's subtree.
     PmgrDown(Box<pmgr::collective::Outcome>),
+    /// Answer to `Name`: `ok` (publish/unpublish) and the port (lookup).
+    NameResult { req: u64, ok: bool, port: Option<String> },
     /// Bytes for rank 0's stdin; an empty `data` means EOF.
     Stdin { data: Vec<u8> },
     /// Deliver this signal to every rank (SIGINT/SIGTERM/SIGUSR1/SIGUSR2 forwarding).
     Signal { signal: i32 },
     /// Tear the job down: TERM, then KILL after the grace period.
     Kill,
+}
+
+/// A name-service operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NameOp {
+    Publish { service: String, port: String },
+    Unpublish { service: String },
+    Lookup { service: String },
 }
 
 /// Error decoding a frame.

@@ -21,7 +21,7 @@
 use crate::pmgr_node::{PmgrEffect, PmgrNode};
 use dashmap::DashMap;
 use libi::job::{JobCommon, NodePlan, NodeSetup, RankEnd};
-use libi::msg::Msg;
+use libi::msg::{Msg, NameOp};
 use libi::report::{Counters, FenceRecord, NodeReport};
 use pmi_wire::server::{Action, ConnConfig, Connection, Phase};
 use pmi_wire::v1::ParseError;
@@ -112,6 +112,11 @@ pub struct NodeCore {
     attr_waiters: HashMap<String, Vec<usize>>,
     /// The PMGR collective server (`--pmgr`).
     pmgr: Option<PmgrNode>,
+    /// Name-service requests in flight: who asked, and what.
+    name_waiters: HashMap<u64, (Waiter, NameOp)>,
+    next_req: u64,
+    /// At the root: the job-wide name table (service -> port).
+    names: HashMap<String, String>,
 }
 
 impl NodeCore {
@@ -171,6 +176,9 @@ impl NodeCore {
             node_attrs: HashMap::new(),
             attr_waiters: HashMap::new(),
             pmgr: None,
+            name_waiters: HashMap::new(),
+            next_req: 0,
+            names: HashMap::new(),
         }
         .with_pmgr()
     }
@@ -361,17 +369,14 @@ impl NodeCore {
                 fx.push(Effect::ToRank(local, reply));
                 fx.push(Effect::Warn(format!("rank {rank}: spawn is not supported yet")));
             }
-            Action::Publish { .. } => {
-                let reply = self.conns[local].answer_publish(false);
-                fx.push(Effect::ToRank(local, reply));
+            Action::Publish { service, port } => {
+                self.name_request(Waiter::Rank(local), NameOp::Publish { service, port }, fx)
             }
-            Action::Unpublish { .. } => {
-                let reply = self.conns[local].answer_unpublish(false);
-                fx.push(Effect::ToRank(local, reply));
+            Action::Unpublish { service } => {
+                self.name_request(Waiter::Rank(local), NameOp::Unpublish { service }, fx)
             }
-            Action::Lookup { .. } => {
-                let reply = self.conns[local].answer_lookup(None);
-                fx.push(Effect::ToRank(local, reply));
+            Action::Lookup { service } => {
+                self.name_request(Waiter::Rank(local), NameOp::Lookup { service }, fx)
             }
             Action::PutNodeAttr { key, value } => {
                 for w in self.attr_waiters.remove(&key).unwrap_or_default() {
@@ -431,6 +436,64 @@ impl NodeCore {
             self.counters.gets_local += 1;
             let reply = self.conns[local].answer_get(&key, None);
             fx.push(Effect::ToRank(local, reply));
+        }
+    }
+
+    /// A name-service request from a local rank or a child: answered at the root, passed up
+    /// elsewhere (with a job-unique id: this node's id in the high bits).
+    fn name_request(&mut self, who: Waiter, op: NameOp, fx: &mut Vec<Effect>) {
+        if self.is_root {
+            let (ok, port) = self.name_op(&op);
+            self.name_answer(who, &op, ok, port, fx);
+            return;
+        }
+        let req = (u64::from(self.plan.node) << 32) | self.next_req;
+        self.next_req += 1;
+        self.name_waiters.insert(req, (who, op.clone()));
+        fx.push(Effect::ToParent(Msg::Name { req, op }));
+    }
+
+    /// The job-wide name table (at the root): duplicate publish and unknown names fail.
+    fn name_op(&mut self, op: &NameOp) -> (bool, Option<String>) {
+        match op {
+            NameOp::Publish { service, port } => {
+                if self.names.contains_key(service) {
+                    (false, None)
+                } else {
+                    self.names.insert(service.clone(), port.clone());
+                    (true, None)
+                }
+            }
+            NameOp::Unpublish { service } => (self.names.remove(service).is_some(), None),
+            NameOp::Lookup { service } => {
+                let port = self.names.get(service).cloned();
+                (port.is_some(), port)
+            }
+        }
+    }
+
+    fn name_answer(
+        &mut self,
+        who: Waiter,
+        op: &NameOp,
+        ok: bool,
+        port: Option<String>,
+        fx: &mut Vec<Effect>,
+    ) {
+        match who {
+            Waiter::Rank(local) => {
+                let Some(conn) = self.conns.get_mut(local) else { return };
+                let reply = match op {
+                    NameOp::Publish { .. } => conn.answer_publish(ok),
+                    NameOp::Unpublish { .. } => conn.answer_unpublish(ok),
+                    NameOp::Lookup { .. } => conn.answer_lookup(port.as_deref()),
+                };
+                fx.push(Effect::ToRank(local, reply));
+            }
+            Waiter::Child(c) => {
+                // The child's request id travels with its op; see `child_msg`.
+                let _ = (c, op, ok, port);
+            }
         }
     }
 
@@ -608,6 +671,15 @@ impl NodeCore {
                 fx.push(Effect::ToChildren(Msg::Signal { signal }));
             }
             m @ Msg::Stdin { .. } => self.stdin(m, fx),
+            Msg::NameResult { req, ok, port } => match self.name_waiters.remove(&req) {
+                Some((Waiter::Child(c), _)) => {
+                    fx.push(Effect::ToChild(c, Msg::NameResult { req, ok, port }))
+                }
+                Some((who, op)) => self.name_answer(who, &op, ok, port, fx),
+                None => {
+                    fx.push(Effect::Warn(format!("name-service answer {req} nobody asked for")))
+                }
+            },
             Msg::PmgrDown(outcome) => {
                 let mut pfx = Vec::new();
                 if let Some(p) = self.pmgr.as_mut() {
@@ -694,6 +766,15 @@ impl NodeCore {
             Msg::SubtreeLost { ranks, .. } => {
                 self.child_left[idx] = self.child_left[idx].saturating_sub(ranks as usize);
                 fx.push(Effect::ToParent(msg));
+            }
+            Msg::Name { req, op } => {
+                if self.is_root {
+                    let (ok, port) = self.name_op(&op);
+                    fx.push(Effect::ToChild(idx, Msg::NameResult { req, ok, port }));
+                } else {
+                    self.name_waiters.insert(req, (Waiter::Child(idx), op.clone()));
+                    fx.push(Effect::ToParent(Msg::Name { req, op }));
+                }
             }
             Msg::PmgrUp(partial) => {
                 let mut pfx = Vec::new();

@@ -1,0 +1,450 @@
+#!/usr/bin/env bash
+# Benchmarks: libi-mpiexec side by side with mpiexec.hydra and srun --mpi=pmi2, with plots.
+# Writes bench/results.md (tables, ratios libi/other, targets, machine), bench/raw.json (every
+# run) and bench/*.png + bench/*.svg. Run as root on Debian 12 (installs packages with apt,
+# matplotlib with pip into a venv under the target dir). Not part of the test suite.
+#
+#   ci/bench.sh                 all cases (~15-20 min on a 2-core VM)
+#   BENCH_QUICK=1 ci/bench.sh   smoke run: fewer sizes
+#   ci/bench.sh launch hello    only these cases (launch hello pmi ssh mem)
+#
+# Cases (each one a separate process: a failing case is recorded and the others still run;
+# the contenders alternate run by run, each value is the median of BENCH_RUNS runs):
+#   launch  -n N hostname, N = 1 8 64 256: libi vs hydra (pure launch cost)
+#   hello   MPICH hello (Init/Allreduce/Barrier/Finalize), N = 2 8 32 64: libi, hydra, srun
+#           (srun: a private single-node Slurm, run through ci/with-slurm.sh, or ci/slurm.sh
+#           up/down; "n/a" with the reason when there is none or it fails)
+#   pmi     tests/programs/pmi_exchange.c (light PMI-1 client, 64-byte keys), N = 256 1024 4096:
+#           libi over 64 simulated nodes (-launcher fork) vs hydra on one node; two variants:
+#           "fence" (put + fence + fence, no gets) and "gets" (every rank gets all N keys, O(N^2)
+#           round trips, only up to BENCH_PMI_GETS_MAX); libi's fence times from --report
+#   ssh     8 network-namespace hosts over real ssh: launch time per tree shape (greedy,
+#           kary:2, kary:16, flat), measured (--report) and modeled after calibration
+#   mem     peak RSS of the front end and of the NLA / hydra proxy serving 64 ranks (VmHWM
+#           sampled from /proc every 50 ms; /usr/bin/time's max RSS of the front end kept too)
+#
+# Environment:
+#   BENCH_RUNS=5            runs per contender and size (median reported)
+#   BENCH_QUICK=1           fewer sizes
+#   BENCH_OUT=bench         output directory
+#   BENCH_PMI_GETS_MAX=256  largest N of the pmi "gets" variant (1024 takes ~1 min per run here)
+#   BENCH_PMI_HYDRA_MAX=4096  largest N hydra is tried at in the pmi case
+#   BENCH_SSH_HOSTS=8       namespace hosts of the ssh case
+#   BENCH_LOCK_WAIT=120     seconds to wait for another run (ci/test.sh) to release the netns
+#                           hosts / the Slurm cluster before the case gives up (recorded)
+#   CARGO_TARGET_DIR        honoured (binaries from $CARGO_TARGET_DIR/release)
+#   LIBI_SLURM_DIR/_CTLD_PORT/_SLURMD_PORT  the benchmark's own Slurm (default
+#                           /tmp/libi-bench-slurm, ports 6827/6828; stopped at the end)
+set -euo pipefail
+export LC_ALL=C
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+SELF=$ROOT/ci/bench.sh
+RUNS=${BENCH_RUNS:-5}
+QUICK=${BENCH_QUICK:-0}
+TGT=${CARGO_TARGET_DIR:-$ROOT/target}
+case "$TGT" in /*) ;; *) TGT=$ROOT/$TGT ;; esac
+REL=$TGT/release
+LIBI=$REL/libi-mpiexec
+TREE=$REL/libi-tree
+PMI_GETS_MAX=${BENCH_PMI_GETS_MAX:-256}
+PMI_HYDRA_MAX=${BENCH_PMI_HYDRA_MAX:-4096}
+SSH_HOSTS=${BENCH_SSH_HOSTS:-8}
+export LIBI_SLURM_DIR=${LIBI_SLURM_DIR:-/tmp/libi-bench-slurm}
+export LIBI_SLURM_CTLD_PORT=${LIBI_SLURM_CTLD_PORT:-6827}
+export LIBI_SLURM_SLURMD_PORT=${LIBI_SLURM_SLURMD_PORT:-6828}
+export LIBI_SLURM_CPUS=${LIBI_SLURM_CPUS:-64}
+
+log() { echo "bench: $*" >&2; }
+
+# ---------------------------------------------------------------- helpers (used by cases)
+
+# JSON string literal
+jstr() {
+  local s=${1//\\/\\\\}
+  s=${s//\"/\\\"}
+  s=${s//$'\n'/ }
+  s=${s//$'\t'/ }
+  s=$(printf '%s' "$s" | tr -d '\000-\037')
+  printf '"%s"' "$s"
+}
+
+# rec CASE VARIANT N CONTENDER RUN WALL_S OK NOTE [EXTRA_JSON_OBJECT]
+rec() {
+  local extra=${9:-null}
+  printf '{"case":%s,"variant":%s,"n":%s,"contender":%s,"run":%s,"wall":%s,"ok":%s,"note":%s,"extra":%s}\n' \
+    "$(jstr "$1")" "$(jstr "$2")" "$3" "$(jstr "$4")" "$5" "${6:-null}" "$7" "$(jstr "$8")" "$extra" \
+    >>"$WORK/raw.jsonl"
+}
+
+usec() { local t=${1/./}; echo $((10#${t/,/})); }
+
+# timed TIMEOUT EXPECT_LINES_REGEX EXPECT_COUNT cmd...: runs cmd, sets WALL (s), RC, NOTE.
+# Success = exit 0 and (if EXPECT_COUNT > 0) that many stdout lines match the regex.
+timed() {
+  local to=$1 re=$2 cnt=$3 t0 t1 got
+  shift 3
+  t0=$EPOCHREALTIME
+  if timeout -k 5 "$to" "$@" >"$WORK/run.out" 2>"$WORK/run.err" </dev/null; then RC=0; else RC=$?; fi
+  t1=$EPOCHREALTIME
+  WALL=$(awk -v a="$(usec "$t0")" -v b="$(usec "$t1")" 'BEGIN { printf "%.6f", (b - a) / 1e6 }')
+  NOTE=
+  if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
+    NOTE="timed out after ${to}s"
+  elif [ "$RC" -ne 0 ]; then
+    NOTE="exit $RC: $(grep -v '^\s*$' "$WORK/run.err" | tail -n 2 | tr '\n' ' ' | cut -c1-300)"
+  elif [ "$cnt" -gt 0 ]; then
+    got=$(grep -c -E "$re" "$WORK/run.out" || true)
+    if [ "$got" -ne "$cnt" ]; then
+      RC=1
+      NOTE="exit 0 but $got of $cnt expected output lines"
+    fi
+  fi
+}
+
+ok_json() { [ "$RC" -eq 0 ] && echo true || echo false; }
+
+# Rotate the contender order run by run: run r starts with contender (r-1) mod k.
+rotated() {
+  local r=$1; shift
+  local a=("$@") k=$# i
+  for ((i = 0; i < k; i++)); do echo "${a[$(((r - 1 + i) % k))]}"; done
+}
+
+# compare CASE VARIANT N TIMEOUT REGEX COUNT CONTENDER...: for every contender C the
+# function cmd_C N prints nothing and sets CMD (array). Failed contenders are skipped for the
+# rest of the runs (one failure recorded per run skipped).
+declare -A FAILED
+compare() {
+  local cs=$1 var=$2 n=$3 to=$4 re=$5 cnt=$6
+  shift 6
+  local r c
+  for r in $(seq 1 "$RUNS"); do
+    for c in $(rotated "$r" "$@"); do
+      if [ -n "${FAILED[$cs/$var/$n/$c]:-}" ]; then
+        rec "$cs" "$var" "$n" "$c" "$r" null false "skipped: ${FAILED[$cs/$var/$n/$c]}"
+        continue
+      fi
+      "cmd_$c" "$n" "$r"
+      timed "$to" "$re" "$cnt" "${CMD[@]}"
+      local extra=null
+      if [ "$RC" -eq 0 ] && [ -n "${REPORT:-}" ] && [ -s "$REPORT" ]; then
+        extra=$("$PY" "$ROOT/ci/bench_plot.py" report "$REPORT" 2>/dev/null || echo null)
+      fi
+      rec "$cs" "$var" "$n" "$c" "$r" "$WALL" "$(ok_json)" "$NOTE" "$extra"
+      [ "$RC" -eq 0 ] || { FAILED[$cs/$var/$n/$c]=$NOTE; log "$cs $var n=$n $c run $r: FAILED: $NOTE"; }
+      REPORT=
+    done
+  done
+  log "$cs $var n=$n done"
+}
+
+# ---------------------------------------------------------------- cases
+
+case_launch() {
+  local sizes=(1 8 64 256)
+  [ "$QUICK" = 1 ] && sizes=(1 64)
+  cmd_libi() { CMD=("$LIBI" -n "$1" hostname); }
+  cmd_hydra() { CMD=(mpiexec.hydra -n "$1" hostname); }
+  local n
+  for n in "${sizes[@]}"; do compare launch hostname "$n" 120 '.' "$n" libi hydra; done
+}
+
+slurm_ok=
+slurm_reason=
+slurm_start() {
+  if ! command -v srun >/dev/null; then
+    slurm_reason="srun not installed"
+    return 1
+  fi
+  if [ -f "$ROOT/ci/slurm.sh" ]; then
+    if ! timeout 180 bash "$ROOT/ci/slurm.sh" up >"$WORK/slurm-up.log" 2>&1; then
+      slurm_reason="ci/slurm.sh up failed: $(tail -n 2 "$WORK/slurm-up.log" | tr '\n' ' ' | cut -c1-200)"
+      return 1
+    fi
+    export SLURM_CONF=$LIBI_SLURM_DIR/slurm.conf
+    if ! timeout 60 srun --mpi=pmi2 -n 1 true >"$WORK/slurm-check.log" 2>&1; then
+      slurm_reason="srun --mpi=pmi2 -n 1 true failed: $(tail -n 2 "$WORK/slurm-check.log" | tr '\n' ' ' | cut -c1-200)"
+      return 1
+    fi
+    return 0
+  fi
+  slurm_reason="ci/slurm.sh not found (no single-node Slurm to run srun in)"
+  return 1
+}
+slurm_stop() { [ -f "$ROOT/ci/slurm.sh" ] && timeout 120 bash "$ROOT/ci/slurm.sh" down >/dev/null 2>&1 || true; }
+
+case_hello() {
+  local sizes=(2 8 32 64) n cs=(libi hydra)
+  [ "$QUICK" = 1 ] && sizes=(2 8)
+  # Preferred: the whole case inside ci/with-slurm.sh (brings our Slurm up, always down again).
+  if [ -z "${BENCH_IN_SLURM:-}" ] && [ -f "$ROOT/ci/with-slurm.sh" ] && command -v srun >/dev/null; then
+    local rc=0
+    if ! flock -w "${BENCH_LOCK_WAIT:-120}" /run/lock/libi-ci-slurm-session.lock true 2>/dev/null; then
+      slurm_reason="another run held the Slurm session lock (ci/with-slurm.sh) for over ${BENCH_LOCK_WAIT:-120} s"
+    else
+      BENCH_IN_SLURM=1 timeout -k 10 1500 bash "$ROOT/ci/with-slurm.sh" -- bash "$SELF" __case hello || rc=$?
+      [ "$rc" -ne 0 ] || return 0
+      if grep -q '"case":"hello"' "$WORK/raw.jsonl"; then return "$rc"; fi
+      slurm_reason="ci/with-slurm.sh failed (exit $rc) before the case ran"
+    fi
+    export BENCH_IN_SLURM=none
+  fi
+  cmd_libi() { CMD=("$LIBI" -n "$1" "$WORK/hello"); }
+  cmd_hydra() { CMD=(mpiexec.hydra -n "$1" "$WORK/hello"); }
+  cmd_srun() { CMD=(srun --mpi=pmi2 -n "$1" "$WORK/hello"); }
+  if [ "${BENCH_IN_SLURM:-}" = 1 ]; then
+    # inside ci/with-slurm.sh
+    if timeout 60 srun --mpi=pmi2 -n 1 true >"$WORK/slurm-check.log" 2>&1; then
+      slurm_ok=1
+    else
+      slurm_reason="srun --mpi=pmi2 -n 1 true failed under ci/with-slurm.sh: $(tail -n 2 "$WORK/slurm-check.log" | tr '\n' ' ' | cut -c1-200)"
+    fi
+  elif [ -n "$slurm_reason" ]; then
+    :   # with-slurm.sh was there and failed: say why, do not try again
+  elif slurm_start; then
+    slurm_ok=1
+    trap slurm_stop EXIT
+  fi
+  if [ -n "$slurm_ok" ]; then
+    cs+=(srun)
+  else
+    log "hello: srun n/a: $slurm_reason"
+    for n in "${sizes[@]}"; do rec hello mpich "$n" srun 0 null false "n/a: $slurm_reason"; done
+  fi
+  for n in "${sizes[@]}"; do compare hello mpich "$n" 180 ' ok$' "$n" "${cs[@]}"; done
+}
+
+case_pmi() {
+  local sizes=(256 1024 4096) n var
+  [ "$QUICK" = 1 ] && sizes=(256 1024)
+  local nofile
+  nofile=$(ulimit -n)
+  log "pmi: ulimit -n $nofile, ulimit -u $(ulimit -u), pid_max $(cat /proc/sys/kernel/pid_max)"
+  cmd_libi() {
+    local k=$(($1 / 64)) hosts
+    hosts=$(seq -f "n%g:$k" -s, 1 64)
+    REPORT=$WORK/pmi-$var-$1-$2.json
+    CMD=("$LIBI" -launcher fork -hosts "$hosts" -n "$1" --report "$REPORT" "$WORK/pmi_exchange" "$REPEAT" nomiss)
+  }
+  cmd_hydra() { CMD=(mpiexec.hydra -n "$1" "$WORK/pmi_exchange" "$REPEAT" nomiss); }
+  for var in fence gets; do
+    if [ "$var" = fence ]; then REPEAT=0; else REPEAT=1; fi
+    for n in "${sizes[@]}"; do
+      if [ "$var" = gets ] && [ "$n" -gt "$PMI_GETS_MAX" ]; then
+        rec pmi "$var" "$n" libi 0 null false "not run: N > BENCH_PMI_GETS_MAX=$PMI_GETS_MAX (N^2 = $((n * n)) get round trips)"
+        rec pmi "$var" "$n" hydra 0 null false "not run: N > BENCH_PMI_GETS_MAX=$PMI_GETS_MAX (N^2 = $((n * n)) get round trips)"
+        continue
+      fi
+      local cs=(libi hydra)
+      if [ "$n" -gt "$PMI_HYDRA_MAX" ]; then
+        cs=(libi)
+        rec pmi "$var" "$n" hydra 0 null false "not run: N > BENCH_PMI_HYDRA_MAX=$PMI_HYDRA_MAX"
+      fi
+      # a contender that failed at a smaller N is not tried at larger ones
+      local c keep=()
+      for c in "${cs[@]}"; do
+        if [ -n "${PMI_GAVE_UP[$var/$c]:-}" ]; then
+          rec pmi "$var" "$n" "$c" 0 null false "not run: failed at N=${PMI_GAVE_UP[$var/$c]}"
+        else
+          keep+=("$c")
+        fi
+      done
+      [ ${#keep[@]} -gt 0 ] || continue
+      compare pmi "$var" "$n" $((60 + n / 16)) '^rank [0-9]+ of [0-9]+ ok' "$n" "${keep[@]}"
+      for c in "${keep[@]}"; do [ -z "${FAILED[pmi/$var/$n/$c]:-}" ] || PMI_GAVE_UP[$var/$c]=$n; done
+    done
+  done
+}
+declare -A PMI_GAVE_UP
+
+case_ssh() {
+  if [ -z "${LIBI_TEST_HOSTS:-}" ]; then
+    # with-netns-hosts.sh waits up to an hour for another run (e.g. ci/test.sh) to let go of the
+    # hosts; a benchmark gives up after BENCH_LOCK_WAIT seconds instead.
+    if ! flock -w "${BENCH_LOCK_WAIT:-120}" /run/lock/libi-netns-session.lock true 2>/dev/null; then
+      rec ssh launch "$SSH_HOSTS" greedy 0 null false "n/a: another run held the netns hosts (ci/with-netns-hosts.sh) for over ${BENCH_LOCK_WAIT:-120} s"
+      return 1
+    fi
+    exec bash "$ROOT/ci/with-netns-hosts.sh" "$SSH_HOSTS" -- bash "$SELF" __case ssh
+  fi
+  local shapes=(greedy kary:2 kary:16 flat) nh
+  nh=$(echo "$LIBI_TEST_HOSTS" | tr ',' '\n' | wc -l)
+  for s in "${shapes[@]}"; do
+    eval "cmd_${s/:/_}() { REPORT=\$WORK/ssh-${s/:/_}-\$2.json; CMD=(\"\$LIBI\" -launcher ssh -launcher-exec \"\$LIBI_TEST_SSH\" -hosts \"\$LIBI_TEST_HOSTS\" --tree $s --report \"\$REPORT\" -n \"\$1\" true); }"
+  done
+  compare ssh launch "$nh" 120 '' 0 greedy kary_2 kary_16 flat
+  local f fit seq rem plan
+  f=$WORK/ssh-greedy-1.json
+  if [ ! -s "$f" ]; then
+    rec ssh model "$nh" calibration 0 null false "no greedy report to calibrate from"
+    return 0
+  fi
+  cp "$f" "$WORK/ssh-greedy.report.json"
+  "$TREE" plot "$f" -o "$WORK/launch-greedy.svg" >/dev/null 2>&1 || true
+  if ! fit=$("$TREE" calibrate "$f" --format json 2>"$WORK/cal.err"); then
+    rec ssh model "$nh" calibration 0 null false "libi-tree calibrate failed: $(tail -n1 "$WORK/cal.err")"
+    return 0
+  fi
+  seq=$("$PY" -c 'import json,sys; f=json.loads(sys.argv[1]); s=f.get("seq"); print(max(s, 0.0) if s is not None else 0.007)' "$fit")
+  rem=$("$PY" -c 'import json,sys; print(max(json.loads(sys.argv[1])["rem"], 0.0))' "$fit")
+  plan=$("$TREE" plan --nodes $((nh + 1)) --seq "$seq" --rem "$rem" --format json)
+  rec ssh model "$nh" calibration 0 null true "SEQ/REM fitted on greedy run 1 (negative values clamped to 0)" \
+    "{\"fit\":$fit,\"seq_used\":$seq,\"rem_used\":$rem,\"plan\":$plan}"
+}
+
+# NLA / hydra proxy peak RSS while 64 ranks run `sleep 2`.
+descendants() { # pid: all descendant pids
+  local p
+  for p in $(cat /proc/"$1"/task/*/children 2>/dev/null); do echo "$p"; descendants "$p"; done
+}
+case_mem() {
+  local r c
+  for r in $(seq 1 "$RUNS"); do
+    for c in $(rotated "$r" libi hydra); do
+      local fe cmd agent fecomm
+      if [ "$c" = libi ]; then
+        cmd=("$LIBI" -n 64 sleep 2); agent=libi-nla; fecomm=libi-mpiexec
+      else
+        cmd=(mpiexec.hydra -n 64 sleep 2); agent=hydra_pmi_proxy; fecomm=mpiexec.hydra
+      fi
+      /usr/bin/time -f '%M' -o "$WORK/time.out" "${cmd[@]}" >/dev/null 2>"$WORK/mem.err" </dev/null &
+      local tp=$! hwm=0 fehwm=0 nag=0 p v comm t0=$SECONDS
+      while kill -0 "$tp" 2>/dev/null && [ $((SECONDS - t0)) -lt 60 ]; do
+        for p in $(descendants "$tp"); do
+          comm=$(cat /proc/"$p"/comm 2>/dev/null || true)
+          [ "$comm" = "$agent" ] || [ "$comm" = "$fecomm" ] || continue
+          v=$(awk '/^VmHWM:/ {print $2}' /proc/"$p"/status 2>/dev/null || true)
+          [ -n "$v" ] || continue
+          if [ "$comm" = "$agent" ]; then
+            nag=1
+            if [ "$v" -gt "$hwm" ]; then hwm=$v; fi
+          elif [ "$v" -gt "$fehwm" ]; then
+            fehwm=$v
+          fi
+        done
+        sleep 0.05
+      done
+      local rc=0
+      wait "$tp" || rc=$?
+      fe=$(tail -n1 "$WORK/time.out" 2>/dev/null || echo)
+      if [ "$rc" -eq 0 ] && [[ "$fe" =~ ^[0-9]+$ ]]; then
+        # VmHWM sampled like the agent's; /usr/bin/time's max RSS kept next to it
+        [ "$fehwm" -gt 0 ] || fehwm=$fe
+        rec mem frontend 64 "$c" "$r" null true "" "{\"rss_kb\":$fehwm,\"time_maxrss_kb\":$fe}"
+      else
+        rec mem frontend 64 "$c" "$r" null false "exit $rc: $(tail -n2 "$WORK/mem.err" | tr '\n' ' ' | cut -c1-200)"
+      fi
+      if [ "$nag" = 1 ] && [ "$hwm" -gt 0 ]; then
+        rec mem agent 64 "$c" "$r" null true "$agent VmHWM" "{\"rss_kb\":$hwm}"
+      else
+        rec mem agent 64 "$c" "$r" null false "no $agent process seen (or no VmHWM in /proc)"
+      fi
+    done
+  done
+  log "mem done"
+}
+
+# ---------------------------------------------------------------- inner entry: one case
+
+if [ "${1:-}" = __case ]; then
+  : "${WORK:?}" "${PY:?}"
+  "case_$2"
+  exit 0
+fi
+
+# ---------------------------------------------------------------- main
+
+ALL_CASES=(launch hello pmi ssh mem)
+CASES=("$@")
+[ ${#CASES[@]} -gt 0 ] || CASES=("${ALL_CASES[@]}")
+for c in "${CASES[@]}"; do
+  [[ " ${ALL_CASES[*]} " == *" $c "* ]] || { echo "usage: ci/bench.sh [${ALL_CASES[*]}]" >&2; exit 2; }
+done
+[[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_RUNS must be a positive integer" >&2; exit 2; }
+[ "$(id -u)" -eq 0 ] || log "warning: not root: apt installs and the ssh case (namespaces) will fail"
+
+OUT=${BENCH_OUT:-$ROOT/bench}
+case "$OUT" in /*) ;; *) OUT=$ROOT/$OUT ;; esac
+mkdir -p "$OUT"
+export WORK
+WORK=$(mktemp -d /tmp/libi-bench.XXXXXX)
+: >"$WORK/raw.jsonl"
+: >"$WORK/cases.jsonl"
+START=$SECONDS
+
+# packages
+pkgs=(mpich libmpich-dev procps time iproute2 openssh-server openssh-client python3-venv)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "apt-get install ${missing[*]}"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$WORK/apt.log" 2>&1 \
+    || { log "apt-get failed (see $WORK/apt.log)"; }
+fi
+
+# build
+log "cargo build --release --workspace --bins (target $TGT)"
+cargo build --release --workspace --bins -q
+mpicc -DPROG='"hello"' -O2 -o "$WORK/hello" tests/programs/hello.c
+cc -O2 -o "$WORK/pmi_exchange" tests/programs/pmi_exchange.c
+
+# python with matplotlib (plots are skipped, not fatal, when this fails)
+VENV=$TGT/bench-venv
+export PY=$VENV/bin/python3
+if ! "$PY" -c 'import matplotlib' 2>/dev/null; then
+  log "pip install matplotlib into $VENV"
+  { [ -x "$PY" ] || python3 -m venv "$VENV" || /usr/bin/python3 -m venv "$VENV"; } >"$WORK/venv.log" 2>&1 || true
+  "$VENV/bin/pip" install -q matplotlib >>"$WORK/venv.log" 2>&1 || log "pip install matplotlib failed: no plots (see $WORK/venv.log)"
+fi
+[ -x "$PY" ] || PY=$(command -v python3)
+
+# limits: thousands of ranks need file descriptors
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+# machine description
+{
+  echo "{"
+  echo "\"date\": $(jstr "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"),"
+  echo "\"host\": $(jstr "$(hostname)"),"
+  echo "\"nproc\": $(nproc),"
+  echo "\"kernel\": $(jstr "$(uname -srm)"),"
+  echo "\"cpu\": $(jstr "$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"),"
+  echo "\"mem\": $(jstr "$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"),"
+  echo "\"os\": $(jstr "$(. /etc/os-release && echo "$PRETTY_NAME")"),"
+  echo "\"libi\": $(jstr "$("$LIBI" --version 2>&1 | head -n1) (git $(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet 2>/dev/null || echo ', dirty'))"),"
+  echo "\"hydra\": $(jstr "$(mpiexec.hydra --version 2>&1 | awk -F': *' '/Version:/ {print "HYDRA " $2; exit}')"),"
+  echo "\"mpich\": $(jstr "$(dpkg-query -W -f='${Version}' mpich 2>/dev/null)"),"
+  echo "\"slurm\": $(jstr "$(dpkg-query -W -f='${Version}' slurm-client 2>/dev/null || echo none)"),"
+  echo "\"rustc\": $(jstr "$(rustc --version 2>&1)"),"
+  echo "\"ulimit_n\": $(jstr "$(ulimit -n)"),"
+  echo "\"ulimit_u\": $(jstr "$(ulimit -u)"),"
+  echo "\"pid_max\": $(cat /proc/sys/kernel/pid_max),"
+  echo "\"runs\": $RUNS,"
+  echo "\"quick\": $([ "$QUICK" = 1 ] && echo true || echo false),"
+  echo "\"load_start\": $(jstr "$(cut -d' ' -f1-3 /proc/loadavg)"),"
+} >"$WORK/meta.part"
+
+for c in "${CASES[@]}"; do
+  log "== case $c"
+  t0=$SECONDS
+  if bash "$SELF" __case "$c" 2> >(tee "$WORK/case-$c.log" >&2); then rc=0; else rc=$?; fi
+  # nothing of ours may survive a case
+  printf '{"case":%s,"rc":%s,"seconds":%s,"log_tail":%s}\n' "$(jstr "$c")" "$rc" $((SECONDS - t0)) \
+    "$(jstr "$( [ "$rc" -eq 0 ] || tail -n 3 "$WORK/case-$c.log")")" >>"$WORK/cases.jsonl"
+  [ "$rc" -eq 0 ] || log "case $c FAILED (exit $rc); continuing"
+done
+
+{
+  cat "$WORK/meta.part"
+  echo "\"load_end\": $(jstr "$(cut -d' ' -f1-3 /proc/loadavg)"),"
+  echo "\"seconds\": $((SECONDS - START))"
+  echo "}"
+} >"$WORK/meta.json"
+
+if [ -f "$WORK/launch-greedy.svg" ]; then cp "$WORK/launch-greedy.svg" "$OUT/ssh-greedy-launch.svg"; fi
+if [ -f "$WORK/ssh-greedy.report.json" ]; then cp "$WORK/ssh-greedy.report.json" "$OUT/ssh-greedy-report.json"; fi
+"$PY" "$ROOT/ci/bench_plot.py" render --work "$WORK" --out "$OUT"
+log "done in $((SECONDS - START)) s: $OUT/results.md (work dir $WORK)"

@@ -1,0 +1,556 @@
+#!/usr/bin/env python3
+"""Helpers of ci/bench.sh.
+
+  bench_plot.py report FILE.json        one libi --report as a JSON line of the numbers the
+                                        benchmarks keep (launch time, fence times per epoch)
+  bench_plot.py render --work DIR --out DIR
+                                        raw.jsonl + meta.json + cases.jsonl of a bench.sh run
+                                        -> OUT/raw.json, OUT/results.md, OUT/*.png, OUT/*.svg
+  bench_plot.py render --raw bench/raw.json --out DIR
+                                        redo results.md and the plots from a kept raw.json
+
+Only the plots need matplotlib; without it results.md is still written (and says so).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+
+# ------------------------------------------------------------------ report
+
+
+def report_numbers(path):
+    r = json.load(open(path))
+    out = {
+        "launch_time": r.get("launch_time"),
+        "total_time": r.get("total_time"),
+        "nodes": r.get("nodes"),
+        "ranks": r.get("ranks"),
+    }
+    by_epoch = {}
+    for node in r.get("reports", []):
+        for f in node.get("fences", []):
+            by_epoch.setdefault(f["epoch"], []).append(f)
+    fences = {}
+    for ep, fs in sorted(by_epoch.items()):
+        last_enter = max(f["enter"] for f in fs)
+        first_enter = min(f["enter"] for f in fs)
+        last_leave = max(f["leave"] for f in fs)
+        fences[str(ep)] = {
+            "ranks": len(fs),
+            "last_enter_to_last_leave": last_leave - last_enter,
+            "first_enter_to_last_leave": last_leave - first_enter,
+        }
+    out["fences"] = fences
+    return out
+
+
+# ------------------------------------------------------------------ data
+
+
+def load(args):
+    if args.raw:
+        d = json.load(open(args.raw))
+        return d["meta"], d["cases"], d["records"]
+    w = args.work
+    meta = json.load(open(os.path.join(w, "meta.json")))
+    cases = [json.loads(l) for l in open(os.path.join(w, "cases.jsonl")) if l.strip()]
+    records = []
+    for l in open(os.path.join(w, "raw.jsonl")):
+        if l.strip():
+            try:
+                records.append(json.loads(l))
+            except ValueError as e:
+                print(f"bench_plot: bad raw line skipped: {e}: {l[:200]}", file=sys.stderr)
+    return meta, cases, records
+
+
+def label(c):
+    return c.replace("_", ":") if c.startswith("kary_") else c
+
+
+class Table:
+    """Median and spread of the ok runs of each (case, variant, n, contender)."""
+
+    def __init__(self, records):
+        self.records = records
+
+    def runs(self, case, variant, n, contender):
+        return [
+            r for r in self.records
+            if r["case"] == case and r["variant"] == variant and r["n"] == n
+            and r["contender"] == contender and r["run"] > 0
+        ]
+
+    def values(self, case, variant, n, contender, key=None):
+        vals = []
+        for r in self.runs(case, variant, n, contender):
+            if not r["ok"]:
+                continue
+            v = r["wall"] if key is None else key(r)
+            if v is not None:
+                vals.append(v)
+        return vals
+
+    def median(self, *a, **k):
+        v = self.values(*a, **k)
+        return statistics.median(v) if v else None
+
+    def why_not(self, case, variant, n, contender):
+        """Reason a value is missing (first failure note), or None."""
+        for r in self.records:
+            if (r["case"], r["variant"], r["n"], r["contender"]) == (case, variant, n, contender) and not r["ok"]:
+                return r["note"] or "failed"
+        return None
+
+    def sizes(self, case, variant):
+        return sorted({r["n"] for r in self.records if r["case"] == case and r["variant"] == variant})
+
+    def count(self, case, variant, n, contender):
+        rs = self.runs(case, variant, n, contender)
+        return sum(1 for r in rs if r["ok"]), len(rs)
+
+
+def fence_key(epoch, what):
+    def k(r):
+        try:
+            return r["extra"]["fences"][str(epoch)][what]
+        except (KeyError, TypeError):
+            return None
+    return k
+
+
+def rss_key(r):
+    try:
+        return r["extra"]["rss_kb"] / 1024.0
+    except (KeyError, TypeError):
+        return None
+
+
+def fmt(v, scale=1000.0, digits=1):
+    return "—" if v is None else f"{v * scale:.{digits}f}"
+
+
+def ratio(a, b):
+    return "—" if a is None or b is None or b == 0 else f"{a / b:.2f}"
+
+
+# ------------------------------------------------------------------ results.md
+
+
+def cell(t, case, variant, n, c, scale=1000.0, key=None, digits=1):
+    v = t.median(case, variant, n, c, key=key)
+    if v is not None:
+        okc, tot = t.count(case, variant, n, c)
+        s = fmt(v, scale, digits)
+        return s if okc == tot else f"{s} ({okc}/{tot} ok)"
+    why = t.why_not(case, variant, n, c)
+    if why is None:
+        return "—"
+    if why.startswith("n/a"):
+        return "n/a"
+    if why.startswith("not run"):
+        return "not run"
+    return "FAILED"
+
+
+def results_md(meta, cases, records, plots_ok, plot_err):
+    t = Table(records)
+    L = []
+    L.append("# libi benchmarks")
+    L.append("")
+    L.append(f"Written by `ci/bench.sh` on {meta.get('date')}; every value is the median of "
+             f"{meta.get('runs')} runs, the contenders alternating run by run (order rotated each run). "
+             "Times in ms unless marked; ratio = libi / other (below 1: libi faster). "
+             "Raw data: `bench/raw.json`.")
+    if meta.get("quick"):
+        L.append("")
+        L.append("**BENCH_QUICK=1 run: reduced sizes.**")
+    L.append("")
+    L.append("## Machine")
+    L.append("")
+    L.append("| | |")
+    L.append("|---|---|")
+    for k, name in [("nproc", "cores (`nproc`)"), ("cpu", "CPU"), ("mem", "memory"), ("kernel", "kernel"),
+                    ("os", "OS"), ("date", "date"), ("libi", "libi"), ("hydra", "Hydra (`mpiexec.hydra`)"),
+                    ("mpich", "MPICH package"), ("slurm", "Slurm package"), ("rustc", "rustc"),
+                    ("ulimit_n", "`ulimit -n`"), ("ulimit_u", "`ulimit -u`"), ("pid_max", "pid_max"),
+                    ("load_start", "load average at start"), ("load_end", "load average at end"),
+                    ("seconds", "benchmark wall time (s)")]:
+        L.append(f"| {name} | {meta.get(k, '?')} |")
+    L.append("")
+
+    # targets first: what the reader looks for
+    L.append("## Targets")
+    L.append("")
+    L.append("| target | measured | |")
+    L.append("|---|---|---|")
+
+    def target(name, measured, ok, missing):
+        if measured is None:
+            L.append(f"| {name} | not measured ({missing}) | — |")
+        else:
+            L.append(f"| {name} | {measured} | {'met' if ok else '**missed**'} |")
+
+    a, b = t.median("launch", "hostname", 64, "libi"), t.median("launch", "hostname", 64, "hydra")
+    target("`-n 64 hostname` ≤ 0.5× Hydra", None if a is None or b is None else f"{a / b:.2f}× ({a * 1000:.1f} vs {b * 1000:.1f} ms)",
+           a is not None and b is not None and a / b <= 0.5, t.why_not("launch", "hostname", 64, "libi") or t.why_not("launch", "hostname", 64, "hydra") or "size not in this run")
+    a, b = t.median("hello", "mpich", 64, "libi"), t.median("hello", "mpich", 64, "hydra")
+    target("MPICH hello n=64 ≤ 0.8× Hydra", None if a is None or b is None else f"{a / b:.2f}× ({a * 1000:.1f} vs {b * 1000:.1f} ms)",
+           a is not None and b is not None and a / b <= 0.8, t.why_not("hello", "mpich", 64, "libi") or t.why_not("hello", "mpich", 64, "hydra") or "size not in this run")
+    for var, desc in [("gets", "put, fence, get all 4096 keys"), ("fence", "put + fence, no gets")]:
+        a = t.median("pmi", var, 4096, "libi")
+        target(f"4096-rank PMI case < 2 s ({desc})", None if a is None else f"{a:.2f} s", a is not None and a < 2.0,
+               t.why_not("pmi", var, 4096, "libi") or "size not in this run")
+    a = t.median("pmi", "fence", 4096, "libi", key=fence_key(1, "last_enter_to_last_leave"))
+    target("one fence of 4096 × 64 B keys < 50 ms (last rank in → last rank out)", None if a is None else f"{a * 1000:.1f} ms",
+           a is not None and a < 0.05, t.why_not("pmi", "fence", 4096, "libi") or "size not in this run")
+    a = t.median("mem", "agent", 64, "libi", key=rss_key)
+    target("NLA peak RSS < 10 MB at 64 ranks", None if a is None else f"{a:.1f} MB", a is not None and a < 10.0,
+           t.why_not("mem", "agent", 64, "libi") or "case not in this run")
+    L.append("")
+
+    # 1. launch
+    L.append("## 1. Launch cost: `-n N hostname`")
+    L.append("")
+    L.append("| N | libi ms | hydra ms | libi/hydra |")
+    L.append("|---:|---:|---:|---:|")
+    for n in t.sizes("launch", "hostname"):
+        a, b = t.median("launch", "hostname", n, "libi"), t.median("launch", "hostname", n, "hydra")
+        L.append(f"| {n} | {cell(t, 'launch', 'hostname', n, 'libi')} | {cell(t, 'launch', 'hostname', n, 'hydra')} | {ratio(a, b)} |")
+    L.append("")
+    if plots_ok:
+        L.append("![launch](launch.png)")
+        L.append("")
+
+    # 2. hello
+    L.append("## 2. MPICH hello (`MPI_Init`, `MPI_Allreduce`, `MPI_Barrier`, `MPI_Finalize`)")
+    L.append("")
+    L.append("| N | libi ms | hydra ms | srun --mpi=pmi2 ms | libi/hydra | libi/srun |")
+    L.append("|---:|---:|---:|---:|---:|---:|")
+    for n in t.sizes("hello", "mpich"):
+        a, b, c = (t.median("hello", "mpich", n, x) for x in ("libi", "hydra", "srun"))
+        L.append(f"| {n} | {cell(t, 'hello', 'mpich', n, 'libi')} | {cell(t, 'hello', 'mpich', n, 'hydra')} | "
+                 f"{cell(t, 'hello', 'mpich', n, 'srun')} | {ratio(a, b)} | {ratio(a, c)} |")
+    L.append("")
+    if plots_ok:
+        L.append("![hello](hello.png)")
+        L.append("")
+
+    # 3. pmi
+    L.append("## 3. PMI scale: `tests/programs/pmi_exchange.c` (one 64-byte key per rank)")
+    L.append("")
+    L.append("libi: `libi-mpiexec -launcher fork -hosts n1:K,...,n64:K -n N` (64 simulated nodes, K = N/64). "
+             "Hydra: `mpiexec.hydra -n N` on the one node (it has no simulated nodes). "
+             "Variant *fence*: init, put, fence, fence, finalize (`pmi_exchange 0 nomiss`). "
+             "Variant *gets*: in addition every rank gets all N keys (`pmi_exchange 1 nomiss`: N² get round trips "
+             "through the ranks' own NLA). Fence columns are libi's first fence from `--report`: "
+             "*last in → last out* = last rank entering until the last rank leaving, "
+             "*first in → last out* = first rank entering until the last leaving. Wall and launch in s.")
+    L.append("")
+    L.append("| variant | N | libi wall s | hydra wall s | libi/hydra | libi launch s | fence last in → last out ms | fence first in → last out ms |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for var in ("fence", "gets"):
+        for n in t.sizes("pmi", var):
+            a, b = t.median("pmi", var, n, "libi"), t.median("pmi", var, n, "hydra")
+            lt = t.median("pmi", var, n, "libi", key=lambda r: (r.get("extra") or {}).get("launch_time"))
+            f1 = t.median("pmi", var, n, "libi", key=fence_key(1, "last_enter_to_last_leave"))
+            f2 = t.median("pmi", var, n, "libi", key=fence_key(1, "first_enter_to_last_leave"))
+            L.append(f"| {var} | {n} | {cell(t, 'pmi', var, n, 'libi', 1, digits=3)} | {cell(t, 'pmi', var, n, 'hydra', 1, digits=3)} | "
+                     f"{ratio(a, b)} | {fmt(lt, 1, 3)} | {fmt(f1)} | {fmt(f2)} |")
+    L.append("")
+    if plots_ok:
+        L.append("![pmi](pmi.png)")
+        L.append("")
+
+    # 4. ssh
+    L.append("## 4. Launch over ssh into network-namespace hosts, per tree shape")
+    L.append("")
+    cal = [r for r in records if r["case"] == "ssh" and r["variant"] == "model"]
+    plan = {}
+    if cal and cal[0]["ok"]:
+        ex = cal[0]["extra"]
+        fit = ex["fit"]
+        plan = {s["shape"]: s["time"] for s in ex["plan"]["shapes"]}
+        L.append(f"Calibration (`libi-tree calibrate` on greedy run 1): SEQ = {fit.get('seq')}, REM = {fit.get('rem')}, "
+                 f"R² = {fit.get('r2')}, {fit.get('samples')} samples; modeled with SEQ = {ex['seq_used']:.4f} s, "
+                 f"REM = {ex['rem_used']:.4f} s (`libi-tree plan --nodes {ex['plan']['nodes']}`). "
+                 "Measured = `launch_time` of `--report` (front end start → every NLA connected), `-n N true`.")
+    elif cal:
+        L.append(f"Calibration failed: {cal[0]['note']}")
+    L.append("")
+    L.append("| shape | hosts | measured launch ms (median) | min–max ms | modeled ms | measured wall ms |")
+    L.append("|---|---:|---:|---:|---:|---:|")
+    for c in ("greedy", "kary_2", "kary_16", "flat"):
+        for n in t.sizes("ssh", "launch"):
+            lt = t.values("ssh", "launch", n, c, key=lambda r: (r.get("extra") or {}).get("launch_time"))
+            m = statistics.median(lt) if lt else None
+            mm = f"{min(lt) * 1000:.0f}–{max(lt) * 1000:.0f}" if lt else "—"
+            mod = plan.get(label(c))
+            w = t.median("ssh", "launch", n, c)
+            L.append(f"| {label(c)} | {n} | {fmt(m) if m is not None else cell(t, 'ssh', 'launch', n, c)} | {mm} | {fmt(mod)} | {fmt(w)} |")
+    L.append("")
+    if plots_ok:
+        L.append("![ssh](ssh.png)")
+        L.append("")
+
+    # 5. mem
+    L.append("## 5. Memory: peak RSS with 64 ranks (`-n 64 sleep 2`)")
+    L.append("")
+    L.append("VmHWM (peak resident set) of the front end and of `libi-nla` / `hydra_pmi_proxy`, sampled from "
+             "/proc every 50 ms while the job runs (with `-n 64` and no host list, both run one node agent). "
+             "Last row: the front end's max RSS as `/usr/bin/time` reports it.")
+    L.append("")
+    L.append("| | libi MB | hydra MB | libi/hydra |")
+    L.append("|---|---:|---:|---:|")
+    for v, name in (("frontend", "front end (`libi-mpiexec` / `mpiexec.hydra`)"), ("agent", "node agent (`libi-nla` / `hydra_pmi_proxy`)")):
+        a, b = t.median("mem", v, 64, "libi", key=rss_key), t.median("mem", v, 64, "hydra", key=rss_key)
+        L.append(f"| {name} | {cell(t, 'mem', v, 64, 'libi', 1, key=rss_key)} | {cell(t, 'mem', v, 64, 'hydra', 1, key=rss_key)} | {ratio(a, b)} |")
+    tk = lambda r: (r.get("extra") or {}).get("time_maxrss_kb") and r["extra"]["time_maxrss_kb"] / 1024.0
+    a, b = t.median("mem", "frontend", 64, "libi", key=tk), t.median("mem", "frontend", 64, "hydra", key=tk)
+    if a is not None or b is not None:
+        L.append(f"| front end, `/usr/bin/time` max RSS | {fmt(a, 1)} | {fmt(b, 1)} | {ratio(a, b)} |")
+    L.append("")
+    if plots_ok:
+        L.append("![mem](mem.png)")
+        L.append("")
+
+    # failures
+    L.append("## Failures and runs not made")
+    L.append("")
+    seen = set()
+    any_fail = False
+    for r in records:
+        if r["ok"] or r["note"].startswith("skipped"):
+            continue
+        key = (r["case"], r["variant"], r["n"], label(r["contender"]), r["note"])
+        if key in seen:
+            continue
+        seen.add(key)
+        any_fail = True
+        L.append(f"* {r['case']} {r['variant']} N={r['n']} {label(r['contender'])}: {r['note']}")
+    for c in cases:
+        if c["rc"] != 0:
+            any_fail = True
+            L.append(f"* case `{c['case']}` exited {c['rc']} after {c['seconds']} s: {c['log_tail']}")
+    if not plots_ok:
+        any_fail = True
+        L.append(f"* plots not drawn: {plot_err}")
+    if not any_fail:
+        L.append("None.")
+    L.append("")
+    L.append("Case durations: " + ", ".join(f"{c['case']} {c['seconds']} s" for c in cases) + ".")
+    L.append("")
+    return "\n".join(L)
+
+
+# ------------------------------------------------------------------ plots
+
+COLORS = {"libi": "tab:blue", "hydra": "tab:orange", "srun": "tab:green"}
+
+
+def series(ax, t, case, variant, contenders, key=None, scale=1000.0, labels=None, style="-o"):
+    drawn = False
+    for c in contenders:
+        xs, ys, lo, hi = [], [], [], []
+        for n in t.sizes(case, variant):
+            v = t.values(case, variant, n, c, key=key)
+            if not v:
+                continue
+            m = statistics.median(v)
+            xs.append(n)
+            ys.append(m * scale)
+            lo.append((m - min(v)) * scale)
+            hi.append((max(v) - m) * scale)
+        if xs:
+            lab = (labels or {}).get(c, c)
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt=style, capsize=3, label=lab, color=COLORS.get(c))
+            drawn = True
+    return drawn
+
+
+def plain_y(ax):
+    from matplotlib.ticker import FuncFormatter
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if str(f"{v:g}")[0] in "25" else ""))
+
+
+def finish(fig, ax, out, name, title, xlabel, ylabel, logx=True, logy=True, note=None):
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if logy:
+        ax.set_yscale("log")
+        plain_y(ax)
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    if note:
+        fig.text(0.01, 0.01, note, fontsize=7, alpha=0.8)
+    fig.tight_layout(rect=(0, 0.03 if note else 0, 1, 1))
+    for ext in ("png", "svg"):
+        fig.savefig(os.path.join(out, f"{name}.{ext}"), dpi=120)
+
+
+def plots(meta, records, out):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    t = Table(records)
+    machine = f"{meta.get('nproc')} cores, {meta.get('kernel')}, {meta.get('date')}, median of {meta.get('runs')} runs (bars: min–max), load {meta.get('load_start')}"
+
+    def int_ticks(ax, sizes):
+        ax.set_xscale("log", base=2)
+        if sizes:
+            ax.set_xticks(sizes)
+        ax.get_xaxis().set_major_formatter(ScalarFormatter())
+        ax.get_xaxis().set_minor_formatter(NullFormatter())
+
+    # 1
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    series(ax, t, "launch", "hostname", ["libi", "hydra"], labels={"libi": "libi-mpiexec", "hydra": "mpiexec.hydra"})
+    int_ticks(ax, t.sizes("launch", "hostname"))
+    finish(fig, ax, out, "launch", "Launch cost: -n N hostname (one node)", "processes N", "wall time (ms)", note=machine)
+    plt.close(fig)
+
+    # 2
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    series(ax, t, "hello", "mpich", ["libi", "hydra", "srun"],
+           labels={"libi": "libi-mpiexec", "hydra": "mpiexec.hydra", "srun": "srun --mpi=pmi2"})
+    int_ticks(ax, t.sizes("hello", "mpich"))
+    srun_na = t.why_not("hello", "mpich", (t.sizes("hello", "mpich") or [0])[0], "srun")
+    title = "MPICH hello (Init/Allreduce/Barrier/Finalize)"
+    if srun_na and srun_na.startswith("n/a"):
+        title += "\nsrun: n/a"
+    finish(fig, ax, out, "hello", title, "ranks N", "wall time (ms)", note=machine)
+    plt.close(fig)
+
+    # 3: wall time (left), libi fence times (right)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for var, style in (("fence", "-o"), ("gets", "--s")):
+        series(a1, t, "pmi", var, ["libi", "hydra"], scale=1.0, style=style,
+               labels={"libi": f"libi, 64 sim. nodes ({var})", "hydra": f"hydra, 1 node ({var})"})
+    sizes = sorted(set(t.sizes("pmi", "fence")) | set(t.sizes("pmi", "gets")))
+    int_ticks(a1, sizes)
+    if sizes:
+        a1.axhline(2.0, color="gray", ls=":", label="target 2 s")
+        a1.legend(fontsize=8)
+    a1.set_title("pmi_exchange: total wall time")
+    a1.set_xlabel("ranks N")
+    a1.set_ylabel("wall time (s)")
+    a1.set_yscale("log")
+    plain_y(a1)
+    a1.grid(True, which="both", alpha=0.3)
+    for var, style in (("fence", "-o"), ("gets", "--s")):
+        for what, col, lab in (("last_enter_to_last_leave", "tab:blue", "last in → last out"),
+                               ("first_enter_to_last_leave", "tab:purple", "first in → last out")):
+            xs, ys = [], []
+            for n in t.sizes("pmi", var):
+                v = t.median("pmi", var, n, "libi", key=fence_key(1, what))
+                if v is not None:
+                    xs.append(n)
+                    ys.append(v * 1000)
+            if xs:
+                a2.plot(xs, ys, style, color=col, label=f"{lab} ({var})")
+    if sizes:
+        a2.axhline(50, color="gray", ls=":", label="target 50 ms")
+    a2.set_title("libi: first fence (from --report)")
+    a2.set_xlabel("ranks N (64 simulated nodes)")
+    a2.set_ylabel("fence time (ms)")
+    a2.set_yscale("log")
+    plain_y(a2)
+    a2.grid(True, which="both", alpha=0.3)
+    int_ticks(a2, sizes)
+    if a2.get_legend_handles_labels()[0]:
+        a2.legend(fontsize=8)
+    fig.text(0.01, 0.01, machine, fontsize=7, alpha=0.8)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    for ext in ("png", "svg"):
+        fig.savefig(os.path.join(out, f"pmi.{ext}"), dpi=120)
+    plt.close(fig)
+
+    # 4: measured vs modeled per shape
+    cal = [r for r in records if r["case"] == "ssh" and r["variant"] == "model" and r["ok"]]
+    plan = {s["shape"]: s["time"] for s in cal[0]["extra"]["plan"]["shapes"]} if cal else {}
+    shapes = ["greedy", "kary_2", "kary_16", "flat"]
+    n = (t.sizes("ssh", "launch") or [0])[0]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    meas, lo, hi, mod = [], [], [], []
+    for c in shapes:
+        v = t.values("ssh", "launch", n, c, key=lambda r: (r.get("extra") or {}).get("launch_time"))
+        m = statistics.median(v) if v else float("nan")
+        meas.append(m * 1000)
+        lo.append((m - min(v)) * 1000 if v else 0)
+        hi.append((max(v) - m) * 1000 if v else 0)
+        mod.append(plan.get(label(c), float("nan")) * 1000)
+    xs = range(len(shapes))
+    ax.bar([x - 0.2 for x in xs], meas, 0.4, yerr=[lo, hi], capsize=3, label="measured (median, min–max)", color="tab:blue")
+    if cal:
+        ex = cal[0]["extra"]
+        ax.bar([x + 0.2 for x in xs], mod, 0.4, label=f"modeled (SEQ={ex['seq_used'] * 1000:.1f} ms, REM={ex['rem_used'] * 1000:.0f} ms)", color="tab:gray")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([label(s) for s in shapes])
+    finish(fig, ax, out, "ssh", f"Launch over ssh into {n} namespace hosts: launch_time per tree shape",
+           "launch tree shape", "launch time (ms)", logx=False, logy=False, note=machine)
+    plt.close(fig)
+
+    # 5: memory
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    names, vals, cols = [], [], []
+    for v, what in (("frontend", "front end"), ("agent", "node agent")):
+        for c in ("libi", "hydra"):
+            m = t.median("mem", v, 64, c, key=rss_key)
+            names.append(f"{c}\n{what}")
+            vals.append(m if m is not None else 0)
+            cols.append(COLORS[c])
+    ax.bar(range(len(names)), vals, color=cols)
+    for i, v in enumerate(vals):
+        ax.text(i, v, f"{v:.1f}", ha="center", va="bottom")
+    ax.axhline(10, color="gray", ls=":", label="NLA target 10 MB")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names)
+    finish(fig, ax, out, "mem", "Peak RSS with 64 ranks (sleep 2)", "process", "peak RSS (MB)",
+           logx=False, logy=False, note=machine)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------ main
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("report")
+    r.add_argument("file")
+    g = sub.add_parser("render")
+    g.add_argument("--work")
+    g.add_argument("--raw")
+    g.add_argument("--out", required=True)
+    args = ap.parse_args()
+    if args.cmd == "report":
+        print(json.dumps(report_numbers(args.file), separators=(",", ":")))
+        return
+    if not (args.work or args.raw):
+        ap.error("render needs --work or --raw")
+    meta, cases, records = load(args)
+    os.makedirs(args.out, exist_ok=True)
+    if args.work:
+        with open(os.path.join(args.out, "raw.json"), "w") as f:
+            json.dump({"meta": meta, "cases": cases, "records": records}, f, indent=1)
+    plots_ok, err = True, None
+    try:
+        plots(meta, records, args.out)
+    except Exception as e:  # noqa: BLE001 -- results.md must still be written
+        plots_ok, err = False, f"{type(e).__name__}: {e}"
+        print(f"bench_plot: plots failed: {err}", file=sys.stderr)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(results_md(meta, cases, records, plots_ok, err))
+    print(f"bench_plot: wrote {args.out}/results.md" + (" and plots" if plots_ok else " (no plots)"), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
