@@ -9,7 +9,6 @@ use libi::job::{JobCommon, LauncherKind};
 use libi::msg::{Msg, Stream};
 use std::collections::HashMap;
 use std::io;
-use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -437,7 +436,7 @@ impl Ranks {
             }
             match start_rank(job, plan, local, *slot, pmgr_port) {
                 Ok(Started { mut child, pmi }) => {
-                    let pid = child.id().map(|p| p as i32);
+                    let pid = Some(child.pid);
                     node.pids[local] = pid;
                     if let Some(p) = pid {
                         node.groups.push(p);
@@ -455,7 +454,10 @@ impl Ranks {
                         }
                         Err(e) => {
                             warn!("rank {}: cannot register PMI socket: {e}", slot.rank);
-                            let _ = child.start_kill();
+                            // SAFETY: kill(2) of the rank we just started.
+                            unsafe {
+                                libc::kill(child.pid, libc::SIGKILL);
+                            }
                         }
                     }
                 }
@@ -506,7 +508,7 @@ fn check_wdir(job: &JobCommon, app: usize) -> Option<ProcEnd> {
     }
 }
 
-async fn stdin_task(mut stdin: tokio::process::ChildStdin, mut rx: UnboundedReceiver<Vec<u8>>) {
+async fn stdin_task(mut stdin: tokio::net::unix::pipe::Sender, mut rx: UnboundedReceiver<Vec<u8>>) {
     while let Some(data) = rx.recv().await {
         if data.is_empty() || stdin.write_all(&data).await.is_err() {
             break;
@@ -549,7 +551,7 @@ async fn read_some<R: AsyncRead + Unpin>(r: &mut Option<R>, buf: &mut [u8]) -> i
 /// One task per rank: its PMI socket, its stdout/stderr, its exit.
 async fn rank_task(
     local: usize,
-    mut child: tokio::process::Child,
+    mut child: crate::spawn::RankProcess,
     sock: UnixStream,
     mut rx: UnboundedReceiver<ToRank>,
     ev: UnboundedSender<Ev>,
@@ -631,11 +633,11 @@ async fn rank_task(
     send_out(Stream::Stdout, lo.finish());
     send_out(Stream::Stderr, le.finish());
     let end = match status {
-        Ok(st) => match (st.code(), st.signal()) {
-            (Some(c), _) => ProcEnd::Exited(c),
-            (None, Some(s)) => ProcEnd::Signaled(s),
-            _ => ProcEnd::Exited(255),
-        },
+        Ok(crate::spawn::ProcStatus::Exited(c)) => ProcEnd::Exited(c),
+        Ok(crate::spawn::ProcStatus::Signaled(s)) => ProcEnd::Signaled(s),
+        Ok(crate::spawn::ProcStatus::NotStarted { errno, reason }) => {
+            ProcEnd::SpawnFailed { errno, reason }
+        }
         Err(e) => ProcEnd::SpawnFailed {
             errno: e.raw_os_error().unwrap_or(0),
             reason: format!("cannot wait for rank: {e}"),

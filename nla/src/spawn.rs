@@ -1,15 +1,17 @@
 //! Starting one rank: environment, `PMI_FD`, own session/process group, parent-death signal.
 
 use libi::job::{AppSpec, JobCommon, NodePlan, RankSlot};
+use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::net::UnixStream as StdUnixStream;
-use std::process::Stdio;
-use tokio::process::{Child, Command};
+use tokio::io::unix::AsyncFd;
+use tokio::net::unix::pipe;
 
 /// A started rank: the process and the server end of its PMI socketpair.
 pub struct Started {
-    pub child: Child,
+    pub child: RankProcess,
     pub pmi: StdUnixStream,
 }
 
@@ -21,74 +23,335 @@ pub fn is_scrubbed(name: &str) -> bool {
         || name == "PRTE_LAUNCHED"
 }
 
+/// How a rank process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcStatus {
+    Exited(i32),
+    Signaled(i32),
+    /// It never ran the program: `errno` of the failed step, and a one-line reason.
+    NotStarted {
+        errno: i32,
+        reason: String,
+    },
+}
+
+/// A rank process started by [`start_rank`]: fork and exec without waiting for the exec
+/// (Rust's `Command` waits for every child's exec, which serializes a node's launch); exec
+/// failures come back later through a close-on-exec pipe, the exit through a pidfd.
+pub struct RankProcess {
+    pub pid: i32,
+    pub stdin: Option<pipe::Sender>,
+    pub stdout: Option<pipe::Receiver>,
+    pub stderr: Option<pipe::Receiver>,
+    exec_err: Option<pipe::Receiver>,
+    /// Bytes read so far from the exec-error pipe (stage, errno: two native ints).
+    err_bytes: Vec<u8>,
+    pidfd: AsyncFd<OwnedFd>,
+    exe: String,
+    wdir: Option<String>,
+}
+
+/// Stack of a child between clone and exec.
+const CHILD_STACK: usize = 64 * 1024;
+
+/// Everything the child uses, prepared by the parent.
+struct ChildArgs {
+    parent: libc::pid_t,
+    in_fd: i32,
+    out_fd: i32,
+    err_fd: i32,
+    ex_fd: i32,
+    pmi_fd: i32,
+    wdir: *const libc::c_char,
+    path: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+}
+
+/// The child between clone and exec: own session, dies with the NLA, stdio, PMI_FD kept
+/// across exec, working directory, exec. Failures are reported on the exec-error pipe as
+/// (stage, errno). Async-signal-safe calls only; never returns.
+extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` points to the parent's `ChildArgs`, alive until we exec or exit.
+    unsafe {
+        let a = &*(arg as *const ChildArgs);
+        let fail = |stage: i32| -> ! {
+            let errno = *libc::__errno_location();
+            let mut b = [0u8; 8];
+            b[..4].copy_from_slice(&stage.to_ne_bytes());
+            b[4..].copy_from_slice(&errno.to_ne_bytes());
+            libc::write(a.ex_fd, b.as_ptr().cast(), 8);
+            libc::_exit(127)
+        };
+        libc::setsid();
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+        if libc::getppid() != a.parent {
+            libc::_exit(127);
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        if libc::dup2(a.in_fd, 0) < 0 || libc::dup2(a.out_fd, 1) < 0 || libc::dup2(a.err_fd, 2) < 0
+        {
+            fail(STAGE_EXEC);
+        }
+        libc::fcntl(a.pmi_fd, libc::F_SETFD, 0);
+        if !a.wdir.is_null() && libc::chdir(a.wdir) != 0 {
+            fail(STAGE_CHDIR);
+        }
+        libc::execve(a.path, a.argv, a.envp);
+        fail(STAGE_EXEC)
+    }
+}
+
+/// What the child reports when it cannot start the program.
+const STAGE_CHDIR: i32 = 1;
+const STAGE_EXEC: i32 = 2;
+
+impl RankProcess {
+    /// Wait for the process to end. Cancel-safe (progress is kept in `self`).
+    pub async fn wait(&mut self) -> io::Result<ProcStatus> {
+        use tokio::io::AsyncReadExt;
+        // An exec failure arrives before the exit (the child writes, then _exits).
+        while let Some(r) = self.exec_err.as_mut() {
+            let mut buf = [0u8; 8];
+            match r.read(&mut buf).await {
+                Ok(0) | Err(_) => self.exec_err = None,
+                Ok(n) => self.err_bytes.extend_from_slice(&buf[..n]),
+            }
+        }
+        loop {
+            let mut guard = self.pidfd.readable().await?;
+            let mut status = 0;
+            // SAFETY: waitpid on our own child, non-blocking.
+            let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
+            if r == 0 {
+                guard.clear_ready();
+                continue;
+            }
+            if r < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if self.err_bytes.len() >= 8 {
+                let stage = i32::from_ne_bytes([
+                    self.err_bytes[0],
+                    self.err_bytes[1],
+                    self.err_bytes[2],
+                    self.err_bytes[3],
+                ]);
+                let errno = i32::from_ne_bytes([
+                    self.err_bytes[4],
+                    self.err_bytes[5],
+                    self.err_bytes[6],
+                    self.err_bytes[7],
+                ]);
+                let desc = nix::errno::Errno::from_raw(errno).desc();
+                let reason = if stage == STAGE_CHDIR {
+                    let d = self.wdir.as_deref().unwrap_or("?");
+                    format!("cannot change to working directory '{d}': {desc}")
+                } else {
+                    format!("cannot execute '{}': {desc}", self.exe)
+                };
+                return Ok(ProcStatus::NotStarted { errno, reason });
+            }
+            return Ok(if libc::WIFSIGNALED(status) {
+                ProcStatus::Signaled(libc::WTERMSIG(status))
+            } else {
+                ProcStatus::Exited(libc::WEXITSTATUS(status))
+            });
+        }
+    }
+}
+
+fn cstring(s: &str) -> io::Result<CString> {
+    CString::new(s)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("NUL byte in '{s}'")))
+}
+
+fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two fds we then own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: freshly created, owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
 /// Start local rank `local` (global `slot.rank`) of this node.
 pub fn start_rank(
     job: &JobCommon,
     plan: &NodePlan,
     local: usize,
     slot: RankSlot,
-    pmgr_port: Option<u16>,
+    pmi_port: Option<u16>,
 ) -> io::Result<Started> {
     let app: &AppSpec = job
         .apps
         .get(slot.app as usize)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "rank names an unknown app"))?;
-    // Both ends close-on-exec; the child clears the flag on its own end only, so no rank
-    // inherits another rank's socket.
+    // Both socket ends close-on-exec; the child clears the flag on its own end only, so no
+    // rank inherits another rank's socket.
     let (server, client) = StdUnixStream::pair()?;
     let client_fd: OwnedFd = client.into();
     let raw = client_fd.as_raw_fd();
 
-    let mut cmd = Command::new(&app.exe);
-    cmd.args(&app.args);
-    cmd.env_clear();
-    for (k, v) in &app.env {
-        cmd.env(k, v);
-    }
-    cmd.env("PMI_FD", raw.to_string())
-        .env("PMI_RANK", slot.rank.to_string())
-        .env("PMI_SIZE", job.size.to_string())
-        .env("PMI_SPAWNED", "0")
-        .env("PMI_HOSTNAME", &plan.host)
-        .env("MPI_LOCALRANKID", local.to_string())
-        .env("MPI_LOCALNRANKS", plan.ranks.len().to_string())
-        .env("LIBI_JOB", &job.kvsname);
-    if let (Some(id), Some(port)) = (job.pmgr, pmgr_port) {
+    let mut env: Vec<(String, String)> = app.env.clone();
+    let mut set = |k: &str, v: String| {
+        env.retain(|(ek, _)| ek != k);
+        env.push((k.to_string(), v));
+    };
+    set("PMI_FD", raw.to_string());
+    set("PMI_RANK", slot.rank.to_string());
+    set("PMI_SIZE", job.size.to_string());
+    set("PMI_SPAWNED", "0".into());
+    set("PMI_HOSTNAME", plan.host.clone());
+    set("MPI_LOCALRANKID", local.to_string());
+    set("MPI_LOCALNRANKS", plan.ranks.len().to_string());
+    set("LIBI_JOB", job.kvsname.clone());
+    if let (Some(id), Some(port)) = (job.pmgr, pmi_port) {
         // What a PMGR (pmgr_collective v8 / MVAPICH-1) client reads; shared memory off, or
         // clients of >= 1024 ranks never talk to the server (spec §2).
-        cmd.env("MPIRUN_HOST", "127.0.0.1")
-            .env("MPIRUN_PORT", port.to_string())
-            .env("MPIRUN_RANK", slot.rank.to_string())
-            .env("MPIRUN_NPROCS", job.size.to_string())
-            .env("MPIRUN_ID", id.to_string())
-            .env("MPIRUN_SHM_ENABLE", "0")
-            .env("MPIRUN_MPD", "0")
-            .env("NOT_USE_TOTALVIEW", "1")
-            .env("MPIRUN_CONNECT_ONCE", "1");
+        set("MPIRUN_HOST", "127.0.0.1".into());
+        set("MPIRUN_PORT", port.to_string());
+        set("MPIRUN_RANK", slot.rank.to_string());
+        set("MPIRUN_NPROCS", job.size.to_string());
+        set("MPIRUN_ID", id.to_string());
+        set("MPIRUN_SHM_ENABLE", "0".into());
+        set("MPIRUN_MPD", "0".into());
+        set("NOT_USE_TOTALVIEW", "1".into());
+        set("MPIRUN_CONNECT_ONCE", "1".into());
     }
-    if let Some(w) = &app.wdir {
-        cmd.current_dir(w);
+
+    // Everything the child needs, prepared before fork (the child may not allocate).
+    let path = CString::new(resolve(&app.exe, &env).into_vec())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in program"))?;
+    let argv_c: Vec<CString> = std::iter::once(app.exe.as_str())
+        .chain(app.args.iter().map(String::as_str))
+        .map(cstring)
+        .collect::<io::Result<_>>()?;
+    let envp_c: Vec<CString> =
+        env.iter().map(|(k, v)| cstring(&format!("{k}={v}"))).collect::<io::Result<_>>()?;
+    let mut argv: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = envp_c.iter().map(|c| c.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let wdir_c = app.wdir.as_deref().map(cstring).transpose()?;
+
+    let (out_r, out_w) = pipe_cloexec()?;
+    let (err_r, err_w) = pipe_cloexec()?;
+    let (in_r, in_w) = if slot.rank == 0 {
+        let (r, w) = pipe_cloexec()?;
+        (r, Some(w))
+    } else {
+        let f = std::fs::File::open("/dev/null")?;
+        (OwnedFd::from(f), None)
+    };
+    let (ex_r, ex_w) = pipe_cloexec()?;
+    let (in_fd, out_fd, err_fd, ex_fd) =
+        (in_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd(), ex_w.as_raw_fd());
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+
+    let args = ChildArgs {
+        parent,
+        in_fd,
+        out_fd,
+        err_fd,
+        ex_fd,
+        pmi_fd: raw,
+        wdir: wdir_c.as_ref().map(|c| c.as_ptr()).unwrap_or(std::ptr::null()),
+        path: path.as_ptr(),
+        argv: argv.as_ptr(),
+        envp: envp.as_ptr(),
+    };
+    // vfork-style: the child shares our memory until it execs (no page-table copy, no
+    // copy-on-write faults while a node starts hundreds of ranks), on a stack of its own;
+    // we are suspended only until its execve.
+    let mut stack = vec![0u8; CHILD_STACK];
+    // SAFETY: the stack top is inside `stack`, 16-byte aligned, and `stack` and `args`
+    // outlive the child's use of them (CLONE_VFORK: we resume only after its execve or
+    // _exit). `child_main` calls only async-signal-safe functions.
+    let pid = unsafe {
+        let top = stack.as_mut_ptr().add(CHILD_STACK) as usize & !15;
+        libc::clone(
+            child_main,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &args as *const ChildArgs as *mut libc::c_void,
+        )
+    };
+    drop(stack);
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
     }
-    let is_rank0 = slot.rank == 0;
-    cmd.stdin(if is_rank0 { Stdio::piped() } else { Stdio::null() });
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    cmd.kill_on_drop(false);
-    // SAFETY: only async-signal-safe calls (setsid, prctl, fcntl) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::fcntl(raw, libc::F_SETFD, 0) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
+    drop((client_fd, in_r, out_w, err_w, ex_w));
+    // SAFETY: pidfd_open of our own child; the fd is ours.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd < 0 {
+        let e = io::Error::last_os_error();
+        // SAFETY: kill and reap the child we cannot watch.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+        return Err(e);
     }
-    let child = cmd.spawn()?;
-    drop(client_fd);
+    // SAFETY: pidfd_open returned a new descriptor.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+    let child = RankProcess {
+        pid,
+        stdin: in_w.map(pipe::Sender::from_owned_fd).transpose()?,
+        stdout: Some(pipe::Receiver::from_owned_fd(out_r)?),
+        stderr: Some(pipe::Receiver::from_owned_fd(err_r)?),
+        exec_err: Some(pipe::Receiver::from_owned_fd(ex_r)?),
+        err_bytes: Vec::new(),
+        // SAFETY: `pidfd` is an owned descriptor that lives exactly as long as the AsyncFd.
+        pidfd: unsafe { AsyncFd::register(pidfd)? },
+        exe: app.exe.clone(),
+        wdir: app.wdir.clone(),
+    };
     Ok(Started { child, pmi: server })
+}
+
+/// The program a rank runs: a name without `/` is looked up in the rank's own `PATH` (the
+/// first executable regular file wins, as execvp does); anything else is used as is (a
+/// relative path then resolves against the rank's working directory). When nothing is found
+/// the name is returned unchanged and exec reports ENOENT.
+pub fn resolve(exe: &str, env: &[(String, String)]) -> std::ffi::OsString {
+    use std::os::unix::fs::PermissionsExt;
+    if exe.contains('/') || exe.is_empty() {
+        return exe.into();
+    }
+    let path = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".to_string());
+    for dir in path.split(':') {
+        let dir = if dir.is_empty() { "." } else { dir };
+        let cand = std::path::Path::new(dir).join(exe);
+        if let Ok(m) = std::fs::metadata(&cand) {
+            if m.is_file() && m.permissions().mode() & 0o111 != 0 {
+                return cand.into_os_string();
+            }
+        }
+    }
+    exe.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve;
+
+    #[test]
+    fn path_lookup() {
+        let env = vec![("PATH".to_string(), "/nonexistent:/bin:/usr/bin".to_string())];
+        let sh = resolve("sh", &env);
+        assert!(sh == *"/bin/sh" || sh == *"/usr/bin/sh", "{sh:?}");
+        assert_eq!(resolve("./x", &env), *"./x");
+        assert_eq!(resolve("no-such-program-here", &env), *"no-such-program-here");
+    }
 }
