@@ -21,7 +21,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_tracing(cl.global.verbose);
+    nla::init_tracing(cl.global.verbose);
     let timeout = match std::env::var("MPIEXEC_TIMEOUT") {
         Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u64>() {
             Ok(0) => None,
@@ -131,17 +131,4 @@ fn advertise_addr(g: &cli::Global) -> Result<Option<std::net::IpAddr>, String> {
         return Err(format!("-iface: interface '{iface}' has no IPv4 address"));
     }
     Ok(None)
-}
-
-fn init_tracing(verbose: bool) {
-    let filter = if verbose { "debug" } else { "warn" };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .without_time()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LIBI_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
-        )
-        .init();
 }

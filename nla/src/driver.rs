@@ -219,18 +219,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 pmgr_swept = true;
                 tokio::time::sleep(PMGR_FINAL_SWEEP).await;
                 while let Ok(ev) = ev_rx.try_recv() {
-                    match ev {
-                        Ev::PmgrConn(id, wr) => {
-                            let (tx, rx) = unbounded_channel();
-                            tokio::spawn(pmgr_writer(wr, rx));
-                            pmgr_writers.insert(id, tx);
-                            core.pmgr_connected(id);
-                        }
-                        Ev::PmgrData(id, data) => core.pmgr_data(id, &data, &mut fx),
-                        Ev::PmgrEof(id) => core.pmgr_eof(id, &mut fx),
-                        Ev::FailNow(m) => core.fail_now(m, &mut fx),
-                        _ => {}
-                    }
+                    pmgr_event(ev, &mut core, &mut pmgr_writers, &mut fx);
                 }
                 if !fx.is_empty() {
                     continue;
@@ -272,15 +261,9 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             Ev::Tree(t) => children.on_event(t, &mut core, &mut fx).await,
             Ev::GraceOver => ranks.kill_all(libc::SIGKILL),
             Ev::Stalled(local) => core.rank_stalled(local, &mut fx),
-            Ev::PmgrConn(id, wr) => {
-                let (tx, rx) = unbounded_channel();
-                tokio::spawn(pmgr_writer(wr, rx));
-                pmgr_writers.insert(id, tx);
-                core.pmgr_connected(id);
+            ev @ (Ev::PmgrConn(..) | Ev::PmgrData(..) | Ev::PmgrEof(_) | Ev::FailNow(_)) => {
+                pmgr_event(ev, &mut core, &mut pmgr_writers, &mut fx)
             }
-            Ev::PmgrData(id, data) => core.pmgr_data(id, &data, &mut fx),
-            Ev::PmgrEof(id) => core.pmgr_eof(id, &mut fx),
-            Ev::FailNow(m) => core.fail_now(m, &mut fx),
             Ev::ChildrenTimeout => break,
         }
     }
@@ -349,6 +332,27 @@ async fn apply<S>(
         }
         Effect::Warn(w) => warn!("{w}"),
         Effect::ToPmgr(..) | Effect::ClosePmgr(_) | Effect::FailSoon(_) => {}
+    }
+}
+
+/// PMGR connection events (and the end of a PMGR failure's grace); others are ignored.
+fn pmgr_event(
+    ev: Ev,
+    core: &mut NodeCore,
+    writers: &mut HashMap<u64, UnboundedSender<Option<Vec<u8>>>>,
+    fx: &mut Vec<Effect>,
+) {
+    match ev {
+        Ev::PmgrConn(id, wr) => {
+            let (tx, rx) = unbounded_channel();
+            tokio::spawn(pmgr_writer(wr, rx));
+            writers.insert(id, tx);
+            core.pmgr_connected(id);
+        }
+        Ev::PmgrData(id, data) => core.pmgr_data(id, &data, fx),
+        Ev::PmgrEof(id) => core.pmgr_eof(id, fx),
+        Ev::FailNow(m) => core.fail_now(m, fx),
+        _ => {}
     }
 }
 

@@ -11,3 +11,18 @@ pub mod driver;
 pub mod pmgr_node;
 pub mod spawn;
 pub mod tree;
+
+/// Tracing on stderr for our binaries: warnings, or everything with `-v`; `LIBI_LOG` takes
+/// a tracing filter instead.
+pub fn init_tracing(verbose: bool) {
+    let filter = if verbose { "debug" } else { "warn" };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LIBI_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
+        )
+        .init();
+}

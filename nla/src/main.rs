@@ -29,16 +29,7 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let filter = if args.verbose { "debug" } else { "warn" };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .without_time()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LIBI_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
-        )
-        .init();
+    nla::init_tracing(args.verbose);
     let mut secret = String::new();
     if std::io::stdin().lock().read_line(&mut secret).is_err() || secret.trim().is_empty() {
         eprintln!("libi-nla: no job secret on stdin (libi-nla is started by libi-mpiexec)");
