@@ -88,10 +88,21 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::getppid() != a.parent {
             libc::_exit(127);
         }
+        // Signals are blocked (by the parent, around the clone): reset every caught one to
+        // its default so none of the NLA's handlers can run here, SIGPIPE too (Rust ignores
+        // it), then unblock everything for the program.
+        for sig in 1..libc::SIGRTMAX() {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction != libc::SIG_DFL
+                && (old.sa_sigaction != libc::SIG_IGN || sig == libc::SIGPIPE)
+            {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut none);
         libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         if libc::dup2(a.in_fd, 0) < 0 || libc::dup2(a.out_fd, 1) < 0 || libc::dup2(a.err_fd, 2) < 0
         {
             fail(STAGE_EXEC);
@@ -275,12 +286,19 @@ pub fn start_rank(
     // _exit). `child_main` calls only async-signal-safe functions.
     let pid = unsafe {
         let top = stack.as_mut_ptr().add(CHILD_STACK) as usize & !15;
-        libc::clone(
+        // No signal may reach the child before it has reset the handlers it shares with us.
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut saved: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut saved);
+        let pid = libc::clone(
             child_main,
             top as *mut libc::c_void,
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
             &args as *const ChildArgs as *mut libc::c_void,
-        )
+        );
+        libc::pthread_sigmask(libc::SIG_SETMASK, &saved, std::ptr::null_mut());
+        pid
     };
     drop(stack);
     if pid < 0 {
