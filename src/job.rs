@@ -82,6 +82,8 @@ pub struct JobCommon {
     /// How long a child NLA may take from the start of its launch to its authenticated
     /// connection, in ms, before its launch counts as failed.
     pub launch_timeout_ms: u64,
+    /// Launch children this many at a time, each batch after the previous one connected.
+    pub launch_batch: Option<u32>,
     /// A fence whose new pairs total at most this many bytes pushes them down to every NLA
     /// with the release; a larger one leaves them where they are and `get`s climb the tree
     /// (hierarchical cache).

@@ -244,6 +244,7 @@ mod fuzz {
                     },
                     kill_grace_ms: 1,
                     launch_timeout_ms: 1,
+                    launch_batch: None,
                     kvs_push_max: 1,
                     report: false,
                     pmgr: None,

@@ -357,3 +357,50 @@ fn slurm_style_join_and_redirect() {
         reports[1..].iter().map(|n| n["launches"].as_array().map(Vec::len).unwrap_or(0)).sum();
     assert_eq!(fe_children + deeper, 8, "every NLA has a parent");
 }
+
+/// Batched launch (`--launch-batch 2`): over a flat tree of 6 NLAs the front end starts each
+/// batch of two only after both children of the previous batch connected back.
+#[test]
+fn batched_launch() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let report = dir.join(format!("batch-report-{}.json", std::process::id()));
+    let rp = report.to_string_lossy().into_owned();
+    let r = run(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            &hosts(6, 1),
+            "--tree",
+            "flat",
+            "--launch-batch",
+            "2",
+            "--report",
+            &rp,
+            "-n",
+            "6",
+            "true",
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
+    let mut l: Vec<(u64, f64, f64)> = v["reports"][0]["launches"]
+        .as_array()
+        .expect("front-end launches")
+        .iter()
+        .map(|x| {
+            let f = |k: &str| x[k].as_f64().unwrap_or(f64::NAN);
+            (x["order"].as_u64().unwrap_or(0), f("start"), f("connected"))
+        })
+        .collect();
+    l.sort_by_key(|x| x.0);
+    assert_eq!(l.len(), 6, "{l:?}");
+    for batch in 1..3 {
+        let prev_done = l[2 * batch - 2].2.max(l[2 * batch - 1].2);
+        for x in &l[2 * batch..2 * batch + 2] {
+            assert!(x.1 >= prev_done, "batch {batch} started before the previous connected: {l:?}");
+        }
+    }
+}

@@ -99,6 +99,9 @@ pub struct Segment {
     /// Most connections any process of the NLA tree holds (children + parent; default 128)
     #[arg(long = "max-conn", value_name = "N", value_parser = clap::value_parser!(u32).range(3..))]
     pub max_conn: Option<u32>,
+    /// Each parent launches this many children at a time, the next batch once they connected
+    #[arg(long = "launch-batch", value_name = "B", value_parser = clap::value_parser!(u32).range(1..))]
+    pub launch_batch: Option<u32>,
     /// Seconds a child NLA may take to connect back before its launch failed (default 60)
     #[arg(long = "launch-timeout", value_name = "SECS")]
     pub launch_timeout: Option<f64>,
@@ -145,6 +148,7 @@ const LONG: &[(&str, &str, usize)] = &[
     ("iface", "iface", 1),
     ("report", "report", 1),
     ("launch-timeout", "launch-timeout", 1),
+    ("launch-batch", "launch-batch", 1),
     ("max-conn", "max-conn", 1),
     ("pmgr", "pmgr", 0),
     ("kvs-push-max", "kvs-push-max", 1),
@@ -177,6 +181,7 @@ pub struct Global {
     pub max_conn: Option<usize>,
     pub launch_timeout: Option<f64>,
     pub pmgr: bool,
+    pub launch_batch: Option<u32>,
 }
 
 /// Which variables of the front end's environment a rank inherits.
@@ -355,6 +360,7 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         global.max_conn = s.max_conn.map(|c| c as usize).or(global.max_conn);
         global.launch_timeout = s.launch_timeout.or(global.launch_timeout);
         global.pmgr |= s.pmgr;
+        global.launch_batch = s.launch_batch.or(global.launch_batch);
         if let Some(t) = s.launch_timeout {
             if !(t.is_finite() && t > 0.0) {
                 return Err(usage(format!(

@@ -159,6 +159,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             .launch_timeout
             .map(|s| (s * 1000.0) as u64)
             .unwrap_or(LAUNCH_TIMEOUT_MS),
+        launch_batch: g.launch_batch,
         kvs_push_max: g.kvs_push_max.unwrap_or(KVS_PUSH_MAX),
         report: g.report.is_some(),
         pmgr: g.pmgr.then_some(ctx.job_id),
@@ -167,7 +168,11 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
 
     // Launch tree over the front end (node 0) and one NLA per used host (nodes 1..).
     let shape = g.tree.clone().unwrap_or(Shape::Greedy);
-    let model = g.launch_model.unwrap_or(LaunchModel::DEFAULT);
+    // Greedy places nodes under the same batching rule the launch will follow.
+    let model = LaunchModel {
+        batch: g.launch_batch.or(g.launch_model.and_then(|m| m.batch)),
+        ..g.launch_model.unwrap_or(LaunchModel::DEFAULT)
+    };
     let tree = Tree::build(&shape, used.len() + 1, &model);
     let plan_of = |node: usize| -> NodePlan {
         let h = used[node - 1];

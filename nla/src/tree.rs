@@ -360,8 +360,20 @@ pub struct Children {
     /// How a child's launcher ended while the child was still connected (for messages).
     launcher_end: Vec<Option<String>>,
     ev: Option<EvSink>,
+    ctx: Option<LaunchCtx>,
+    /// Next child to launch, children whose launch is under way, how many of them.
+    next: usize,
+    in_flight: Vec<bool>,
+    in_batch: usize,
     /// Launch records (for the report).
     pub launches: Vec<LaunchRecord>,
+}
+
+/// Where children connect back to, and the secret they present.
+#[derive(Clone)]
+struct LaunchCtx {
+    addr: String,
+    secret: String,
 }
 
 impl Children {
@@ -375,6 +387,10 @@ impl Children {
             pids: vec![None; n],
             launcher_end: vec![None; n],
             ev: None,
+            ctx: None,
+            next: 0,
+            in_flight: vec![false; n],
+            in_batch: 0,
             launches: plan
                 .children
                 .iter()
@@ -404,8 +420,10 @@ impl Children {
         self.connected.iter().filter(|c| **c).count()
     }
 
-    /// Launch every child in launch order (the tree's order); each must connect back within
-    /// the job's launch timeout.
+    /// Launch the children in launch order (the tree's order); each must connect back within
+    /// the job's launch timeout. With `launch_batch` B, B at a time: the next batch starts
+    /// once every child of the previous one connected or failed (Charm++ multi-level
+    /// startup: bounded connect-back bursts).
     pub async fn launch_all(
         &mut self,
         core: &mut NodeCore,
@@ -414,36 +432,55 @@ impl Children {
         ev: &EvSink,
         fx: &mut Vec<Effect>,
     ) {
+        self.ev = Some(ev.clone());
+        self.ctx = Some(LaunchCtx { addr: addr.to_string(), secret: secret.to_string() });
+        self.launch_more(core, fx).await;
+    }
+
+    /// Launch the next children: all that are left, or the next batch.
+    async fn launch_more(&mut self, core: &mut NodeCore, fx: &mut Vec<Effect>) {
+        let (Some(ev), Some(ctx)) = (self.ev.clone(), self.ctx.clone()) else { return };
         let spec = core.job().launcher.clone();
         let verbose = core.job().verbose;
         let timeout = Duration::from_millis(core.job().launch_timeout_ms);
+        let batch = core.job().launch_batch.map(|b| b.max(1) as usize);
         let plans = core.plan().children.clone();
-        self.ev = Some(ev.clone());
-        for (idx, child) in plans.iter().enumerate() {
+        while self.next < plans.len() && batch.is_none_or(|b| self.in_batch < b) {
+            let idx = self.next;
+            self.next += 1;
             self.launches[idx].start = now();
-            if spec.kind == LauncherKind::Slurm {
-                // Slurm's step starts every NLA; we only hold them to the deadline.
-                let ev = ev.clone();
+            let deadline = |ev: EvSink| {
                 tokio::spawn(async move {
                     tokio::time::sleep(timeout).await;
                     ev(TreeEv::LaunchDeadline(idx));
                 });
+            };
+            if spec.kind == LauncherKind::Slurm {
+                // Slurm's step starts every NLA; we only hold them to the deadline.
+                deadline(ev.clone());
                 continue;
             }
-            match launch_child(&spec, child, idx, addr, verbose, secret, ev.clone()).await {
+            match launch_child(&spec, &plans[idx], idx, &ctx.addr, verbose, &ctx.secret, ev.clone())
+                .await
+            {
                 Ok(pid) => {
                     self.pids[idx] = pid;
-                    let ev = ev.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(timeout).await;
-                        ev(TreeEv::LaunchDeadline(idx));
-                    });
+                    self.in_flight[idx] = true;
+                    self.in_batch += 1;
+                    deadline(ev.clone());
                 }
                 Err(e) => {
                     self.gone[idx] = true;
                     core.child_gone(idx, &e.to_string(), fx);
                 }
             }
+        }
+    }
+
+    /// Child `idx` connected or was given up: its launch is over.
+    fn settled(&mut self, idx: usize) {
+        if std::mem::replace(&mut self.in_flight[idx], false) {
+            self.in_batch -= 1;
         }
     }
 
@@ -472,6 +509,7 @@ impl Children {
             return;
         }
         self.sinks[idx] = None;
+        self.settled(idx);
         if let Some(pid) = self.pids[idx].take() {
             // SAFETY: kill(2) of the launcher's own process group (setpgid in the child).
             unsafe {
@@ -483,6 +521,13 @@ impl Children {
 
     /// Handle a tree event; messages for the node state machine go to `core`.
     pub async fn on_event(&mut self, e: TreeEv, core: &mut NodeCore, fx: &mut Vec<Effect>) {
+        self.on_event_inner(e, core, fx).await;
+        if self.in_batch == 0 && self.next < self.launches.len() && self.ctx.is_some() {
+            self.launch_more(core, fx).await;
+        }
+    }
+
+    async fn on_event_inner(&mut self, e: TreeEv, core: &mut NodeCore, fx: &mut Vec<Effect>) {
         match e {
             TreeEv::Hello { idx, host, mut sink, at } => {
                 if self.connected.get(idx).copied().unwrap_or(true) || self.gone[idx] {
@@ -490,6 +535,7 @@ impl Children {
                     return;
                 }
                 self.connected[idx] = true;
+                self.settled(idx);
                 self.launches[idx].connected = at;
                 debug!(idx, %host, "child NLA connected");
                 let Some(setup) = core.child_setup(idx) else { return };
@@ -518,7 +564,7 @@ impl Children {
                 for idx in 0..self.gone.len() {
                     let ev =
                         TreeEv::LauncherExited { idx, status, stderr_tail: stderr_tail.clone() };
-                    Box::pin(self.on_event(ev, core, fx)).await;
+                    Box::pin(self.on_event_inner(ev, core, fx)).await;
                 }
             }
             TreeEv::LauncherExited { idx, status, stderr_tail } => {

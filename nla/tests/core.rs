@@ -35,6 +35,7 @@ fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
             launcher: LauncherSpec { kind: LauncherKind::Fork, exec: None, nla_path: "/x".into() },
             kill_grace_ms: 10,
             launch_timeout_ms: 10,
+            launch_batch: None,
             kvs_push_max: push_max,
             report: true,
             pmgr: None,
