@@ -143,7 +143,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
             for e in batch {
                 match e {
                     Effect::ToParent(msg) => {
-                        if let Some((code, message)) = job.event(msg, plan.nodes, total_ranks, t0) {
+                        if let Some((code, message)) = job.event(msg, plan.nodes) {
                             job.fail(code, &message, &mut core, &mut fx, &tx, opts.grace);
                         }
                     }
@@ -297,7 +297,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
 
 impl Job {
     /// A message that reached the root. Returns a failure to act on.
-    fn event(&mut self, msg: Msg, nodes: usize, _ranks: usize, _t0: f64) -> Option<(i32, String)> {
+    fn event(&mut self, msg: Msg, nodes: usize) -> Option<(i32, String)> {
         match msg {
             Msg::Output { rank, stream, data } => self.out.write(rank, stream, &data),
             Msg::RankEnded { rank, host, end } => {

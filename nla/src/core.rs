@@ -370,14 +370,12 @@ impl NodeCore {
                 fx.push(Effect::Warn(format!("rank {rank}: spawn is not supported yet")));
             }
             Action::Publish { service, port } => {
-                self.name_request(Waiter::Rank(local), NameOp::Publish { service, port }, fx)
+                self.name_request(local, NameOp::Publish { service, port }, fx)
             }
             Action::Unpublish { service } => {
-                self.name_request(Waiter::Rank(local), NameOp::Unpublish { service }, fx)
+                self.name_request(local, NameOp::Unpublish { service }, fx)
             }
-            Action::Lookup { service } => {
-                self.name_request(Waiter::Rank(local), NameOp::Lookup { service }, fx)
-            }
+            Action::Lookup { service } => self.name_request(local, NameOp::Lookup { service }, fx),
             Action::PutNodeAttr { key, value } => {
                 for w in self.attr_waiters.remove(&key).unwrap_or_default() {
                     let reply = self.conns[w].answer_node_attr(&key, Some(&value));
@@ -439,17 +437,18 @@ impl NodeCore {
         }
     }
 
-    /// A name-service request from a local rank or a child: answered at the root, passed up
-    /// elsewhere (with a job-unique id: this node's id in the high bits).
-    fn name_request(&mut self, who: Waiter, op: NameOp, fx: &mut Vec<Effect>) {
+    /// A name-service request from local rank `local`: answered at the root, passed up
+    /// elsewhere (with a job-unique id: this node's id in the high bits). Children's requests
+    /// are relayed in `child_msg`.
+    fn name_request(&mut self, local: usize, op: NameOp, fx: &mut Vec<Effect>) {
         if self.is_root {
             let (ok, port) = self.name_op(&op);
-            self.name_answer(who, &op, ok, port, fx);
+            self.name_answer(local, &op, ok, port, fx);
             return;
         }
         let req = (u64::from(self.plan.node) << 32) | self.next_req;
         self.next_req += 1;
-        self.name_waiters.insert(req, (who, op.clone()));
+        self.name_waiters.insert(req, (Waiter::Rank(local), op.clone()));
         fx.push(Effect::ToParent(Msg::Name { req, op }));
     }
 
@@ -472,29 +471,22 @@ impl NodeCore {
         }
     }
 
+    /// The answer to local rank `local`'s name-service request, in its protocol.
     fn name_answer(
         &mut self,
-        who: Waiter,
+        local: usize,
         op: &NameOp,
         ok: bool,
         port: Option<String>,
         fx: &mut Vec<Effect>,
     ) {
-        match who {
-            Waiter::Rank(local) => {
-                let Some(conn) = self.conns.get_mut(local) else { return };
-                let reply = match op {
-                    NameOp::Publish { .. } => conn.answer_publish(ok),
-                    NameOp::Unpublish { .. } => conn.answer_unpublish(ok),
-                    NameOp::Lookup { .. } => conn.answer_lookup(port.as_deref()),
-                };
-                fx.push(Effect::ToRank(local, reply));
-            }
-            Waiter::Child(c) => {
-                // The child's request id travels with its op; see `child_msg`.
-                let _ = (c, op, ok, port);
-            }
-        }
+        let Some(conn) = self.conns.get_mut(local) else { return };
+        let reply = match op {
+            NameOp::Publish { .. } => conn.answer_publish(ok),
+            NameOp::Unpublish { .. } => conn.answer_unpublish(ok),
+            NameOp::Lookup { .. } => conn.answer_lookup(port.as_deref()),
+        };
+        fx.push(Effect::ToRank(local, reply));
     }
 
     fn wait_for(&mut self, key: String, who: Waiter, fx: &mut Vec<Effect>) {
@@ -675,7 +667,7 @@ impl NodeCore {
                 Some((Waiter::Child(c), _)) => {
                     fx.push(Effect::ToChild(c, Msg::NameResult { req, ok, port }))
                 }
-                Some((who, op)) => self.name_answer(who, &op, ok, port, fx),
+                Some((Waiter::Rank(local), op)) => self.name_answer(local, &op, ok, port, fx),
                 None => {
                     fx.push(Effect::Warn(format!("name-service answer {req} nobody asked for")))
                 }
