@@ -95,6 +95,9 @@ pub struct JobCommon {
     pub pmgr: Option<i32>,
     /// Verbose tracing.
     pub verbose: bool,
+    /// Ranks of this job were started by `MPI_Comm_spawn` of a rank of the job with this
+    /// kvsname (`PMI_SPAWNED=1`, PMI-2 `spawner-jobid`).
+    pub spawned_by: Option<String>,
 }
 
 /// One node of the NLA tree and everything below it.
@@ -137,6 +140,29 @@ impl NodePlan {
 pub struct NodeSetup {
     pub job: JobCommon,
     pub plan: NodePlan,
+}
+
+/// One command of a spawn request (`MPI_Comm_spawn_multiple` has several).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnCmd {
+    pub exe: String,
+    pub args: Vec<String>,
+    pub nprocs: u32,
+    /// Pairs to pre-load into the new job's KVS (`PARENT_ROOT_PORT_NAME`, ...).
+    pub preput: Vec<(String, String)>,
+    /// MPI_Info pairs (`host`, `hosts`, `wdir`, `path`, ...).
+    pub info: Vec<(String, String)>,
+}
+
+/// A rank's spawn request, as it travels up the NLA tree to the front end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnRequest {
+    /// The calling rank (in its own job) and its executable (whose environment the new
+    /// ranks inherit).
+    pub rank: u32,
+    pub app: u32,
+    pub host: String,
+    pub cmds: Vec<SpawnCmd>,
 }
 
 /// How a rank ended, as the NLA saw it.

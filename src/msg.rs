@@ -5,7 +5,7 @@
 //! sends is [`Msg::Hello`] carrying the per-job secret; a parent drops a connection whose first
 //! frame is anything else or carries the wrong secret.
 
-use crate::job::{NodeSetup, RankEnd};
+use crate::job::{NodeSetup, RankEnd, SpawnRequest};
 use crate::report::NodeReport;
 use bytes::{Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
@@ -54,6 +54,9 @@ pub enum Msg {
     /// A name-service request (`publish_name`/`unpublish_name`/`lookup_name`), answered by
     /// the front end, which holds the job-wide table. `req` is unique in the job.
     Name { req: u64, op: NameOp },
+    /// A rank's `spawn`, answered by the front end once the new ranks run (or failed to
+    /// start). `req` is unique in the job.
+    Spawn { req: u64, spawn: Box<SpawnRequest> },
 
     // ---- parent -> child ----
     /// The child's part of the job.
@@ -70,6 +73,9 @@ pub enum Msg {
     PmgrDown(Box<pmgr::collective::Outcome>),
     /// Answer to `Name`: `ok` (publish/unpublish) and the port (lookup).
     NameResult { req: u64, ok: bool, port: Option<String> },
+    /// Answer to `Spawn`: `rc` 0 when every new rank started (`jobid`: the new job's
+    /// kvsname); otherwise the spawn failed and nothing of it runs.
+    SpawnResult { req: u64, rc: i32, jobid: Option<String> },
     /// Bytes for rank 0's stdin; an empty `data` means EOF.
     Stdin { data: Vec<u8> },
     /// Deliver this signal to every rank (SIGINT/SIGTERM/SIGUSR1/SIGUSR2 forwarding).
@@ -249,6 +255,7 @@ mod fuzz {
                     report: false,
                     pmgr: None,
                     verbose: false,
+                    spawned_by: None,
                 },
                 plan: NodePlan {
                     node: 1,

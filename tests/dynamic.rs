@@ -23,23 +23,172 @@ fn mpich5() -> PathBuf {
     dir
 }
 
-fn nameserv() -> String {
-    static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| {
+/// A test program compiled once with MPICH 5's `mpicc`.
+fn mpich5_program(name: &str) -> String {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
         let out =
-            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("nameserv-{}", std::process::id()));
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/programs/nameserv.c");
-        let st = Command::new(mpich5().join("bin/mpicc"))
-            .arg("-o")
-            .arg(&out)
-            .arg(src)
-            .status()
-            .expect("mpicc");
-        assert!(st.success(), "MPICH 5 mpicc failed");
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("mpich5-{}", std::process::id()));
+        std::fs::create_dir_all(&out).expect("create program dir");
+        for name in ["nameserv", "spawn", "spawn_fail"] {
+            let src =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/programs/{name}.c"));
+            let st = Command::new(mpich5().join("bin/mpicc"))
+                .arg("-o")
+                .arg(out.join(name))
+                .arg(src)
+                .status()
+                .expect("mpicc");
+            assert!(st.success(), "MPICH 5 mpicc failed for {name}.c");
+        }
         out
-    })
-    .to_string_lossy()
-    .into_owned()
+    });
+    dir.join(name).to_string_lossy().into_owned()
+}
+
+fn nameserv() -> String {
+    mpich5_program("nameserv")
+}
+
+/// The jobs' arguments: MPICH 5 on its OFI netmod, on this node or on 4 simulated nodes.
+fn job_args<'a>(hosts: Option<&'a str>, rest: &[&'a str]) -> Vec<&'a str> {
+    let mut args: Vec<&str> = vec!["-genv", "MPIR_CVAR_CH4_NETMOD", "ofi"];
+    if let Some(h) = hosts {
+        args.extend(["-launcher", "fork", "-hosts", h]);
+    }
+    args.extend(rest);
+    args
+}
+
+/// MPI_Comm_spawn of 2 children, then MPI_Comm_spawn_multiple of 1 + 2: every child checks
+/// its own world (size, allreduce, appnum), both sides exchange values over the
+/// intercommunicator and disconnect. One and two parents, one node and 4 simulated nodes.
+#[test]
+fn spawn_and_spawn_multiple() {
+    let p = mpich5_program("spawn");
+    for (hosts, n) in
+        [(None, "1"), (None, "2"), (Some("n1,n2,n3,n4"), "1"), (Some("n1,n2,n3,n4"), "2")]
+    {
+        let r = run(&job_args(hosts, &["-l", "-n", n, &p]), b"");
+        assert_eq!(r.status, 0, "{hosts:?} -n {n}: {}", r.stderr);
+        let mut lines: Vec<&str> = r.stdout.lines().collect();
+        lines.sort();
+        assert_eq!(
+            lines,
+            vec![
+                "[0] parent ok",
+                "[1:0] child s 0/2 app 0 ok",
+                "[1:1] child s 1/2 app 0 ok",
+                "[2:0] child a 0/3 app 0 ok",
+                "[2:1] child b 1/3 app 1 ok",
+                "[2:2] child b 2/3 app 1 ok",
+            ],
+            "{hosts:?} -n {n}: {}",
+            r.stderr
+        );
+    }
+}
+
+/// A spawn that cannot start (missing program) or asks for more than `-usize` allows: the
+/// parent gets an error code from MPI_Comm_spawn (not a hang, not a dead job), goes on
+/// and exits 0; stderr says what failed.
+#[test]
+fn failed_spawns_return_errors() {
+    let p = mpich5_program("spawn_fail");
+    for hosts in [None, Some("n1,n2,n3,n4")] {
+        let r = run(&job_args(hosts, &["-n", "2", &p, "missing"]), b"");
+        assert_eq!(r.status, 0, "{hosts:?}: {}", r.stderr);
+        assert_eq!(r.stdout.trim(), "spawn failed as expected", "{hosts:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("spawn by rank 0")
+                && r.stderr.contains("/nonexistent/libi-no-such-program"),
+            "{hosts:?}: {}",
+            r.stderr
+        );
+        let r = run(&job_args(hosts, &["-usize", "8", "-n", "2", &p, "many"]), b"");
+        assert_eq!(r.status, 0, "{hosts:?}: {}", r.stderr);
+        assert_eq!(r.stdout.trim(), "spawn failed as expected", "{hosts:?}: {}", r.stderr);
+        assert!(r.stderr.contains("universe size 8"), "{hosts:?}: {}", r.stderr);
+    }
+}
+
+/// `bash -c SCRIPT` as one rank on simulated `hosts`, with `-genv` pairs.
+fn shell_job(hosts: &str, genv: &[(&str, &str)], script: &str) -> common::Run {
+    let mut args = vec!["-launcher", "fork", "-hosts", hosts];
+    for (k, v) in genv {
+        args.extend(["-genv", k, v]);
+    }
+    args.extend(["-n", "1", "bash", "-c", script]);
+    run(&args, b"")
+}
+
+/// One PMI-1 exchange from a shell rank: a request line, one reply line.
+const SAY: &str = r#"say() { printf '%s\n' "$1" >&$PMI_FD; read -r REPLY <&$PMI_FD; }"#;
+
+/// The wire: a spawn from a raw PMI-1 client. The children run on the next hosts of the
+/// list (round-robin after the job's ranks) or where `info host=` says, see
+/// `PMI_SPAWNED=1`, their own kvsname and size, and the parent's pre-put pair. A malformed
+/// spawn block gets `rc=-1` and the job goes on.
+#[test]
+fn spawn_over_raw_pmi1() {
+    let child = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("spawn-child-{}.sh", std::process::id()));
+    std::fs::write(
+        &child,
+        format!(
+            "{SAY}\nsay 'cmd=init pmi_version=1 pmi_subversion=1'\nsay 'cmd=get_my_kvsname'\n\
+             kvs=${{REPLY#*kvsname=}}; kvs=${{kvs%% *}}\n\
+             say \"cmd=get kvsname=$kvs key=PARENT_ROOT_PORT_NAME\"\n\
+             echo \"child $PMI_RANK/$PMI_SIZE on $PMI_HOSTNAME spawned=$PMI_SPAWNED kvs=$kvs $REPLY\"\n\
+             say 'cmd=finalize'\n"
+        ),
+    )
+    .expect("write child script");
+    let child = child.to_string_lossy().into_owned();
+    let block = |n: u32, info: &str, nprocs: &str| {
+        format!(
+            "mcmd=spawn\nnprocs={nprocs}\nexecname=bash\ntotspawns=1\nspawnssofar=1\n\
+             argcnt=1\narg1={child}\npreput_num=1\npreput_key_0=PARENT_ROOT_PORT_NAME\n\
+             preput_val_0=port-{n}\n{info}endcmd\n"
+        )
+    };
+    let blocks = [
+        block(1, "info_num=0\n", "2"),
+        block(2, "info_num=1\ninfo_key_0=host\ninfo_val_0=n1\n", "1"),
+        block(3, "info_num=0\n", "two"),
+    ];
+    let script = format!(
+        "{SAY}
+say 'cmd=init pmi_version=1 pmi_subversion=1'
+for b in \"$B1\" \"$B2\" \"$B3\"; do
+  printf '%s' \"$b\" >&$PMI_FD; read -r REPLY <&$PMI_FD; echo \"parent $REPLY\"
+done
+say 'cmd=finalize'"
+    );
+    let genv = [("B1", &*blocks[0]), ("B2", &*blocks[1]), ("B3", &*blocks[2])];
+    let r = shell_job("n1,n2,n3,n4", &genv, &script);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines.len(), 6, "{}\n{}", r.stdout, r.stderr);
+    let kvs = |l: &str| {
+        l.split_whitespace().find_map(|t| t.strip_prefix("kvs=")).unwrap_or("?").to_string()
+    };
+    // the first spawn continues after the job's rank (n1): n2, n3; the second goes to n1
+    let expect = [
+        ("child 0/1 on n1 spawned=1", "value=port-2"),
+        ("child 0/2 on n2 spawned=1", "value=port-1"),
+        ("child 1/2 on n3 spawned=1", "value=port-1"),
+    ];
+    for (l, (head, tail)) in lines[..3].iter().zip(expect) {
+        assert!(l.starts_with(head) && l.ends_with(tail), "{l:?}: want {head:?} … {tail:?}");
+    }
+    assert_ne!(kvs(lines[0]), kvs(lines[1]), "each spawn has its own kvsname");
+    assert_eq!(kvs(lines[1]), kvs(lines[2]));
+    assert!(lines[3].starts_with("parent cmd=spawn_result rc=-1"), "{lines:?}");
+    assert!(lines[4].starts_with("parent cmd=spawn_result rc=0"), "{lines:?}");
+    assert!(lines[5].starts_with("parent cmd=spawn_result rc=0"), "{lines:?}");
+    assert!(r.stderr.contains("malformed spawn"), "{}", r.stderr);
 }
 
 /// MPI_Open_port / MPI_Publish_name / MPI_Lookup_name / MPI_Comm_accept / MPI_Comm_connect
@@ -122,4 +271,35 @@ say 'cmd=finalize' >/dev/null"#;
         "{r2:?}"
     );
     assert!(r2.iter().any(|l| l.contains("lookup_result") && rc(l) != "0"), "{r2:?}");
+}
+
+/// Parent and children are one job: a spawned rank that fails after the spawn succeeded
+/// takes the whole job down with its status, and nothing is left running.
+#[test]
+fn failing_child_fails_the_job() {
+    let child = format!(
+        "{SAY}; say 'cmd=init pmi_version=1 pmi_subversion=1'; \
+         if [ $PMI_RANK = 1 ]; then exit 7; fi; sleep 300"
+    );
+    let block = format!(
+        "mcmd=spawn\nnprocs=2\nexecname=bash\ntotspawns=1\nspawnssofar=1\nargcnt=2\n\
+         arg1=-c\narg2={child}\npreput_num=0\ninfo_num=0\nendcmd\n"
+    );
+    let script = format!(
+        "{SAY}
+say 'cmd=init pmi_version=1 pmi_subversion=1'
+printf '%s' \"$B\" >&$PMI_FD; read -r REPLY <&$PMI_FD; echo \"parent $REPLY\"
+sleep 300"
+    );
+    for hosts in ["n1", "n1,n2,n3"] {
+        let r = shell_job(hosts, &[("B", &block)], &script);
+        assert_eq!(r.status, 7, "{hosts}: {}", r.stderr);
+        assert!(r.stdout.contains("parent cmd=spawn_result rc=0"), "{hosts}: {}", r.stdout);
+        assert!(
+            r.stderr.contains("rank 1 of spawn 1 on")
+                && r.stderr.contains("exited with code 7 without calling PMI finalize"),
+            "{hosts}: {}",
+            r.stderr
+        );
+    }
 }

@@ -24,6 +24,7 @@ struct Progs {
     slurm: String,
     ours1: String,
     ours2: String,
+    spawn: String,
 }
 
 /// The directory holding our libpmi.so / libpmi2.so (the cargo profile dir).
@@ -78,7 +79,9 @@ fn progs() -> &'static Progs {
                 exe.display()
             );
         }
-        Progs { slurm: s(slurm), ours1: s(ours1), ours2: s(ours2) }
+        let spawn =
+            cc_program(&out, "pmi2_spawn", "pmi2_spawn.c", &["-I/usr/include/slurm", "-lpmi2"]);
+        Progs { slurm: s(slurm), ours1: s(ours1), ours2: s(ours2), spawn: s(spawn) }
     })
 }
 
@@ -232,4 +235,33 @@ fn ours_pmi2_singleton() {
 #[test]
 fn ours_pmi1_singleton() {
     singleton(&progs().ours1, "pmi1");
+}
+
+/// PMI-2 `spawn` from Slurm's client (`PMI2_Job_Spawn`): the children start with
+/// spawned=1 and their own size, read the parent's pre-put pair, and the parent gets rc 0
+/// with a job id (the client insists on one). On one node and on simulated nodes with an
+/// info `host`.
+#[test]
+fn slurm_client_spawn() {
+    for extra in [vec![], vec!["-launcher", "fork", "-hosts", "n1,n2,n3"]] {
+        let mut args = extra.clone();
+        args.extend(["-n", "1", &progs().spawn]);
+        if !extra.is_empty() {
+            args.push("n3");
+        }
+        let r = run(&args, b"");
+        assert_eq!(r.status, 0, "{extra:?}: {}", r.stderr);
+        let mut lines: Vec<&str> = r.stdout.lines().collect();
+        lines.sort();
+        assert_eq!(
+            lines,
+            vec![
+                "pmi2 child 0/2 spawned=1 value=port-from-parent",
+                "pmi2 child 1/2 spawned=1 value=port-from-parent",
+                "pmi2 spawn rc=0",
+            ],
+            "{extra:?}: {}",
+            r.stderr
+        );
+    }
 }

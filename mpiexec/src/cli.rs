@@ -66,8 +66,9 @@ pub struct Segment {
     /// Launch model constants "SEQ,REM" in seconds (for the greedy tree and reports)
     #[arg(long = "launch-model", value_name = "SEQ,REM")]
     pub launch_model: Option<LaunchModel>,
-    /// Universe size reported to PMI (default: the job size)
-    #[arg(long = "usize", value_name = "N")]
+    /// Universe size: N (spawns beyond N running processes fail), SYSTEM (the host list's
+    /// slots, the default) or INFINITE
+    #[arg(long = "usize", value_name = "N", value_parser = parse_usize)]
     pub usize: Option<i32>,
     /// Path of the libi-nla binary on every node (default: next to libi-mpiexec)
     #[arg(long = "nla-path", value_name = "PATH")]
@@ -119,6 +120,18 @@ pub struct Segment {
 
 /// Options whose Hydra spelling is a single dash (plus their aliases), and how many values
 /// follow them (to find where the program starts).
+/// `-usize`: a positive number, `SYSTEM` (0: the slots of the host list) or `INFINITE` (-1).
+fn parse_usize(s: &str) -> Result<i32, String> {
+    match s.to_ascii_uppercase().as_str() {
+        "SYSTEM" => Ok(0),
+        "INFINITE" => Ok(-1),
+        _ => match s.parse::<i32>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("expected a positive number, SYSTEM or INFINITE, got '{s}'")),
+        },
+    }
+}
+
 const LONG: &[(&str, &str, usize)] = &[
     ("np", "np", 1),
     ("genv", "genv", 2),

@@ -4,10 +4,11 @@
 //! behaviour: output on our stdout/stderr, one line naming what failed, the exit status.
 
 use crate::plan::Plan;
+use crate::spawn::Spawner;
 use futures::SinkExt;
 use libi::job::{LauncherKind, NodePlan};
-use libi::job::{NodeSetup, RankEnd};
-use libi::msg::{Msg, Stream};
+use libi::job::{NodeSetup, RankEnd, SpawnRequest};
+use libi::msg::{Msg, NameOp, Stream};
 use libi::report::{now, NodeReport, Report};
 use nla::core::{Effect, NodeCore};
 use nla::tree::{accept_loop, listen, spawn_launcher, Children, EvSink, PendingConn, TreeEv, STEP};
@@ -17,7 +18,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
-use tracing::warn;
+use tracing::{debug, warn};
 
 /// Exit status when the job hit `MPIEXEC_TIMEOUT` (as `timeout(1)`).
 pub const STATUS_TIMEOUT: i32 = 124;
@@ -35,71 +36,85 @@ pub struct Options {
 }
 
 enum Fe {
-    Tree(TreeEv),
+    /// An event of process group `g`'s NLA tree.
+    Tree(usize, TreeEv),
     Stdin(Vec<u8>),
     Signal(i32),
     Timeout,
     GraceOver,
     Tick,
     ChildrenTimeout,
-    /// The grace of an `Effect::FailSoon` is over.
-    FailNow(String),
+    /// The grace of group `g`'s `Effect::FailSoon` is over.
+    FailNow(usize, String),
 }
 
-/// What the front end makes of the job so far.
-struct Job {
+/// One process group: the job itself (group 0) or the ranks of one `MPI_Comm_spawn`. Each
+/// has its own NLA tree rooted here (as Hydra starts new proxies for a spawn): its own root
+/// node state, children, listener and (under Slurm) srun step.
+struct Group {
+    core: NodeCore,
+    children: Children,
+    rendezvous: Rendezvous,
+    /// The srun step under Slurm: its pid and whether it exited.
+    step: Option<(Option<u32>, bool)>,
+    fx: Vec<Effect>,
+    nodes: usize,
+    nodes_up: usize,
+    ranks_up: usize,
+    /// A spawn not answered yet: (group of the spawner, request id, who asked). Answered
+    /// with rc 0 once every NLA of this group started its ranks.
+    spawn: Option<(usize, u64, String)>,
+    /// A spawn that failed: this group is torn down on its own and its ranks' ends do not
+    /// fail the job.
+    abandoned: bool,
+}
+
+/// Everything the front end tracks while the job runs.
+struct FrontEnd {
+    plan: Plan,
+    groups: Vec<Group>,
+    spawner: Spawner,
+    /// The job-wide name table (`publish_name` …): service → port.
+    names: HashMap<String, String>,
     status: Option<i32>,
     killing: bool,
     out: Output,
-    nodes_up: usize,
-    ranks_up: usize,
     all_up_at: Option<f64>,
     reports: Vec<NodeReport>,
+    secret: String,
+    advertise: Option<IpAddr>,
+    tx: UnboundedSender<Fe>,
+    grace: Duration,
 }
 
 /// Run the job; returns the exit status for `libi-mpiexec`.
 pub async fn run(plan: Plan, opts: Options) -> i32 {
     let t0 = now();
     let started = Instant::now();
-    let secret = new_secret();
     let (tx, mut rx) = unbounded_channel::<Fe>();
-    let tree_ev: EvSink = {
-        let tx = tx.clone();
-        Arc::new(move |e| tx.send(Fe::Tree(e)).is_ok())
+    let mut fe = FrontEnd {
+        spawner: Spawner::new(&plan),
+        plan,
+        groups: Vec::new(),
+        names: HashMap::new(),
+        status: None,
+        killing: false,
+        out: Output::new(opts.label),
+        all_up_at: None,
+        reports: Vec::new(),
+        secret: new_secret(),
+        advertise: opts.advertise,
+        tx: tx.clone(),
+        grace: opts.grace,
     };
-    let setup = NodeSetup { job: plan.job.clone(), plan: plan.root.clone() };
-    let mut core = NodeCore::new(setup, true, plan.job.report);
-    let mut children = Children::new(core.plan());
-    let mut fx = Vec::new();
-    let hosts: Vec<String> = core.plan().children.iter().map(|c| c.host.clone()).collect();
-    let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
-    let (listener, addr) = match listen(plan.job.launcher.kind, opts.advertise, &hosts).await {
-        Ok(x) => x,
+    let setup = NodeSetup { job: fe.plan.job.clone(), plan: fe.plan.root.clone() };
+    match fe.start_group(setup, fe.plan.nodes).await {
+        Ok(g) => fe.groups.push(g),
         Err(e) => {
-            eprintln!("libi-mpiexec: cannot listen for NLA connections: {e}");
+            eprintln!("libi-mpiexec: {e}");
             return STATUS_LAUNCH;
         }
-    };
-    let ids = core.plan().children.iter().map(|c| c.node).collect();
-    accept_loop(listener, secret.clone(), ids, tree_ev.clone());
-    // The srun step under Slurm: its pid and whether it exited.
-    let mut step: Option<(Option<u32>, bool)> = None;
-    if plan.job.launcher.kind == LauncherKind::Slurm {
-        // One srun step starts every NLA; they join here (see `Rendezvous`).
-        let mut hosts = Vec::new();
-        all_hosts(&plan.root, &mut hosts);
-        let (prog, args) =
-            libi::launch::srun_command(&plan.job.launcher, &hosts, &addr, plan.job.verbose);
-        match spawn_launcher(&prog, &args, STEP, &secret, tree_ev.clone()).await {
-            Ok(pid) => step = Some((pid, false)),
-            Err(e) => {
-                eprintln!("libi-mpiexec: {e}");
-                return STATUS_LAUNCH;
-            }
-        }
     }
-    children.launch_all(&mut core, &addr, &secret, &tree_ev, &mut fx).await;
-    let mut rendezvous = Rendezvous::new(&plan.root);
 
     spawn_stdin_reader(tx.clone());
     spawn_signal_watch(tx.clone());
@@ -124,37 +139,214 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         });
     }
 
-    let mut job = Job {
-        status: None,
-        killing: false,
-        out: Output::new(opts.label),
-        nodes_up: 0,
-        ranks_up: 0,
-        all_up_at: None,
-        reports: Vec::new(),
-    };
-    let total_ranks = plan.job.size as usize;
+    let total_ranks = fe.plan.job.size as usize;
     let mut last_sigint: Option<Instant> = None;
     let mut progress_shown = false;
     let mut waiting_children = false;
     loop {
-        while !fx.is_empty() {
-            let batch: Vec<Effect> = std::mem::take(&mut fx);
+        fe.drain().await;
+        if fe.groups.iter().all(|g| g.core.finished()) {
+            break;
+        }
+        if fe.groups.iter().all(|g| g.core.ranks_left() == 0) && !waiting_children {
+            // Every rank ended: give the NLAs a moment to close (and send their reports).
+            waiting_children = true;
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                let _ = tx.send(Fe::ChildrenTimeout);
+            });
+        }
+        let Some(ev) = rx.recv().await else { break };
+        match ev {
+            Fe::Tree(g, TreeEv::Join { host, listen, conn }) => {
+                let Some(gr) = fe.groups.get_mut(g) else { continue };
+                let Group { rendezvous, children, core, fx, .. } = gr;
+                rendezvous.join(host, listen, conn, children, core, fx).await
+            }
+            Fe::Tree(g, t) => {
+                let Some(gr) = fe.groups.get_mut(g) else { continue };
+                if let (TreeEv::LauncherExited { idx: STEP, .. }, Some((_, done))) =
+                    (&t, gr.step.as_mut())
+                {
+                    *done = true;
+                }
+                gr.children.on_event(t, &mut gr.core, &mut gr.fx).await
+            }
+            Fe::Stdin(data) => {
+                let g = &mut fe.groups[0];
+                g.core.stdin(Msg::Stdin { data }, &mut g.fx)
+            }
+            Fe::Signal(sig) => {
+                let now_i = Instant::now();
+                let second = sig == libc::SIGINT
+                    && last_sigint
+                        .is_some_and(|t| now_i.duration_since(t) < Duration::from_secs(2));
+                if sig == libc::SIGINT {
+                    last_sigint = Some(now_i);
+                }
+                if second {
+                    fe.fail(130, "second SIGINT: killing the job");
+                } else if sig == libc::SIGTERM {
+                    // Forwarded as part of the teardown; the job ends whatever the ranks do.
+                    fe.fail(128 + libc::SIGTERM, "received SIGTERM: terminating the job");
+                } else {
+                    for g in &mut fe.groups {
+                        g.fx.push(Effect::ToChildren(Msg::Signal { signal: sig }));
+                    }
+                }
+            }
+            Fe::Timeout => {
+                let secs = opts.timeout.map(|t| t.as_secs()).unwrap_or(0);
+                let m = format!("job timed out after {secs} s (MPIEXEC_TIMEOUT); killing it");
+                fe.fail(STATUS_TIMEOUT, &m);
+            }
+            Fe::GraceOver => {
+                warn!("the NLAs did not finish tearing the job down in time");
+                break;
+            }
+            Fe::ChildrenTimeout => break,
+            Fe::FailNow(g, m) => {
+                if let Some(gr) = fe.groups.get_mut(g) {
+                    gr.core.fail_now(m, &mut gr.fx)
+                }
+            }
+            Fe::Tick => {
+                let g0 = &fe.groups[0];
+                let (up, ranks) = (g0.nodes_up, g0.ranks_up);
+                if up < fe.plan.nodes && started.elapsed() > Duration::from_secs(1) {
+                    eprint!(
+                        "\rlibi-mpiexec: {up}/{} NLAs up, {ranks}/{total_ranks} ranks started ",
+                        fe.plan.nodes
+                    );
+                    progress_shown = true;
+                } else if progress_shown {
+                    eprintln!(
+                        "\rlibi-mpiexec: {up}/{} NLAs up, {ranks}/{total_ranks} ranks started ",
+                        fe.plan.nodes
+                    );
+                    progress_shown = false;
+                }
+            }
+        }
+    }
+    fe.out.flush();
+    for g in &mut fe.groups {
+        g.children.close_all().await;
+    }
+    // Under Slurm, let srun see its step end (its NLAs are gone or going) before we exit:
+    // killing it early would leave the step behind in Slurm. Bounded; then SIGTERM.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while fe.groups.iter().any(|g| matches!(g.step, Some((_, false)))) {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(Fe::Tree(g, TreeEv::LauncherExited { idx: STEP, .. }))) => {
+                if let Some((_, done)) = fe.groups.get_mut(g).and_then(|g| g.step.as_mut()) {
+                    *done = true;
+                }
+            }
+            Ok(Some(_)) => {}
+            _ => break,
+        }
+    }
+    for g in &fe.groups {
+        if let Some((Some(pid), false)) = g.step {
+            // SAFETY: kill(2) of srun's own process group.
+            unsafe {
+                libc::kill(-(pid as i32), libc::SIGTERM);
+            }
+        }
+    }
+    if let Some(path) = &opts.report {
+        let g0 = &fe.groups[0];
+        let mut me = g0.core.report();
+        me.ready = t0;
+        me.launches = g0.children.launches.clone();
+        let mut reports = vec![me];
+        reports.append(&mut fe.reports);
+        let mut report = Report {
+            nodes: fe.plan.nodes as u32,
+            ranks: total_ranks as u32,
+            tree: fe.plan.shape.to_string(),
+            launcher: format!("{:?}", fe.plan.job.launcher.kind).to_lowercase(),
+            seq: fe.plan.model.seq,
+            rem: fe.plan.model.rem,
+            launch_time: fe.all_up_at.map(|t| t - t0).unwrap_or(f64::NAN),
+            total_time: now() - t0,
+            reports,
+        };
+        report.rebase(t0);
+        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            eprintln!("libi-mpiexec: cannot write report {path}: {e}");
+        }
+    }
+    fe.status.unwrap_or(0)
+}
+
+impl FrontEnd {
+    /// Start a process group's NLA tree: listen for its NLAs, start them with the job's
+    /// launcher (one srun step under Slurm). Its first effects are in its `fx`.
+    async fn start_group(&self, setup: NodeSetup, nodes: usize) -> Result<Group, String> {
+        let g = self.groups.len();
+        let tree_ev: EvSink = {
+            let tx = self.tx.clone();
+            Arc::new(move |e| tx.send(Fe::Tree(g, e)).is_ok())
+        };
+        let job = setup.job.clone();
+        let root = setup.plan.clone();
+        let mut core = NodeCore::new(setup, true, job.report);
+        let mut children = Children::new(core.plan());
+        let mut fx = Vec::new();
+        let hosts: Vec<&str> = root.children.iter().map(|c| c.host.as_str()).collect();
+        let (listener, addr) = listen(job.launcher.kind, self.advertise, &hosts)
+            .await
+            .map_err(|e| format!("cannot listen for NLA connections: {e}"))?;
+        let ids = root.children.iter().map(|c| c.node).collect();
+        accept_loop(listener, self.secret.clone(), ids, tree_ev.clone());
+        let mut step = None;
+        if job.launcher.kind == LauncherKind::Slurm {
+            // One srun step starts every NLA; they join here (see `Rendezvous`).
+            let mut hosts = Vec::new();
+            all_hosts(&root, &mut hosts);
+            let (prog, args) =
+                libi::launch::srun_command(&job.launcher, &hosts, &addr, job.verbose);
+            let pid = spawn_launcher(&prog, &args, STEP, &self.secret, tree_ev.clone())
+                .await
+                .map_err(|e| e.to_string())?;
+            step = Some((pid, false));
+        }
+        children.launch_all(&mut core, &addr, &self.secret, &tree_ev, &mut fx).await;
+        Ok(Group {
+            core,
+            children,
+            rendezvous: Rendezvous::new(&root),
+            step,
+            fx,
+            nodes,
+            nodes_up: 0,
+            ranks_up: 0,
+            spawn: None,
+            abandoned: false,
+        })
+    }
+
+    /// Carry out every group's effects until none are left (handling one may give another
+    /// group work: a spawn answer, a teardown).
+    async fn drain(&mut self) {
+        loop {
+            let Some(g) = self.groups.iter().position(|g| !g.fx.is_empty()) else { return };
+            let batch = std::mem::take(&mut self.groups[g].fx);
             for e in batch {
                 match e {
-                    Effect::ToParent(msg) => {
-                        if let Some((code, message)) = job.event(msg, plan.nodes) {
-                            job.fail(code, &message, &mut core, &mut fx, &tx, opts.grace);
-                        }
-                    }
-                    Effect::ToChild(idx, msg) => children.send(idx, msg).await,
-                    Effect::ToChildren(msg) => children.broadcast(&msg).await,
+                    Effect::ToParent(msg) => self.root_msg(g, msg).await,
+                    Effect::ToChild(idx, msg) => self.groups[g].children.send(idx, msg).await,
+                    Effect::ToChildren(msg) => self.groups[g].children.broadcast(&msg).await,
                     Effect::Warn(w) => warn!("{w}"),
                     Effect::FailSoon(m) => {
-                        let tx = tx.clone();
+                        let tx = self.tx.clone();
                         tokio::spawn(async move {
                             tokio::time::sleep(nla::driver::PMGR_ABORT_GRACE).await;
-                            let _ = tx.send(Fe::FailNow(m));
+                            let _ = tx.send(Fe::FailNow(g, m));
                         });
                     }
                     Effect::ToRank(..)
@@ -167,189 +359,154 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
                 }
             }
         }
-        if core.finished() {
-            break;
-        }
-        if core.ranks_left() == 0 && !waiting_children {
-            // Every rank ended: give the NLAs a moment to close (and send their reports).
-            waiting_children = true;
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                let _ = tx.send(Fe::ChildrenTimeout);
-            });
-        }
-        let Some(ev) = rx.recv().await else { break };
-        match ev {
-            Fe::Tree(TreeEv::Join { host, listen, conn }) => {
-                rendezvous.join(host, listen, conn, &mut children, &mut core, &mut fx).await
-            }
-            Fe::Tree(t) => {
-                if let (TreeEv::LauncherExited { idx: STEP, .. }, Some((_, done))) =
-                    (&t, step.as_mut())
-                {
-                    *done = true;
-                }
-                children.on_event(t, &mut core, &mut fx).await
-            }
-            Fe::Stdin(data) => core.stdin(Msg::Stdin { data }, &mut fx),
-            Fe::Signal(sig) => {
-                let now_i = Instant::now();
-                let second = sig == libc::SIGINT
-                    && last_sigint
-                        .is_some_and(|t| now_i.duration_since(t) < Duration::from_secs(2));
-                if sig == libc::SIGINT {
-                    last_sigint = Some(now_i);
-                }
-                if second {
-                    job.fail(
-                        130,
-                        "second SIGINT: killing the job",
-                        &mut core,
-                        &mut fx,
-                        &tx,
-                        opts.grace,
-                    );
-                } else if sig == libc::SIGTERM {
-                    // Forwarded as part of the teardown; the job ends whatever the ranks do.
-                    let m = "received SIGTERM: terminating the job";
-                    job.fail(128 + libc::SIGTERM, m, &mut core, &mut fx, &tx, opts.grace);
-                } else {
-                    fx.push(Effect::ToChildren(Msg::Signal { signal: sig }));
-                }
-            }
-            Fe::Timeout => {
-                let secs = opts.timeout.map(|t| t.as_secs()).unwrap_or(0);
-                let m = format!("job timed out after {secs} s (MPIEXEC_TIMEOUT); killing it");
-                job.fail(STATUS_TIMEOUT, &m, &mut core, &mut fx, &tx, opts.grace);
-            }
-            Fe::GraceOver => {
-                warn!("the NLAs did not finish tearing the job down in time");
-                break;
-            }
-            Fe::ChildrenTimeout => break,
-            Fe::FailNow(m) => core.fail_now(m, &mut fx),
-            Fe::Tick => {
-                if job.nodes_up < plan.nodes && started.elapsed() > Duration::from_secs(1) {
-                    eprint!(
-                        "\rlibi-mpiexec: {}/{} NLAs up, {}/{} ranks started ",
-                        job.nodes_up, plan.nodes, job.ranks_up, total_ranks
-                    );
-                    progress_shown = true;
-                } else if progress_shown {
-                    eprintln!(
-                        "\rlibi-mpiexec: {}/{} NLAs up, {}/{} ranks started ",
-                        job.nodes_up, plan.nodes, job.ranks_up, total_ranks
-                    );
-                    progress_shown = false;
-                }
-            }
-        }
     }
-    job.out.flush();
-    children.close_all().await;
-    // Under Slurm, let srun see its step end (its NLAs are gone or going) before we exit:
-    // killing it early would leave the step behind in Slurm. Bounded; then SIGTERM.
-    if let Some((pid, false)) = step {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        let mut done = false;
-        while !done {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(Fe::Tree(TreeEv::LauncherExited { idx: STEP, .. }))) => done = true,
-                Ok(Some(_)) => {}
-                _ => break,
-            }
-        }
-        if !done {
-            if let Some(pid) = pid {
-                // SAFETY: kill(2) of srun's own process group.
-                unsafe {
-                    libc::kill(-(pid as i32), libc::SIGTERM);
-                }
-            }
-        }
-    }
-    if let Some(path) = &opts.report {
-        let mut fe = core.report();
-        fe.ready = t0;
-        fe.launches = children.launches.clone();
-        let mut reports = vec![fe];
-        reports.append(&mut job.reports);
-        let mut report = Report {
-            nodes: plan.nodes as u32,
-            ranks: total_ranks as u32,
-            tree: plan.shape.to_string(),
-            launcher: format!("{:?}", plan.job.launcher.kind).to_lowercase(),
-            seq: plan.model.seq,
-            rem: plan.model.rem,
-            launch_time: job.all_up_at.map(|t| t - t0).unwrap_or(f64::NAN),
-            total_time: now() - t0,
-            reports,
-        };
-        report.rebase(t0);
-        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
-        if let Err(e) = std::fs::write(path, text + "\n") {
-            eprintln!("libi-mpiexec: cannot write report {path}: {e}");
-        }
-    }
-    job.status.unwrap_or(0)
-}
 
-impl Job {
-    /// A message that reached the root. Returns a failure to act on.
-    fn event(&mut self, msg: Msg, nodes: usize) -> Option<(i32, String)> {
+    /// A message that reached the root of group `g`'s tree.
+    async fn root_msg(&mut self, g: usize, msg: Msg) {
         match msg {
-            Msg::Output { rank, stream, data } => self.out.write(rank, stream, &data),
+            Msg::Output { rank, stream, data } => self.out.write(g, rank, stream, &data),
             Msg::RankEnded { rank, host, end } => {
-                if end.is_failure() && !self.killing {
-                    return Some((end.status(), describe_end(rank, &host, &end)));
+                if end.is_failure() {
+                    self.group_failed(g, end.status(), describe_end(rank, &host, &end));
                 }
             }
             Msg::Abort { rank, host, code, message } => {
-                if !self.killing {
-                    let m = match message.as_deref() {
-                        Some(m) if !m.is_empty() && m != "abort" => format!(": {m}"),
-                        _ => String::new(),
-                    };
-                    return Some((
-                        code,
-                        format!("rank {rank} on {host} called MPI_Abort with exit code {code}{m}"),
-                    ));
+                let m = match message.as_deref() {
+                    Some(m) if !m.is_empty() && m != "abort" => format!(": {m}"),
+                    _ => String::new(),
+                };
+                let who = self.rank_name(g, rank);
+                let m = format!("{who} on {host} called MPI_Abort with exit code {code}{m}");
+                if !self.groups[g].abandoned {
+                    self.fail(code, &m);
                 }
             }
-            Msg::Fatal { message, status, .. } => {
-                if !self.killing {
-                    return Some((status, message));
-                }
-            }
-            Msg::SubtreeLost { message, .. } => {
-                if !self.killing {
-                    return Some((STATUS_LAUNCH, message));
-                }
-            }
+            Msg::Fatal { message, status, .. } => self.group_failed(g, status, message),
+            Msg::SubtreeLost { message, .. } => self.group_failed(g, STATUS_LAUNCH, message),
             Msg::NodeUp { ranks, .. } => {
-                self.nodes_up += 1;
-                self.ranks_up += ranks as usize;
-                if self.nodes_up == nodes {
-                    self.all_up_at = Some(now());
+                let gr = &mut self.groups[g];
+                gr.nodes_up += 1;
+                gr.ranks_up += ranks as usize;
+                if gr.nodes_up == gr.nodes {
+                    if g == 0 {
+                        self.all_up_at = Some(now());
+                    }
+                    if let Some((parent, req, _)) = gr.spawn.take() {
+                        let jobid = Some(gr.core.job().kvsname.clone());
+                        self.answer_spawn(parent, req, 0, jobid);
+                    }
                 }
             }
-            Msg::Report(r) => self.reports.push(*r),
+            Msg::Report(r) if g == 0 => self.reports.push(*r),
+            Msg::Report(_) => {}
+            Msg::Name { req, op } => {
+                let (ok, port) = self.name_op(&op);
+                let gr = &mut self.groups[g];
+                gr.core.parent_msg(Msg::NameResult { req, ok, port }, &mut gr.fx);
+            }
+            Msg::Spawn { req, spawn } => self.spawn(g, req, *spawn).await,
             other => warn!("unexpected message at the root: {other:?}"),
         }
-        None
     }
 
-    /// The job fails: say why (once), tear it down, and stop waiting after the grace period.
-    fn fail(
-        &mut self,
-        code: i32,
-        message: &str,
-        core: &mut NodeCore,
-        fx: &mut Vec<Effect>,
-        tx: &UnboundedSender<Fe>,
-        grace: Duration,
-    ) {
+    /// `rank N` in the job, `rank N of spawn G` in a spawned group.
+    fn rank_name(&self, g: usize, rank: u32) -> String {
+        if g == 0 {
+            format!("rank {rank}")
+        } else {
+            format!("rank {rank} of spawn {g}")
+        }
+    }
+
+    /// Something failed in group `g`: before its spawn was answered the spawn fails (the
+    /// spawner gets an error and the job goes on); otherwise the job fails.
+    fn group_failed(&mut self, g: usize, status: i32, message: String) {
+        let gr = &mut self.groups[g];
+        if gr.abandoned {
+            return;
+        }
+        let message = match (g, message.strip_prefix("rank ")) {
+            (0, _) | (_, None) => message,
+            (_, Some(rest)) => match rest.split_once(' ') {
+                Some((r, tail)) => format!("rank {r} of spawn {g} {tail}"),
+                None => message,
+            },
+        };
+        if let Some((parent, req, who)) = gr.spawn.take() {
+            gr.abandoned = true;
+            gr.core.kill(&mut gr.fx);
+            if !self.killing {
+                self.out.flush();
+                eprintln!("libi-mpiexec: spawn by {who} failed: {message}");
+                self.answer_spawn(parent, req, -1, None);
+            }
+        } else {
+            self.fail(status, &message);
+        }
+    }
+
+    /// The job-wide name table: a second publish of a name and unknown names fail.
+    fn name_op(&mut self, op: &NameOp) -> (bool, Option<String>) {
+        match op {
+            NameOp::Publish { service, port } => {
+                if self.names.contains_key(service) {
+                    (false, None)
+                } else {
+                    self.names.insert(service.clone(), port.clone());
+                    (true, None)
+                }
+            }
+            NameOp::Unpublish { service } => (self.names.remove(service).is_some(), None),
+            NameOp::Lookup { service } => {
+                let port = self.names.get(service).cloned();
+                (port.is_some(), port)
+            }
+        }
+    }
+
+    /// A rank of group `g` asked to spawn: plan the new group and start it; it is answered
+    /// when its ranks run (or right now, with an error).
+    async fn spawn(&mut self, g: usize, req: u64, spawn: SpawnRequest) {
+        if self.killing {
+            return;
+        }
+        let who = format!("{} on {}", self.rank_name(g, spawn.rank), spawn.host);
+        let running: u64 =
+            self.groups.iter().filter(|g| !g.abandoned).map(|g| g.core.ranks_left() as u64).sum();
+        let planned = self.spawner.plan(&self.plan, self.groups[g].core.job(), &spawn, running);
+        let group = match planned {
+            Ok(group) => group,
+            Err(m) => {
+                self.out.flush();
+                eprintln!("libi-mpiexec: spawn by {who} failed: {m}");
+                self.answer_spawn(g, req, -1, None);
+                return;
+            }
+        };
+        debug!(kvsname = %group.job.kvsname, size = group.job.size, nodes = group.nodes, "spawn");
+        let setup = NodeSetup { job: group.job, plan: group.root };
+        match self.start_group(setup, group.nodes).await {
+            Ok(mut new) => {
+                new.spawn = Some((g, req, who));
+                self.groups.push(new);
+            }
+            Err(m) => {
+                self.out.flush();
+                eprintln!("libi-mpiexec: spawn by {who} failed: {m}");
+                self.answer_spawn(g, req, -1, None);
+            }
+        }
+    }
+
+    fn answer_spawn(&mut self, g: usize, req: u64, rc: i32, jobid: Option<String>) {
+        if let Some(gr) = self.groups.get_mut(g) {
+            gr.core.parent_msg(Msg::SpawnResult { req, rc, jobid }, &mut gr.fx);
+        }
+    }
+
+    /// The job fails: say why (once), tear every group down, and stop waiting after the
+    /// grace period.
+    fn fail(&mut self, code: i32, message: &str) {
         if self.killing {
             return;
         }
@@ -357,9 +514,11 @@ impl Job {
         eprintln!("libi-mpiexec: {message}");
         self.status = Some(code);
         self.killing = true;
-        core.kill(fx);
-        let tx = tx.clone();
-        let wait = grace + Duration::from_secs(5);
+        for g in &mut self.groups {
+            g.core.kill(&mut g.fx);
+        }
+        let tx = self.tx.clone();
+        let wait = self.grace + Duration::from_secs(5);
         tokio::spawn(async move {
             tokio::time::sleep(wait).await;
             let _ = tx.send(Fe::GraceOver);
@@ -531,9 +690,12 @@ impl Output {
         Output { label, out: std::io::stdout(), err: std::io::stderr() }
     }
 
-    fn write(&mut self, rank: u32, stream: Stream, data: &[u8]) {
+    /// Output of `rank` of process group `group` (labelled `[rank]`, or `[group:rank]` for
+    /// spawned ranks).
+    fn write(&mut self, group: usize, rank: u32, stream: Stream, data: &[u8]) {
         let buf: std::borrow::Cow<[u8]> = if self.label {
-            let prefix = format!("[{rank}] ");
+            let prefix =
+                if group == 0 { format!("[{rank}] ") } else { format!("[{group}:{rank}] ") };
             let mut b = Vec::with_capacity(data.len() + 16);
             for line in data.split_inclusive(|&c| c == b'\n') {
                 b.extend_from_slice(prefix.as_bytes());

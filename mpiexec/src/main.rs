@@ -4,6 +4,7 @@
 mod cli;
 mod frontend;
 mod plan;
+mod spawn;
 
 use std::process::ExitCode;
 use std::time::Duration;

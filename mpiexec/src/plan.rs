@@ -52,6 +52,12 @@ pub struct Plan {
     pub model: LaunchModel,
     /// Number of NLAs.
     pub nodes: usize,
+    /// The host list (spawned ranks are placed on it too).
+    pub hosts: Vec<Host>,
+    /// Degree cap of the NLA tree.
+    pub max_conn: usize,
+    /// `-usize N`: a spawn that would make more than N ranks run at once fails.
+    pub universe_limit: Option<u32>,
 }
 
 /// Settings that do not come from the command line.
@@ -145,7 +151,11 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     });
     let job = JobCommon {
         size,
-        universe_size: g.usize.unwrap_or(size as i32),
+        // Hydra's default (SYSTEM): the slots of the host list, where spawned ranks go.
+        universe_size: match g.usize {
+            Some(n) if n != 0 => n,
+            _ => total_slots.max(size).min(i32::MAX as u32) as i32,
+        },
         kvsname: ctx.kvsname.clone(),
         preput,
         apps,
@@ -164,6 +174,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         report: g.report.is_some(),
         pmgr: g.pmgr.then_some(ctx.job_id),
         verbose: g.verbose,
+        spawned_by: None,
     };
 
     // Launch tree over the front end (node 0) and one NLA per used host (nodes 1..).
@@ -173,43 +184,71 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         batch: g.launch_batch.or(g.launch_model.and_then(|m| m.batch)),
         ..g.launch_model.unwrap_or(LaunchModel::DEFAULT)
     };
-    let tree = Tree::build(&shape, used.len() + 1, &model);
-    let plan_of = |node: usize| -> NodePlan {
-        let h = used[node - 1];
-        NodePlan {
-            node: node as u32,
-            host: host_list[h].name.clone(),
-            ranks: placement.per_host[h]
+    let max_conn = g.max_conn.unwrap_or(DEFAULT_MAX_CONN);
+    let per_node: Vec<(String, Vec<RankSlot>)> = used
+        .iter()
+        .map(|&h| {
+            let ranks = placement.per_host[h]
                 .iter()
                 .map(|&r| RankSlot { rank: r, app: app_of[r as usize] })
-                .collect(),
-            children: Vec::new(),
-        }
-    };
+                .collect();
+            (host_list[h].name.clone(), ranks)
+        })
+        .collect();
+    let root = nla_tree(per_node, &shape, &model, max_conn, &ctx.local_host);
+    let universe_limit = g.usize.filter(|&n| n > 0).map(|n| n as u32);
+    Ok(Plan {
+        job,
+        root,
+        shape,
+        model,
+        nodes: used.len(),
+        hosts: host_list,
+        max_conn,
+        universe_limit,
+    })
+}
+
+/// The NLA tree of a job: the front end (node 0, no ranks, `local_host`) and one NLA per
+/// entry of `per_node` (nodes 1.., in order), shaped by the launch tree.
+pub fn nla_tree(
+    per_node: Vec<(String, Vec<RankSlot>)>,
+    shape: &Shape,
+    model: &LaunchModel,
+    max_conn: usize,
+    local_host: &str,
+) -> NodePlan {
+    let tree = Tree::build(shape, per_node.len() + 1, model);
+    let mut nodes: Vec<Option<NodePlan>> = std::iter::once(NodePlan {
+        node: 0,
+        host: local_host.to_string(),
+        ranks: Vec::new(),
+        children: Vec::new(),
+    })
+    .chain(per_node.into_iter().enumerate().map(|(i, (host, ranks))| NodePlan {
+        node: i as u32 + 1,
+        host,
+        ranks,
+        children: Vec::new(),
+    }))
+    .map(Some)
+    .collect();
     // The NLA tree follows the launch tree, except that no process holds more than
     // `max_conn` connections (ScELA's bound): where the launch tree fans out wider, the
     // overflow is re-parented under earlier siblings (`CommTree`; identical to the launch
     // tree when nothing exceeds the cap).
-    let comm = CommTree::from_launch(&tree, g.max_conn.unwrap_or(DEFAULT_MAX_CONN));
-    fn build(comm: &CommTree, node: usize, plan_of: &dyn Fn(usize) -> NodePlan) -> NodePlan {
-        let mut p = plan_of(node);
-        p.children = comm.children(node).iter().map(|&c| build(comm, c, plan_of)).collect();
+    let comm = CommTree::from_launch(&tree, max_conn);
+    fn build(comm: &CommTree, node: usize, nodes: &mut [Option<NodePlan>]) -> NodePlan {
+        let mut p = nodes[node].take().unwrap_or_else(|| NodePlan {
+            node: node as u32,
+            host: String::new(),
+            ranks: Vec::new(),
+            children: Vec::new(),
+        });
+        p.children = comm.children(node).iter().map(|&c| build(comm, c, nodes)).collect();
         p
     }
-    let root_plan = |node: usize| {
-        if node == 0 {
-            NodePlan {
-                node: 0,
-                host: ctx.local_host.clone(),
-                ranks: Vec::new(),
-                children: Vec::new(),
-            }
-        } else {
-            plan_of(node)
-        }
-    };
-    let root = build(&comm, 0, &root_plan);
-    Ok(Plan { job, root, shape, model, nodes: used.len() })
+    build(&comm, 0, &mut nodes)
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@
 
 use crate::pmgr_node::{PmgrEffect, PmgrNode};
 use dashmap::DashMap;
-use libi::job::{JobCommon, NodePlan, NodeSetup, RankEnd};
+use libi::job::{JobCommon, NodePlan, NodeSetup, RankEnd, SpawnCmd, SpawnRequest};
 use libi::msg::{Msg, NameOp};
 use libi::report::{Counters, FenceRecord, NodeReport};
 use pmi_wire::server::{Action, ConnConfig, Connection, Phase};
@@ -63,6 +63,13 @@ pub enum ProcEnd {
     Exited(i32),
     Signaled(i32),
     SpawnFailed { errno: i32, reason: String },
+}
+
+/// A request in flight up the tree (to the front end), and what the answer is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pending {
+    Name(NameOp),
+    Spawn,
 }
 
 /// Who waits for a `Get` answer.
@@ -112,11 +119,9 @@ pub struct NodeCore {
     attr_waiters: HashMap<String, Vec<usize>>,
     /// The PMGR collective server (`--pmgr`).
     pmgr: Option<PmgrNode>,
-    /// Name-service requests in flight: who asked, and what.
-    name_waiters: HashMap<u64, (Waiter, NameOp)>,
+    /// Name-service and spawn requests in flight to the front end: who asked, and what.
+    requests: HashMap<u64, (Waiter, Pending)>,
     next_req: u64,
-    /// At the root: the job-wide name table (service -> port).
-    names: HashMap<String, String>,
 }
 
 impl NodeCore {
@@ -137,6 +142,7 @@ impl NodeCore {
                     appnum: slot.app as i32,
                     kvsname: job.kvsname.clone(),
                     universe_size: job.universe_size,
+                    spawner: job.spawned_by.clone(),
                 })
             })
             .collect();
@@ -176,9 +182,8 @@ impl NodeCore {
             node_attrs: HashMap::new(),
             attr_waiters: HashMap::new(),
             pmgr: None,
-            name_waiters: HashMap::new(),
+            requests: HashMap::new(),
             next_req: 0,
-            names: HashMap::new(),
         }
         .with_pmgr()
     }
@@ -363,11 +368,22 @@ impl NodeCore {
                 code: exitcode,
                 message,
             })),
-            Action::Spawn { .. } => {
-                // Dynamic processes come with their own issue; refuse cleanly meanwhile.
-                let reply = self.conns[local].answer_spawn(-1, None);
-                fx.push(Effect::ToRank(local, reply));
-                fx.push(Effect::Warn(format!("rank {rank}: spawn is not supported yet")));
+            Action::Spawn { cmds } => {
+                let cmds = cmds
+                    .into_iter()
+                    .map(|c| SpawnCmd {
+                        exe: c.execname,
+                        args: c.args,
+                        nprocs: c.nprocs,
+                        preput: c.preput,
+                        info: c.info,
+                    })
+                    .collect();
+                let app = self.plan.ranks.get(local).map(|s| s.app).unwrap_or(0);
+                let host = self.plan.host.clone();
+                let spawn = Box::new(SpawnRequest { rank, app, host, cmds });
+                let req = self.request(Waiter::Rank(local), Pending::Spawn);
+                fx.push(Effect::ToParent(Msg::Spawn { req, spawn }));
             }
             Action::Publish { service, port } => {
                 self.name_request(local, NameOp::Publish { service, port }, fx)
@@ -408,7 +424,10 @@ impl NodeCore {
                 if fatal {
                     fx.push(Effect::CloseRank(local));
                 }
-                if fatal || !matches!(error, ParseError::UnknownCommand(_)) {
+                if !fatal && matches!(error, ParseError::Spawn(_)) {
+                    // The rank got an error spawn_result and goes on (MPI returns an error).
+                    fx.push(Effect::Warn(format!("{what}; the spawn failed")));
+                } else if fatal || !matches!(error, ParseError::UnknownCommand(_)) {
                     // A client that sends garbage is broken: fail the job now rather than let
                     // the other ranks wait for it in the next fence.
                     self.fail(what, fx);
@@ -437,38 +456,20 @@ impl NodeCore {
         }
     }
 
-    /// A name-service request from local rank `local`: answered at the root, passed up
-    /// elsewhere (with a job-unique id: this node's id in the high bits). Children's requests
-    /// are relayed in `child_msg`.
+    /// A name-service request from local rank `local`: it goes up to the front end, which
+    /// holds the job-wide table.
     fn name_request(&mut self, local: usize, op: NameOp, fx: &mut Vec<Effect>) {
-        if self.is_root {
-            let (ok, port) = self.name_op(&op);
-            self.name_answer(local, &op, ok, port, fx);
-            return;
-        }
-        let req = (u64::from(self.plan.node) << 32) | self.next_req;
-        self.next_req += 1;
-        self.name_waiters.insert(req, (Waiter::Rank(local), op.clone()));
+        let req = self.request(Waiter::Rank(local), Pending::Name(op.clone()));
         fx.push(Effect::ToParent(Msg::Name { req, op }));
     }
 
-    /// The job-wide name table (at the root): duplicate publish and unknown names fail.
-    fn name_op(&mut self, op: &NameOp) -> (bool, Option<String>) {
-        match op {
-            NameOp::Publish { service, port } => {
-                if self.names.contains_key(service) {
-                    (false, None)
-                } else {
-                    self.names.insert(service.clone(), port.clone());
-                    (true, None)
-                }
-            }
-            NameOp::Unpublish { service } => (self.names.remove(service).is_some(), None),
-            NameOp::Lookup { service } => {
-                let port = self.names.get(service).cloned();
-                (port.is_some(), port)
-            }
-        }
+    /// Record a request for the front end; its id is unique in the job (this node's id in
+    /// the high bits).
+    fn request(&mut self, who: Waiter, what: Pending) -> u64 {
+        let req = (u64::from(self.plan.node) << 32) | self.next_req;
+        self.next_req += 1;
+        self.requests.insert(req, (who, what));
+        req
     }
 
     /// The answer to local rank `local`'s name-service request, in its protocol.
@@ -663,14 +664,28 @@ impl NodeCore {
                 fx.push(Effect::ToChildren(Msg::Signal { signal }));
             }
             m @ Msg::Stdin { .. } => self.stdin(m, fx),
-            Msg::NameResult { req, ok, port } => match self.name_waiters.remove(&req) {
+            Msg::NameResult { req, ok, port } => match self.requests.remove(&req) {
                 Some((Waiter::Child(c), _)) => {
                     fx.push(Effect::ToChild(c, Msg::NameResult { req, ok, port }))
                 }
-                Some((Waiter::Rank(local), op)) => self.name_answer(local, &op, ok, port, fx),
-                None => {
-                    fx.push(Effect::Warn(format!("name-service answer {req} nobody asked for")))
+                Some((Waiter::Rank(local), Pending::Name(op))) => {
+                    self.name_answer(local, &op, ok, port, fx)
                 }
+                _ => fx.push(Effect::Warn(format!("name-service answer {req} nobody asked for"))),
+            },
+            Msg::SpawnResult { req, rc, jobid } => match self.requests.remove(&req) {
+                Some((Waiter::Child(c), _)) => {
+                    fx.push(Effect::ToChild(c, Msg::SpawnResult { req, rc, jobid }))
+                }
+                Some((Waiter::Rank(local), Pending::Spawn)) => {
+                    if let Some(conn) = self.conns.get_mut(local) {
+                        fx.push(Effect::ToRank(
+                            local,
+                            conn.answer_spawn(rc, None, jobid.as_deref()),
+                        ));
+                    }
+                }
+                _ => fx.push(Effect::Warn(format!("spawn answer {req} nobody asked for"))),
             },
             Msg::PmgrDown(outcome) => {
                 let mut pfx = Vec::new();
@@ -760,13 +775,12 @@ impl NodeCore {
                 fx.push(Effect::ToParent(msg));
             }
             Msg::Name { req, op } => {
-                if self.is_root {
-                    let (ok, port) = self.name_op(&op);
-                    fx.push(Effect::ToChild(idx, Msg::NameResult { req, ok, port }));
-                } else {
-                    self.name_waiters.insert(req, (Waiter::Child(idx), op.clone()));
-                    fx.push(Effect::ToParent(Msg::Name { req, op }));
-                }
+                self.requests.insert(req, (Waiter::Child(idx), Pending::Name(op.clone())));
+                fx.push(Effect::ToParent(Msg::Name { req, op }));
+            }
+            Msg::Spawn { req, spawn } => {
+                self.requests.insert(req, (Waiter::Child(idx), Pending::Spawn));
+                fx.push(Effect::ToParent(Msg::Spawn { req, spawn }));
             }
             Msg::PmgrUp(partial) => {
                 let mut pfx = Vec::new();

@@ -469,7 +469,10 @@ impl Ranks {
                     let exe =
                         job.apps.get(slot.app as usize).map(|a| a.exe.as_str()).unwrap_or("?");
                     let errno = e.raw_os_error().unwrap_or(0);
-                    let reason = format!("cannot execute '{exe}': {}", describe(&e));
+                    let reason = match e.get_ref().map(|m| m.to_string()) {
+                        Some(m) if m.starts_with("cannot change") => m,
+                        _ => format!("cannot execute '{exe}': {}", describe(&e)),
+                    };
                     node.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
                 }
             }

@@ -175,6 +175,23 @@ impl RankProcess {
     }
 }
 
+/// The (stage, errno) a child wrote before `_exit`, if any (non-blocking).
+fn read_exec_error(fd: &OwnedFd) -> Option<(i32, i32)> {
+    let mut buf = [0u8; 8];
+    let raw = fd.as_raw_fd();
+    // SAFETY: fcntl and read on a descriptor we own, into a local buffer.
+    let n = unsafe {
+        let fl = libc::fcntl(raw, libc::F_GETFL);
+        libc::fcntl(raw, libc::F_SETFL, fl | libc::O_NONBLOCK);
+        libc::read(raw, buf.as_mut_ptr().cast(), buf.len())
+    };
+    (n == 8).then(|| {
+        let stage = i32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]);
+        let errno = i32::from_ne_bytes([buf[4], buf[5], buf[6], buf[7]]);
+        (stage, errno)
+    })
+}
+
 fn cstring(s: &str) -> io::Result<CString> {
     CString::new(s)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("NUL byte in '{s}'")))
@@ -216,7 +233,7 @@ pub fn start_rank(
     set("PMI_FD", raw.to_string());
     set("PMI_RANK", slot.rank.to_string());
     set("PMI_SIZE", job.size.to_string());
-    set("PMI_SPAWNED", "0".into());
+    set("PMI_SPAWNED", if job.spawned_by.is_some() { "1" } else { "0" }.into());
     set("PMI_HOSTNAME", plan.host.clone());
     set("MPI_LOCALRANKID", local.to_string());
     set("MPI_LOCALNRANKS", plan.ranks.len().to_string());
@@ -305,6 +322,23 @@ pub fn start_rank(
         return Err(io::Error::last_os_error());
     }
     drop((client_fd, in_r, out_w, err_w, ex_w));
+    // CLONE_VFORK resumed us after the child's execve or _exit: an exec failure is already
+    // in the pipe. Report it now, so that "ranks started" means they run.
+    if let Some((stage, errno)) = read_exec_error(&ex_r) {
+        // SAFETY: reap the child that failed to exec (it has _exited or is about to).
+        unsafe {
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+        let e = io::Error::from_raw_os_error(errno);
+        if stage == STAGE_CHDIR {
+            let d = app.wdir.as_deref().unwrap_or("?");
+            return Err(io::Error::new(
+                e.kind(),
+                format!("cannot change to working directory '{d}': {e}"),
+            ));
+        }
+        return Err(e);
+    }
     // SAFETY: pidfd_open of our own child; the fd is ours.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if pidfd < 0 {

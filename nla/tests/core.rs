@@ -40,6 +40,7 @@ fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
             report: true,
             pmgr: None,
             verbose: false,
+            spawned_by: None,
         },
         plan: me,
     }

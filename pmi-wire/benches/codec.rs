@@ -14,6 +14,7 @@ fn cfg() -> ConnConfig {
         appnum: 0,
         kvsname: "kvs_12345_0_1804289383_node1".into(),
         universe_size: 2,
+        spawner: None,
     }
 }
 

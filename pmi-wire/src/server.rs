@@ -53,7 +53,7 @@
 //!   plus a non-fatal `ProtocolError` with [`ParseError::UnknownCommand`]. `ring` is answered
 //!   `rc=-1;errmsg=ring_unsupported` (no action).
 //! * `fullinit` → [`v2::Reply::FullInit`] from the `ConnConfig` (the `pmirank` sent is not
-//!   checked; no `spawner-jobid`: spawned jobs do not exist yet). `job-getid` → the kvsname.
+//!   checked; `spawner-jobid` in a spawned job). `job-getid` → the kvsname.
 //!   `info-getjobattr` of `universeSize` is answered here; other keys become
 //!   [`Action::GetJobAttr`]. `job-connect`/`job-disconnect` → `rc=0;kvscopy=0;`.
 //! * `kvs-put` and `info-putnodeattr` check: empty key (`rc=-1 errmsg=empty_key`), key longer
@@ -81,6 +81,8 @@ pub struct ConnConfig {
     pub appnum: i32,
     pub kvsname: String,
     pub universe_size: i32,
+    /// The spawning job's id when this job was spawned (PMI-2 `spawner-jobid`).
+    pub spawner: Option<String>,
 }
 
 /// Where the connection is in its life (for EOF classification).
@@ -533,6 +535,10 @@ impl Connection {
                                 msg: "malformed_spawn".into(),
                             },
                         );
+                        let error = match error {
+                            ParseError::Spawn(_) => error,
+                            e => ParseError::Spawn(e.to_string()),
+                        };
                         out.push(Action::ProtocolError {
                             error,
                             excerpt: excerpt(&block),
@@ -697,6 +703,11 @@ impl Connection {
                 let cmd = name.map_or_else(|| "error-response".to_owned(), v2::reply_name);
                 let r = v2::Reply::Error { cmd, rc: -1, errmsg: "malformed_request".into() };
                 self.send_v2(out, &r, None);
+                let error = match error {
+                    ParseError::Spawn(_) => error,
+                    e if name == Some("spawn") => ParseError::Spawn(e.to_string()),
+                    e => e,
+                };
                 out.push(Action::ProtocolError { error, excerpt: excerpt(body), fatal: false });
             }
         }
@@ -734,7 +745,7 @@ impl Connection {
                     rank: i32::try_from(self.cfg.rank).unwrap_or(i32::MAX),
                     size: i32::try_from(self.cfg.size).unwrap_or(i32::MAX),
                     appnum: self.cfg.appnum,
-                    spawner_jobid: None,
+                    spawner_jobid: self.cfg.spawner.clone(),
                     debugged: false,
                     verbose: false,
                 };
@@ -921,12 +932,18 @@ impl Connection {
     /// Answer an [`Action::Spawn`]. If given, `errcodes` must hold exactly Σ`nprocs` entries
     /// (the client asserts it, spec §3.15). PMI-2: `rc=0` → `spawn-response;rc=0;`, else
     /// `rc=RC;errmsg=spawn_failed;` (`errcodes` is PMI-1 only).
-    pub fn answer_spawn(&mut self, rc: i32, errcodes: Option<Vec<i32>>) -> Vec<u8> {
+    /// `jobid`: the new job's id (PMI-2 `jobid=`, which Slurm's client requires).
+    pub fn answer_spawn(
+        &mut self,
+        rc: i32,
+        errcodes: Option<Vec<i32>>,
+        jobid: Option<&str>,
+    ) -> Vec<u8> {
         match self.answered(&Kind::Spawn) {
             Proto::V1 => Reply::SpawnResult { rc, errcodes }.to_bytes(),
             Proto::V2 { thrid } => {
                 let r = if rc == 0 {
-                    v2::Reply::Spawn { jobid: None }
+                    v2::Reply::Spawn { jobid: jobid.map(str::to_owned) }
                 } else {
                     v2::Reply::Error {
                         cmd: "spawn-response".into(),

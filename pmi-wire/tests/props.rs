@@ -129,7 +129,14 @@ fn reply() -> impl Strategy<Value = Reply> {
 }
 
 fn cfg() -> ConnConfig {
-    ConnConfig { rank: 0, size: 2, appnum: 0, kvsname: "kvs".into(), universe_size: 2 }
+    ConnConfig {
+        rank: 0,
+        size: 2,
+        appnum: 0,
+        kvsname: "kvs".into(),
+        universe_size: 2,
+        spawner: None,
+    }
 }
 
 /// Byte soup biased towards PMI structure, so the state machine's deeper paths get hit.

@@ -130,7 +130,14 @@ fn reply() -> impl Strategy<Value = Reply> {
 }
 
 fn cfg() -> ConnConfig {
-    ConnConfig { rank: 0, size: 2, appnum: 0, kvsname: "kvs".into(), universe_size: 2 }
+    ConnConfig {
+        rank: 0,
+        size: 2,
+        appnum: 0,
+        kvsname: "kvs".into(),
+        universe_size: 2,
+        spawner: None,
+    }
 }
 
 /// Byte soup biased towards PMI-2 (and PMI-1) structure.
@@ -290,6 +297,6 @@ proptest! {
         prop_assert_eq!(c1.answer_node_attr("a", None), c2.answer_node_attr("a", None));
         prop_assert_eq!(c1.answer_job_attr("a", Some("x")), c2.answer_job_attr("a", Some("x")));
         prop_assert_eq!(c1.answer_lookup(None), c2.answer_lookup(None));
-        prop_assert_eq!(c1.answer_spawn(-1, None), c2.answer_spawn(-1, None));
+        prop_assert_eq!(c1.answer_spawn(-1, None, None), c2.answer_spawn(-1, None, None));
     }
 }

@@ -4,7 +4,14 @@ use pmi_wire::server::{Action, ConnConfig, Connection, Eof, Phase};
 use pmi_wire::v1::{ParseError, SpawnCmd, MAX_REQUEST_LEN};
 
 fn cfg() -> ConnConfig {
-    ConnConfig { rank: 1, size: 4, appnum: 0, kvsname: "kvs_7_0".into(), universe_size: 4 }
+    ConnConfig {
+        rank: 1,
+        size: 4,
+        appnum: 0,
+        kvsname: "kvs_7_0".into(),
+        universe_size: 4,
+        spawner: None,
+    }
 }
 
 fn feed(c: &mut Connection, data: &str) -> Vec<Action> {
@@ -174,8 +181,8 @@ fn publish_unpublish_lookup() {
     );
     assert_eq!(c.answer_lookup(Some("p")), b"cmd=lookup_result port=p info=ok rc=0 msg=success\n");
     assert_eq!(c.answer_lookup(None), b"cmd=lookup_result rc=1 msg=service_not_found\n");
-    assert_eq!(c.answer_spawn(0, None), b"cmd=spawn_result rc=0\n");
-    assert_eq!(c.answer_spawn(0, Some(vec![0, 0])), b"cmd=spawn_result rc=0 errcodes=0,0\n");
+    assert_eq!(c.answer_spawn(0, None, None), b"cmd=spawn_result rc=0\n");
+    assert_eq!(c.answer_spawn(0, Some(vec![0, 0]), None), b"cmd=spawn_result rc=0 errcodes=0,0\n");
 }
 
 #[test]
@@ -319,7 +326,8 @@ fn spawn_block_one_write_and_bad_content() {
     assert_eq!(a[0], send("cmd=spawn_result rc=-1 msg=malformed_spawn\n"));
     assert!(matches!(
         &a[1],
-        Action::ProtocolError { error: ParseError::BadNumber { .. }, fatal: false, .. }
+        Action::ProtocolError { error: ParseError::Spawn(m), fatal: false, .. }
+            if m.contains("bad value for nprocs")
     ));
     assert_eq!(a[2], send("cmd=appnum appnum=0 rc=0\n"));
 }

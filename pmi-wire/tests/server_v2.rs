@@ -6,7 +6,14 @@ use pmi_wire::v1::{ParseError, SpawnCmd};
 use pmi_wire::v2::{self, Align, MAX_FRAME_LEN};
 
 fn cfg() -> ConnConfig {
-    ConnConfig { rank: 1, size: 4, appnum: 2, kvsname: "kvs_7_0".into(), universe_size: 9 }
+    ConnConfig {
+        rank: 1,
+        size: 4,
+        appnum: 2,
+        kvsname: "kvs_7_0".into(),
+        universe_size: 9,
+        spawner: None,
+    }
 }
 
 /// Left-aligned frame (Slurm's client).
@@ -324,9 +331,17 @@ fn spawn() {
             ]
         }]
     );
-    assert_eq!(s(c.answer_spawn(-1, None)), l("cmd=spawn-response;rc=-1;errmsg=spawn_failed;"));
+    assert_eq!(
+        s(c.answer_spawn(-1, None, None)),
+        l("cmd=spawn-response;rc=-1;errmsg=spawn_failed;")
+    );
     feed(&mut c, &l("cmd=spawn;ncmds=1;preputcount=0;subcmd=a;maxprocs=1;argc=0;infokeycount=0;"));
-    assert_eq!(s(c.answer_spawn(0, None)), l("cmd=spawn-response;rc=0;"));
+    assert_eq!(s(c.answer_spawn(0, None, None)), l("cmd=spawn-response;rc=0;"));
+    feed(&mut c, &l("cmd=spawn;ncmds=1;preputcount=0;subcmd=a;maxprocs=1;argc=0;infokeycount=0;"));
+    assert_eq!(
+        s(c.answer_spawn(0, None, Some("kvs_7_1"))),
+        l("cmd=spawn-response;rc=0;jobid=kvs_7_1;")
+    );
     // Out of order is refused (non-fatal).
     let out = feed(&mut c, &l("cmd=spawn;ncmds=1;subcmd=a;"));
     assert_eq!(out[0], send(&l("cmd=spawn-response;rc=-1;errmsg=malformed_request;")));

@@ -22,7 +22,14 @@ pub fn start() -> JoinHandle<Vec<Action>> {
 }
 
 fn serve(mut s: UnixStream) -> Vec<Action> {
-    let cfg = ConnConfig { rank: 0, size: 1, appnum: 0, kvsname: KVSNAME.into(), universe_size: 3 };
+    let cfg = ConnConfig {
+        rank: 0,
+        size: 1,
+        appnum: 0,
+        kvsname: KVSNAME.into(),
+        universe_size: 3,
+        spawner: None,
+    };
     let mut c = Connection::new(cfg);
     let mut kvs: HashMap<String, String> = HashMap::new();
     let mut node: HashMap<String, String> = HashMap::new();
@@ -67,7 +74,7 @@ fn serve(mut s: UnixStream) -> Vec<Action> {
                 Action::Lookup { service } => {
                     Some(c.answer_lookup(names.get(service).map(String::as_str)))
                 }
-                Action::Spawn { .. } => Some(c.answer_spawn(-1, None)),
+                Action::Spawn { .. } => Some(c.answer_spawn(-1, None, None)),
                 Action::Finalized | Action::Abort { .. } | Action::ProtocolError { .. } => None,
             };
             if let Some(r) = reply {
