@@ -118,16 +118,26 @@ fn libi_eight_simulated_nodes() {
     }
 }
 
-/// A refused optional command (spawn) is a SKIP line, not a failure or a crash.
+/// `--spawn`: the tool spawns 2 copies of itself, which check `PMI_SPAWNED` and the
+/// parent's pre-put pair; both protocols, one node and simulated nodes.
 #[test]
-fn libi_refused_spawn_is_a_skip() {
+fn libi_spawn_passes() {
     let exe = pmicheck();
     let exe = exe.to_str().expect("utf-8 path");
-    let r = run(&["-n", "2", exe, "--spawn"], b"");
-    let fails = completed(&r, false);
-    let spawn = r.stdout.lines().find(|l| l.contains(" spawn: ")).unwrap_or_default();
-    assert!(spawn.starts_with("PASS ") || spawn.starts_with("SKIP "), "{}", r.stdout);
-    assert!(fails.is_empty(), "{fails:?}");
+    for pmi2 in [false, true] {
+        for hosts in [None, Some("n1,n2,n3,n4")] {
+            let mut a = vec![];
+            if let Some(h) = hosts {
+                a.extend(["-launcher", "fork", "-hosts", h]);
+            }
+            a.extend(["-n", "2", exe, "--spawn"]);
+            a.extend(mode(pmi2));
+            let r = run(&a, b"");
+            let spawn = r.stdout.lines().find(|l| l.contains(" spawn: ")).unwrap_or_default();
+            assert!(spawn.starts_with("PASS "), "pmi2={pmi2} {hosts:?}: {}", r.stdout);
+            all_pass(&r, pmi2);
+        }
+    }
 }
 
 /// Debian's Hydra (MPICH 4.0): runs to completion; its differences are reported, not asserted.

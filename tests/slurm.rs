@@ -89,3 +89,32 @@ fn salloc(alloc: &[&str], args: &[&str]) -> common::Run {
     a.extend_from_slice(args);
     common::run_program("salloc", &a, b"")
 }
+
+/// A spawn under Slurm: the new ranks come up in a second srun step (`--overlap`) and
+/// join the front end like the job's own NLAs; no step is left afterwards.
+#[test]
+fn spawn_under_slurm() {
+    let Some(_serial) = slurm() else { return };
+    let say = r#"say() { printf '%s\n' "$1" >&$PMI_FD; read -r REPLY <&$PMI_FD; }"#;
+    let child = format!(
+        "{say}; say 'cmd=init pmi_version=1 pmi_subversion=1'; \
+         echo child $PMI_RANK/$PMI_SIZE spawned=$PMI_SPAWNED; say cmd=finalize"
+    );
+    let block = format!(
+        "mcmd=spawn\nnprocs=2\nexecname=bash\ntotspawns=1\nspawnssofar=1\nargcnt=2\n\
+         arg1=-c\narg2={child}\npreput_num=0\ninfo_num=0\nendcmd\n"
+    );
+    let script = format!(
+        "{say}\nsay 'cmd=init pmi_version=1 pmi_subversion=1'\n\
+         printf '%s' \"$B\" >&$PMI_FD; read -r REPLY <&$PMI_FD; echo \"parent $REPLY\"\n\
+         say cmd=finalize"
+    );
+    let r = salloc(&["-N1", "-n4"], &["-genv", "B", &block, "-n", "1", "bash", "-c", &script]);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines.len(), 3, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(&lines[..2], ["child 0/2 spawned=1", "child 1/2 spawned=1"], "{}", r.stderr);
+    assert!(lines[2].starts_with("parent cmd=spawn_result rc=0"), "{}", r.stdout);
+    assert!(our_steps().is_empty(), "steps left: {}", our_steps());
+}
