@@ -1,5 +1,6 @@
-//! Dynamic-process support: the job-wide name service (PMI-1 `publish_name`,
-//! `unpublish_name`, `lookup_name`; PMI-2 `name-*`), served by the front end.
+//! Dynamic processes: `MPI_Comm_spawn` (PMI-1 `mcmd=spawn`) and the job-wide name service
+//! (PMI-1 `publish_name`, `unpublish_name`, `lookup_name`; PMI-2 `name-*`), both served by
+//! the front end. Spawn over PMI-2 is in pmi2.rs, over ssh in ssh.rs, under Slurm in slurm.rs.
 //!
 //! MPI programs here use MPICH 5 from PyPI (`ci/install-deps.sh` installs it into
 //! /opt/libi/mpich5, or set `LIBI_MPICH5`): Debian's MPICH 4.0.2 cannot do dynamic processes.
@@ -8,43 +9,10 @@
 
 mod common;
 
-use common::run;
+use common::{mpich5_program, pmi_child, run, spawn_block, spawner_script, PMI_SAY};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-
-fn mpich5() -> PathBuf {
-    let dir =
-        PathBuf::from(std::env::var("LIBI_MPICH5").unwrap_or_else(|_| "/opt/libi/mpich5".into()));
-    assert!(
-        dir.join("bin/mpicc").exists(),
-        "MPICH 5 not found in {dir:?}: run ci/install-deps.sh (or set LIBI_MPICH5)"
-    );
-    dir
-}
-
-/// A test program compiled once with MPICH 5's `mpicc`.
-fn mpich5_program(name: &str) -> String {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let out =
-            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("mpich5-{}", std::process::id()));
-        std::fs::create_dir_all(&out).expect("create program dir");
-        for name in ["nameserv", "spawn", "spawn_fail"] {
-            let src =
-                Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/programs/{name}.c"));
-            let st = Command::new(mpich5().join("bin/mpicc"))
-                .arg("-o")
-                .arg(out.join(name))
-                .arg(src)
-                .status()
-                .expect("mpicc");
-            assert!(st.success(), "MPICH 5 mpicc failed for {name}.c");
-        }
-        out
-    });
-    dir.join(name).to_string_lossy().into_owned()
-}
 
 fn nameserv() -> String {
     mpich5_program("nameserv")
@@ -122,9 +90,6 @@ fn shell_job(hosts: &str, genv: &[(&str, &str)], script: &str) -> common::Run {
     run(&args, b"")
 }
 
-/// One PMI-1 exchange from a shell rank: a request line, one reply line.
-const SAY: &str = r#"say() { printf '%s\n' "$1" >&$PMI_FD; read -r REPLY <&$PMI_FD; }"#;
-
 /// The wire: a spawn from a raw PMI-1 client. The children run on the next hosts of the
 /// list (round-robin after the job's ranks) or where `info host=` says, see
 /// `PMI_SPAWNED=1`, their own kvsname and size, and the parent's pre-put pair. A malformed
@@ -136,58 +101,49 @@ fn spawn_over_raw_pmi1() {
     std::fs::write(
         &child,
         format!(
-            "{SAY}\nsay 'cmd=init pmi_version=1 pmi_subversion=1'\nsay 'cmd=get_my_kvsname'\n\
+            "{PMI_SAY}\nsay 'cmd=init pmi_version=1 pmi_subversion=1'\nsay 'cmd=get_my_kvsname'\n\
              kvs=${{REPLY#*kvsname=}}; kvs=${{kvs%% *}}\n\
              say \"cmd=get kvsname=$kvs key=PARENT_ROOT_PORT_NAME\"\n\
-             echo \"child $PMI_RANK/$PMI_SIZE on $PMI_HOSTNAME spawned=$PMI_SPAWNED kvs=$kvs $REPLY\"\n\
+             echo \"child $PMI_RANK/$PMI_SIZE on $PMI_HOSTNAME spawned=$PMI_SPAWNED stdin=[$(cat)] kvs=$kvs $REPLY\"\n\
              say 'cmd=finalize'\n"
         ),
     )
     .expect("write child script");
-    let child = child.to_string_lossy().into_owned();
-    let block = |n: u32, info: &str, nprocs: &str| {
-        format!(
-            "mcmd=spawn\nnprocs={nprocs}\nexecname=bash\ntotspawns=1\nspawnssofar=1\n\
-             argcnt=1\narg1={child}\npreput_num=1\npreput_key_0=PARENT_ROOT_PORT_NAME\n\
-             preput_val_0=port-{n}\n{info}endcmd\n"
-        )
-    };
+    let child = format!("exec bash {}", child.display());
     let blocks = [
-        block(1, "info_num=0\n", "2"),
-        block(2, "info_num=1\ninfo_key_0=host\ninfo_val_0=n1\n", "1"),
-        block(3, "info_num=0\n", "two"),
+        spawn_block("2", &child, "port-1", &[]),
+        spawn_block("1", &child, "port-2", &[("host", "n1")]),
+        spawn_block("two", &child, "port-3", &[]),
     ];
-    let script = format!(
-        "{SAY}
-say 'cmd=init pmi_version=1 pmi_subversion=1'
-for b in \"$B1\" \"$B2\" \"$B3\"; do
-  printf '%s' \"$b\" >&$PMI_FD; read -r REPLY <&$PMI_FD; echo \"parent $REPLY\"
-done
-say 'cmd=finalize'"
+    let script = spawner_script(
+        &["B1", "B2", "B3"],
+        "say cmd=get_universe_size; echo \"parent $REPLY\"; say cmd=finalize",
     );
     let genv = [("B1", &*blocks[0]), ("B2", &*blocks[1]), ("B3", &*blocks[2])];
     let r = shell_job("n1,n2,n3,n4", &genv, &script);
     assert_eq!(r.status, 0, "{}", r.stderr);
     let mut lines: Vec<&str> = r.stdout.lines().collect();
     lines.sort();
-    assert_eq!(lines.len(), 6, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(lines.len(), 7, "{}\n{}", r.stdout, r.stderr);
     let kvs = |l: &str| {
         l.split_whitespace().find_map(|t| t.strip_prefix("kvs=")).unwrap_or("?").to_string()
     };
     // the first spawn continues after the job's rank (n1): n2, n3; the second goes to n1
     let expect = [
-        ("child 0/1 on n1 spawned=1", "value=port-2"),
-        ("child 0/2 on n2 spawned=1", "value=port-1"),
-        ("child 1/2 on n3 spawned=1", "value=port-1"),
+        ("child 0/1 on n1 spawned=1 stdin=[]", "value=port-2"),
+        ("child 0/2 on n2 spawned=1 stdin=[]", "value=port-1"),
+        ("child 1/2 on n3 spawned=1 stdin=[]", "value=port-1"),
     ];
     for (l, (head, tail)) in lines[..3].iter().zip(expect) {
         assert!(l.starts_with(head) && l.ends_with(tail), "{l:?}: want {head:?} … {tail:?}");
     }
     assert_ne!(kvs(lines[0]), kvs(lines[1]), "each spawn has its own kvsname");
     assert_eq!(kvs(lines[1]), kvs(lines[2]));
-    assert!(lines[3].starts_with("parent cmd=spawn_result rc=-1"), "{lines:?}");
-    assert!(lines[4].starts_with("parent cmd=spawn_result rc=0"), "{lines:?}");
-    assert!(lines[5].starts_with("parent cmd=spawn_result rc=0"), "{lines:?}");
+    // the universe is the host list's 4 slots
+    assert!(lines[3].starts_with("parent cmd=universe_size size=4"), "{lines:?}");
+    assert!(lines[4].contains(" cmd=spawn_result rc=-1"), "{lines:?}");
+    assert!(lines[5].contains(" cmd=spawn_result rc=0"), "{lines:?}");
+    assert!(lines[6].contains(" cmd=spawn_result rc=0"), "{lines:?}");
     assert!(r.stderr.contains("malformed spawn"), "{}", r.stderr);
 }
 
@@ -277,24 +233,13 @@ say 'cmd=finalize' >/dev/null"#;
 /// takes the whole job down with its status, and nothing is left running.
 #[test]
 fn failing_child_fails_the_job() {
-    let child = format!(
-        "{SAY}; say 'cmd=init pmi_version=1 pmi_subversion=1'; \
-         if [ $PMI_RANK = 1 ]; then exit 7; fi; sleep 300"
-    );
-    let block = format!(
-        "mcmd=spawn\nnprocs=2\nexecname=bash\ntotspawns=1\nspawnssofar=1\nargcnt=2\n\
-         arg1=-c\narg2={child}\npreput_num=0\ninfo_num=0\nendcmd\n"
-    );
-    let script = format!(
-        "{SAY}
-say 'cmd=init pmi_version=1 pmi_subversion=1'
-printf '%s' \"$B\" >&$PMI_FD; read -r REPLY <&$PMI_FD; echo \"parent $REPLY\"
-sleep 300"
-    );
+    let child = pmi_child("if [ $PMI_RANK = 1 ]; then exit 7; fi; sleep 300");
+    let block = spawn_block("2", &child, "p", &[]);
+    let script = spawner_script(&["B"], "sleep 300");
     for hosts in ["n1", "n1,n2,n3"] {
         let r = shell_job(hosts, &[("B", &block)], &script);
         assert_eq!(r.status, 7, "{hosts}: {}", r.stderr);
-        assert!(r.stdout.contains("parent cmd=spawn_result rc=0"), "{hosts}: {}", r.stdout);
+        // (a failed spawn would leave the parent sleeping: status 7 is the job failing)
         assert!(
             r.stderr.contains("rank 1 of spawn 1 on")
                 && r.stderr.contains("exited with code 7 without calling PMI finalize"),

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{hello_lines, prog, run};
+use common::{hello_lines, mpich5_program, pmi_child, prog, run, spawn_block, spawner_script};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -279,4 +279,39 @@ fn silent_host() {
     no_remote_nlas(Duration::from_secs(20));
     assert!(common::leftovers(&live.mark, Duration::from_secs(1)).is_empty());
     eprintln!("teardown | host link cut (silent host) | status 255 | detected after {detect:.3} s");
+}
+
+/// MPI_Comm_spawn over ssh: the MPICH-5 spawn program (2, then 1+2 children, data over the
+/// intercommunicators) across 4 hosts; and a raw PMI spawn whose children report the host
+/// they run on — the next hosts after the job's rank, reached by new NLAs over ssh.
+#[test]
+fn spawn_over_ssh() {
+    let Some(h) = hosts() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let p = mpich5_program("spawn");
+    let mut args = ssh_args(&h, 4, 1);
+    args.extend(["-genv", "MPIR_CVAR_CH4_NETMOD", "ofi", "-l", "-n", "2", &p].map(str::to_string));
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = run(&a, b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines.len(), 6, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(lines[0], "[0] parent ok", "{}", r.stdout);
+    no_remote_nlas(Duration::from_secs(5));
+
+    let child = pmi_child("echo child $PMI_RANK on $(hostname) spawned=$PMI_SPAWNED");
+    let block = spawn_block("2", &child, "p", &[]);
+    let script = spawner_script(&["B"], "say cmd=finalize");
+    let mut args = ssh_args(&h, 4, 1);
+    args.extend(["-genv", "B", &block, "-n", "1", "bash", "-c", &script].map(str::to_string));
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = run(&a, b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines.len(), 3, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(&lines[..2], ["child 0 on node2 spawned=1", "child 1 on node3 spawned=1"]);
+    assert!(lines[2].starts_with("parent on node1 cmd=spawn_result rc=0"), "{}", r.stdout);
+    no_remote_nlas(Duration::from_secs(5));
 }

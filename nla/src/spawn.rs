@@ -269,7 +269,8 @@ pub fn start_rank(
 
     let (out_r, out_w) = pipe_cloexec()?;
     let (err_r, err_w) = pipe_cloexec()?;
-    let (in_r, in_w) = if slot.rank == 0 {
+    // Our stdin goes to rank 0 of the job; spawned jobs read /dev/null (as under Hydra).
+    let (in_r, in_w) = if slot.rank == 0 && job.spawned_by.is_none() {
         let (r, w) = pipe_cloexec()?;
         (r, Some(w))
     } else {

@@ -263,3 +263,74 @@ pub fn cc_program(out_dir: &Path, name: &str, file: &str, args: &[&str]) -> Path
     assert!(out.status.success(), "cc failed for {file}: {}", String::from_utf8_lossy(&out.stderr));
     exe
 }
+
+/// The MPICH 5 installation (PyPI wheel) the dynamic-process tests compile against.
+pub fn mpich5() -> PathBuf {
+    let dir =
+        PathBuf::from(std::env::var("LIBI_MPICH5").unwrap_or_else(|_| "/opt/libi/mpich5".into()));
+    assert!(
+        dir.join("bin/mpicc").exists(),
+        "MPICH 5 not found in {dir:?}: run ci/install-deps.sh (or set LIBI_MPICH5)"
+    );
+    dir
+}
+
+/// A test program compiled once with MPICH 5's `mpicc`.
+pub fn mpich5_program(name: &str) -> String {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let out =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("mpich5-{}", std::process::id()));
+        std::fs::create_dir_all(&out).expect("create program dir");
+        for name in ["nameserv", "spawn", "spawn_fail"] {
+            let src =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/programs/{name}.c"));
+            let st = Command::new(mpich5().join("bin/mpicc"))
+                .arg("-o")
+                .arg(out.join(name))
+                .arg(src)
+                .status()
+                .expect("mpicc");
+            assert!(st.success(), "MPICH 5 mpicc failed for {name}.c");
+        }
+        out
+    });
+    dir.join(name).to_string_lossy().into_owned()
+}
+
+/// Shell function for raw PMI-1 from a `bash` rank: `say LINE` sends one request and reads
+/// the one-line reply into `$REPLY`.
+pub const PMI_SAY: &str = r#"say() { printf '%s\n' "$1" >&$PMI_FD; read -r REPLY <&$PMI_FD; }"#;
+
+/// A PMI-1 spawn block (one command): `nprocs` copies of `bash -c CHILD`, with the pre-put
+/// pair `PARENT_ROOT_PORT_NAME=port` and `info` pairs. `nprocs` is text so that tests can
+/// send a malformed block.
+pub fn spawn_block(nprocs: &str, child: &str, port: &str, info: &[(&str, &str)]) -> String {
+    let mut b = format!(
+        "mcmd=spawn\nnprocs={nprocs}\nexecname=bash\ntotspawns=1\nspawnssofar=1\nargcnt=2\n\
+         arg1=-c\narg2={child}\npreput_num=1\npreput_key_0=PARENT_ROOT_PORT_NAME\n\
+         preput_val_0={port}\ninfo_num={}\n",
+        info.len()
+    );
+    for (i, (k, v)) in info.iter().enumerate() {
+        b.push_str(&format!("info_key_{i}={k}\ninfo_val_{i}={v}\n"));
+    }
+    b + "endcmd\n"
+}
+
+/// A `bash -c` rank that sends each spawn block of the variables `vars` (given with
+/// `-genv`) and prints "parent on HOST REPLY" for each, then runs `then`.
+pub fn spawner_script(vars: &[&str], then: &str) -> String {
+    let blocks: Vec<String> = vars.iter().map(|v| format!("\"${v}\"")).collect();
+    format!(
+        "{PMI_SAY}\nsay 'cmd=init pmi_version=1 pmi_subversion=1'\n\
+         for b in {}; do\n  printf '%s' \"$b\" >&$PMI_FD; read -r REPLY <&$PMI_FD\n  \
+         echo \"parent on $(hostname) $REPLY\"\ndone\n{then}\n",
+        blocks.join(" ")
+    )
+}
+
+/// A one-line `bash -c` child: PMI init, `body`, finalize.
+pub fn pmi_child(body: &str) -> String {
+    format!("{PMI_SAY}; say 'cmd=init pmi_version=1 pmi_subversion=1'; {body}; say cmd=finalize")
+}
