@@ -21,7 +21,7 @@ measure() { # label, args...
   local l=() h=()
   for _ in $(seq 1 "$RUNS"); do
     local s; s=$(now); "$LIBI" "$@" >/dev/null; l+=($(( ($(now) - s) / 1000 )))
-    s=$(now); mpiexec.hydra "$@" >/dev/null; h+=($(( ($(now) - s) / 1000 )))
+    s=$(now); "${HYDRA:-mpiexec.hydra}" "$@" >/dev/null; h+=($(( ($(now) - s) / 1000 )))
   done
   local lm hm
   lm=$(printf '%s\n' "${l[@]}" | median)
@@ -38,3 +38,11 @@ measure "-n 64 hostname" -n 64 hostname
 for n in 8 32 64; do
   measure "MPICH hello n=$n" -n "$n" "$work/hello"
 done
+# Dynamic processes: MPICH 5 (the PyPI wheel ci/install-deps.sh installs) against its own
+# Hydra; the program spawns 2, then 1+2 children and talks to them (tests/programs/spawn.c).
+M5=${LIBI_MPICH5:-/opt/libi/mpich5}
+if [ -x "$M5/bin/mpicc" ]; then
+  "$M5/bin/mpicc" -o "$work/spawn" tests/programs/spawn.c
+  HYDRA=$M5/bin/mpiexec measure "MPICH5 spawn 2, 1+2" -genv MPIR_CVAR_CH4_NETMOD ofi -n 1 "$work/spawn"
+  HYDRA=$M5/bin/mpiexec measure "MPICH5 spawn, 2 parents" -genv MPIR_CVAR_CH4_NETMOD ofi -n 2 "$work/spawn"
+fi

@@ -67,6 +67,8 @@ struct Group {
     /// A spawn that failed: this group is torn down on its own and its ranks' ends do not
     /// fail the job.
     abandoned: bool,
+    /// When the group was planned (for the spawn's latency in the verbose log).
+    started: Instant,
 }
 
 /// Everything the front end tracks while the job runs.
@@ -327,6 +329,7 @@ impl FrontEnd {
             ranks_up: 0,
             spawn: None,
             abandoned: false,
+            started: Instant::now(),
         })
     }
 
@@ -393,6 +396,8 @@ impl FrontEnd {
                     }
                     if let Some((parent, req, _)) = gr.spawn.take() {
                         let jobid = Some(gr.core.job().kvsname.clone());
+                        let ms = gr.started.elapsed().as_secs_f64() * 1e3;
+                        debug!(group = g, ms, "spawned ranks running; answering the spawn");
                         self.answer_spawn(parent, req, 0, jobid);
                     }
                 }

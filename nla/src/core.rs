@@ -17,6 +17,10 @@
 //!   node holds its subtree's pairs, the root holds all — and the answer is cached at each
 //!   node on the way down (the hierarchical cache). Concurrent misses for one key share one
 //!   upward request.
+//! * `publish_name`/`unpublish_name`/`lookup_name` and `spawn`: passed up the tree with a
+//!   job-unique request id to the front end (which holds the name table and starts spawned
+//!   process groups, see `libi-mpiexec`'s `spawn.rs`); the answer comes back down the same
+//!   path. A malformed spawn block is answered `rc=-1` by the connection and the job goes on.
 
 use crate::pmgr_node::{PmgrEffect, PmgrNode};
 use dashmap::DashMap;

@@ -192,6 +192,58 @@ fn lost_child_is_reported_with_its_ranks() {
     assert_eq!(core.ranks_left(), 2);
 }
 
+/// A spawn (and a name-service request) goes up to the front end with an id; the answer
+/// comes back to the rank in its protocol. A child's request is relayed the same way.
+#[test]
+fn spawn_and_names_go_up_and_answers_come_back() {
+    let mut core = NodeCore::new(setup(&[0], &[&[1]], 1 << 20), false, false);
+    rank_lines(&mut core, 0, INIT);
+    let block = "mcmd=spawn\nnprocs=2\nexecname=child\ntotspawns=1\nspawnssofar=1\nargcnt=1\n\
+                 arg1=x\npreput_num=1\npreput_key_0=PARENT_ROOT_PORT_NAME\npreput_val_0=p\n\
+                 info_num=1\ninfo_key_0=host\ninfo_val_0=h9\nendcmd\n";
+    let fx = rank_lines(&mut core, 0, block);
+    let up = to_parent(&fx);
+    let Some(Msg::Spawn { req, spawn }) = up.first() else { panic!("no spawn up: {fx:?}") };
+    let req = *req;
+    assert_eq!((spawn.rank, spawn.host.as_str()), (0, "h1"));
+    assert_eq!(spawn.cmds.len(), 1);
+    let c = &spawn.cmds[0];
+    assert_eq!((c.exe.as_str(), c.nprocs, c.args.clone()), ("child", 2, vec!["x".to_string()]));
+    assert_eq!(c.preput, vec![("PARENT_ROOT_PORT_NAME".to_string(), "p".to_string())]);
+    assert_eq!(c.info, vec![("host".to_string(), "h9".to_string())]);
+    assert!(replies(&fx, 0).is_empty(), "answered before the front end did");
+    let mut fx = Vec::new();
+    core.parent_msg(Msg::SpawnResult { req, rc: 0, jobid: Some("kvs_1".into()) }, &mut fx);
+    assert_eq!(replies(&fx, 0), vec!["cmd=spawn_result rc=0\n"]);
+    // a stale or unknown answer is only a warning
+    let mut fx = Vec::new();
+    core.parent_msg(Msg::SpawnResult { req, rc: 0, jobid: None }, &mut fx);
+    assert!(matches!(fx.as_slice(), [Effect::Warn(_)]), "{fx:?}");
+    // name service from a rank, then relayed for a child
+    let fx = rank_lines(&mut core, 0, "cmd=lookup_name service=s\n");
+    let Some(Msg::Name { req, .. }) = to_parent(&fx).first().copied().cloned() else {
+        panic!("no name request up: {fx:?}")
+    };
+    let mut fx = Vec::new();
+    core.parent_msg(Msg::NameResult { req, ok: true, port: Some("tcp://x".into()) }, &mut fx);
+    assert!(replies(&fx, 0)[0].contains("port=tcp://x"), "{fx:?}");
+    let mut fx = Vec::new();
+    let spawn =
+        Box::new(libi::job::SpawnRequest { rank: 1, app: 0, host: "h2".into(), cmds: vec![] });
+    core.child_msg(0, Msg::Spawn { req: 77 << 32, spawn }, &mut fx);
+    assert!(matches!(to_parent(&fx).as_slice(), [Msg::Spawn { req, .. }] if *req == 77 << 32));
+    let mut fx = Vec::new();
+    core.parent_msg(Msg::SpawnResult { req: 77 << 32, rc: -1, jobid: None }, &mut fx);
+    assert!(
+        matches!(fx.as_slice(), [Effect::ToChild(0, Msg::SpawnResult { rc: -1, .. })]),
+        "{fx:?}"
+    );
+    // a malformed block is answered at once and does not fail the job
+    let fx = rank_lines(&mut core, 0, "mcmd=spawn\nnprocs=x\ntotspawns=1\nspawnssofar=1\nendcmd\n");
+    assert_eq!(replies(&fx, 0), vec!["cmd=spawn_result rc=-1 msg=malformed_spawn\n"]);
+    assert!(!to_parent(&fx).iter().any(|m| matches!(m, Msg::Fatal { .. })), "{fx:?}");
+}
+
 fn fuzz_cases() -> u32 {
     std::env::var("LIBI_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(25_000) / 5
 }
@@ -214,6 +266,8 @@ fn soup() -> impl Strategy<Value = Vec<u8>> {
         Just(b"cmd=finalize\n".to_vec()),
         Just(b"cmd=abort exitcode=3\n".to_vec()),
         Just(b"mcmd=spawn\nnprocs=1\n".to_vec()),
+        Just(b"execname=a\ntotspawns=1\nspawnssofar=1\nendcmd\n".to_vec()),
+        Just(b"cmd=publish_name service=s port=p\n".to_vec()),
         proptest::collection::vec(any::<u8>(), 0..24),
     ];
     proptest::collection::vec(piece, 1..4).prop_map(|v| v.concat())
@@ -245,6 +299,21 @@ fn tree_msg() -> impl Strategy<Value = Msg> {
             message: "x".into()
         }),
         Just(Msg::Hello { node: 9, secret: "s".into(), host: "h".into(), pid: 1 }),
+        (0u64..3, -1i32..1).prop_map(|(req, rc)| Msg::SpawnResult {
+            req: (1 << 32) | req,
+            rc,
+            jobid: None
+        }),
+        (0u64..3).prop_map(|req| Msg::NameResult { req: (1 << 32) | req, ok: true, port: None }),
+        (0u64..3).prop_map(|req| Msg::Spawn {
+            req,
+            spawn: Box::new(libi::job::SpawnRequest {
+                rank: 0,
+                app: 0,
+                host: "h".into(),
+                cmds: vec![]
+            })
+        }),
     ]
 }
 
