@@ -91,7 +91,7 @@ fn shell_job(hosts: &str, genv: &[(&str, &str)], script: &str) -> common::Run {
 }
 
 /// The wire: a spawn from a raw PMI-1 client. The children run on the next hosts of the
-/// list (round-robin after the job's ranks) or where `info host=` says, see
+/// list (round-robin after the job's ranks) or where `info host=` says (in `info wdir`), see
 /// `PMI_SPAWNED=1`, their own kvsname and size, and the parent's pre-put pair. A malformed
 /// spawn block gets `rc=-1` and the job goes on.
 #[test]
@@ -104,7 +104,7 @@ fn spawn_over_raw_pmi1() {
             "{PMI_SAY}\nsay 'cmd=init pmi_version=1 pmi_subversion=1'\nsay 'cmd=get_my_kvsname'\n\
              kvs=${{REPLY#*kvsname=}}; kvs=${{kvs%% *}}\n\
              say \"cmd=get kvsname=$kvs key=PARENT_ROOT_PORT_NAME\"\n\
-             echo \"child $PMI_RANK/$PMI_SIZE on $PMI_HOSTNAME spawned=$PMI_SPAWNED stdin=[$(cat)] kvs=$kvs $REPLY\"\n\
+             echo \"child $PMI_RANK/$PMI_SIZE on $PMI_HOSTNAME spawned=$PMI_SPAWNED stdin=[$(cat)] dir=$PWD kvs=$kvs $REPLY\"\n\
              say 'cmd=finalize'\n"
         ),
     )
@@ -112,7 +112,7 @@ fn spawn_over_raw_pmi1() {
     let child = format!("exec bash {}", child.display());
     let blocks = [
         spawn_block("2", &child, "port-1", &[]),
-        spawn_block("1", &child, "port-2", &[("host", "n1")]),
+        spawn_block("1", &child, "port-2", &[("host", "n1"), ("wdir", "/tmp")]),
         spawn_block("two", &child, "port-3", &[]),
     ];
     let script = spawner_script(
@@ -138,6 +138,9 @@ fn spawn_over_raw_pmi1() {
         assert!(l.starts_with(head) && l.ends_with(tail), "{l:?}: want {head:?} … {tail:?}");
     }
     assert_ne!(kvs(lines[0]), kvs(lines[1]), "each spawn has its own kvsname");
+    // info wdir; otherwise the spawner's working directory
+    assert!(lines[0].contains(" dir=/tmp "), "{}", lines[0]);
+    assert!(!lines[1].contains(" dir=/tmp "), "{}", lines[1]);
     assert_eq!(kvs(lines[1]), kvs(lines[2]));
     // the universe is the host list's 4 slots
     assert!(lines[3].starts_with("parent cmd=universe_size size=4"), "{lines:?}");
