@@ -41,6 +41,17 @@ pub enum LauncherKind {
     /// One `srun` step places an NLA on every node of the allocation; the NLAs then join
     /// the front end, which tells each where its parent in the NLA tree is.
     Slurm,
+    /// A spawned process group on hosts that already run an NLA of the job: each of those
+    /// NLAs starts the group's NLA on its host, which joins the front end (as under Slurm).
+    /// Never chosen on the command line.
+    Joined,
+}
+
+impl LauncherKind {
+    /// NLAs are started by someone else and join the front end (no parent launches them).
+    pub fn joins(self) -> bool {
+        matches!(self, LauncherKind::Slurm | LauncherKind::Joined)
+    }
 }
 
 impl std::str::FromStr for LauncherKind {
@@ -122,6 +133,11 @@ impl NodePlan {
     /// NLAs in this subtree (this one included).
     pub fn subtree_nodes(&self) -> usize {
         1 + self.children.iter().map(NodePlan::subtree_nodes).sum::<usize>()
+    }
+
+    /// Is node `node` in this subtree?
+    pub fn has_node(&self, node: u32) -> bool {
+        self.node == node || self.children.iter().any(|c| c.has_node(node))
     }
 
     /// Does this subtree run global rank `rank`?

@@ -49,8 +49,9 @@ pub fn nla_command(
             let prog = spec.exec.clone().unwrap_or_else(|| "rsh".to_string());
             (prog, vec![host.to_string(), shell_join(&nla)])
         }
-        // NLAs of a Slurm job are started all at once by `srun_command`, never one by one.
-        LauncherKind::Slurm => (String::new(), Vec::new()),
+        // NLAs of a Slurm job are started all at once by `srun_command`, those of a joined
+        // group by the job's NLAs: never one by one.
+        LauncherKind::Slurm | LauncherKind::Joined => (String::new(), Vec::new()),
     }
 }
 

@@ -82,6 +82,9 @@ pub enum Msg {
     Signal { signal: i32 },
     /// Tear the job down: TERM, then KILL after the grace period.
     Kill,
+    /// For NLA `target` (routed down the tree): start an NLA of a spawned process group on
+    /// your host, named `host`, joining the front end at `front_end`.
+    StartNla { target: u32, host: String, front_end: String },
 }
 
 /// A name-service operation.

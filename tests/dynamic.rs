@@ -9,10 +9,11 @@
 
 mod common;
 
-use common::{mpich5_program, pmi_child, run, spawn_block, spawner_script, PMI_SAY};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use common::{
+    mpich5_program, pmi_child, run, spawn_block, spawner_script, sync_dir, wait_marks, LAUNCHED_BY,
+    PMI_SAY,
+};
+use std::path::Path;
 
 fn nameserv() -> String {
     mpich5_program("nameserv")
@@ -91,7 +92,9 @@ fn shell_job(hosts: &str, genv: &[(&str, &str)], script: &str) -> common::Run {
 }
 
 /// The wire: a spawn from a raw PMI-1 client. The children run on the next hosts of the
-/// list (round-robin after the job's ranks) or where `info host=` says (in `info wdir`), see
+/// list (round-robin after the job's ranks) or where `info host=` says (in `info wdir`);
+/// the group's NLA on a host that runs an NLA of the job is started by that NLA (`by=nla`),
+/// elsewhere by the front end's launcher (`by=fe`). The children see
 /// `PMI_SPAWNED=1`, their own kvsname and size, and the parent's pre-put pair. A malformed
 /// spawn block gets `rc=-1` and the job goes on.
 #[test]
@@ -104,7 +107,8 @@ fn spawn_over_raw_pmi1() {
             "{PMI_SAY}\nsay 'cmd=init pmi_version=1 pmi_subversion=1'\nsay 'cmd=get_my_kvsname'\n\
              kvs=${{REPLY#*kvsname=}}; kvs=${{kvs%% *}}\n\
              say \"cmd=get kvsname=$kvs key=PARENT_ROOT_PORT_NAME\"\n\
-             echo \"child $PMI_RANK/$PMI_SIZE on $PMI_HOSTNAME spawned=$PMI_SPAWNED stdin=[$(cat)] dir=$PWD kvs=$kvs $REPLY\"\n\
+             {LAUNCHED_BY}\n\
+             echo \"child $PMI_RANK/$PMI_SIZE on $PMI_HOSTNAME spawned=$PMI_SPAWNED stdin=[$(cat)] by=$by dir=$PWD kvs=$kvs $REPLY\"\n\
              say 'cmd=finalize'\n"
         ),
     )
@@ -115,11 +119,16 @@ fn spawn_over_raw_pmi1() {
         spawn_block("1", &child, "port-2", &[("host", "n1"), ("wdir", "/tmp")]),
         spawn_block("two", &child, "port-3", &[]),
     ];
+    // The parent outlives its children's look at /proc: it waits for their 3 marks.
+    let sync = sync_dir("raw");
     let script = spawner_script(
         &["B1", "B2", "B3"],
-        "say cmd=get_universe_size; echo \"parent $REPLY\"; say cmd=finalize",
+        &format!(
+            "{}\nsay cmd=get_universe_size; echo \"parent $REPLY\"; say cmd=finalize",
+            wait_marks(3)
+        ),
     );
-    let genv = [("B1", &*blocks[0]), ("B2", &*blocks[1]), ("B3", &*blocks[2])];
+    let genv = [("B1", &*blocks[0]), ("B2", &*blocks[1]), ("B3", &*blocks[2]), ("SYNC", &*sync)];
     let r = shell_job("n1,n2,n3,n4", &genv, &script);
     assert_eq!(r.status, 0, "{}", r.stderr);
     let mut lines: Vec<&str> = r.stdout.lines().collect();
@@ -130,9 +139,9 @@ fn spawn_over_raw_pmi1() {
     };
     // the first spawn continues after the job's rank (n1): n2, n3; the second goes to n1
     let expect = [
-        ("child 0/1 on n1 spawned=1 stdin=[]", "value=port-2"),
-        ("child 0/2 on n2 spawned=1 stdin=[]", "value=port-1"),
-        ("child 1/2 on n3 spawned=1 stdin=[]", "value=port-1"),
+        ("child 0/1 on n1 spawned=1 stdin=[] by=nla", "value=port-2"),
+        ("child 0/2 on n2 spawned=1 stdin=[] by=fe", "value=port-1"),
+        ("child 1/2 on n3 spawned=1 stdin=[] by=fe", "value=port-1"),
     ];
     for (l, (head, tail)) in lines[..3].iter().zip(expect) {
         assert!(l.starts_with(head) && l.ends_with(tail), "{l:?}: want {head:?} … {tail:?}");

@@ -9,7 +9,10 @@
 
 mod common;
 
-use common::{hello_lines, mpich5_program, pmi_child, prog, run, spawn_block, spawner_script};
+use common::{
+    hello_lines, mpich5_program, pmi_child, prog, run, spawn_block, spawner_script, sync_dir,
+    wait_marks, LAUNCHED_BY,
+};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -300,18 +303,39 @@ fn spawn_over_ssh() {
     assert_eq!(lines[0], "[0] parent ok", "{}", r.stdout);
     no_remote_nlas(Duration::from_secs(5));
 
-    let child = pmi_child("echo child $PMI_RANK on $(hostname) spawned=$PMI_SPAWNED");
-    let block = spawn_block("2", &child, "p", &[]);
-    let script = spawner_script(&["B"], "say cmd=finalize");
+    let child = pmi_child(&format!(
+        "{}; echo child $PMI_RANK on $(hostname) spawned=$PMI_SPAWNED by=$by",
+        LAUNCHED_BY.replace('\n', "; ")
+    ));
+    // the second spawn goes to the job's host: that NLA starts the group's NLA (no ssh)
+    let first = h.list[0].clone();
+    let blocks = [
+        spawn_block("2", &child, "p", &[]),
+        spawn_block("1", &child, "p", &[("host", first.as_str())]),
+    ];
+    let sync = sync_dir("ssh");
+    let script = spawner_script(&["B1", "B2"], &format!("{}\nsay cmd=finalize", wait_marks(3)));
     let mut args = ssh_args(&h, 4, 1);
-    args.extend(["-genv", "B", &block, "-n", "1", "bash", "-c", &script].map(str::to_string));
+    args.extend(
+        ["-genv", "B1", &blocks[0], "-genv", "B2", &blocks[1], "-genv", "SYNC", &sync]
+            .map(str::to_string),
+    );
+    args.extend(["-n", "1", "bash", "-c", &script].map(str::to_string));
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let r = run(&a, b"");
     assert_eq!(r.status, 0, "{}", r.stderr);
     let mut lines: Vec<&str> = r.stdout.lines().collect();
     lines.sort();
-    assert_eq!(lines.len(), 3, "{}\n{}", r.stdout, r.stderr);
-    assert_eq!(&lines[..2], ["child 0 on node2 spawned=1", "child 1 on node3 spawned=1"]);
-    assert!(lines[2].starts_with("parent on node1 cmd=spawn_result rc=0"), "{}", r.stdout);
+    assert_eq!(lines.len(), 5, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        &lines[..3],
+        [
+            "child 0 on node1 spawned=1 by=nla",
+            "child 0 on node2 spawned=1 by=fe",
+            "child 1 on node3 spawned=1 by=fe"
+        ]
+    );
+    assert!(lines[3].starts_with("parent on node1 cmd=spawn_result rc=0"), "{}", r.stdout);
+    assert!(lines[4].starts_with("parent on node1 cmd=spawn_result rc=0"), "{}", r.stdout);
     no_remote_nlas(Duration::from_secs(5));
 }

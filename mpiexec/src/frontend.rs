@@ -78,6 +78,11 @@ struct FrontEnd {
     spawner: Spawner,
     /// The job-wide name table (`publish_name` …): service → port.
     names: HashMap<String, String>,
+    /// The job's NLAs (group 0): node of each host, node of each rank, and ranks still
+    /// running per node (an NLA with running ranks can start a spawned group's NLA).
+    node_of_host: HashMap<String, u32>,
+    node_of_rank: HashMap<u32, u32>,
+    live: HashMap<u32, usize>,
     status: Option<i32>,
     killing: bool,
     out: Output,
@@ -94,7 +99,29 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
     let t0 = now();
     let started = Instant::now();
     let (tx, mut rx) = unbounded_channel::<Fe>();
+    let mut node_of_host = HashMap::new();
+    let mut node_of_rank = HashMap::new();
+    let mut live = HashMap::new();
+    fn walk(
+        p: &NodePlan,
+        h: &mut HashMap<String, u32>,
+        r: &mut HashMap<u32, u32>,
+        l: &mut HashMap<u32, usize>,
+    ) {
+        if p.node != 0 {
+            h.insert(p.host.clone(), p.node);
+            l.insert(p.node, p.ranks.len());
+            r.extend(p.ranks.iter().map(|s| (s.rank, p.node)));
+        }
+        for c in &p.children {
+            walk(c, h, r, l);
+        }
+    }
+    walk(&plan.root, &mut node_of_host, &mut node_of_rank, &mut live);
     let mut fe = FrontEnd {
+        node_of_host,
+        node_of_rank,
+        live,
         spawner: Spawner::new(&plan),
         plan,
         groups: Vec::new(),
@@ -111,7 +138,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
     };
     let setup = NodeSetup { job: fe.plan.job.clone(), plan: fe.plan.root.clone() };
     match fe.start_group(setup, fe.plan.nodes).await {
-        Ok(g) => fe.groups.push(g),
+        Ok((g, _)) => fe.groups.push(g),
         Err(e) => {
             eprintln!("libi-mpiexec: {e}");
             return STATUS_LAUNCH;
@@ -287,8 +314,9 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
 
 impl FrontEnd {
     /// Start a process group's NLA tree: listen for its NLAs, start them with the job's
-    /// launcher (one srun step under Slurm). Its first effects are in its `fx`.
-    async fn start_group(&self, setup: NodeSetup, nodes: usize) -> Result<Group, String> {
+    /// launcher (one srun step under Slurm; nothing for a group the job's NLAs start). Its
+    /// first effects are in its `fx`. Returns the group and the address its NLAs join.
+    async fn start_group(&self, setup: NodeSetup, nodes: usize) -> Result<(Group, String), String> {
         let g = self.groups.len();
         let tree_ev: EvSink = {
             let tx = self.tx.clone();
@@ -300,7 +328,7 @@ impl FrontEnd {
         let mut children = Children::new(core.plan());
         let mut fx = Vec::new();
         let hosts: Vec<&str> = root.children.iter().map(|c| c.host.as_str()).collect();
-        let (listener, addr) = listen(job.launcher.kind, self.advertise, &hosts)
+        let (listener, addr) = listen(self.plan.job.launcher.kind, self.advertise, &hosts)
             .await
             .map_err(|e| format!("cannot listen for NLA connections: {e}"))?;
         let ids = root.children.iter().map(|c| c.node).collect();
@@ -318,7 +346,7 @@ impl FrontEnd {
             step = Some((pid, false));
         }
         children.launch_all(&mut core, &addr, &self.secret, &tree_ev, &mut fx).await;
-        Ok(Group {
+        let group = Group {
             core,
             children,
             rendezvous: Rendezvous::new(&root),
@@ -330,7 +358,8 @@ impl FrontEnd {
             spawn: None,
             abandoned: false,
             started: Instant::now(),
-        })
+        };
+        Ok((group, addr))
     }
 
     /// Carry out every group's effects until none are left (handling one may give another
@@ -358,7 +387,8 @@ impl FrontEnd {
                     | Effect::SignalRanks(_)
                     | Effect::Stdin(_)
                     | Effect::ToPmgr(..)
-                    | Effect::ClosePmgr(_) => {}
+                    | Effect::ClosePmgr(_)
+                    | Effect::StartNla { .. } => {}
                 }
             }
         }
@@ -369,8 +399,15 @@ impl FrontEnd {
         match msg {
             Msg::Output { rank, stream, data } => self.out.write(g, rank, stream, &data),
             Msg::RankEnded { rank, host, end } => {
+                if g == 0 {
+                    if let Some(n) = self.node_of_rank.get(&rank).and_then(|n| self.live.get_mut(n))
+                    {
+                        *n = n.saturating_sub(1);
+                    }
+                }
                 if end.is_failure() {
-                    self.group_failed(g, end.status(), describe_end(rank, &host, &end));
+                    let launch = matches!(end, RankEnd::SpawnFailed { .. });
+                    self.group_failed(g, end.status(), describe_end(rank, &host, &end), launch);
                 }
             }
             Msg::Abort { rank, host, code, message } => {
@@ -384,8 +421,8 @@ impl FrontEnd {
                     self.fail(code, &m);
                 }
             }
-            Msg::Fatal { message, status, .. } => self.group_failed(g, status, message),
-            Msg::SubtreeLost { message, .. } => self.group_failed(g, STATUS_LAUNCH, message),
+            Msg::Fatal { message, status, .. } => self.group_failed(g, status, message, false),
+            Msg::SubtreeLost { message, .. } => self.group_failed(g, STATUS_LAUNCH, message, true),
             Msg::NodeUp { ranks, .. } => {
                 let gr = &mut self.groups[g];
                 gr.nodes_up += 1;
@@ -423,9 +460,12 @@ impl FrontEnd {
         }
     }
 
-    /// Something failed in group `g`: before its spawn was answered the spawn fails (the
-    /// spawner gets an error and the job goes on); otherwise the job fails.
-    fn group_failed(&mut self, g: usize, status: i32, message: String) {
+    /// Something failed in group `g`. A launch failure (a program that cannot be executed,
+    /// an NLA that could not be started or was lost) before the spawn was answered fails
+    /// the spawn: the spawner gets an error and the job goes on. Anything else — a spawned
+    /// rank that ran and failed, even before every NLA of its group reported — fails the
+    /// job, as for the job's own ranks.
+    fn group_failed(&mut self, g: usize, status: i32, message: String, launch: bool) {
         let gr = &mut self.groups[g];
         if gr.abandoned {
             return;
@@ -437,7 +477,8 @@ impl FrontEnd {
                 None => message,
             },
         };
-        if let Some((parent, req, who)) = gr.spawn.take() {
+        if let (true, Some((parent, req, who))) = (launch, gr.spawn.clone()) {
+            gr.spawn = None;
             gr.abandoned = true;
             gr.core.kill(&mut gr.fx);
             if !self.killing {
@@ -489,11 +530,40 @@ impl FrontEnd {
             }
         };
         debug!(kvsname = %group.job.kvsname, size = group.job.size, nodes = group.nodes, "spawn");
-        let setup = NodeSetup { job: group.job, plan: group.root };
+        // Where every host of the group already runs an NLA of the job with ranks (so it
+        // stays up), those NLAs start the group's NLAs: no remote launch. Not under Slurm,
+        // which ends every process of a step when the step's task (that NLA) exits: there a
+        // spawn is a step of its own.
+        let mut hosts = Vec::new();
+        all_hosts(&group.root, &mut hosts);
+        let agents: Option<Vec<(u32, String)>> = if self.plan.job.launcher.kind.joins() {
+            None
+        } else {
+            hosts
+                .into_iter()
+                .map(|h| {
+                    let node = *self.node_of_host.get(&h)?;
+                    (self.live.get(&node).copied().unwrap_or(0) > 0).then_some((node, h))
+                })
+                .collect()
+        };
+        let mut job = group.job;
+        if agents.is_some() {
+            job.launcher.kind = LauncherKind::Joined;
+        }
+        let setup = NodeSetup { job, plan: group.root };
         match self.start_group(setup, group.nodes).await {
-            Ok(mut new) => {
+            Ok((mut new, addr)) => {
                 new.spawn = Some((g, req, who));
                 self.groups.push(new);
+                if let Some(agents) = agents {
+                    debug!("spawn: the job's NLAs start the group's NLAs");
+                    let g0 = &mut self.groups[0];
+                    for (target, host) in agents {
+                        let m = Msg::StartNla { target, host, front_end: addr.clone() };
+                        g0.core.parent_msg(m, &mut g0.fx);
+                    }
+                }
             }
             Err(m) => {
                 self.out.flush();

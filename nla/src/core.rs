@@ -59,6 +59,9 @@ pub enum Effect {
     /// Fail the job with this message after a short grace (an abort record may still come):
     /// call [`NodeCore::fail_now`] then.
     FailSoon(String),
+    /// Start an NLA of a spawned process group on this host (`libi-nla --rendezvous
+    /// front_end --host host`).
+    StartNla { host: String, front_end: String },
 }
 
 /// How a rank process ended, before PMI state is taken into account.
@@ -668,6 +671,16 @@ impl NodeCore {
                 fx.push(Effect::ToChildren(Msg::Signal { signal }));
             }
             m @ Msg::Stdin { .. } => self.stdin(m, fx),
+            Msg::StartNla { target, host, front_end } => {
+                if self.tearing_down {
+                } else if target == self.plan.node {
+                    fx.push(Effect::StartNla { host, front_end });
+                } else if let Some(c) = self.plan.children.iter().position(|c| c.has_node(target)) {
+                    fx.push(Effect::ToChild(c, Msg::StartNla { target, host, front_end }));
+                } else {
+                    fx.push(Effect::Warn(format!("no NLA {target} below node {}", self.plan.node)));
+                }
+            }
             Msg::NameResult { req, ok, port } => match self.requests.remove(&req) {
                 Some((Waiter::Child(c), _)) => {
                     fx.push(Effect::ToChild(c, Msg::NameResult { req, ok, port }))

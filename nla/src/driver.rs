@@ -61,7 +61,7 @@ pub enum Parent {
     Direct { addr: String, node: u32 },
     /// Started by a resource manager's step (srun): join the front end at `front_end`, which
     /// answers with the setup or redirects to the parent.
-    Rendezvous { front_end: String },
+    Rendezvous { front_end: String, host: Option<String> },
 }
 
 pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result<i32> {
@@ -86,13 +86,14 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             };
             (rd, wr, setup)
         }
-        Parent::Rendezvous { front_end } => {
+        Parent::Rendezvous { front_end, host } => {
             let fe_host = front_end.rsplit_once(':').map(|(h, _)| h).unwrap_or(&front_end);
             let fe_host = fe_host.trim_start_matches('[').trim_end_matches(']').to_string();
             let (listener, addr) = listen(LauncherKind::Ssh, None, &[fe_host.as_str()]).await?;
             early_listener = Some((listener, addr.clone()));
             // The resource manager's name for this node is what the front end planned with.
-            let host = std::env::var("SLURMD_NODENAME").unwrap_or_else(|_| hostname());
+            let host =
+                host.or_else(|| std::env::var("SLURMD_NODENAME").ok()).unwrap_or_else(hostname);
             crate::tree::join(&front_end, &secret, &host, &addr).await?
         }
     };
@@ -207,6 +208,9 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                         tokio::time::sleep(PMGR_ABORT_GRACE).await;
                         let _ = tx.send(Ev::FailNow(m));
                     });
+                }
+                Effect::StartNla { host, front_end } => {
+                    start_group_nla(&host, &front_end, &secret, core.job().verbose)
                 }
                 e => apply(e, &mut ranks, &mut children, &mut up, &ev_tx, parent_gone).await,
             }
@@ -331,7 +335,44 @@ async fn apply<S>(
             }
         }
         Effect::Warn(w) => warn!("{w}"),
-        Effect::ToPmgr(..) | Effect::ClosePmgr(_) | Effect::FailSoon(_) => {}
+        Effect::ToPmgr(..)
+        | Effect::ClosePmgr(_)
+        | Effect::FailSoon(_)
+        | Effect::StartNla { .. } => {}
+    }
+}
+
+/// Start the NLA of a spawned process group on this host (this binary, `--rendezvous`): it
+/// joins the front end as `host`. It lives as long as its group, not as this NLA (its stdin
+/// closes after the secret, its process group is its own), and is reaped here while we run.
+fn start_group_nla(host: &str, front_end: &str, secret: &str, verbose: bool) {
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            warn!("cannot start an NLA for a spawned group: {e}");
+            return;
+        }
+    };
+    let mut cmd = tokio::process::Command::new(exe);
+    // A process group of its own: whoever cleans up after this NLA (our launcher's process
+    // group is killed when we are given up) must not take the spawned group with it.
+    cmd.args(["--rendezvous", front_end, "--host", host])
+        .stdin(std::process::Stdio::piped())
+        .process_group(0);
+    if verbose {
+        cmd.arg("-v");
+    }
+    match cmd.spawn() {
+        Ok(mut child) => {
+            let line = format!("{secret}\n");
+            tokio::spawn(async move {
+                if let Some(mut stdin) = child.stdin.take() {
+                    let _ = tokio::io::AsyncWriteExt::write_all(&mut stdin, line.as_bytes()).await;
+                }
+                let _ = child.wait().await;
+            });
+        }
+        Err(e) => warn!("cannot start an NLA for a spawned group on {host}: {e}"),
     }
 }
 

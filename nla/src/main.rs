@@ -18,6 +18,10 @@ struct Args {
     /// where the parent is.
     #[arg(long, conflicts_with = "parent")]
     rendezvous: Option<String>,
+    /// With --rendezvous: this node's name in the job's host list (default: Slurm's
+    /// SLURMD_NODENAME, else the host name).
+    #[arg(long, requires = "rendezvous")]
+    host: Option<String>,
     /// Verbose tracing on stderr.
     #[arg(short, long)]
     verbose: bool,
@@ -46,7 +50,7 @@ fn main() -> ExitCode {
     nla::driver::raise_fd_limit();
     let parent = match (args.parent, args.node, args.rendezvous) {
         (Some(addr), Some(node), _) => nla::driver::Parent::Direct { addr, node },
-        (_, _, Some(front_end)) => nla::driver::Parent::Rendezvous { front_end },
+        (_, _, Some(front_end)) => nla::driver::Parent::Rendezvous { front_end, host: args.host },
         _ => {
             eprintln!("libi-nla: give --parent ADDR --node ID or --rendezvous ADDR");
             return ExitCode::from(2);

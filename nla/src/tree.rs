@@ -455,8 +455,9 @@ impl Children {
                     ev(TreeEv::LaunchDeadline(idx));
                 });
             };
-            if spec.kind == LauncherKind::Slurm {
-                // Slurm's step starts every NLA; we only hold them to the deadline.
+            if spec.kind.joins() {
+                // Slurm's step (or the job's NLAs) starts every NLA; we only hold them to
+                // the deadline.
                 deadline(ev.clone());
                 continue;
             }

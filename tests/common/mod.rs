@@ -334,3 +334,27 @@ pub fn spawner_script(vars: &[&str], then: &str) -> String {
 pub fn pmi_child(body: &str) -> String {
     format!("{PMI_SAY}; say 'cmd=init pmi_version=1 pmi_subversion=1'; {body}; say cmd=finalize")
 }
+
+/// Shell lines for a spawned `bash` rank: `$by` says who started its NLA — `nla` (an NLA
+/// of the job, on this host) or `fe` (the front end's launcher: fork, or sshd for ssh) —
+/// then the rank leaves a mark in `$SYNC` so that the spawner can wait for it.
+pub const LAUNCHED_BY: &str = r#"gp=$(awk '{print $4}' /proc/$PPID/stat)
+case $(tr '\0' ' ' </proc/$gp/cmdline) in *libi-nla*--parent*) by=nla;; *) by=fe;; esac
+touch $SYNC/$PMI_RANK-$RANDOM$RANDOM"#;
+
+/// The spawner's wait for `n` marks in `$SYNC` (see [`LAUNCHED_BY`]).
+pub fn wait_marks(n: usize) -> String {
+    format!("while [ $(ls $SYNC | wc -l) -lt {n} ]; do sleep 0.05; done")
+}
+
+/// A fresh, empty directory for [`LAUNCHED_BY`] marks.
+pub fn sync_dir(tag: &str) -> String {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "sync-{tag}-{}-{}",
+        std::process::id(),
+        MARK_SEQ.load(std::sync::atomic::Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("sync dir");
+    d.to_string_lossy().into_owned()
+}
