@@ -260,3 +260,24 @@ fn failing_child_fails_the_job() {
         );
     }
 }
+
+/// Python: mpi4py's `MPI.COMM_SELF.Spawn` (with the MPICH 5 wheel), one spawn per parent
+/// rank at the same time, on one node and on 4 simulated nodes.
+#[test]
+fn mpi4py_comm_self_spawn() {
+    let python = common::mpich5().join("bin/python").to_string_lossy().into_owned();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/programs/pyspawn.py");
+    let script = script.to_string_lossy();
+    for hosts in [None, Some("n1,n2,n3,n4")] {
+        let r = run(&job_args(hosts, &["-n", "2", &python, &script]), b"");
+        assert_eq!(r.status, 0, "{hosts:?}: {}", r.stderr);
+        let mut lines: Vec<&str> = r.stdout.lines().collect();
+        lines.sort();
+        assert_eq!(
+            lines,
+            vec!["parent 0 got [0, 10, 20]", "parent 1 got [0, 10, 20]"],
+            "{hosts:?}: {}",
+            r.stderr
+        );
+    }
+}
