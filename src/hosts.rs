@@ -124,28 +124,39 @@ pub struct Placement {
 
 /// Block placement of `n` ranks over `hosts` (wrapping round when slots run out).
 pub fn place(hosts: &[Host], n: u32) -> Placement {
+    place_from(hosts, 0, n)
+}
+
+/// Block placement of `n` ranks starting at slot `start` of the hosts' slot cycle (each
+/// host's slots in order, then round the list again): the ranks of a spawn continue where
+/// the job's left off.
+pub fn place_from(hosts: &[Host], start: u64, n: u32) -> Placement {
     let mut per_host = vec![Vec::new(); hosts.len()];
     let mut runs: Vec<(usize, u32)> = Vec::new();
-    if hosts.is_empty() {
+    let total: u64 = hosts.iter().map(|h| u64::from(h.slots)).sum();
+    if total == 0 {
         return Placement { per_host, runs };
     }
+    // The host holding slot `start` and the slots it has left from there.
+    let (mut i, mut left) = (0, start % total);
+    while left >= u64::from(hosts[i].slots) {
+        left -= u64::from(hosts[i].slots);
+        i += 1;
+    }
+    let mut free = hosts[i].slots - left as u32;
     let mut rank = 0u32;
-    'outer: loop {
-        for (i, h) in hosts.iter().enumerate() {
-            let take = h.slots.min(n - rank);
-            if take == 0 {
-                continue;
-            }
+    while rank < n {
+        let take = free.min(n - rank);
+        if take > 0 {
             per_host[i].extend(rank..rank + take);
             match runs.last_mut() {
                 Some((last, c)) if *last == i => *c += take,
                 _ => runs.push((i, take)),
             }
             rank += take;
-            if rank == n {
-                break 'outer;
-            }
         }
+        i = (i + 1) % hosts.len();
+        free = hosts[i].slots;
     }
     Placement { per_host, runs }
 }
@@ -201,5 +212,27 @@ mod tests {
         assert_eq!(p.runs, vec![(0, 3)]);
         let p = place(&with_ppn(vec![h("a", 9), h("b", 1)], 1), 3);
         assert_eq!(p.runs, vec![(0, 1), (1, 1), (0, 1)]);
+        assert_eq!(place(&[h("a", 2)], 0).runs, vec![]);
+    }
+
+    #[test]
+    fn placement_from_a_slot() {
+        // slot 4 of the cycle a a b is a's second slot
+        let p = place_from(&[h("a", 2), h("b", 1)], 4, 3);
+        assert_eq!(p.per_host, vec![vec![0, 2], vec![1]]);
+        assert_eq!(p.runs, vec![(0, 1), (1, 1), (0, 1)]);
+        // every rank lands on the host of slot start+rank, for any start
+        let hosts = [h("a", 3), h("b", 1), h("c", 2)];
+        let cycle = ["a", "a", "a", "b", "c", "c"];
+        for start in 0..13u64 {
+            let p = place_from(&hosts, start, 9);
+            for (i, ranks) in p.per_host.iter().enumerate() {
+                for &r in ranks {
+                    let want = cycle[((start + u64::from(r)) % 6) as usize];
+                    assert_eq!(hosts[i].name, want, "start {start} rank {r}");
+                }
+            }
+            assert_eq!(p.runs.iter().map(|r| r.1).sum::<u32>(), 9);
+        }
     }
 }

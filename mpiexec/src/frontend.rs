@@ -137,7 +137,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         grace: opts.grace,
     };
     let setup = NodeSetup { job: fe.plan.job.clone(), plan: fe.plan.root.clone() };
-    match fe.start_group(setup, fe.plan.nodes).await {
+    match fe.start_group(setup).await {
         Ok((g, _)) => fe.groups.push(g),
         Err(e) => {
             eprintln!("libi-mpiexec: {e}");
@@ -316,16 +316,18 @@ impl FrontEnd {
     /// Start a process group's NLA tree: listen for its NLAs, start them with the job's
     /// launcher (one srun step under Slurm; nothing for a group the job's NLAs start). Its
     /// first effects are in its `fx`. Returns the group and the address its NLAs join.
-    async fn start_group(&self, setup: NodeSetup, nodes: usize) -> Result<(Group, String), String> {
+    async fn start_group(&self, setup: NodeSetup) -> Result<(Group, String), String> {
         let g = self.groups.len();
         let tree_ev: EvSink = {
             let tx = self.tx.clone();
             Arc::new(move |e| tx.send(Fe::Tree(g, e)).is_ok())
         };
-        let job = setup.job.clone();
-        let root = setup.plan.clone();
-        let mut core = NodeCore::new(setup, true, job.report);
+        let report = setup.job.report;
+        let mut core = NodeCore::new(setup, true, report);
         let mut children = Children::new(core.plan());
+        let rendezvous = Rendezvous::new(core.plan());
+        let (job, root) = (core.job(), core.plan());
+        let nodes = root.subtree_nodes() - 1;
         let mut fx = Vec::new();
         let hosts: Vec<&str> = root.children.iter().map(|c| c.host.as_str()).collect();
         let (listener, addr) = listen(self.plan.job.launcher.kind, self.advertise, &hosts)
@@ -337,7 +339,7 @@ impl FrontEnd {
         if job.launcher.kind == LauncherKind::Slurm {
             // One srun step starts every NLA; they join here (see `Rendezvous`).
             let mut hosts = Vec::new();
-            all_hosts(&root, &mut hosts);
+            all_hosts(root, &mut hosts);
             let (prog, args) =
                 libi::launch::srun_command(&job.launcher, &hosts, &addr, job.verbose);
             let pid = spawn_launcher(&prog, &args, STEP, &self.secret, tree_ev.clone())
@@ -349,7 +351,7 @@ impl FrontEnd {
         let group = Group {
             core,
             children,
-            rendezvous: Rendezvous::new(&root),
+            rendezvous,
             step,
             fx,
             nodes,
@@ -482,9 +484,7 @@ impl FrontEnd {
             gr.abandoned = true;
             gr.core.kill(&mut gr.fx);
             if !self.killing {
-                self.out.flush();
-                eprintln!("libi-mpiexec: spawn by {who} failed: {message}");
-                self.answer_spawn(parent, req, -1, None);
+                self.refuse_spawn(parent, req, &who, &message);
             }
         } else {
             self.fail(status, &message);
@@ -519,17 +519,14 @@ impl FrontEnd {
         let who = format!("{} on {}", self.rank_name(g, spawn.rank), spawn.host);
         let running: u64 =
             self.groups.iter().filter(|g| !g.abandoned).map(|g| g.core.ranks_left() as u64).sum();
-        let planned = self.spawner.plan(&self.plan, self.groups[g].core.job(), &spawn, running);
+        let number = self.groups.len();
+        let parent = self.groups[g].core.job();
+        let planned = self.spawner.plan(&self.plan, parent, &spawn, running, number);
         let group = match planned {
             Ok(group) => group,
-            Err(m) => {
-                self.out.flush();
-                eprintln!("libi-mpiexec: spawn by {who} failed: {m}");
-                self.answer_spawn(g, req, -1, None);
-                return;
-            }
+            Err(m) => return self.refuse_spawn(g, req, &who, &m),
         };
-        debug!(kvsname = %group.job.kvsname, size = group.job.size, nodes = group.nodes, "spawn");
+        debug!(kvsname = %group.job.kvsname, size = group.job.size, "spawn");
         // Where every host of the group already runs an NLA of the job with ranks (so it
         // stays up), those NLAs start the group's NLAs: no remote launch. Not under Slurm,
         // which ends every process of a step when the step's task (that NLA) exits: there a
@@ -552,7 +549,7 @@ impl FrontEnd {
             job.launcher.kind = LauncherKind::Joined;
         }
         let setup = NodeSetup { job, plan: group.root };
-        match self.start_group(setup, group.nodes).await {
+        match self.start_group(setup).await {
             Ok((mut new, addr)) => {
                 new.spawn = Some((g, req, who));
                 self.groups.push(new);
@@ -565,12 +562,15 @@ impl FrontEnd {
                     }
                 }
             }
-            Err(m) => {
-                self.out.flush();
-                eprintln!("libi-mpiexec: spawn by {who} failed: {m}");
-                self.answer_spawn(g, req, -1, None);
-            }
+            Err(m) => self.refuse_spawn(g, req, &who, &m),
         }
+    }
+
+    /// The spawn `req` of group `g` by `who` failed: say why, answer it with an error.
+    fn refuse_spawn(&mut self, g: usize, req: u64, who: &str, why: &str) {
+        self.out.flush();
+        eprintln!("libi-mpiexec: spawn by {who} failed: {why}");
+        self.answer_spawn(g, req, -1, None);
     }
 
     fn answer_spawn(&mut self, g: usize, req: u64, rc: i32, jobid: Option<String>) {

@@ -21,30 +21,28 @@ use libi::job::{process_mapping, AppSpec, JobCommon, NodePlan, RankSlot, SpawnRe
 pub struct Group {
     pub job: JobCommon,
     pub root: NodePlan,
-    pub nodes: usize,
 }
 
 /// What the front end remembers between spawns.
 pub struct Spawner {
     /// Next slot of the host list's slot cycle (the job's ranks took the first ones).
     cursor: u64,
-    /// Process groups created so far (the job itself is group 0).
-    groups: u32,
 }
 
 impl Spawner {
     pub fn new(plan: &Plan) -> Self {
-        Spawner { cursor: u64::from(plan.job.size), groups: 0 }
+        Spawner { cursor: u64::from(plan.job.size) }
     }
 
-    /// Plan the group for `req`, made by a rank of the job `parent`; `running` ranks of the
-    /// whole job have not ended yet.
+    /// Plan process group number `group` for `req`, made by a rank of the job `parent`;
+    /// `running` ranks of the whole job have not ended yet.
     pub fn plan(
         &mut self,
         base: &Plan,
         parent: &JobCommon,
         req: &SpawnRequest,
         running: u64,
+        group: usize,
     ) -> Result<Group, String> {
         let total: u64 = req.cmds.iter().map(|c| u64::from(c.nprocs)).sum();
         if req.cmds.is_empty() || total == 0 {
@@ -101,9 +99,9 @@ impl Spawner {
             } else if let Some(list) = info("hosts").filter(|h| !h.is_empty()) {
                 let list =
                     hosts::parse_hosts_arg(list).map_err(|e| format!("info key hosts: {e}"))?;
-                slot_cycle(&list, 0, cmd.nprocs)
+                host_names(&list, 0, cmd.nprocs)
             } else {
-                let t = slot_cycle(&base.hosts, cursor, cmd.nprocs);
+                let t = host_names(&base.hosts, cursor, cmd.nprocs);
                 cursor += u64::from(cmd.nprocs);
                 t
             };
@@ -124,14 +122,13 @@ impl Spawner {
             }
         }
         self.cursor = cursor;
-        self.groups += 1;
         if let Some(m) = process_mapping(&runs) {
             preput.retain(|(k, _)| k != "PMI_process_mapping");
             preput.insert(0, ("PMI_process_mapping".into(), m));
         }
         let kvsname = match base.job.kvsname.strip_suffix("_0") {
-            Some(stem) => format!("{stem}_{}", self.groups),
-            None => format!("{}_{}", base.job.kvsname, self.groups),
+            Some(stem) => format!("{stem}_{group}"),
+            None => format!("{}_{group}", base.job.kvsname),
         };
         let job = JobCommon {
             size,
@@ -143,30 +140,17 @@ impl Spawner {
             spawned_by: Some(parent.kvsname.clone()),
             ..parent.clone()
         };
-        let nodes = per_node.len();
         let root = nla_tree(per_node, &base.shape, &base.model, base.max_conn, &base.root.host);
-        Ok(Group { job, root, nodes })
+        Ok(Group { job, root })
     }
 }
 
-/// Host names for `n` ranks placed from slot `start` of the hosts' slot cycle (block
-/// placement: each host's slots in order, then round again).
-fn slot_cycle(hosts: &[Host], start: u64, n: u32) -> Vec<String> {
-    let total: u64 = hosts.iter().map(|h| u64::from(h.slots)).sum();
-    if total == 0 {
-        return Vec::new();
-    }
-    (0..u64::from(n))
-        .map(|i| {
-            let mut s = (start + i) % total;
-            for h in hosts {
-                if s < u64::from(h.slots) {
-                    return h.name.clone();
-                }
-                s -= u64::from(h.slots);
-            }
-            hosts[0].name.clone()
-        })
+/// The host of each of `n` ranks placed from slot `start` of the hosts' slot cycle.
+fn host_names(hosts: &[Host], start: u64, n: u32) -> Vec<String> {
+    let p = hosts::place_from(hosts, start, n);
+    p.runs
+        .iter()
+        .flat_map(|&(h, c)| std::iter::repeat_n(hosts[h].name.clone(), c as usize))
         .collect()
 }
 
@@ -221,7 +205,7 @@ mod tests {
     fn continues_round_robin_after_the_job() {
         let b = base("-launcher fork -hosts n1,n2,n3,n4 -n 1 prog");
         let mut s = Spawner::new(&b);
-        let g = s.plan(&b, &b.job, &req(vec![cmd("child", 2, &[])]), 1).expect("spawn");
+        let g = s.plan(&b, &b.job, &req(vec![cmd("child", 2, &[])]), 1, 1).expect("spawn");
         let mut h = Vec::new();
         hosts_of(&g.root, &mut h);
         assert_eq!(h, vec![("n2".into(), vec![0]), ("n3".into(), vec![1])]);
@@ -231,8 +215,9 @@ mod tests {
         assert!(g.job.preput.contains(&("PARENT_ROOT_PORT_NAME".into(), "tag#0".into())));
         assert_eq!(g.job.preput[0].0, "PMI_process_mapping");
         // the next spawn goes on from there, wrapping round
-        let g =
-            s.plan(&b, &b.job, &req(vec![cmd("a", 1, &[]), cmd("b", 2, &[])]), 3).expect("spawn");
+        let g = s
+            .plan(&b, &b.job, &req(vec![cmd("a", 1, &[]), cmd("b", 2, &[])]), 3, 2)
+            .expect("spawn");
         let mut h = Vec::new();
         hosts_of(&g.root, &mut h);
         assert_eq!(h, vec![("n1".into(), vec![1]), ("n2".into(), vec![2]), ("n4".into(), vec![0])]);
@@ -249,7 +234,7 @@ mod tests {
             cmd("a", 2, &[("host", "n1"), ("wdir", "/tmp"), ("path", "/opt/bin")]),
             cmd("b", 3, &[("hosts", "x,y:2")]),
         ]);
-        let g = s.plan(&b, &b.job, &r, 2).expect("spawn");
+        let g = s.plan(&b, &b.job, &r, 2, 1).expect("spawn");
         let mut h = Vec::new();
         hosts_of(&g.root, &mut h);
         assert_eq!(
@@ -262,7 +247,7 @@ mod tests {
         assert_eq!(path(&g.job.apps[0]).as_deref(), Some("/opt/bin:/bin"));
         assert_eq!(path(&g.job.apps[1]).as_deref(), Some("/bin"));
         // info placement does not move the round-robin cursor
-        let g = s.plan(&b, &b.job, &req(vec![cmd("c", 1, &[])]), 7).expect("spawn");
+        let g = s.plan(&b, &b.job, &req(vec![cmd("c", 1, &[])]), 7, 1).expect("spawn");
         let mut h = Vec::new();
         hosts_of(&g.root, &mut h);
         assert_eq!(h, vec![("n2".into(), vec![0])]);
@@ -273,19 +258,19 @@ mod tests {
         let b = base("-launcher fork -usize 4 -n 2 prog");
         assert_eq!(b.job.universe_size, 4);
         let mut s = Spawner::new(&b);
-        let e = s.plan(&b, &b.job, &req(vec![cmd("a", 3, &[])]), 2).err().expect("too many");
+        let e = s.plan(&b, &b.job, &req(vec![cmd("a", 3, &[])]), 2, 1).err().expect("too many");
         assert!(e.contains("universe size 4"), "{e}");
-        assert!(s.plan(&b, &b.job, &req(vec![cmd("a", 2, &[])]), 2).is_ok());
-        assert!(s.plan(&b, &b.job, &req(vec![]), 2).is_err());
-        assert!(s.plan(&b, &b.job, &req(vec![cmd("", 1, &[])]), 0).is_err());
+        assert!(s.plan(&b, &b.job, &req(vec![cmd("a", 2, &[])]), 2, 1).is_ok());
+        assert!(s.plan(&b, &b.job, &req(vec![]), 2, 1).is_err());
+        assert!(s.plan(&b, &b.job, &req(vec![cmd("", 1, &[])]), 0, 1).is_err());
         let e = s
-            .plan(&b, &b.job, &req(vec![cmd("a", 1, &[("hosts", "a:0")])]), 0)
+            .plan(&b, &b.job, &req(vec![cmd("a", 1, &[("hosts", "a:0")])]), 0, 1)
             .err()
             .expect("bad hosts");
         assert!(e.contains("hosts"), "{e}");
         // without -usize the universe is the host list's slots, not enforced
         let b = base("-launcher fork -hosts n1:3 -n 1 prog");
         assert_eq!(b.job.universe_size, 3);
-        assert!(Spawner::new(&b).plan(&b, &b.job, &req(vec![cmd("a", 9, &[])]), 1).is_ok());
+        assert!(Spawner::new(&b).plan(&b, &b.job, &req(vec![cmd("a", 9, &[])]), 1, 1).is_ok());
     }
 }
