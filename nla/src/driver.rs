@@ -2,10 +2,10 @@
 //! PMI sockets and stdio, kill/grace timers. No protocol decisions are made here.
 
 use crate::core::{Effect, NodeCore, ProcEnd};
-use crate::spawn::{start_rank, Started};
-use crate::tree::{accept_loop, describe, listen, Children, EvSink, TreeEv};
+use crate::spawn::{start_rank, StartFailed, Started};
+use crate::tree::{accept_loop, listen, Children, EvSink, TreeEv};
 use futures::{SinkExt, StreamExt};
-use libi::job::{JobCommon, LauncherKind};
+use libi::job::LauncherKind;
 use libi::msg::{Msg, Stream};
 use std::collections::HashMap;
 use std::io;
@@ -475,10 +475,6 @@ impl Ranks {
             killing: false,
         };
         for (local, slot) in plan.ranks.iter().enumerate() {
-            if let Some(reason) = check_wdir(job, slot.app as usize) {
-                node.failed_starts.push((local, reason));
-                continue;
-            }
             match start_rank(job, plan, local, *slot, pmgr_port) {
                 Ok(Started { mut child, pmi }) => {
                     let pid = Some(child.pid);
@@ -506,14 +502,7 @@ impl Ranks {
                         }
                     }
                 }
-                Err(e) => {
-                    let exe =
-                        job.apps.get(slot.app as usize).map(|a| a.exe.as_str()).unwrap_or("?");
-                    let errno = e.raw_os_error().unwrap_or(0);
-                    let reason = match e.get_ref().map(|m| m.to_string()) {
-                        Some(m) if m.starts_with("cannot change") => m,
-                        _ => format!("cannot execute '{exe}': {}", describe(&e)),
-                    };
+                Err(StartFailed { errno, reason }) => {
                     node.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
                 }
             }
@@ -538,21 +527,6 @@ impl Ranks {
                 libc::kill(-pid, sig);
             }
         }
-    }
-}
-
-fn check_wdir(job: &JobCommon, app: usize) -> Option<ProcEnd> {
-    let dir = job.apps.get(app)?.wdir.as_ref()?;
-    match std::fs::metadata(dir) {
-        Ok(m) if m.is_dir() => None,
-        Ok(_) => Some(ProcEnd::SpawnFailed {
-            errno: libc::ENOTDIR,
-            reason: format!("cannot change to working directory '{dir}': Not a directory"),
-        }),
-        Err(e) => Some(ProcEnd::SpawnFailed {
-            errno: e.raw_os_error().unwrap_or(0),
-            reason: format!("cannot change to working directory '{dir}': {}", describe(&e)),
-        }),
     }
 }
 
@@ -683,9 +657,6 @@ async fn rank_task(
     let end = match status {
         Ok(crate::spawn::ProcStatus::Exited(c)) => ProcEnd::Exited(c),
         Ok(crate::spawn::ProcStatus::Signaled(s)) => ProcEnd::Signaled(s),
-        Ok(crate::spawn::ProcStatus::NotStarted { errno, reason }) => {
-            ProcEnd::SpawnFailed { errno, reason }
-        }
         Err(e) => ProcEnd::SpawnFailed {
             errno: e.raw_os_error().unwrap_or(0),
             reason: format!("cannot wait for rank: {e}"),

@@ -1,5 +1,6 @@
 //! Starting one rank: environment, `PMI_FD`, own session/process group, parent-death signal.
 
+use crate::tree::describe;
 use libi::job::{AppSpec, JobCommon, NodePlan, RankSlot};
 use std::ffi::CString;
 use std::io;
@@ -28,27 +29,23 @@ pub fn is_scrubbed(name: &str) -> bool {
 pub enum ProcStatus {
     Exited(i32),
     Signaled(i32),
-    /// It never ran the program: `errno` of the failed step, and a one-line reason.
-    NotStarted {
-        errno: i32,
-        reason: String,
-    },
 }
 
-/// A rank process started by [`start_rank`]: fork and exec without waiting for the exec
-/// (Rust's `Command` waits for every child's exec, which serializes a node's launch); exec
-/// failures come back later through a close-on-exec pipe, the exit through a pidfd.
+/// A rank that could not be started: `errno` of the failed step, and a one-line reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartFailed {
+    pub errno: i32,
+    pub reason: String,
+}
+
+/// A rank process started by [`start_rank`]: a vfork-style clone and exec (no copy of the
+/// NLA's pages; Rust's `Command` forks). Its exit comes through a pidfd.
 pub struct RankProcess {
     pub pid: i32,
     pub stdin: Option<pipe::Sender>,
     pub stdout: Option<pipe::Receiver>,
     pub stderr: Option<pipe::Receiver>,
-    exec_err: Option<pipe::Receiver>,
-    /// Bytes read so far from the exec-error pipe (stage, errno: two native ints).
-    err_bytes: Vec<u8>,
     pidfd: AsyncFd<OwnedFd>,
-    exe: String,
-    wdir: Option<String>,
 }
 
 /// Stack of a child between clone and exec.
@@ -121,17 +118,8 @@ const STAGE_CHDIR: i32 = 1;
 const STAGE_EXEC: i32 = 2;
 
 impl RankProcess {
-    /// Wait for the process to end. Cancel-safe (progress is kept in `self`).
+    /// Wait for the process to end. Cancel-safe.
     pub async fn wait(&mut self) -> io::Result<ProcStatus> {
-        use tokio::io::AsyncReadExt;
-        // An exec failure arrives before the exit (the child writes, then _exits).
-        while let Some(r) = self.exec_err.as_mut() {
-            let mut buf = [0u8; 8];
-            match r.read(&mut buf).await {
-                Ok(0) | Err(_) => self.exec_err = None,
-                Ok(n) => self.err_bytes.extend_from_slice(&buf[..n]),
-            }
-        }
         loop {
             let mut guard = self.pidfd.readable().await?;
             let mut status = 0;
@@ -143,28 +131,6 @@ impl RankProcess {
             }
             if r < 0 {
                 return Err(io::Error::last_os_error());
-            }
-            if self.err_bytes.len() >= 8 {
-                let stage = i32::from_ne_bytes([
-                    self.err_bytes[0],
-                    self.err_bytes[1],
-                    self.err_bytes[2],
-                    self.err_bytes[3],
-                ]);
-                let errno = i32::from_ne_bytes([
-                    self.err_bytes[4],
-                    self.err_bytes[5],
-                    self.err_bytes[6],
-                    self.err_bytes[7],
-                ]);
-                let desc = nix::errno::Errno::from_raw(errno).desc();
-                let reason = if stage == STAGE_CHDIR {
-                    let d = self.wdir.as_deref().unwrap_or("?");
-                    format!("cannot change to working directory '{d}': {desc}")
-                } else {
-                    format!("cannot execute '{}': {desc}", self.exe)
-                };
-                return Ok(ProcStatus::NotStarted { errno, reason });
             }
             return Ok(if libc::WIFSIGNALED(status) {
                 ProcStatus::Signaled(libc::WTERMSIG(status))
@@ -207,14 +173,52 @@ fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Start local rank `local` (global `slot.rank`) of this node.
+/// Why [`try_start`] failed: a system call, or the child's `chdir` (reported by the child).
+enum Failure {
+    Io(io::Error),
+    Chdir(io::Error),
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Failure::Io(e)
+    }
+}
+
+/// Start local rank `local` (global `slot.rank`) of this node. When this returns `Ok`, the
+/// rank runs its program (CLONE_VFORK resumes us only after its `execve`).
 pub fn start_rank(
     job: &JobCommon,
     plan: &NodePlan,
     local: usize,
     slot: RankSlot,
     pmi_port: Option<u16>,
-) -> io::Result<Started> {
+) -> Result<Started, StartFailed> {
+    let app = job.apps.get(slot.app as usize);
+    try_start(job, plan, local, slot, pmi_port).map_err(|f| {
+        let (e, reason) = match f {
+            Failure::Io(e) => {
+                let exe = app.map(|a| a.exe.as_str()).unwrap_or("?");
+                let reason = format!("cannot execute '{exe}': {}", describe(&e));
+                (e, reason)
+            }
+            Failure::Chdir(e) => {
+                let d = app.and_then(|a| a.wdir.as_deref()).unwrap_or("?");
+                let reason = format!("cannot change to working directory '{d}': {}", describe(&e));
+                (e, reason)
+            }
+        };
+        StartFailed { errno: e.raw_os_error().unwrap_or(0), reason }
+    })
+}
+
+fn try_start(
+    job: &JobCommon,
+    plan: &NodePlan,
+    local: usize,
+    slot: RankSlot,
+    pmi_port: Option<u16>,
+) -> Result<Started, Failure> {
     let app: &AppSpec = job
         .apps
         .get(slot.app as usize)
@@ -320,7 +324,7 @@ pub fn start_rank(
     };
     drop(stack);
     if pid < 0 {
-        return Err(io::Error::last_os_error());
+        return Err(io::Error::last_os_error().into());
     }
     drop((client_fd, in_r, out_w, err_w, ex_w));
     // CLONE_VFORK resumed us after the child's execve or _exit: an exec failure is already
@@ -331,14 +335,7 @@ pub fn start_rank(
             libc::waitpid(pid, std::ptr::null_mut(), 0);
         }
         let e = io::Error::from_raw_os_error(errno);
-        if stage == STAGE_CHDIR {
-            let d = app.wdir.as_deref().unwrap_or("?");
-            return Err(io::Error::new(
-                e.kind(),
-                format!("cannot change to working directory '{d}': {e}"),
-            ));
-        }
-        return Err(e);
+        return Err(if stage == STAGE_CHDIR { Failure::Chdir(e) } else { Failure::Io(e) });
     }
     // SAFETY: pidfd_open of our own child; the fd is ours.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
@@ -349,7 +346,7 @@ pub fn start_rank(
             libc::kill(pid, libc::SIGKILL);
             libc::waitpid(pid, std::ptr::null_mut(), 0);
         }
-        return Err(e);
+        return Err(e.into());
     }
     // SAFETY: pidfd_open returned a new descriptor.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
@@ -358,12 +355,8 @@ pub fn start_rank(
         stdin: in_w.map(pipe::Sender::from_owned_fd).transpose()?,
         stdout: Some(pipe::Receiver::from_owned_fd(out_r)?),
         stderr: Some(pipe::Receiver::from_owned_fd(err_r)?),
-        exec_err: Some(pipe::Receiver::from_owned_fd(ex_r)?),
-        err_bytes: Vec::new(),
         // SAFETY: `pidfd` is an owned descriptor that lives exactly as long as the AsyncFd.
-        pidfd: unsafe { AsyncFd::register(pidfd)? },
-        exe: app.exe.clone(),
-        wdir: app.wdir.clone(),
+        pidfd: unsafe { AsyncFd::register(pidfd).map_err(io::Error::from)? },
     };
     Ok(Started { child, pmi: server })
 }
