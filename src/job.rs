@@ -135,6 +135,16 @@ impl NodePlan {
         1 + self.children.iter().map(NodePlan::subtree_nodes).sum::<usize>()
     }
 
+    /// This node and every node below it, parents before children (pre-order).
+    pub fn nodes(&self) -> Vec<&NodePlan> {
+        let (mut out, mut stack) = (Vec::new(), vec![self]);
+        while let Some(p) = stack.pop() {
+            out.push(p);
+            stack.extend(p.children.iter().rev());
+        }
+        out
+    }
+
     /// Is node `node` in this subtree?
     pub fn has_node(&self, node: u32) -> bool {
         self.node == node || self.children.iter().any(|c| c.has_node(node))
@@ -277,6 +287,19 @@ mod tests {
     fn mapping_too_long_is_omitted() {
         let v: Vec<(usize, u32)> = (1..200).map(|i| (i, i as u32)).collect();
         assert_eq!(process_mapping(&v), None);
+    }
+
+    #[test]
+    fn nodes_in_pre_order() {
+        let n = |node: u32, children: Vec<NodePlan>| NodePlan {
+            node,
+            host: format!("h{node}"),
+            ranks: vec![],
+            children,
+        };
+        let t = n(0, vec![n(1, vec![n(3, vec![]), n(4, vec![])]), n(2, vec![n(5, vec![])])]);
+        let order: Vec<u32> = t.nodes().iter().map(|p| p.node).collect();
+        assert_eq!(order, vec![0, 1, 3, 4, 2, 5]);
     }
 
     #[test]

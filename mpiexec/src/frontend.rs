@@ -99,25 +99,13 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
     let t0 = now();
     let started = Instant::now();
     let (tx, mut rx) = unbounded_channel::<Fe>();
-    let mut node_of_host = HashMap::new();
-    let mut node_of_rank = HashMap::new();
-    let mut live = HashMap::new();
-    fn walk(
-        p: &NodePlan,
-        h: &mut HashMap<String, u32>,
-        r: &mut HashMap<u32, u32>,
-        l: &mut HashMap<u32, usize>,
-    ) {
-        if p.node != 0 {
-            h.insert(p.host.clone(), p.node);
-            l.insert(p.node, p.ranks.len());
-            r.extend(p.ranks.iter().map(|s| (s.rank, p.node)));
-        }
-        for c in &p.children {
-            walk(c, h, r, l);
-        }
+    let (mut node_of_host, mut node_of_rank, mut live) =
+        (HashMap::new(), HashMap::new(), HashMap::new());
+    for p in plan.root.nodes().into_iter().filter(|p| p.node != 0) {
+        node_of_host.insert(p.host.clone(), p.node);
+        live.insert(p.node, p.ranks.len());
+        node_of_rank.extend(p.ranks.iter().map(|s| (s.rank, p.node)));
     }
-    walk(&plan.root, &mut node_of_host, &mut node_of_rank, &mut live);
     let mut fe = FrontEnd {
         node_of_host,
         node_of_rank,
@@ -338,8 +326,7 @@ impl FrontEnd {
         let mut step = None;
         if job.launcher.kind == LauncherKind::Slurm {
             // One srun step starts every NLA; they join here (see `Rendezvous`).
-            let mut hosts = Vec::new();
-            all_hosts(root, &mut hosts);
+            let hosts = all_hosts(root);
             let (prog, args) =
                 libi::launch::srun_command(&job.launcher, &hosts, &addr, job.verbose);
             let pid = spawn_launcher(&prog, &args, STEP, &self.secret, tree_ev.clone())
@@ -531,8 +518,7 @@ impl FrontEnd {
         // stays up), those NLAs start the group's NLAs: no remote launch. Not under Slurm,
         // which ends every process of a step when the step's task (that NLA) exits: there a
         // spawn is a step of its own.
-        let mut hosts = Vec::new();
-        all_hosts(&group.root, &mut hosts);
+        let hosts = all_hosts(&group.root);
         let agents: Option<Vec<(u32, String)>> = if self.plan.job.launcher.kind.joins() {
             None
         } else {
@@ -602,19 +588,10 @@ impl FrontEnd {
 }
 
 /// Every NLA host in node order (node ids 1..).
-fn all_hosts(root: &NodePlan, out: &mut Vec<String>) {
-    let mut all: Vec<(u32, String)> = Vec::new();
-    fn walk(p: &NodePlan, all: &mut Vec<(u32, String)>) {
-        if p.node != 0 {
-            all.push((p.node, p.host.clone()));
-        }
-        for c in &p.children {
-            walk(c, all);
-        }
-    }
-    walk(root, &mut all);
-    all.sort();
-    out.extend(all.into_iter().map(|(_, h)| h));
+fn all_hosts(root: &NodePlan) -> Vec<String> {
+    let mut all: Vec<&NodePlan> = root.nodes().into_iter().filter(|p| p.node != 0).collect();
+    all.sort_by_key(|p| p.node);
+    all.into_iter().map(|p| p.host.clone()).collect()
 }
 
 /// NLAs started by one srun step join the front end: each says which host it runs on and
@@ -635,14 +612,12 @@ impl Rendezvous {
             listen: HashMap::new(),
             pending: HashMap::new(),
         };
-        fn walk(p: &NodePlan, r: &mut Rendezvous) {
+        for p in root.nodes() {
             for c in &p.children {
                 r.node_of_host.insert(c.host.clone(), c.node);
                 r.parent_of.insert(c.node, p.node);
-                walk(c, r);
             }
         }
-        walk(root, &mut r);
         r
     }
 

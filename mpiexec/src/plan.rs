@@ -294,10 +294,7 @@ mod tests {
     }
 
     fn all_nodes(p: &NodePlan, out: &mut Vec<NodePlan>) {
-        out.push(p.shallow());
-        for c in &p.children {
-            all_nodes(c, out);
-        }
+        out.extend(p.nodes().into_iter().map(NodePlan::shallow));
     }
 
     #[test]

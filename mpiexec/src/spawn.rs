@@ -192,12 +192,12 @@ mod tests {
     }
 
     fn hosts_of(p: &NodePlan, out: &mut Vec<(String, Vec<u32>)>) {
-        if p.node != 0 {
-            out.push((p.host.clone(), p.ranks.iter().map(|r| r.rank).collect()));
-        }
-        for c in &p.children {
-            hosts_of(c, out);
-        }
+        out.extend(
+            p.nodes()
+                .into_iter()
+                .filter(|n| n.node != 0)
+                .map(|n| (n.host.clone(), n.ranks.iter().map(|r| r.rank).collect())),
+        );
         out.sort();
     }
 

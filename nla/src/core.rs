@@ -197,22 +197,12 @@ impl NodeCore {
 
     fn with_pmgr(mut self) -> Self {
         if self.job.pmgr.is_some() {
-            fn ranks(p: &NodePlan, out: &mut Vec<u32>) {
-                out.extend(p.ranks.iter().map(|r| r.rank));
-                for c in &p.children {
-                    ranks(c, out);
-                }
-            }
             let local = self.plan.ranks.iter().map(|r| r.rank).collect();
             let child_ranks = self
                 .plan
                 .children
                 .iter()
-                .map(|c| {
-                    let mut v = Vec::new();
-                    ranks(c, &mut v);
-                    v
-                })
+                .map(|c| c.nodes().iter().flat_map(|p| p.ranks.iter().map(|r| r.rank)).collect())
                 .collect();
             self.pmgr = Some(PmgrNode::new(self.job.size, self.is_root, local, child_ranks));
         }
