@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by ci/with-slurm.sh and ci/with-netns-hosts.sh (sourced, not run): bring a test
 # environment up, run a command in it, and tear it down again whatever happens (normal exit,
 # failure, SIGINT, SIGTERM, SIGHUP).
