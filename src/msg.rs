@@ -7,12 +7,17 @@
 
 use crate::job::{NodeSetup, RankEnd, SpawnRequest};
 use crate::report::NodeReport;
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use serde::{Deserialize, Serialize};
 use tokio_util::codec::{Decoder, Encoder, LengthDelimitedCodec};
 
 /// Largest frame accepted (a fence carrying a big KVS can be large).
 pub const MAX_FRAME: usize = 256 << 20;
+
+/// Bytes of `Output` a node may have sent up a tree link and not had acknowledged.
+pub const OUTPUT_WINDOW: u64 = 1 << 20;
+/// Bytes of stdin the front end keeps in flight towards rank 0.
+pub const STDIN_WINDOW: u64 = 256 << 10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Stream {
@@ -29,8 +34,19 @@ pub enum Msg {
     /// end: "I run on `host` and listen for my own children at `listen`". The front end
     /// answers with `Setup` (it is the NLA's parent) or `Redirect`.
     Join { host: String, secret: String, listen: String, pid: u32 },
-    /// Whole lines (a partial line only at end of stream) from one rank.
-    Output { rank: u32, stream: Stream, data: Vec<u8> },
+    /// Whole lines from one rank, each ending in a newline (a line longer than the line cap
+    /// is cut into pieces, each ended with one; so is a last line without one). Output is
+    /// flow-controlled per tree link: a node has at most [`OUTPUT_WINDOW`] bytes of `Output`
+    /// not yet acknowledged by its parent (`OutputAck`).
+    Output {
+        rank: u32,
+        stream: Stream,
+        #[serde(with = "serde_bytes")]
+        data: Vec<u8>,
+    },
+    /// The node holding rank 0 wrote `bytes` bytes of stdin to it (routed up to the front
+    /// end, which keeps at most [`STDIN_WINDOW`] bytes of stdin in flight).
+    StdinAck { bytes: u64 },
     /// A rank ended. `host` names where.
     RankEnded { rank: u32, host: String, end: RankEnd },
     /// A rank called abort.
@@ -77,7 +93,13 @@ pub enum Msg {
     /// kvsname); otherwise the spawn failed and nothing of it runs.
     SpawnResult { req: u64, rc: i32, jobid: Option<String> },
     /// Bytes for rank 0's stdin; an empty `data` means EOF.
-    Stdin { data: Vec<u8> },
+    Stdin {
+        #[serde(with = "serde_bytes")]
+        data: Vec<u8>,
+    },
+    /// The parent has passed on (or, at the front end, written out) `bytes` bytes of this
+    /// node's `Output`: that much more may be sent.
+    OutputAck { bytes: u64 },
     /// Deliver this signal to every rank (SIGINT/SIGTERM/SIGUSR1/SIGUSR2 forwarding).
     Signal { signal: i32 },
     /// Tear the job down: TERM, then KILL after the grace period.
@@ -133,10 +155,43 @@ impl Encoder<Msg> for MsgCodec {
 }
 
 impl MsgCodec {
-    /// Encode without taking ownership (for broadcasting one message to many children).
+    /// Encode without taking ownership (for broadcasting one message to many children). The
+    /// message is serialized straight into `dst` behind its length (one copy of its bytes).
     pub fn encode_ref(&mut self, item: &Msg, dst: &mut BytesMut) -> Result<(), CodecError> {
-        let bytes = postcard::to_stdvec(item)?;
-        self.inner.encode(Bytes::from(bytes), dst)?;
+        let start = dst.len();
+        dst.extend_from_slice(&[0; 4]);
+        if let Err(e) = postcard::serialize_with_flavor(item, Extend(dst)) {
+            dst.truncate(start);
+            return Err(e.into());
+        }
+        let len = dst.len() - start - 4;
+        if len > MAX_FRAME {
+            dst.truncate(start);
+            let m = format!("a {len}-byte message is over the {MAX_FRAME}-byte frame limit");
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, m).into());
+        }
+        dst[start..start + 4].copy_from_slice(&(len as u32).to_be_bytes());
+        Ok(())
+    }
+}
+
+/// Postcard output appended to a `BytesMut`, slices copied whole.
+struct Extend<'a>(&'a mut BytesMut);
+
+impl postcard::ser_flavors::Flavor for Extend<'_> {
+    type Output = ();
+
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.0.extend_from_slice(&[data]);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
         Ok(())
     }
 }

@@ -90,8 +90,9 @@ fn stdin_reaches_rank0_only() {
 
 #[test]
 fn partial_last_line_is_flushed() {
+    // A last line without a newline is ended with one (never joined to another line).
     let r = run(&["-n", "1", "printf", "no newline"], b"");
-    assert_eq!(r.stdout, "no newline");
+    assert_eq!(r.stdout, "no newline\n");
 }
 
 #[test]

@@ -5,6 +5,7 @@
 
 use crate::plan::Plan;
 use crate::spawn::Spawner;
+use crate::stdio::{spawn_stdin_reader, Ack, Output, StdinCredit, WriterEvent, Wrote};
 use futures::SinkExt;
 use libi::job::{LauncherKind, NodePlan};
 use libi::job::{NodeSetup, RankEnd, SpawnRequest};
@@ -13,7 +14,7 @@ use libi::report::{now, NodeReport, Report};
 use nla::core::{Effect, NodeCore};
 use nla::tree::{accept_loop, listen, spawn_launcher, Children, EvSink, PendingConn, TreeEv, STEP};
 use std::collections::HashMap;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,6 +25,10 @@ use tracing::{debug, warn};
 pub const STATUS_TIMEOUT: i32 = 124;
 /// Exit status when the launcher or an NLA failed (the job could not run to completion).
 pub const STATUS_LAUNCH: i32 = 255;
+/// Exit status when our stdout or stderr was closed by its reader (128 + SIGPIPE).
+pub const STATUS_BROKEN_OUTPUT: i32 = 128 + libc::SIGPIPE;
+/// Our stdout/stderr counts as not being read when it wrote nothing for this long.
+const STALLED_OUTPUT: Duration = Duration::from_millis(500);
 
 pub struct Options {
     pub label: bool,
@@ -39,9 +44,13 @@ enum Fe {
     /// An event of process group `g`'s NLA tree.
     Tree(usize, TreeEv),
     Stdin(Vec<u8>),
+    /// From the writers of our stdout/stderr.
+    Writer(WriterEvent),
     Signal(i32),
     Timeout,
     GraceOver,
+    /// While the job is torn down: is our output still being read?
+    StalledCheck,
     Tick,
     ChildrenTimeout,
     /// The grace of group `g`'s `Effect::FailSoon` is over.
@@ -86,6 +95,14 @@ struct FrontEnd {
     status: Option<i32>,
     killing: bool,
     out: Output,
+    /// Bytes of rank output dropped because our stdout/stderr was not being read while the
+    /// job was being torn down.
+    dropped: u64,
+    /// Rank output queued for our writers and not acknowledged yet, per (group, child).
+    owed: HashMap<(usize, usize), u64>,
+    /// Of that, written and not acknowledged yet (acknowledgements are sent in batches).
+    written: HashMap<(usize, usize), u64>,
+    stdin_credit: Arc<StdinCredit>,
     all_up_at: Option<f64>,
     reports: Vec<NodeReport>,
     secret: String,
@@ -116,7 +133,16 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         names: HashMap::new(),
         status: None,
         killing: false,
-        out: Output::new(opts.label),
+        out: {
+            let tx = tx.clone();
+            Output::new(opts.label, move |e| {
+                let _ = tx.send(Fe::Writer(e));
+            })
+        },
+        dropped: 0,
+        owed: HashMap::new(),
+        written: HashMap::new(),
+        stdin_credit: StdinCredit::new(),
         all_up_at: None,
         reports: Vec::new(),
         secret: new_secret(),
@@ -128,12 +154,16 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
     match fe.start_group(setup).await {
         Ok((g, _)) => fe.groups.push(g),
         Err(e) => {
-            eprintln!("libi-mpiexec: {e}");
+            fe.out.line(&e);
+            fe.finish_output(&mut rx).await;
             return STATUS_LAUNCH;
         }
     }
 
-    spawn_stdin_reader(tx.clone());
+    {
+        let tx = tx.clone();
+        spawn_stdin_reader(fe.stdin_credit.clone(), move |d| tx.send(Fe::Stdin(d)).is_ok());
+    }
     spawn_signal_watch(tx.clone());
     if let Some(t) = opts.timeout {
         let tx = tx.clone();
@@ -174,12 +204,18 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
                 let _ = tx.send(Fe::ChildrenTimeout);
             });
         }
+        if rx.is_empty() {
+            fe.out.commit();
+        }
         let Some(ev) = rx.recv().await else { break };
         match ev {
             Fe::Tree(g, TreeEv::Join { host, listen, conn }) => {
                 let Some(gr) = fe.groups.get_mut(g) else { continue };
                 let Group { rendezvous, children, core, fx, .. } = gr;
                 rendezvous.join(host, listen, conn, children, core, fx).await
+            }
+            Fe::Tree(g, TreeEv::Msg(idx, Msg::Output { rank, stream, data })) => {
+                fe.rank_output(g, idx, rank, stream, data).await
             }
             Fe::Tree(g, t) => {
                 let Some(gr) = fe.groups.get_mut(g) else { continue };
@@ -190,6 +226,14 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
                 }
                 gr.children.on_event(t, &mut gr.core, &mut gr.fx).await
             }
+            Fe::Writer(WriterEvent::Written(acks)) => {
+                for Ack { g, idx, bytes } in acks {
+                    fe.acknowledge(g, idx, bytes).await
+                }
+            }
+            Fe::StalledCheck => fe.drop_stalled_output().await,
+            Fe::Writer(WriterEvent::Broken(stream, e)) => fe.stream_broken(stream, &e),
+            Fe::Writer(WriterEvent::Finished) => {}
             Fe::Stdin(data) => {
                 let g = &mut fe.groups[0];
                 g.core.stdin(Msg::Stdin { data }, &mut g.fx)
@@ -247,7 +291,6 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
             }
         }
     }
-    fe.out.flush();
     for g in &mut fe.groups {
         g.children.close_all().await;
     }
@@ -294,9 +337,18 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         report.rebase(t0);
         let text = serde_json::to_string_pretty(&report).unwrap_or_default();
         if let Err(e) = std::fs::write(path, text + "\n") {
-            eprintln!("libi-mpiexec: cannot write report {path}: {e}");
+            fe.out.line(&format!("cannot write report {path}: {e}"));
         }
     }
+    if fe.dropped > 0 {
+        let m = format!(
+            "{} bytes of the ranks' output were dropped: our output was not being read while \
+             the job was torn down",
+            fe.dropped
+        );
+        fe.out.line(&m);
+    }
+    fe.finish_output(&mut rx).await;
     fe.status.unwrap_or(0)
 }
 
@@ -386,7 +438,12 @@ impl FrontEnd {
     /// A message that reached the root of group `g`'s tree.
     async fn root_msg(&mut self, g: usize, msg: Msg) {
         match msg {
-            Msg::Output { rank, stream, data } => self.out.write(g, rank, stream, &data),
+            Msg::Output { rank, stream, data } => {
+                if let Wrote::Broken(e) = self.out.rank_output(g, rank, stream, data, None) {
+                    self.stream_broken(stream, &e);
+                }
+            }
+            Msg::StdinAck { bytes } => self.stdin_credit.add(bytes),
             Msg::RankEnded { rank, host, end } => {
                 if g == 0 {
                     if let Some(n) = self.node_of_rank.get(&rank).and_then(|n| self.live.get_mut(n))
@@ -554,8 +611,7 @@ impl FrontEnd {
 
     /// The spawn `req` of group `g` by `who` failed: say why, answer it with an error.
     fn refuse_spawn(&mut self, g: usize, req: u64, who: &str, why: &str) {
-        self.out.flush();
-        eprintln!("libi-mpiexec: spawn by {who} failed: {why}");
+        self.out.line(&format!("spawn by {who} failed: {why}"));
         self.answer_spawn(g, req, -1, None);
     }
 
@@ -565,14 +621,135 @@ impl FrontEnd {
         }
     }
 
+    /// Output of `rank` of group `g`, from that group's child `idx`: written by our writers
+    /// and acknowledged once written. While the job is torn down and our stdout/stderr is
+    /// broken or not being read, it is dropped (and acknowledged at once) so that the NLAs
+    /// can finish.
+    async fn rank_output(
+        &mut self,
+        g: usize,
+        idx: usize,
+        rank: u32,
+        stream: Stream,
+        data: Vec<u8>,
+    ) {
+        let bytes = data.len() as u64;
+        if self.killing && self.out.stuck(stream, STALLED_OUTPUT) {
+            if !self.out.broken(stream) {
+                self.dropped += bytes;
+            }
+            if let Some(gr) = self.groups.get_mut(g) {
+                gr.children.send(idx, Msg::OutputAck { bytes }).await;
+            }
+        } else {
+            *self.owed.entry((g, idx)).or_default() += bytes;
+            match self.out.rank_output(g, rank, stream, data, Some(Ack { g, idx, bytes })) {
+                Wrote::Now => self.acknowledge(g, idx, bytes).await,
+                Wrote::Queued => {}
+                Wrote::Broken(e) => {
+                    self.stream_broken(stream, &e);
+                    self.acknowledge(g, idx, bytes).await
+                }
+            }
+        }
+    }
+
+    /// Our writers wrote `bytes` of group `g`'s child `idx`'s output: acknowledge what is
+    /// still owed of it, in batches of a quarter window (the child always has the rest of
+    /// its window to go on with).
+    async fn acknowledge(&mut self, g: usize, idx: usize, bytes: u64) {
+        let Some(owed) = self.owed.get_mut(&(g, idx)) else { return };
+        let written = self.written.entry((g, idx)).or_default();
+        *written += bytes;
+        if *written < libi::msg::OUTPUT_WINDOW / 4 {
+            return;
+        }
+        let bytes = std::mem::take(written).min(*owed);
+        *owed -= bytes;
+        if bytes > 0 {
+            if let Some(gr) = self.groups.get_mut(g) {
+                gr.children.send(idx, Msg::OutputAck { bytes }).await;
+            }
+        }
+    }
+
+    /// While the job is torn down and our output is not being read: acknowledge everything
+    /// queued, so that no NLA waits for a reader that is gone (what is queued is still
+    /// written if the reader comes back before we exit).
+    async fn drop_stalled_output(&mut self) {
+        if !(self.out.stuck(Stream::Stdout, STALLED_OUTPUT)
+            || self.out.stuck(Stream::Stderr, STALLED_OUTPUT))
+        {
+            return;
+        }
+        self.written.clear();
+        for ((g, idx), owed) in std::mem::take(&mut self.owed) {
+            if owed > 0 {
+                if let Some(gr) = self.groups.get_mut(g) {
+                    gr.children.send(idx, Msg::OutputAck { bytes: owed }).await;
+                }
+            }
+        }
+    }
+
+    /// Writing to our stdout or stderr failed: nobody reads it any more (EPIPE). The job
+    /// ends as Hydra's does when its output pipe closes: torn down, status 141 (128 +
+    /// SIGPIPE), nothing more said.
+    fn stream_broken(&mut self, stream: Stream, e: &std::io::Error) {
+        debug!(?stream, "cannot write our output: {e}");
+        if !self.killing {
+            self.teardown(STATUS_BROKEN_OUTPUT);
+        }
+    }
+
+    /// Wait until our writers have written everything queued (rank output and our own
+    /// lines). A job that failed does not wait for a reader that stopped reading; a signal
+    /// or `MPIEXEC_TIMEOUT` while waiting ends the wait.
+    async fn finish_output(&mut self, rx: &mut tokio::sync::mpsc::UnboundedReceiver<Fe>) {
+        self.out.close();
+        let mut open = 2;
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        while open > 0 {
+            tokio::select! {
+                ev = rx.recv() => match ev {
+                    Some(Fe::Writer(WriterEvent::Finished)) => open -= 1,
+                    Some(Fe::Signal(sig)) if sig == libc::SIGINT || sig == libc::SIGTERM => {
+                        self.status.get_or_insert(128 + sig);
+                        return;
+                    }
+                    Some(Fe::Timeout) => {
+                        self.status.get_or_insert(STATUS_TIMEOUT);
+                        return;
+                    }
+                    None => return,
+                    Some(_) => {}
+                },
+                _ = tick.tick() => {
+                    let stalled = self.out.stuck(Stream::Stdout, STALLED_OUTPUT)
+                        || self.out.stuck(Stream::Stderr, STALLED_OUTPUT);
+                    if self.killing && stalled {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
     /// The job fails: say why (once), tear every group down, and stop waiting after the
     /// grace period.
     fn fail(&mut self, code: i32, message: &str) {
         if self.killing {
             return;
         }
-        self.out.flush();
-        eprintln!("libi-mpiexec: {message}");
+        self.out.line(message);
+        self.teardown(code);
+    }
+
+    /// Tear every group down; the job's status is `code`.
+    fn teardown(&mut self, code: i32) {
+        if self.killing {
+            return;
+        }
         self.status = Some(code);
         self.killing = true;
         for g in &mut self.groups {
@@ -583,6 +760,13 @@ impl FrontEnd {
         tokio::spawn(async move {
             tokio::time::sleep(wait).await;
             let _ = tx.send(Fe::GraceOver);
+        });
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let mut iv = tokio::time::interval(STALLED_OUTPUT / 2);
+            while tx.send(Fe::StalledCheck).is_ok() {
+                iv.tick().await;
+            }
         });
     }
 }
@@ -660,24 +844,6 @@ async fn redirect(mut conn: Box<PendingConn>, node: u32, parent: String) {
     let _ = conn.wr.close().await;
 }
 
-/// Stdin is read on a plain thread (a blocking read must not hold up the runtime's exit).
-fn spawn_stdin_reader(tx: UnboundedSender<Fe>) {
-    let _ = std::thread::Builder::new().name("stdin".into()).spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        let stdin = std::io::stdin();
-        loop {
-            let n = match std::io::Read::read(&mut stdin.lock(), &mut buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => 0,
-            };
-            if tx.send(Fe::Stdin(buf[..n].to_vec())).is_err() || n == 0 {
-                return;
-            }
-        }
-    });
-}
-
 fn spawn_signal_watch(tx: UnboundedSender<Fe>) {
     use tokio::signal::unix::{signal, SignalKind};
     for (kind, num) in [
@@ -726,43 +892,4 @@ fn new_secret() -> String {
     let mut b = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut b);
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// The ranks' output on our stdout/stderr, whole lines, optionally labelled.
-struct Output {
-    label: bool,
-    out: std::io::Stdout,
-    err: std::io::Stderr,
-}
-
-impl Output {
-    fn new(label: bool) -> Self {
-        Output { label, out: std::io::stdout(), err: std::io::stderr() }
-    }
-
-    /// Output of `rank` of process group `group` (labelled `[rank]`, or `[group:rank]` for
-    /// spawned ranks).
-    fn write(&mut self, group: usize, rank: u32, stream: Stream, data: &[u8]) {
-        let buf: std::borrow::Cow<[u8]> = if self.label {
-            let prefix =
-                if group == 0 { format!("[{rank}] ") } else { format!("[{group}:{rank}] ") };
-            let mut b = Vec::with_capacity(data.len() + 16);
-            for line in data.split_inclusive(|&c| c == b'\n') {
-                b.extend_from_slice(prefix.as_bytes());
-                b.extend_from_slice(line);
-            }
-            b.into()
-        } else {
-            data.into()
-        };
-        let _ = match stream {
-            Stream::Stdout => self.out.lock().write_all(&buf),
-            Stream::Stderr => self.err.lock().write_all(&buf),
-        };
-    }
-
-    fn flush(&mut self) {
-        let _ = self.out.flush();
-        let _ = self.err.flush();
-    }
 }

@@ -5,6 +5,7 @@ mod cli;
 mod frontend;
 mod plan;
 mod spawn;
+mod stdio;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -23,6 +24,7 @@ fn main() -> ExitCode {
         }
     };
     nla::init_tracing(cl.global.verbose);
+    nla::tune_allocator();
     let timeout = match std::env::var("MPIEXEC_TIMEOUT") {
         Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u64>() {
             Ok(0) => None,

@@ -797,6 +797,7 @@ impl NodeCore {
                 self.pmgr_effects(pfx, fx);
             }
             Msg::Output { .. }
+            | Msg::StdinAck { .. }
             | Msg::Abort { .. }
             | Msg::Fatal { .. }
             | Msg::NodeUp { .. }

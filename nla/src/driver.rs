@@ -3,6 +3,7 @@
 
 use crate::core::{Effect, NodeCore, ProcEnd};
 use crate::spawn::{start_rank, StartFailed, Started};
+use crate::stdio::{forward_output, spawn_up_writer, Done, UpEvent, UpLink};
 use crate::tree::{accept_loop, listen, Children, EvSink, TreeEv};
 use futures::{SinkExt, StreamExt};
 use libi::job::LauncherKind;
@@ -11,26 +12,26 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::{watch, Semaphore};
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 /// A rank whose PMI replies cannot be written for this long has stopped reading them
 /// (lock-step clients read every reply at once): it is disconnected and the job fails.
 const STALL_LIMIT: Duration = Duration::from_secs(5);
 
-/// Output is forwarded in whole lines; a line longer than this is forwarded in pieces.
-const MAX_LINE: usize = 64 * 1024;
-/// After a rank exits, how long its stdout/stderr may stay open (held by its children)
-/// before the NLA stops waiting for their EOF.
-const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
+/// How long an NLA whose job is over waits for its parent to take what it still has to send.
+const FINAL_SEND: Duration = Duration::from_secs(60);
 
 /// Events reaching the central loop.
 enum Ev {
     Pmi(usize, Vec<u8>),
     PmiEof(usize),
-    Out(usize, Stream, Vec<u8>),
+    /// From the writer of the parent link.
+    Up(UpEvent),
     Ended(usize, ProcEnd),
     Parent(Msg),
     ParentGone(String),
@@ -67,7 +68,7 @@ pub enum Parent {
 pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result<i32> {
     // A joining NLA announces where its own children will connect: bind that first.
     let mut early_listener = None;
-    let (mut down, mut up, setup) = match parent {
+    let (mut down, up, setup) = match parent {
         Parent::Direct { addr, node } => {
             let (mut rd, mut wr) = crate::tree::connect(&addr).await?;
             let hello = Msg::Hello {
@@ -102,23 +103,36 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     debug!(node, ranks = setup.plan.ranks.len(), children = setup.plan.children.len(), "setup");
 
     let (ev_tx, mut ev_rx) = unbounded_channel::<Ev>();
+    // Everything for the parent goes through one queue and one writer task; the parent's
+    // `OutputAck`s feed the output window.
+    let credit = Arc::new(Semaphore::new(libi::msg::OUTPUT_WINDOW as usize));
+    let parent_closed = CancellationToken::new();
+    let (up, writer) = {
+        let ev = ev_tx.clone();
+        spawn_up_writer(up, credit.clone(), parent_closed.clone(), move |e| {
+            let _ = ev.send(Ev::Up(e));
+        })
+    };
     {
         let ev = ev_tx.clone();
+        let closed = parent_closed.clone();
         tokio::spawn(async move {
-            while let Some(m) = down.next().await {
-                match m {
-                    Ok(msg) => {
+            let why = loop {
+                match down.next().await {
+                    Some(Ok(Msg::OutputAck { bytes })) => {
+                        credit.add_permits(bytes.min(libi::msg::OUTPUT_WINDOW) as usize)
+                    }
+                    Some(Ok(msg)) => {
                         if ev.send(Ev::Parent(msg)).is_err() {
-                            return;
+                            break String::new();
                         }
                     }
-                    Err(e) => {
-                        let _ = ev.send(Ev::ParentGone(e.to_string()));
-                        return;
-                    }
+                    Some(Err(e)) => break e.to_string(),
+                    None => break "connection closed".into(),
                 }
-            }
-            let _ = ev.send(Ev::ParentGone("connection closed".into()));
+            };
+            closed.cancel();
+            let _ = ev.send(Ev::ParentGone(why));
         });
     }
     if keep_stdin {
@@ -181,7 +195,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     };
     let mut pmgr_writers: HashMap<u64, UnboundedSender<Option<Vec<u8>>>> = HashMap::new();
     let mut pmgr_swept = false;
-    let mut ranks = Ranks::start(&core, &ev_tx, pmgr_port);
+    let mut ranks = Ranks::start(&core, &ev_tx, &up, pmgr_port);
     for (local, end) in std::mem::take(&mut ranks.failed_starts) {
         core.rank_ended(local, end, &mut fx);
     }
@@ -189,6 +203,8 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
 
     let mut parent_gone = false;
     let mut waiting_children = false;
+    // Bytes of each child's output forwarded and not acknowledged yet.
+    let mut forwarded = vec![0u64; children.len()];
     loop {
         for e in fx.drain(..) {
             match e {
@@ -212,7 +228,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 Effect::StartNla { host, front_end } => {
                     start_group_nla(&host, &front_end, &secret, core.job().verbose)
                 }
-                e => apply(e, &mut ranks, &mut children, &mut up, &ev_tx, parent_gone).await,
+                e => apply(e, &mut ranks, &mut children, &up, &ev_tx, parent_gone).await,
             }
         }
         if core.finished() {
@@ -244,9 +260,22 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         match ev {
             Ev::Pmi(local, data) => core.rank_data(local, &data, &mut fx),
             Ev::PmiEof(local) => core.rank_eof(local),
-            Ev::Out(local, stream, data) => {
-                let rank = core.plan().ranks[local].rank;
-                fx.push(Effect::ToParent(Msg::Output { rank, stream, data }));
+            Ev::Up(UpEvent::ChildDone(idx, bytes)) => {
+                // Acknowledged in batches of a quarter window.
+                if let Some(n) = forwarded.get_mut(idx) {
+                    *n += bytes;
+                    if *n >= libi::msg::OUTPUT_WINDOW / 4 {
+                        let bytes = std::mem::take(n);
+                        children.send(idx, Msg::OutputAck { bytes }).await;
+                    }
+                }
+            }
+            Ev::Up(UpEvent::Unsendable(why)) => {
+                let m = format!("node {node}: cannot send a message to its parent: {why}");
+                core.fail_now(m, &mut fx)
+            }
+            Ev::Up(UpEvent::Broken(why)) => {
+                let _ = ev_tx.send(Ev::ParentGone(format!("cannot write to it: {why}")));
             }
             Ev::Ended(local, end) => {
                 ranks.pids[local] = None;
@@ -262,6 +291,14 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                     core.kill(&mut fx);
                 }
             }
+            Ev::Tree(TreeEv::Msg(idx, m @ Msg::Output { .. })) => {
+                // Passed on as it came; acknowledged to the child once written upward.
+                let n = match &m {
+                    Msg::Output { data, .. } => data.len() as u64,
+                    _ => 0,
+                };
+                up.send_with(m, Done::Child(idx, n));
+            }
             Ev::Tree(t) => children.on_event(t, &mut core, &mut fx).await,
             Ev::GraceOver => ranks.kill_all(libc::SIGKILL),
             Ev::Stalled(local) => core.rank_stalled(local, &mut fx),
@@ -275,25 +312,27 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         let mut r = core.report();
         r.ready = ready;
         r.launches = children.launches.clone();
-        let _ = up.send(Msg::Report(Box::new(r))).await;
+        up.send(Msg::Report(Box::new(r)));
     }
-    let _ = up.flush().await;
+    up.close();
+    // The connection stays open until the sweep below is done: the parent (the front end
+    // under the fork launcher) may end as soon as it closes, and take us with it.
+    let link = tokio::time::timeout(FINAL_SEND, writer).await;
     children.close_all().await;
     // Nothing of the job outlives the NLA: reap stray members of the ranks' process groups.
     ranks.kill_groups(libc::SIGKILL);
+    drop(link);
     Ok(0)
 }
 
-async fn apply<S>(
+async fn apply(
     e: Effect,
     ranks: &mut Ranks,
     children: &mut Children,
-    up: &mut S,
+    up: &UpLink,
     ev: &UnboundedSender<Ev>,
     parent_gone: bool,
-) where
-    S: futures::Sink<Msg> + Unpin,
-{
+) {
     match e {
         Effect::ToRank(local, bytes) => {
             if let Some(Some(tx)) = ranks.to_rank.get(local) {
@@ -307,7 +346,7 @@ async fn apply<S>(
         }
         Effect::ToParent(msg) => {
             if !parent_gone {
-                let _ = up.send(msg).await;
+                up.send(msg);
             }
         }
         Effect::ToChild(idx, msg) => children.send(idx, msg).await,
@@ -462,7 +501,12 @@ struct Ranks {
 }
 
 impl Ranks {
-    fn start(core: &NodeCore, ev: &UnboundedSender<Ev>, pmgr_port: Option<u16>) -> Ranks {
+    fn start(
+        core: &NodeCore,
+        ev: &UnboundedSender<Ev>,
+        up: &UpLink,
+        pmgr_port: Option<u16>,
+    ) -> Ranks {
         let (job, plan) = (core.job(), core.plan());
         let n = plan.ranks.len();
         let mut node = Ranks {
@@ -484,14 +528,15 @@ impl Ranks {
                     }
                     if let Some(stdin) = child.stdin.take() {
                         let (tx, rx) = unbounded_channel();
-                        tokio::spawn(stdin_task(stdin, rx));
+                        tokio::spawn(stdin_task(stdin, rx, up.clone()));
                         node.stdin = Some(tx);
                     }
                     let (tx, rx) = unbounded_channel();
                     node.to_rank[local] = Some(tx);
                     match pmi.set_nonblocking(true).and_then(|_| UnixStream::from_std(pmi)) {
                         Ok(sock) => {
-                            tokio::spawn(rank_task(local, child, sock, rx, ev.clone()));
+                            let (ev, up) = (ev.clone(), up.clone());
+                            tokio::spawn(rank_task(local, slot.rank, child, sock, rx, ev, up));
                         }
                         Err(e) => {
                             warn!("rank {}: cannot register PMI socket: {e}", slot.rank);
@@ -530,68 +575,47 @@ impl Ranks {
     }
 }
 
-async fn stdin_task(mut stdin: tokio::net::unix::pipe::Sender, mut rx: UnboundedReceiver<Vec<u8>>) {
+/// Rank 0's stdin: write what comes, acknowledge it up the tree (the front end keeps a
+/// bounded window in flight). Nothing is acknowledged once the pipe is broken.
+async fn stdin_task(
+    mut stdin: tokio::net::unix::pipe::Sender,
+    mut rx: UnboundedReceiver<Vec<u8>>,
+    up: UpLink,
+) {
     while let Some(data) = rx.recv().await {
         if data.is_empty() || stdin.write_all(&data).await.is_err() {
             break;
         }
+        up.send(Msg::StdinAck { bytes: data.len() as u64 });
     }
     // dropping `stdin` closes the pipe: EOF for rank 0
 }
 
-/// Splits a byte stream into whole lines.
-#[derive(Default)]
-struct LineBuf {
-    buf: Vec<u8>,
-}
-
-impl LineBuf {
-    /// Append `data`; return the prefix that ends in a newline (or is over-long), if any.
-    fn push(&mut self, data: &[u8]) -> Option<Vec<u8>> {
-        self.buf.extend_from_slice(data);
-        let cut = match self.buf.iter().rposition(|&b| b == b'\n') {
-            Some(i) => i + 1,
-            None if self.buf.len() >= MAX_LINE => self.buf.len(),
-            None => return None,
-        };
-        let rest = self.buf.split_off(cut);
-        Some(std::mem::replace(&mut self.buf, rest))
-    }
-
-    fn finish(&mut self) -> Option<Vec<u8>> {
-        (!self.buf.is_empty()).then(|| std::mem::take(&mut self.buf))
-    }
-}
-
-async fn read_some<R: AsyncRead + Unpin>(r: &mut Option<R>, buf: &mut [u8]) -> io::Result<usize> {
-    match r {
-        Some(r) => r.read(buf).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// One task per rank: its PMI socket, its stdout/stderr, its exit.
+/// One task per rank: its PMI socket and its exit; its stdout and stderr are forwarded by
+/// tasks of their own, and its end is reported once they are done (so the end follows the
+/// output up the tree).
 async fn rank_task(
     local: usize,
+    rank: u32,
     mut child: crate::spawn::RankProcess,
     sock: UnixStream,
     mut rx: UnboundedReceiver<ToRank>,
     ev: UnboundedSender<Ev>,
+    up: UpLink,
 ) {
-    let mut out = child.stdout.take();
-    let mut err = child.stderr.take();
+    let (exited_tx, exited) = watch::channel(false);
+    let outputs: Vec<_> =
+        [(child.stdout.take(), Stream::Stdout), (child.stderr.take(), Stream::Stderr)]
+            .into_iter()
+            .filter_map(|(pipe, stream)| {
+                let pipe = pipe?;
+                Some(tokio::spawn(forward_output(pipe, rank, stream, up.clone(), exited.clone())))
+            })
+            .collect();
     let (mut rd, mut wr) = sock.into_split();
     let mut pmi_open = true;
     let mut rx_open = true;
-    let (mut lo, mut le) = (LineBuf::default(), LineBuf::default());
     let mut pbuf = vec![0u8; 16 * 1024];
-    let mut obuf = vec![0u8; 16 * 1024];
-    let mut ebuf = vec![0u8; 16 * 1024];
-    let send_out = |s: Stream, d: Option<Vec<u8>>| {
-        if let Some(d) = d {
-            let _ = ev.send(Ev::Out(local, s, d));
-        }
-    };
     let status = loop {
         tokio::select! {
             r = rd.read(&mut pbuf), if pmi_open => match r {
@@ -613,14 +637,6 @@ async fn rank_task(
                 Some(ToRank::Close) => { pmi_open = false; let _ = wr.shutdown().await; }
                 None => rx_open = false,
             },
-            r = read_some(&mut out, &mut obuf) => match r {
-                Ok(n) if n > 0 => send_out(Stream::Stdout, lo.push(&obuf[..n])),
-                _ => { out = None; send_out(Stream::Stdout, lo.finish()); }
-            },
-            r = read_some(&mut err, &mut ebuf) => match r {
-                Ok(n) if n > 0 => send_out(Stream::Stderr, le.push(&ebuf[..n])),
-                _ => { err = None; send_out(Stream::Stderr, le.finish()); }
-            },
             st = child.wait() => break st,
         }
     };
@@ -637,23 +653,10 @@ async fn rank_task(
         }
     }
     // Its output may still be in the pipes (or held open by its own children: bounded wait).
-    let _ = tokio::time::timeout(OUTPUT_DRAIN, async {
-        while out.is_some() || err.is_some() {
-            tokio::select! {
-                r = read_some(&mut out, &mut obuf) => match r {
-                    Ok(n) if n > 0 => send_out(Stream::Stdout, lo.push(&obuf[..n])),
-                    _ => out = None,
-                },
-                r = read_some(&mut err, &mut ebuf) => match r {
-                    Ok(n) if n > 0 => send_out(Stream::Stderr, le.push(&ebuf[..n])),
-                    _ => err = None,
-                },
-            }
-        }
-    })
-    .await;
-    send_out(Stream::Stdout, lo.finish());
-    send_out(Stream::Stderr, le.finish());
+    let _ = exited_tx.send(true);
+    for o in outputs {
+        let _ = o.await;
+    }
     let end = match status {
         Ok(crate::spawn::ProcStatus::Exited(c)) => ProcEnd::Exited(c),
         Ok(crate::spawn::ProcStatus::Signaled(s)) => ProcEnd::Signaled(s),

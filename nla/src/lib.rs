@@ -4,12 +4,14 @@
 //!
 //! * [`core`]: the pure node state machine (KVS, fences, exit classification);
 //! * [`driver`]: the tokio driver (tree connection, rank processes, stdio, signals, timers);
-//! * [`spawn`]: how a rank process is started (environment, PMI_FD, process group).
+//! * [`spawn`]: how a rank process is started (environment, PMI_FD, process group);
+//! * [`stdio`]: rank output up the tree and stdin down to rank 0, bounded end to end.
 
 pub mod core;
 pub mod driver;
 pub mod pmgr_node;
 pub mod spawn;
+pub mod stdio;
 pub mod tree;
 
 /// Tracing on stderr for our binaries: warnings, or everything with `-v`; `LIBI_LOG` takes
@@ -25,4 +27,16 @@ pub fn init_tracing(verbose: bool) {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
         )
         .init();
+}
+
+/// Keep freed buffers in the heap for reuse: output and tree frames come in pieces of up to
+/// a few hundred KiB, and glibc would otherwise map (and the kernel zero) fresh pages for
+/// each (what is kept is bounded by the streams' caps).
+pub fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; called at start, before threads.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
+    }
 }

@@ -34,6 +34,7 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     nla::init_tracing(args.verbose);
+    nla::tune_allocator();
     let mut secret = String::new();
     if std::io::stdin().lock().read_line(&mut secret).is_err() || secret.trim().is_empty() {
         eprintln!("libi-nla: no job secret on stdin (libi-nla is started by libi-mpiexec)");

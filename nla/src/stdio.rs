@@ -1,0 +1,408 @@
+//! Rank output and input on a node, bounded end to end.
+//!
+//! * A rank's stdout and stderr are each read by a task of their own into a [`LineBuf`]; whole
+//!   lines go up the tree as `Output`. Each stream may hold at most [`STREAM_BUDGET`] bytes
+//!   that have been read from its pipe but not yet written to the parent's socket: past that
+//!   the task stops reading, the pipe fills, and the rank blocks in `write` — a slow reader
+//!   slows the writer, memory stays flat.
+//! * Everything a node sends up goes through one FIFO queue ([`UpLink`]) drained by one
+//!   writer task, so the node's event loop never waits for its parent. `Output` is
+//!   flow-controlled per tree link: at most [`OUTPUT_WINDOW`] bytes unacknowledged by the
+//!   parent (`OutputAck`). A parent acknowledges a child's output once it has passed it on
+//!   (the front end: once written to its own stdout/stderr), so a stopped reader at the top
+//!   stops every rank's output, one window per link, and nothing grows.
+
+use futures::SinkExt;
+use libi::msg::{CodecError, Msg, Stream, OUTPUT_WINDOW};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::{watch, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// Longest line forwarded whole; a longer one is cut into pieces of this size, each ended
+/// with a newline of its own.
+pub const LINE_CAP: usize = 1 << 20;
+/// Bytes read from a rank's pipe at a time.
+pub const READ_CHUNK: usize = 64 << 10;
+/// Bytes one rank stream may hold between its pipe and the parent's socket.
+pub const STREAM_BUDGET: usize = LINE_CAP + READ_CHUNK;
+/// Output of one rank stream queued together is sent as one message up to this size.
+const MERGE_MAX: usize = 256 << 10;
+/// After a rank exits, how long its stdout/stderr may stay open and silent (held by its own
+/// children) before the node stops waiting for their EOF.
+pub const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
+
+/// Splits a byte stream into whole lines of at most `cap` bytes (plus the newline).
+pub struct LineBuf {
+    buf: Vec<u8>,
+    cap: usize,
+}
+
+impl Default for LineBuf {
+    fn default() -> Self {
+        LineBuf::new(LINE_CAP)
+    }
+}
+
+impl LineBuf {
+    pub fn new(cap: usize) -> Self {
+        LineBuf { buf: Vec::new(), cap: cap.max(1) }
+    }
+
+    /// Bytes held (the start of a line not ended yet).
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Append `data`; return the whole lines it completes, each ending in a newline. A line
+    /// that reaches the cap is cut there and the piece ended with a newline.
+    pub fn push(&mut self, data: &[u8]) -> Option<Vec<u8>> {
+        // Fast path: no line can be longer than the cap.
+        if self.buf.len() + data.len() <= self.cap {
+            let Some(last) = data.iter().rposition(|&b| b == b'\n') else {
+                self.buf.extend_from_slice(data);
+                return None;
+            };
+            let mut out = std::mem::take(&mut self.buf);
+            out.extend_from_slice(&data[..=last]);
+            self.buf.extend_from_slice(&data[last + 1..]);
+            return Some(out);
+        }
+        let mut out = Vec::with_capacity(self.buf.len() + data.len() + 1);
+        let mut rest = data;
+        while !rest.is_empty() {
+            // Up to `room` more bytes fit in this line, then its newline.
+            let room = self.cap - self.buf.len();
+            match rest.iter().take(room + 1).position(|&b| b == b'\n') {
+                Some(i) => {
+                    out.append(&mut self.buf);
+                    out.extend_from_slice(&rest[..=i]);
+                    rest = &rest[i + 1..];
+                }
+                None if rest.len() > room => {
+                    // The line goes on past the cap: cut it here.
+                    out.append(&mut self.buf);
+                    out.extend_from_slice(&rest[..room]);
+                    out.push(b'\n');
+                    rest = &rest[room..];
+                }
+                None => {
+                    self.buf.extend_from_slice(rest);
+                    rest = &[];
+                }
+            }
+        }
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// As [`LineBuf::push`], taking the buffer: when nothing is held and no line reaches the
+    /// cap, the lines are returned in `data` itself (only the unfinished tail is copied).
+    pub fn push_owned(&mut self, mut data: Vec<u8>) -> Option<Vec<u8>> {
+        if !self.buf.is_empty() || data.len() > self.cap {
+            return self.push(&data);
+        }
+        let cut = data.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        self.buf.extend_from_slice(&data[cut..]);
+        data.truncate(cut);
+        (!data.is_empty()).then_some(data)
+    }
+
+    /// The end of the stream: the last line, ended with a newline if it had none.
+    pub fn finish(&mut self) -> Option<Vec<u8>> {
+        if self.buf.is_empty() {
+            return None;
+        }
+        let mut out = std::mem::take(&mut self.buf);
+        out.push(b'\n');
+        Some(out)
+    }
+}
+
+/// Bytes handed back to a budget when the message carrying them has been written.
+pub struct Release {
+    budget: Arc<Semaphore>,
+    n: usize,
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        if self.n > 0 {
+            self.budget.add_permits(self.n);
+        }
+    }
+}
+
+/// What to do once a queued message has been written to the parent's socket.
+pub enum Done {
+    Nothing,
+    /// Give bytes back to a rank stream's budget.
+    Release(Release),
+    /// Acknowledge `bytes` of child `idx`'s output (it was forwarded).
+    Child(usize, u64),
+}
+
+enum UpItem {
+    Msg(Msg, Done),
+    /// Flush what is queued, then end the writer.
+    Close,
+}
+
+/// The queue of everything a node sends to its parent (cheap to clone).
+#[derive(Clone)]
+pub struct UpLink {
+    tx: UnboundedSender<UpItem>,
+}
+
+impl UpLink {
+    pub fn send(&self, msg: Msg) {
+        self.send_with(msg, Done::Nothing);
+    }
+
+    pub fn send_with(&self, msg: Msg, done: Done) {
+        let _ = self.tx.send(UpItem::Msg(msg, done));
+    }
+
+    /// No more messages: the writer ends once the queue is written.
+    pub fn close(&self) {
+        let _ = self.tx.send(UpItem::Close);
+    }
+}
+
+/// What the writer reports to the node's event loop.
+pub enum UpEvent {
+    /// Child `idx`'s output was forwarded: acknowledge `bytes`.
+    ChildDone(usize, u64),
+    /// A message could not be encoded (it was dropped; the job must fail).
+    Unsendable(String),
+    /// The connection failed.
+    Broken(String),
+}
+
+/// Start the writer of a node's parent link. `credit` holds the output window (the parent's
+/// `OutputAck`s add to it); the writer stops when `stop` is cancelled, when the queue is
+/// closed and drained, or when the connection fails.
+pub fn spawn_up_writer<S>(
+    mut sink: S,
+    credit: Arc<Semaphore>,
+    stop: CancellationToken,
+    report: impl Fn(UpEvent) + Send + Sync + 'static,
+) -> (UpLink, tokio::task::JoinHandle<S>)
+where
+    S: futures::Sink<Msg, Error = CodecError> + Unpin + Send + 'static,
+{
+    let (tx, mut rx): (_, UnboundedReceiver<UpItem>) = unbounded_channel();
+    let task = tokio::spawn(async move {
+        let mut written: Vec<Done> = Vec::new();
+        // An item taken from the queue while merging and not merged.
+        let mut next: Option<UpItem> = None;
+        loop {
+            let item = match next.take() {
+                Some(it) => Some(it),
+                None => tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => return sink,
+                    it = rx.recv() => it,
+                },
+            };
+            let Some(UpItem::Msg(mut msg, done)) = item else { break };
+            let mut cur = vec![done];
+            if let Msg::Output { rank, stream, data } = &mut msg {
+                // Output queued behind this one from the same rank and stream travels in
+                // the same message (fewer, larger frames when the parent is the bottleneck).
+                while data.len() < MERGE_MAX {
+                    match rx.try_recv() {
+                        Ok(UpItem::Msg(Msg::Output { rank: r, stream: s, data: d }, dn))
+                            if r == *rank && s == *stream =>
+                        {
+                            data.extend_from_slice(&d);
+                            cur.push(dn);
+                        }
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let need = data.len().clamp(1, OUTPUT_WINDOW as usize) as u32;
+                // Whatever is written already must not wait for credit.
+                if credit.available_permits() < need as usize
+                    && !flush(&mut sink, &mut written, &report).await
+                {
+                    return sink;
+                }
+                tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => return sink,
+                    p = credit.acquire_many(need) => match p {
+                        Ok(p) => p.forget(),
+                        Err(_) => return sink,
+                    },
+                }
+            }
+            match sink.feed(msg).await {
+                Ok(()) => written.append(&mut cur),
+                Err(CodecError::Io(e)) if e.kind() != std::io::ErrorKind::InvalidInput => {
+                    report(UpEvent::Broken(e.to_string()));
+                    return sink;
+                }
+                Err(e) => report(UpEvent::Unsendable(e.to_string())),
+            }
+            if next.is_none() && rx.is_empty() && !flush(&mut sink, &mut written, &report).await {
+                return sink;
+            }
+        }
+        flush(&mut sink, &mut written, &report).await;
+        sink
+    });
+    (UpLink { tx }, task)
+}
+
+/// Flush the sink, then settle what was written. False when the connection failed.
+async fn flush<S>(sink: &mut S, written: &mut Vec<Done>, report: &impl Fn(UpEvent)) -> bool
+where
+    S: futures::Sink<Msg, Error = CodecError> + Unpin,
+{
+    if let Err(e) = sink.flush().await {
+        report(UpEvent::Broken(e.to_string()));
+        return false;
+    }
+    for d in written.drain(..) {
+        if let Done::Child(idx, n) = d {
+            report(UpEvent::ChildDone(idx, n));
+        }
+    }
+    true
+}
+
+/// Forward one stream of one rank: read while the stream's budget allows, send whole lines
+/// up. Ends at EOF; once `exited` turns true (the rank is gone), also when the pipe stays
+/// silent for [`OUTPUT_DRAIN`] (it is held open by a child of the rank). Waiting for budget
+/// never times out: output is not dropped because the reader is slow.
+pub async fn forward_output(
+    mut pipe: pipe::Receiver,
+    rank: u32,
+    stream: Stream,
+    up: UpLink,
+    mut exited: watch::Receiver<bool>,
+) {
+    let budget = Arc::new(Semaphore::new(STREAM_BUDGET));
+    let mut lines = LineBuf::default();
+    // Bytes read from the pipe whose budget is not given back yet.
+    let mut held = 0usize;
+    let mut gone = *exited.borrow();
+    let emit = |data: Vec<u8>, held: &mut usize, pending: usize| {
+        let n = *held - pending;
+        *held = pending;
+        let done = Done::Release(Release { budget: budget.clone(), n });
+        up.send_with(Msg::Output { rank, stream, data }, done);
+    };
+    loop {
+        match budget.acquire_many(READ_CHUNK as u32).await {
+            Ok(p) => p.forget(),
+            Err(_) => break,
+        }
+        let mut buf = Vec::with_capacity(READ_CHUNK);
+        let r = loop {
+            if gone {
+                break tokio::time::timeout(OUTPUT_DRAIN, pipe.read_buf(&mut buf)).await.ok();
+            }
+            tokio::select! {
+                r = pipe.read_buf(&mut buf) => break Some(r),
+                c = exited.changed() => gone = c.is_err() || *exited.borrow(),
+            }
+        };
+        let n = match r {
+            Some(Ok(n)) if n > 0 => n,
+            _ => {
+                budget.add_permits(READ_CHUNK);
+                break;
+            }
+        };
+        budget.add_permits(READ_CHUNK - n);
+        held += n;
+        if let Some(data) = lines.push_owned(buf) {
+            emit(data, &mut held, lines.pending());
+        }
+    }
+    if let Some(data) = lines.finish() {
+        emit(data, &mut held, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LineBuf;
+
+    fn all(lb: &mut LineBuf, chunks: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for c in chunks {
+            if let Some(d) = lb.push(c) {
+                out.extend(d);
+            }
+        }
+        out.extend(lb.finish().unwrap_or_default());
+        out
+    }
+
+    #[test]
+    fn whole_lines() {
+        let mut lb = LineBuf::new(100);
+        assert_eq!(lb.push(b"ab"), None);
+        assert_eq!(lb.push(b"c\nde"), Some(b"abc\n".to_vec()));
+        assert_eq!(lb.push(b"\n\nf"), Some(b"de\n\n".to_vec()));
+        assert_eq!(lb.finish(), Some(b"f\n".to_vec()));
+        assert_eq!(lb.finish(), None);
+    }
+
+    #[test]
+    fn long_lines_are_cut_into_lines() {
+        let mut lb = LineBuf::new(4);
+        let out = all(&mut lb, &[b"abcdefghij\nxy", b"z\n", b"1234", b"\n"]);
+        assert_eq!(out, b"abcd\nefgh\nij\nxyz\n1234\n".to_vec());
+        // A line of exactly the cap stays whole even when its newline comes later.
+        let mut lb = LineBuf::new(4);
+        assert_eq!(all(&mut lb, &[b"1234", b"\n5"]), b"1234\n5\n".to_vec());
+    }
+
+    #[test]
+    fn owned_and_borrowed_agree() {
+        let chunks: [&[u8]; 6] =
+            [b"abc", b"def\ngh", b"\n", b"ijklmnopqrstuvwxyz", b"\n\n12", b"3\n4"];
+        let (mut a, mut b) = (LineBuf::new(8), LineBuf::new(8));
+        let mut out_a = Vec::new();
+        let mut out_b = Vec::new();
+        for c in chunks {
+            out_a.extend(a.push(c).unwrap_or_default());
+            out_b.extend(b.push_owned(c.to_vec()).unwrap_or_default());
+        }
+        out_a.extend(a.finish().unwrap_or_default());
+        out_b.extend(b.finish().unwrap_or_default());
+        assert_eq!(out_a, out_b);
+        assert_eq!(out_a, b"abcdef\ngh\nijklmnop\nqrstuvwx\nyz\n\n123\n4\n".to_vec());
+    }
+
+    #[test]
+    fn every_piece_at_most_cap() {
+        for cap in 1..9 {
+            let data: Vec<u8> = (0..200u32)
+                .map(|i| if i % 13 == 0 { b'\n' } else { b'a' + (i % 7) as u8 })
+                .collect();
+            for chunk in 1..20 {
+                let mut lb = LineBuf::new(cap);
+                let chunks: Vec<&[u8]> = data.chunks(chunk).collect();
+                let out = all(&mut lb, &chunks);
+                assert!(out.ends_with(b"\n"));
+                for line in out.split(|&b| b == b'\n') {
+                    assert!(line.len() <= cap, "cap {cap} chunk {chunk}: {line:?}");
+                }
+                let strip =
+                    |v: &[u8]| v.iter().filter(|&&b| b != b'\n').copied().collect::<Vec<_>>();
+                assert_eq!(strip(&out), strip(&data), "cap {cap} chunk {chunk}");
+            }
+        }
+    }
+}
