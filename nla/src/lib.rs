@@ -22,6 +22,8 @@ pub fn init_tracing(verbose: bool) {
         .with_writer(std::io::stderr)
         .with_target(false)
         .without_time()
+        // Colour only on a terminal: a log in a file or a pipe stays plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("LIBI_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),

@@ -1,0 +1,311 @@
+//! Output and input under load: every stream bounded (a slow or stopped reader slows the
+//! ranks, memory stays flat), the event loop never waits for our readers (timeouts and
+//! signals keep their promises), whole lines, and a closed stdout ends the job as Hydra's
+//! does. Heavy figures are in `ci/stress.sh`; these are the small, fast versions.
+
+mod common;
+
+use common::{job_processes, run, signal, MPIEXEC};
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Largest RSS any process of the job may reach in these tests.
+const RSS_LIMIT_MB: u64 = 100;
+
+fn mark() -> String {
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    format!(
+        "stdio-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    )
+}
+
+/// RSS in MB of the front end and every NLA of the job marked `mark`.
+fn launcher_rss(mark: &str) -> Vec<(String, u64)> {
+    job_processes(mark)
+        .into_iter()
+        .filter(|(_, c)| c.contains("libi-mpiexec") || c.contains("libi-nla"))
+        .filter_map(|(pid, c)| {
+            let st = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let kb: u64 = st
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            let who = if c.contains("libi-nla") { "nla" } else { "fe" };
+            Some((format!("{who} {pid}"), kb / 1024))
+        })
+        .collect()
+}
+
+/// Sample the job's launcher RSS every 100 ms while `busy` holds; return the maximum.
+fn max_rss_while(mark: &str, mut busy: impl FnMut() -> bool) -> u64 {
+    let mut max = 0;
+    while busy() {
+        for (_, mb) in launcher_rss(mark) {
+            max = max.max(mb);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    max
+}
+
+fn mpiexec(mark: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(MPIEXEC);
+    c.args(args).env("LIBI_E2E_MARK", mark);
+    c
+}
+
+/// Wait for a child with a deadline (the old front end blocked in a write for ever).
+fn wait_deadline(child: &mut std::process::Child, secs: u64) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn no_leftovers(mark: &str) {
+    let left = common::leftovers(mark, Duration::from_secs(5));
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+/// A reader that never reads our stdout: `MPIEXEC_TIMEOUT` still ends the job (124), and
+/// memory stays flat meanwhile. (Before: the front end blocked in its write to stdout,
+/// ignored the timeout and signals, and the NLA grew by gigabytes.)
+#[test]
+fn stopped_reader_timeout_still_fires() {
+    let m = mark();
+    let t = Instant::now();
+    let mut child = mpiexec(&m, &["-n", "1", "yes"])
+        .env("MPIEXEC_TIMEOUT", "2")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start");
+    // Hold the pipe open without reading it.
+    let out = child.stdout.take();
+    let mut done = None;
+    let max = max_rss_while(&m, || {
+        done = child.try_wait().ok().flatten();
+        done.is_none() && t.elapsed() < Duration::from_secs(20)
+    });
+    let st = done.or_else(|| wait_deadline(&mut child, 1));
+    drop(out);
+    eprintln!("stopped reader: exited after {:.2} s, max RSS {max} MB", t.elapsed().as_secs_f64());
+    let st = st.expect("libi-mpiexec did not exit while its stdout was not read");
+    assert_eq!(st.code(), Some(124));
+    assert!(max < RSS_LIMIT_MB, "RSS reached {max} MB");
+    let mut err = String::new();
+    let _ = child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+    assert!(err.contains("timed out"), "{err}");
+    no_leftovers(&m);
+}
+
+/// SIGTERM with an output backlog and a stopped reader ends the job within the teardown
+/// grace period: 143, nothing left.
+#[test]
+fn sigterm_with_stopped_reader() {
+    let m = mark();
+    let mut child = mpiexec(&m, &["-n", "2", "yes"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start");
+    let out = child.stdout.take();
+    let t = Instant::now();
+    let max = max_rss_while(&m, || t.elapsed() < Duration::from_millis(1500));
+    let t = Instant::now();
+    signal(child.id() as i32, 15);
+    let st = wait_deadline(&mut child, 20).expect("no exit after SIGTERM");
+    drop(out);
+    eprintln!(
+        "SIGTERM with a stopped reader: {:.2} s, max RSS {max} MB",
+        t.elapsed().as_secs_f64()
+    );
+    assert_eq!(st.code(), Some(143));
+    assert!(max < RSS_LIMIT_MB, "RSS reached {max} MB");
+    no_leftovers(&m);
+}
+
+/// A fast flood into a reader that keeps up: memory flat, every byte delivered.
+#[test]
+fn flood_is_bounded_and_complete() {
+    let m = mark();
+    // 4 ranks × 64 MiB of 64-byte lines.
+    let mut child = mpiexec(
+        &m,
+        &["-n", "4", "sh", "-c", "head -c 67108864 /dev/zero | tr '\\0' 'x' | fold -w 63"],
+    )
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit())
+    .spawn()
+    .expect("start");
+    let mut out = child.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        let (mut bytes, mut lines) = (0u64, 0u64);
+        loop {
+            match out.read(&mut buf) {
+                Ok(0) | Err(_) => return (bytes, lines),
+                Ok(n) => {
+                    bytes += n as u64;
+                    lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+                }
+            }
+        }
+    });
+    let max = max_rss_while(&m, || child.try_wait().ok().flatten().is_none());
+    let st = child.wait().expect("wait");
+    let (bytes, lines) = reader.join().expect("reader");
+    eprintln!("flood: {bytes} bytes, {lines} lines, max RSS {max} MB");
+    assert!(st.success());
+    assert_eq!(lines, 4 * (67108864 / 63 + 1));
+    assert_eq!(bytes, 4 * (67108864 + 67108864 / 63 + 1));
+    assert!(max < RSS_LIMIT_MB, "RSS reached {max} MB");
+    no_leftovers(&m);
+}
+
+/// Endless stdin into a rank that does not read it: memory flat (before: the front end read
+/// all of it into memory).
+#[test]
+fn endless_stdin_is_bounded() {
+    let m = mark();
+    let mut child = mpiexec(&m, &["-n", "1", "sleep", "2"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![0u8; 1 << 20];
+        let mut sent = 0u64;
+        while stdin.write_all(&chunk).is_ok() {
+            sent += chunk.len() as u64;
+        }
+        sent
+    });
+    let max = max_rss_while(&m, || child.try_wait().ok().flatten().is_none());
+    let st = child.wait().expect("wait");
+    let sent = writer.join().expect("writer");
+    eprintln!("endless stdin: {sent} bytes taken, max RSS {max} MB");
+    assert!(st.success());
+    assert!(max < RSS_LIMIT_MB, "RSS reached {max} MB");
+    assert!(sent < 64 << 20, "{sent} bytes of stdin were taken for a rank that reads none");
+    no_leftovers(&m);
+}
+
+/// `| head -1`: our stdout closes; the job ends at once with 141 (128 + SIGPIPE), as
+/// Hydra's mpiexec ends (killed by SIGPIPE), and nothing is left.
+#[test]
+fn closed_stdout_ends_the_job() {
+    let m = mark();
+    let mut child = mpiexec(&m, &["-n", "2", "yes"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut first = [0u8; 2];
+    out.read_exact(&mut first).expect("first line");
+    assert_eq!(&first, b"y\n");
+    drop(out);
+    let st =
+        wait_deadline(&mut child, 20).expect("libi-mpiexec did not end after its stdout closed");
+    assert_eq!(st.code(), Some(141));
+    let mut err = String::new();
+    let _ = child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+    assert!(err.is_empty(), "nothing said: {err}");
+    no_leftovers(&m);
+}
+
+/// Four ranks print one 200 KiB line each, of their own letter: exactly four lines, each
+/// one letter, with and without `-l`.
+#[test]
+fn long_lines_stay_whole() {
+    let script = "L=$(printf \"\\\\$(printf %o $((97 + PMI_RANK)))\"); \
+                  head -c 204800 /dev/zero | tr '\\0' \"$L\"; echo";
+    for label in [false, true] {
+        let mut args = vec!["-n", "4", "bash", "-c", script];
+        if label {
+            args.insert(0, "-l");
+        }
+        let r = run(&args, b"");
+        assert_eq!(r.status, 0, "{}", r.stderr);
+        let lines: Vec<&str> = r.stdout.lines().collect();
+        assert_eq!(lines.len(), 4, "{} lines", lines.len());
+        let mut letters = Vec::new();
+        for l in lines {
+            let body = if label {
+                let (p, b) = l.split_once("] ").expect("label");
+                let rank: u8 = p.trim_start_matches('[').parse().expect("rank");
+                assert_eq!(b.as_bytes()[0], b'a' + rank, "label [{rank}] on another rank's line");
+                b
+            } else {
+                l
+            };
+            assert_eq!(body.len(), 204800);
+            let c = body.as_bytes()[0];
+            assert!(body.bytes().all(|b| b == c), "a line mixes ranks");
+            letters.push(c);
+        }
+        letters.sort();
+        assert_eq!(letters, b"abcd");
+    }
+}
+
+/// A line over the 1 MiB cap is cut at the cap, each piece a (labelled) line of its own.
+#[test]
+fn over_long_line_is_cut_into_labelled_lines() {
+    let r =
+        run(&["-l", "-n", "1", "sh", "-c", "head -c 2621440 /dev/zero | tr '\\0' z; echo"], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    let lens: Vec<usize> = lines.iter().map(|l| l.len()).collect();
+    assert_eq!(lens, vec![4 + 1048576, 4 + 1048576, 4 + 524288], "line lengths");
+    assert!(lines.iter().all(|l| l.starts_with("[0] z")));
+}
+
+/// The last lines of two ranks without a newline are never joined.
+#[test]
+fn unterminated_last_lines_stay_apart() {
+    let r = run(&["-n", "2", "sh", "-c", "printf rank$PMI_RANK"], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, vec!["rank0", "rank1"]);
+    assert!(r.stdout.ends_with('\n'));
+}
+
+/// Warnings into a pipe carry no colour codes.
+#[test]
+fn warnings_have_no_colour_in_a_pipe() {
+    let r = run(
+        &[
+            "-n",
+            "1",
+            "bash",
+            "-c",
+            "printf 'cmd=no_such_command\\n' >&$PMI_FD; read -r x <&$PMI_FD",
+        ],
+        b"",
+    );
+    assert!(r.stderr.contains("no_such_command"), "{}", r.stderr);
+    assert!(!r.stderr.contains('\u{1b}'), "ANSI codes in: {:?}", r.stderr);
+}
