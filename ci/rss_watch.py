@@ -144,14 +144,15 @@ def fmt_mib(v):
     return f"{v:.0f}" if v >= 10 else f"{v:.1f}"
 
 
-def rss_cell(tree, fallback_kb):
+def rss_cell(tree, wall):
     procs = sorted(tree.procs.items(), key=lambda kv: kv[0])
     parts = []
     fe = [p for _, p in procs if p["role"] == "fe"]
     if fe:
         parts.append(f"fe {fmt_mib(mib(max(p['hwm'] for p in fe)))} MiB")
-    elif fallback_kb:
-        parts.append(f"fe <={fmt_mib(mib(fallback_kb))} MiB (wait4)")
+    else:
+        # (wait4's ru_maxrss is no substitute: it counts our own memory from before the exec)
+        parts.append(f"fe not sampled (gone after {wall * 1000:.0f} ms)")
     for role in ("nla", "proxy"):
         ag = [p for _, p in procs if p["role"] == role]
         if ag:
@@ -159,7 +160,7 @@ def rss_cell(tree, fallback_kb):
     ranks = [p for _, p in procs if p["role"] == "rank"]
     if ranks:
         parts.append(f"ranks <={fmt_mib(mib(max(p['hwm'] for p in ranks)))} MiB")
-    return ", ".join(parts) if parts else "n/a (exited before the first sample)"
+    return ", ".join(parts)
 
 
 def status_text(st):
@@ -221,11 +222,10 @@ def main():
     os.close(null)
 
     def waiter():
-        _, st, ru = os.wait4(proc.pid, 0)
+        _, st = os.waitpid(proc.pid, 0)
         result["t"] = time.monotonic() - t0
         code = os.waitstatus_to_exitcode(st)
         result["status"] = 128 - code if code < 0 else code
-        result["maxrss"] = ru.ru_maxrss
         done.set()
 
     threading.Thread(target=waiter, daemon=True).start()
@@ -300,7 +300,7 @@ def main():
         f.write(f"status={'' if st is None else st}\n")
         f.write(f"status_text={status_text(st)}\n")
         f.write(f"wall={wall:.3f}\n")
-        f.write(f"rss={rss_cell(tree, result.get('maxrss'))}\n")
+        f.write(f"rss={rss_cell(tree, wall)}\n")
         f.write(f"peak_fe={mib(fe_peak):.1f}\n")
         f.write(f"peak_agent={mib(ag_peak):.1f}\n")
         f.write(f"killed={1 if killed else 0}\n")
