@@ -1,0 +1,178 @@
+/* Output flood during fences (ci/stress.sh, case 6). A PMI-1 client speaking the wire protocol
+ * directly over PMI_FD (no MPI), so it runs under libi-mpiexec and mpiexec.hydra alike.
+ *
+ * Every rank: init, get_my_kvsname, then FENCES (argv[1], default 100) fences, each a put of
+ * one key, a barrier and a get of the next rank's key for that round (what MPICH does around
+ * a PMI-1 fence), then finalize. Rank 0 also writes to stdout without pause, from a second
+ * thread, from before its first fence until its last fence is done: the fences of ranks 1..N-1
+ * run while rank 0 floods (a PMI-1 barrier takes every rank, so rank 0 takes part from its
+ * main thread; its output never waits for it).
+ *
+ * stderr: rank 1 (rank 0 in a 1-rank job) prints
+ *   "flood_fence: FENCES fences in S.SSS s (max M.MMM ms)"
+ * and rank 0 prints "flood_fence: rank 0 wrote B bytes". Exit 0, or 1 after naming the first
+ * wrong answer. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int fd;
+static char buf[8192];
+static size_t have;
+static atomic_int flooding = 1;
+static atomic_ullong flooded;
+
+static void die(const char *what, const char *line)
+{
+    fprintf(stderr, "flood_fence: %s: %s\n", what, line ? line : "");
+    exit(1);
+}
+
+static void send_line(const char *line)
+{
+    size_t len = strlen(line), off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, line + off, len - off);
+        if (w <= 0)
+            die("write failed", line);
+        off += (size_t)w;
+    }
+}
+
+/* Read one reply line (without '\n') into out. */
+static void recv_line(char *out, size_t cap)
+{
+    for (;;) {
+        char *nl = memchr(buf, '\n', have);
+        if (nl) {
+            size_t n = (size_t)(nl - buf);
+            if (n >= cap)
+                die("reply too long", NULL);
+            memcpy(out, buf, n);
+            out[n] = 0;
+            memmove(buf, nl + 1, have - n - 1);
+            have -= n + 1;
+            return;
+        }
+        ssize_t r = read(fd, buf + have, sizeof(buf) - have);
+        if (r <= 0)
+            die("server closed the connection", NULL);
+        have += (size_t)r;
+    }
+}
+
+/* Value of key=... in a reply line. */
+static const char *field(const char *line, const char *key)
+{
+    size_t k = strlen(key);
+    for (const char *p = line; (p = strstr(p, key)) != NULL; p++)
+        if ((p == line || p[-1] == ' ') && p[k] == '=')
+            return p + k + 1;
+    return NULL;
+}
+
+static void call(const char *req, char *reply, size_t cap, const char *expect_cmd)
+{
+    send_line(req);
+    recv_line(reply, cap);
+    if (strncmp(reply, expect_cmd, strlen(expect_cmd)) != 0)
+        die("unexpected reply", reply);
+}
+
+static int rc_ok(const char *line)
+{
+    const char *rc = field(line, "rc");
+    return rc && atoi(rc) == 0;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Rank 0's flood: numbered 64-byte lines, 64 KiB per write, until the fences are done. */
+static void *flood(void *arg)
+{
+    (void)arg;
+    static char chunk[65536];
+    for (size_t i = 0; i < sizeof chunk; i += 64) {
+        snprintf(chunk + i, 65, "%063zu", i / 64);
+        chunk[i + 63] = '\n';
+    }
+    while (atomic_load(&flooding)) {
+        ssize_t w = write(1, chunk, sizeof chunk);
+        if (w <= 0)
+            break; /* stdout gone: nothing more to do */
+        atomic_fetch_add(&flooded, (unsigned long long)w);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    char line[4096], req[4096], kvs[300];
+    int fences = argc > 1 ? atoi(argv[1]) : 100;
+    const char *e = getenv("PMI_FD");
+    if (!e)
+        die("PMI_FD not set", NULL);
+    fd = atoi(e);
+    int rank = atoi(getenv("PMI_RANK") ? getenv("PMI_RANK") : "-1");
+    int size = atoi(getenv("PMI_SIZE") ? getenv("PMI_SIZE") : "0");
+    if (rank < 0 || size < 1)
+        die("PMI_RANK/PMI_SIZE not set", NULL);
+
+    pthread_t flooder;
+    if (rank == 0 && pthread_create(&flooder, NULL, flood, NULL) != 0)
+        die("pthread_create failed", NULL);
+
+    call("cmd=init pmi_version=1 pmi_subversion=1\n", line, sizeof line, "cmd=response_to_init");
+    if (!rc_ok(line))
+        die("init failed", line);
+    call("cmd=get_my_kvsname\n", line, sizeof line, "cmd=my_kvsname");
+    const char *k = field(line, "kvsname");
+    if (!k)
+        die("no kvsname", line);
+    snprintf(kvs, sizeof kvs, "%.*s", (int)strcspn(k, " "), k);
+
+    double start = now(), worst = 0;
+    for (int f = 0; f < fences; f++) {
+        double t0 = now();
+        snprintf(req, sizeof req, "cmd=put kvsname=%s key=f%d_%d value=v%d_%d\n", kvs, f, rank, f,
+                 rank);
+        call(req, line, sizeof line, "cmd=put_result");
+        if (!rc_ok(line))
+            die("put failed", line);
+        call("cmd=barrier_in\n", line, sizeof line, "cmd=barrier_out");
+        int peer = (rank + 1) % size;
+        snprintf(req, sizeof req, "cmd=get kvsname=%s key=f%d_%d\n", kvs, f, peer);
+        call(req, line, sizeof line, "cmd=get_result");
+        char want[64];
+        snprintf(want, sizeof want, "v%d_%d", f, peer);
+        const char *v = field(line, "value");
+        if (!rc_ok(line) || !v || strncmp(v, want, strlen(want)) != 0 ||
+            (v[strlen(want)] != 0 && v[strlen(want)] != ' '))
+            die("wrong value", line);
+        double t = now() - t0;
+        if (t > worst)
+            worst = t;
+    }
+    double total = now() - start;
+
+    if (rank == 0) {
+        /* Not joined: a write blocked on a full stdout must not hold the exit up. */
+        atomic_store(&flooding, 0);
+        fprintf(stderr, "flood_fence: rank 0 wrote %llu bytes\n",
+                (unsigned long long)atomic_load(&flooded));
+    }
+    if (rank == (size > 1 ? 1 : 0))
+        fprintf(stderr, "flood_fence: %d fences in %.3f s (max %.3f ms)\n", fences, total,
+                worst * 1e3);
+    call("cmd=finalize\n", line, sizeof line, "cmd=finalize_ack");
+    return 0;
+}
