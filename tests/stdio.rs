@@ -309,3 +309,33 @@ fn warnings_have_no_colour_in_a_pipe() {
     assert!(r.stderr.contains("no_such_command"), "{}", r.stderr);
     assert!(!r.stderr.contains('\u{1b}'), "ANSI codes in: {:?}", r.stderr);
 }
+
+/// A rank flooding stdout does not starve PMI: rank 0 writes without pause while all ranks
+/// run 100 fences (on one node and across two); the fences complete, and their time is
+/// printed (`ci/stress.sh` has the heavy version, beside Hydra).
+#[test]
+fn fences_complete_during_an_output_flood() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("stdio-programs");
+    let exe = common::cc_program(&dir, "flood_fence", "flood_fence.c", &["-pthread"]);
+    let exe = exe.to_string_lossy().into_owned();
+    for hosts in [None, Some("n1:2,n2:2")] {
+        let m = mark();
+        let mut args = vec!["-n", "4", exe.as_str(), "100"];
+        if let Some(h) = hosts {
+            args.splice(0..0, ["-launcher", "fork", "-hosts", h]);
+        }
+        let t = Instant::now();
+        let out = mpiexec(&m, &args)
+            .env("MPIEXEC_TIMEOUT", "60")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        eprintln!("flood during fences ({hosts:?}): {:.2} s; {err}", t.elapsed().as_secs_f64());
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(err.contains("flood_fence: 100 fences in"), "{err}");
+        no_leftovers(&m);
+    }
+}
