@@ -14,6 +14,7 @@
 
 use futures::SinkExt;
 use libi::msg::{CodecError, Msg, Stream, OUTPUT_WINDOW};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
@@ -185,7 +186,7 @@ pub enum UpEvent {
 /// `OutputAck`s add to it); the writer stops when `stop` is cancelled, when the queue is
 /// closed and drained, or when the connection fails.
 pub fn spawn_up_writer<S>(
-    mut sink: S,
+    sink: S,
     credit: Arc<Semaphore>,
     stop: CancellationToken,
     report: impl Fn(UpEvent) + Send + Sync + 'static,
@@ -193,89 +194,183 @@ pub fn spawn_up_writer<S>(
 where
     S: futures::Sink<Msg, Error = CodecError> + Unpin + Send + 'static,
 {
-    let (tx, mut rx): (_, UnboundedReceiver<UpItem>) = unbounded_channel();
+    let (tx, rx) = unbounded_channel();
+    let mut w = UpWriter { sink, credit, rx, queue: VecDeque::new(), written: Vec::new() };
     let task = tokio::spawn(async move {
-        let mut written: Vec<Done> = Vec::new();
-        // An item taken from the queue while merging and not merged.
-        let mut next: Option<UpItem> = None;
-        loop {
-            let item = match next.take() {
-                Some(it) => Some(it),
-                None => tokio::select! {
-                    biased;
-                    _ = stop.cancelled() => return sink,
-                    it = rx.recv() => it,
-                },
-            };
-            let Some(UpItem::Msg(mut msg, done)) = item else { break };
-            let mut cur = vec![done];
-            if let Msg::Output { rank, stream, data } = &mut msg {
-                // Output queued behind this one from the same rank and stream travels in
-                // the same message (fewer, larger frames when the parent is the bottleneck).
-                while data.len() < MERGE_MAX {
-                    match rx.try_recv() {
-                        Ok(UpItem::Msg(Msg::Output { rank: r, stream: s, data: d }, dn))
-                            if r == *rank && s == *stream =>
-                        {
-                            data.extend_from_slice(&d);
-                            cur.push(dn);
-                        }
-                        Ok(other) => {
-                            next = Some(other);
-                            break;
-                        }
-                        Err(_) => break,
-                    }
-                }
-                let need = data.len().clamp(1, OUTPUT_WINDOW as usize) as u32;
-                // Whatever is written already must not wait for credit.
-                if credit.available_permits() < need as usize
-                    && !flush(&mut sink, &mut written, &report).await
-                {
-                    return sink;
-                }
-                tokio::select! {
-                    biased;
-                    _ = stop.cancelled() => return sink,
-                    p = credit.acquire_many(need) => match p {
-                        Ok(p) => p.forget(),
-                        Err(_) => return sink,
-                    },
-                }
-            }
-            match sink.feed(msg).await {
-                Ok(()) => written.append(&mut cur),
-                Err(CodecError::Io(e)) if e.kind() != std::io::ErrorKind::InvalidInput => {
-                    report(UpEvent::Broken(e.to_string()));
-                    return sink;
-                }
-                Err(e) => report(UpEvent::Unsendable(e.to_string())),
-            }
-            if next.is_none() && rx.is_empty() && !flush(&mut sink, &mut written, &report).await {
-                return sink;
-            }
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => {}
+            _ = w.run(&report) => {}
         }
-        flush(&mut sink, &mut written, &report).await;
-        sink
+        w.sink
     });
     (UpLink { tx }, task)
 }
 
-/// Flush the sink, then settle what was written. False when the connection failed.
-async fn flush<S>(sink: &mut S, written: &mut Vec<Done>, report: &impl Fn(UpEvent)) -> bool
+/// The writer of a parent link (see [`spawn_up_writer`]).
+struct UpWriter<S> {
+    sink: S,
+    credit: Arc<Semaphore>,
+    rx: UnboundedReceiver<UpItem>,
+    /// Taken from `rx`, not written yet, in order.
+    queue: VecDeque<(Msg, Done)>,
+    /// Fed to the sink, to be settled once it is flushed.
+    written: Vec<Done>,
+}
+
+/// Messages that may overtake output waiting for the window: requests of the PMI and PMGR
+/// services, which no rank's output has to precede. Everything else (a rank's end, an
+/// abort, a failure) stays behind the output queued before it.
+fn may_overtake(m: &Msg) -> bool {
+    matches!(
+        m,
+        Msg::FenceIn { .. }
+            | Msg::Get { .. }
+            | Msg::PmgrUp(_)
+            | Msg::Name { .. }
+            | Msg::Spawn { .. }
+            | Msg::StdinAck { .. }
+    )
+}
+
+impl<S> UpWriter<S>
 where
     S: futures::Sink<Msg, Error = CodecError> + Unpin,
 {
-    if let Err(e) = sink.flush().await {
-        report(UpEvent::Broken(e.to_string()));
-        return false;
-    }
-    for d in written.drain(..) {
-        if let Done::Child(idx, n) = d {
-            report(UpEvent::ChildDone(idx, n));
+    /// Until the queue is closed and written, or the connection fails.
+    async fn run(&mut self, report: &impl Fn(UpEvent)) {
+        let mut closing = false;
+        loop {
+            if self.queue.is_empty() {
+                if !self.flush(report).await || closing {
+                    return;
+                }
+                match self.rx.recv().await {
+                    Some(item) => closing |= self.take(item),
+                    None => return,
+                }
+            }
+            while let Ok(item) = self.rx.try_recv() {
+                closing |= self.take(item);
+            }
+            let Some((mut msg, done)) = self.queue.pop_front() else { continue };
+            let mut dones = vec![done];
+            if let Msg::Output { rank, stream, data } = &mut msg {
+                // Output of the same rank and stream queued right behind travels in the same
+                // message (fewer, larger frames when the parent is the bottleneck).
+                while data.len() < MERGE_MAX {
+                    match self.queue.front() {
+                        Some((Msg::Output { rank: r, stream: s, .. }, _))
+                            if r == rank && s == stream => {}
+                        _ => break,
+                    }
+                    if let Some((Msg::Output { data: d, .. }, dn)) = self.queue.pop_front() {
+                        data.extend_from_slice(&d);
+                        dones.push(dn);
+                    }
+                }
+                let need = data.len().clamp(1, OUTPUT_WINDOW as usize) as u32;
+                if self.credit.available_permits() < need as usize
+                    && !self.wait_for_credit(need, &mut closing, report).await
+                {
+                    return;
+                }
+                match self.credit.try_acquire_many(need) {
+                    Ok(p) => p.forget(),
+                    Err(_) => return,
+                }
+            }
+            if !self.feed(msg, dones, report).await {
+                return;
+            }
         }
     }
-    true
+
+    /// Queue an item; true for the end of the queue.
+    fn take(&mut self, item: UpItem) -> bool {
+        match item {
+            UpItem::Msg(m, d) => {
+                self.queue.push_back((m, d));
+                false
+            }
+            UpItem::Close => true,
+        }
+    }
+
+    /// Wait until the window has `need` bytes; meanwhile send what may overtake output.
+    /// False when the connection failed (or the credit is gone).
+    async fn wait_for_credit(
+        &mut self,
+        need: u32,
+        closing: &mut bool,
+        report: &impl Fn(UpEvent),
+    ) -> bool {
+        loop {
+            let mut i = 0;
+            while i < self.queue.len() {
+                if may_overtake(&self.queue[i].0) {
+                    if let Some((m, d)) = self.queue.remove(i) {
+                        if !self.feed(m, vec![d], report).await {
+                            return false;
+                        }
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            if !self.flush(report).await {
+                return false;
+            }
+            let credit = self.credit.clone();
+            tokio::select! {
+                p = credit.acquire_many(need) => {
+                    return match p {
+                        Ok(p) => {
+                            // Released again for the caller's try_acquire.
+                            drop(p);
+                            true
+                        }
+                        Err(_) => false,
+                    };
+                }
+                item = self.rx.recv(), if !*closing => match item {
+                    Some(item) => *closing |= self.take(item),
+                    None => *closing = true,
+                },
+            }
+        }
+    }
+
+    async fn feed(&mut self, msg: Msg, dones: Vec<Done>, report: &impl Fn(UpEvent)) -> bool {
+        match self.sink.feed(msg).await {
+            Ok(()) => {
+                self.written.extend(dones);
+                true
+            }
+            Err(CodecError::Io(e)) if e.kind() != std::io::ErrorKind::InvalidInput => {
+                report(UpEvent::Broken(e.to_string()));
+                false
+            }
+            Err(e) => {
+                report(UpEvent::Unsendable(e.to_string()));
+                true
+            }
+        }
+    }
+
+    /// Flush the sink, then settle what was written. False when the connection failed.
+    async fn flush(&mut self, report: &impl Fn(UpEvent)) -> bool {
+        if let Err(e) = self.sink.flush().await {
+            report(UpEvent::Broken(e.to_string()));
+            return false;
+        }
+        for d in self.written.drain(..) {
+            if let Done::Child(idx, n) = d {
+                report(UpEvent::ChildDone(idx, n));
+            }
+        }
+        true
+    }
 }
 
 /// Forward one stream of one rank: read while the stream's budget allows, send whole lines
