@@ -5,7 +5,8 @@
 
 mod common;
 
-use common::{failure_line, prog, run, signal, start};
+use common::{failure_line, prog, run, signal, start, start_with};
+use std::os::unix::process::CommandExt as _;
 use std::time::Instant;
 
 const SIGINT: i32 = 2;
@@ -196,6 +197,47 @@ fn rank_children_are_cleaned_up() {
         b"",
     );
     assert_eq!(r.status, 0, "{}", r.stderr);
+}
+
+/// Started in the background by a script, libi-mpiexec inherits SIGINT ignored; its ranks
+/// must not: they start with default dispositions, so a SIGINT ends the job (130).
+#[test]
+fn sigint_when_started_ignoring_it() {
+    let live = start_with(
+        &["-launcher", "fork", "-hosts", "n1,n2", "-n", "2", "sleep", "60"],
+        &[],
+        |cmd| {
+            // SAFETY: sigaction is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(|| {
+                    use nix::sys::signal::{signal, SigHandler, Signal};
+                    signal(Signal::SIGINT, SigHandler::SigIgn)?;
+                    signal(Signal::SIGQUIT, SigHandler::SigIgn)?;
+                    Ok(())
+                });
+            }
+        },
+    );
+    let ranks = live.wait_for(2, |c| c.starts_with("sleep"));
+    let masks: Vec<(i32, String)> = ranks
+        .iter()
+        .map(|(pid, _)| {
+            let st = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let field = |k: &str| st.lines().find_map(|l| l.strip_prefix(k)).map(str::trim);
+            (*pid, format!("ignored {:?} blocked {:?}", field("SigIgn:"), field("SigBlk:")))
+        })
+        .collect();
+    let t = Instant::now();
+    signal(live.pid(), SIGINT);
+    let (r, secs) = live.finish(t);
+    assert_eq!(r.status, 130, "{}", r.stderr);
+    assert!(failure_line(&r).contains("SIGINT"), "{}", r.stderr);
+    // Default dispositions, ignored ones too, and nothing blocked.
+    let clean = r#"ignored Some("0000000000000000") blocked Some("0000000000000000")"#;
+    for (pid, m) in masks {
+        assert_eq!(m, clean, "rank {pid}");
+    }
+    report("SIGINT, libi-mpiexec started with SIGINT ignored", r.status, secs);
 }
 
 /// Hostile PMI input: an over-long line without a newline, and a rank that floods requests

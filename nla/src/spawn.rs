@@ -85,16 +85,19 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::getppid() != a.parent {
             libc::_exit(127);
         }
-        // Signals are blocked (by the parent, around the clone): reset every caught one to
-        // its default so none of the NLA's handlers can run here, SIGPIPE too (Rust ignores
-        // it), then unblock everything for the program.
-        for sig in 1..libc::SIGRTMAX() {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
-                && old.sa_sigaction != libc::SIG_DFL
-                && (old.sa_sigaction != libc::SIG_IGN || sig == libc::SIGPIPE)
-            {
-                libc::signal(sig, libc::SIG_DFL);
+        // Signals are blocked (by the parent, around the clone). Every signal goes back to
+        // its default: the NLA's handlers must not run here, and what whoever started us
+        // ignored (SIGINT and SIGQUIT for a background job of a script, SIGPIPE for Rust,
+        // glibc's internal signals 32 and 33, which its posix_spawn leaves ignored) must not
+        // stay ignored in the program. The raw system call, as glibc refuses to touch its
+        // internal signals: an all-zero kernel `struct sigaction` (at most 64 bytes) is
+        // SIG_DFL, no flags, an empty mask. Then everything is unblocked.
+        let dfl = [0u64; 8];
+        let set_size = (libc::SIGRTMAX() as usize + 1) / 8;
+        for sig in 1..=libc::SIGRTMAX() {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                let none: *mut libc::c_void = std::ptr::null_mut();
+                libc::syscall(libc::SYS_rt_sigaction, sig, dfl.as_ptr(), none, set_size);
             }
         }
         let mut none: libc::sigset_t = std::mem::zeroed();
