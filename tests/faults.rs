@@ -7,7 +7,9 @@ mod common;
 
 use common::{failure_line, prog, run, signal, start, start_with};
 use std::os::unix::process::CommandExt as _;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 const SIGINT: i32 = 2;
 const SIGKILL: i32 = 9;
@@ -197,6 +199,130 @@ fn rank_children_are_cleaned_up() {
         b"",
     );
     assert_eq!(r.status, 0, "{}", r.stderr);
+}
+
+/// Process hygiene: a daemon a rank detaches (`setsid` and a double fork: a session of its
+/// own, re-parented away from the rank) is gone within 5 s of the job's end, whether the
+/// job succeeds or is torn down.
+#[test]
+fn rank_daemons_are_cleaned_up() {
+    let daemon =
+        "setsid -f sleep 300 >/dev/null 2>&1; (setsid sh -c 'sleep 301' >/dev/null 2>&1 &)";
+    // succeeds: every rank leaves two daemons behind
+    let t = Instant::now();
+    let r = run(&["-n", "2", "bash", "-c", &format!("{daemon}; exit 0")], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    report("rank daemons, job succeeds", r.status, t.elapsed().as_secs_f64());
+    // fails: rank 1 exits 3 on a remote node while every rank has daemons
+    let t = Instant::now();
+    let script = format!("{daemon}; if [ $PMI_RANK = 1 ]; then exit 3; fi; sleep 60");
+    let r = run(&["-launcher", "fork", "-hosts", "n1,n2", "-n", "2", "bash", "-c", &script], b"");
+    assert_eq!(r.status, 3, "{}", r.stderr);
+    report("rank daemons, job fails", r.status, t.elapsed().as_secs_f64());
+}
+
+/// Pid reuse: once a rank has been reaped, its pid (its process group's id) may be given to
+/// an unrelated process leading a group of its own. The NLA must not signal that group when
+/// the job ends. The situation is created for real: after rank 1 is gone, a helper is
+/// started with exactly its pid (`ns_last_pid`, root only), in a group of its own.
+#[test]
+fn unrelated_group_with_a_dead_ranks_pid_survives() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!(
+            "SKIPPED unrelated_group_with_a_dead_ranks_pid_survives: needs root (ns_last_pid)"
+        );
+        return;
+    }
+    for attempt in 1..=3 {
+        if pid_reuse_attempt() {
+            return;
+        }
+        eprintln!("pid reuse: another process took the dead rank's pid; attempt {attempt} again");
+    }
+    panic!("could not give a helper the pid of a dead rank in 3 attempts");
+}
+
+/// One run of the pid-reuse scenario; `false` when the dead rank's pid went to somebody else.
+fn pid_reuse_attempt() -> bool {
+    let dir = scratch_dir("pid-reuse");
+    let (pid_file, go) = (dir.join("pid"), dir.join("go"));
+    let script = format!(
+        "if [ $PMI_RANK = 1 ]; then echo $$ > {p}.tmp; mv {p}.tmp {p}; exit 0; fi; \
+         while [ ! -e {g} ]; do sleep 0.05; done",
+        p = pid_file.display(),
+        g = go.display()
+    );
+    let live = start(&["-n", "2", "bash", "-c", &script], &[]);
+    let dead = wait_until(Duration::from_secs(30), || {
+        std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse::<i32>().ok())
+    })
+    .expect("rank 1 wrote its pid");
+    // Rank 1 exited and was reaped: its pid is free.
+    wait_until(Duration::from_secs(30), || {
+        (!Path::new(&format!("/proc/{dead}")).exists()).then_some(())
+    })
+    .expect("rank 1's pid became free");
+    let helper = helper_with_pid(dead);
+    std::fs::write(&go, b"").expect("release rank 0");
+    let (r, _) = live.finish(Instant::now());
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let Some(mut helper) = helper else { return false };
+    let alive = helper.try_wait().expect("helper status").is_none();
+    let _ = helper.kill();
+    let _ = helper.wait();
+    assert!(alive, "the NLA killed an unrelated process group {dead} (a dead rank's pid)");
+    true
+}
+
+/// A `sleep` leading its own process group whose pid is `pid` (made so through
+/// `ns_last_pid`; retried when another process forks in between). `None` when `pid` is
+/// taken by someone else.
+fn helper_with_pid(pid: i32) -> Option<std::process::Child> {
+    for _ in 0..200 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", format!("{}", pid - 1))
+            .expect("write ns_last_pid");
+        let mut c = Command::new("sleep")
+            .arg("300")
+            .process_group(0)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start helper");
+        if c.id() as i32 == pid {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+            let pgrp = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(2));
+            assert_eq!(pgrp, Some(pid.to_string().as_str()), "helper leads group {pid}");
+            return Some(c);
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            return None;
+        }
+    }
+    None
+}
+
+fn wait_until<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn scratch_dir(tag: &str) -> PathBuf {
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("faults-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
 }
 
 /// Started in the background by a script, libi-mpiexec inherits SIGINT ignored; its ranks

@@ -2,6 +2,7 @@
 //! PMI sockets and stdio, kill/grace timers. No protocol decisions are made here.
 
 use crate::core::{Effect, NodeCore, ProcEnd};
+use crate::reaper;
 use crate::spawn::{start_rank, StartFailed, Started};
 use crate::tree::{accept_loop, listen, Children, EvSink, TreeEv};
 use futures::{SinkExt, StreamExt};
@@ -65,6 +66,9 @@ pub enum Parent {
 }
 
 pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result<i32> {
+    // What the ranks leave behind becomes ours, to be reaped and, at the end, killed.
+    reaper::become_subreaper();
+    reaper::spawn_orphan_reaper();
     // A joining NLA announces where its own children will connect: bind that first.
     let mut early_listener = None;
     let (mut down, mut up, setup) = match parent {
@@ -249,7 +253,11 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 fx.push(Effect::ToParent(Msg::Output { rank, stream, data }));
             }
             Ev::Ended(local, end) => {
-                ranks.pids[local] = None;
+                // Exact reaping: the pid stayed ours until now, and no signal goes to the
+                // rank's group from here on.
+                if let Some(pid) = ranks.pids[local].take() {
+                    reaper::reap(pid);
+                }
                 core.rank_ended(local, end, &mut fx);
             }
             Ev::Parent(msg) => core.parent_msg(msg, &mut fx),
@@ -279,8 +287,13 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     }
     let _ = up.flush().await;
     children.close_all().await;
-    // Nothing of the job outlives the NLA: reap stray members of the ranks' process groups.
-    ranks.kill_groups(libc::SIGKILL);
+    // Nothing of the job outlives the NLA: the groups of ranks not reaped yet, then every
+    // orphan (a rank's children and daemons, re-parented to us), by pid.
+    ranks.kill_all(libc::SIGKILL);
+    let swept = reaper::sweep();
+    if swept > 0 {
+        debug!(swept, "killed processes the ranks left behind");
+    }
     Ok(0)
 }
 
@@ -362,14 +375,19 @@ fn start_group_nla(host: &str, front_end: &str, secret: &str, verbose: bool) {
     if verbose {
         cmd.arg("-v");
     }
-    match cmd.spawn() {
+    // Claimed: the final sweep leaves it alone.
+    match reaper::spawn_claimed(&mut cmd) {
         Ok(mut child) => {
             let line = format!("{secret}\n");
+            let pid = child.id();
             tokio::spawn(async move {
                 if let Some(mut stdin) = child.stdin.take() {
                     let _ = tokio::io::AsyncWriteExt::write_all(&mut stdin, line.as_bytes()).await;
                 }
                 let _ = child.wait().await;
+                if let Some(pid) = pid {
+                    reaper::release(pid as i32);
+                }
             });
         }
         Err(e) => warn!("cannot start an NLA for a spawned group on {host}: {e}"),
@@ -452,9 +470,8 @@ async fn pmgr_writer(
 /// The driver's view of the local ranks.
 struct Ranks {
     to_rank: Vec<Option<UnboundedSender<ToRank>>>,
+    /// Pids of the ranks not reaped yet (each leads its own process group).
     pids: Vec<Option<i32>>,
-    /// Process-group ids of every rank ever started (for the final sweep).
-    groups: Vec<i32>,
     stdin: Option<UnboundedSender<Vec<u8>>>,
     failed_starts: Vec<(usize, ProcEnd)>,
     grace: Duration,
@@ -468,7 +485,6 @@ impl Ranks {
         let mut node = Ranks {
             to_rank: (0..n).map(|_| None).collect(),
             pids: vec![None; n],
-            groups: Vec::with_capacity(n),
             stdin: None,
             failed_starts: Vec::new(),
             grace: Duration::from_millis(job.kill_grace_ms),
@@ -477,11 +493,22 @@ impl Ranks {
         for (local, slot) in plan.ranks.iter().enumerate() {
             match start_rank(job, plan, local, *slot, pmgr_port) {
                 Ok(Started { mut child, pmi }) => {
-                    let pid = Some(child.pid);
-                    node.pids[local] = pid;
-                    if let Some(p) = pid {
-                        node.groups.push(p);
-                    }
+                    let sock =
+                        match pmi.set_nonblocking(true).and_then(|_| UnixStream::from_std(pmi)) {
+                            Ok(sock) => sock,
+                            Err(e) => {
+                                reaper::reap(child.pid);
+                                let errno = e.raw_os_error().unwrap_or(0);
+                                let reason = format!(
+                                "cannot start rank {} on {}: cannot register its PMI socket: {e}",
+                                slot.rank, plan.host
+                            );
+                                node.failed_starts
+                                    .push((local, ProcEnd::SpawnFailed { errno, reason }));
+                                continue;
+                            }
+                        };
+                    node.pids[local] = Some(child.pid);
                     if let Some(stdin) = child.stdin.take() {
                         let (tx, rx) = unbounded_channel();
                         tokio::spawn(stdin_task(stdin, rx));
@@ -489,18 +516,7 @@ impl Ranks {
                     }
                     let (tx, rx) = unbounded_channel();
                     node.to_rank[local] = Some(tx);
-                    match pmi.set_nonblocking(true).and_then(|_| UnixStream::from_std(pmi)) {
-                        Ok(sock) => {
-                            tokio::spawn(rank_task(local, child, sock, rx, ev.clone()));
-                        }
-                        Err(e) => {
-                            warn!("rank {}: cannot register PMI socket: {e}", slot.rank);
-                            // SAFETY: kill(2) of the rank we just started.
-                            unsafe {
-                                libc::kill(child.pid, libc::SIGKILL);
-                            }
-                        }
-                    }
+                    tokio::spawn(rank_task(local, child, sock, rx, ev.clone()));
                 }
                 Err(StartFailed { errno, reason }) => {
                     node.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
@@ -510,19 +526,11 @@ impl Ranks {
         node
     }
 
-    /// Signal the process group of every rank still running.
+    /// Signal the process group of every rank not reaped yet: its leader's pid is still
+    /// ours, so the group is the one the rank created (setsid in the child).
     fn kill_all(&self, sig: i32) {
         for pid in self.pids.iter().flatten() {
-            // SAFETY: plain kill(2) on a process group we created (setsid in the child).
-            unsafe {
-                libc::kill(-pid, sig);
-            }
-        }
-    }
-
-    fn kill_groups(&self, sig: i32) {
-        for pid in &self.groups {
-            // SAFETY: as above; ESRCH for groups that are already gone is ignored.
+            // SAFETY: plain kill(2) on a process group we created, led by an unreaped child.
             unsafe {
                 libc::kill(-pid, sig);
             }

@@ -4,11 +4,13 @@
 //!
 //! * [`core`]: the pure node state machine (KVS, fences, exit classification);
 //! * [`driver`]: the tokio driver (tree connection, rank processes, stdio, signals, timers);
-//! * [`spawn`]: how a rank process is started (environment, PMI_FD, process group).
+//! * [`spawn`]: how a rank process is started (environment, PMI_FD, process group);
+//! * [`reaper`]: exact cleanup (subreaper, claimed children, orphan reaping and sweep).
 
 pub mod core;
 pub mod driver;
 pub mod pmgr_node;
+pub mod reaper;
 pub mod spawn;
 pub mod tree;
 

@@ -1,5 +1,6 @@
 //! Starting one rank: environment, `PMI_FD`, own session/process group, parent-death signal.
 
+use crate::reaper::{self, Exit};
 use crate::tree::describe;
 use libi::job::{AppSpec, JobCommon, NodePlan, RankSlot};
 use std::ffi::CString;
@@ -121,25 +122,17 @@ const STAGE_CHDIR: i32 = 1;
 const STAGE_EXEC: i32 = 2;
 
 impl RankProcess {
-    /// Wait for the process to end. Cancel-safe.
+    /// Wait for the process to end. Cancel-safe. It is not reaped: its pid stays ours (and
+    /// signals to its process group exact) until the driver reaps it with [`reaper::reap`]
+    /// after marking the rank ended.
     pub async fn wait(&mut self) -> io::Result<ProcStatus> {
         loop {
             let mut guard = self.pidfd.readable().await?;
-            let mut status = 0;
-            // SAFETY: waitpid on our own child, non-blocking.
-            let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
-            if r == 0 {
-                guard.clear_ready();
-                continue;
+            match reaper::peek(self.pid)? {
+                None => guard.clear_ready(),
+                Some(Exit::Exited(c)) => return Ok(ProcStatus::Exited(c)),
+                Some(Exit::Signaled(s)) => return Ok(ProcStatus::Signaled(s)),
             }
-            if r < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            return Ok(if libc::WIFSIGNALED(status) {
-                ProcStatus::Signaled(libc::WTERMSIG(status))
-            } else {
-                ProcStatus::Exited(libc::WEXITSTATUS(status))
-            });
         }
     }
 }
@@ -306,6 +299,9 @@ fn try_start(
     // copy-on-write faults while a node starts hundreds of ranks), on a stack of its own;
     // we are suspended only until its execve.
     let mut stack = vec![0u8; CHILD_STACK];
+    // The orphan reaper must not take the child for an orphan: it is claimed under the
+    // registry's lock before anybody could look.
+    let mut claims = reaper::claims();
     // SAFETY: the stack top is inside `stack`, 16-byte aligned, and `stack` and `args`
     // outlive the child's use of them (CLONE_VFORK: we resume only after its execve or
     // _exit). `child_main` calls only async-signal-safe functions.
@@ -329,39 +325,46 @@ fn try_start(
     if pid < 0 {
         return Err(io::Error::last_os_error().into());
     }
+    claims.claim(pid);
+    drop(claims);
     drop((client_fd, in_r, out_w, err_w, ex_w));
     // CLONE_VFORK resumed us after the child's execve or _exit: an exec failure is already
     // in the pipe. Report it now, so that "ranks started" means they run.
     if let Some((stage, errno)) = read_exec_error(&ex_r) {
-        // SAFETY: reap the child that failed to exec (it has _exited or is about to).
-        unsafe {
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
-        }
+        // It has _exited (or is about to): reap it.
+        reaper::reap(pid);
         let e = io::Error::from_raw_os_error(errno);
         return Err(if stage == STAGE_CHDIR { Failure::Chdir(e) } else { Failure::Io(e) });
     }
-    // SAFETY: pidfd_open of our own child; the fd is ours.
+    watch(pid, in_w, out_r, err_r).map(|child| Started { child, pmi: server }).map_err(|e| {
+        // The program runs but cannot be watched: kill it (its group, still ours) and reap.
+        reaper::reap(pid);
+        Failure::Io(e)
+    })
+}
+
+/// The parent's handles on a started rank: its stdio pipes and a pidfd for its exit.
+fn watch(
+    pid: i32,
+    in_w: Option<OwnedFd>,
+    out_r: OwnedFd,
+    err_r: OwnedFd,
+) -> io::Result<RankProcess> {
+    // SAFETY: pidfd_open of our own child, not reaped yet; the fd is ours.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if pidfd < 0 {
-        let e = io::Error::last_os_error();
-        // SAFETY: kill and reap the child we cannot watch.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
-        }
-        return Err(e.into());
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: pidfd_open returned a new descriptor.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
-    let child = RankProcess {
+    Ok(RankProcess {
         pid,
         stdin: in_w.map(pipe::Sender::from_owned_fd).transpose()?,
         stdout: Some(pipe::Receiver::from_owned_fd(out_r)?),
         stderr: Some(pipe::Receiver::from_owned_fd(err_r)?),
         // SAFETY: `pidfd` is an owned descriptor that lives exactly as long as the AsyncFd.
         pidfd: unsafe { AsyncFd::register(pidfd).map_err(io::Error::from)? },
-    };
-    Ok(Started { child, pmi: server })
+    })
 }
 
 /// The program a rank runs: a name without `/` is looked up in the rank's own `PATH` (the
