@@ -366,6 +366,36 @@ fn sigint_when_started_ignoring_it() {
     report("SIGINT, libi-mpiexec started with SIGINT ignored", r.status, secs);
 }
 
+/// Running out of descriptors while starting ranks is a resource failure, reported as such
+/// (not as "cannot execute"), with status 255. The NLA raises its soft limit to the hard
+/// one, so the hard limit is lowered.
+#[test]
+fn out_of_descriptors_at_rank_start() {
+    let live = start_with(
+        &["-launcher", "fork", "-hosts", "n1:20,n2:20", "-n", "40", "true"],
+        &[],
+        |cmd| {
+            // SAFETY: setrlimit is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(|| {
+                    use nix::sys::resource::{setrlimit, Resource};
+                    setrlimit(Resource::RLIMIT_NOFILE, 64, 64)?;
+                    Ok(())
+                });
+            }
+        },
+    );
+    let (r, secs) = live.finish(Instant::now());
+    assert_eq!(r.status, 255, "{}", r.stderr);
+    let line = failure_line(&r);
+    assert!(
+        line.contains("cannot start rank ")
+            && line.contains("too many open files (RLIMIT_NOFILE=64)"),
+        "{line}"
+    );
+    report("out of descriptors at rank start", r.status, secs);
+}
+
 /// Hostile PMI input: an over-long line without a newline, and a rank that floods requests
 /// without reading the replies. Each fails the job with a message naming the rank; the NLA
 /// neither panics nor buffers without bound; nothing hangs.

@@ -169,15 +169,19 @@ fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Why [`try_start`] failed: a system call, or the child's `chdir` (reported by the child).
+/// Why [`try_start`] failed.
 enum Failure {
-    Io(io::Error),
+    /// The program cannot be executed (reported by the child), or its name cannot be.
+    Exec(io::Error),
+    /// The child's `chdir` (reported by the child).
     Chdir(io::Error),
+    /// A system call of ours (socketpair, pipe, clone, ...): resources, mostly.
+    Start(io::Error),
 }
 
 impl From<io::Error> for Failure {
     fn from(e: io::Error) -> Self {
-        Failure::Io(e)
+        Failure::Start(e)
     }
 }
 
@@ -191,21 +195,51 @@ pub fn start_rank(
     pmi_port: Option<u16>,
 ) -> Result<Started, StartFailed> {
     let app = job.apps.get(slot.app as usize);
+    let host = &plan.host;
     try_start(job, plan, local, slot, pmi_port).map_err(|f| {
         let (e, reason) = match f {
-            Failure::Io(e) => {
+            Failure::Exec(e) => {
                 let exe = app.map(|a| a.exe.as_str()).unwrap_or("?");
-                let reason = format!("cannot execute '{exe}': {}", describe(&e));
+                let reason = format!("cannot execute '{exe}' on {host}: {}", describe(&e));
                 (e, reason)
             }
             Failure::Chdir(e) => {
                 let d = app.and_then(|a| a.wdir.as_deref()).unwrap_or("?");
-                let reason = format!("cannot change to working directory '{d}': {}", describe(&e));
+                let reason =
+                    format!("cannot change to working directory '{d}' on {host}: {}", describe(&e));
+                (e, reason)
+            }
+            Failure::Start(e) => {
+                let reason =
+                    format!("cannot start rank {} on {host}: {}", slot.rank, start_error(&e));
                 (e, reason)
             }
         };
         StartFailed { errno: e.raw_os_error().unwrap_or(0), reason }
     })
+}
+
+/// Why a system call of ours failed, naming the limit that was hit.
+fn start_error(e: &io::Error) -> String {
+    use nix::errno::Errno;
+    use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
+    let limit = |r: Resource| match getrlimit(r) {
+        Ok((soft, _)) if soft == RLIM_INFINITY => "unlimited".to_string(),
+        Ok((soft, _)) => soft.to_string(),
+        Err(_) => "?".to_string(),
+    };
+    match e.raw_os_error().map(Errno::from_raw) {
+        Some(Errno::EMFILE) => {
+            format!("too many open files (RLIMIT_NOFILE={})", limit(Resource::RLIMIT_NOFILE))
+        }
+        Some(Errno::ENFILE) => "too many open files in the system (fs.file-max)".to_string(),
+        Some(Errno::EAGAIN) => format!(
+            "too many processes (RLIMIT_NPROC={}, or kernel.pid_max / threads-max)",
+            limit(Resource::RLIMIT_NPROC)
+        ),
+        Some(Errno::ENOMEM) => "out of memory".to_string(),
+        _ => describe(e),
+    }
 }
 
 fn try_start(
@@ -215,10 +249,9 @@ fn try_start(
     slot: RankSlot,
     pmi_port: Option<u16>,
 ) -> Result<Started, Failure> {
-    let app: &AppSpec = job
-        .apps
-        .get(slot.app as usize)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "rank names an unknown app"))?;
+    let app: &AppSpec = job.apps.get(slot.app as usize).ok_or_else(|| {
+        Failure::Exec(io::Error::new(io::ErrorKind::InvalidInput, "rank names an unknown app"))
+    })?;
     // Both socket ends close-on-exec; the child clears the flag on its own end only, so no
     // rank inherits another rank's socket.
     let (server, client) = StdUnixStream::pair()?;
@@ -253,19 +286,24 @@ fn try_start(
     }
 
     // Everything the child needs, prepared before fork (the child may not allocate).
-    let path = CString::new(resolve(&app.exe, &env).into_vec())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in program"))?;
+    let path = CString::new(resolve(&app.exe, &env).into_vec()).map_err(|_| {
+        Failure::Exec(io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in program"))
+    })?;
     let argv_c: Vec<CString> = std::iter::once(app.exe.as_str())
         .chain(app.args.iter().map(String::as_str))
         .map(cstring)
-        .collect::<io::Result<_>>()?;
-    let envp_c: Vec<CString> =
-        env.iter().map(|(k, v)| cstring(&format!("{k}={v}"))).collect::<io::Result<_>>()?;
+        .collect::<io::Result<_>>()
+        .map_err(Failure::Exec)?;
+    let envp_c: Vec<CString> = env
+        .iter()
+        .map(|(k, v)| cstring(&format!("{k}={v}")))
+        .collect::<io::Result<_>>()
+        .map_err(Failure::Exec)?;
     let mut argv: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = envp_c.iter().map(|c| c.as_ptr()).collect();
     envp.push(std::ptr::null());
-    let wdir_c = app.wdir.as_deref().map(cstring).transpose()?;
+    let wdir_c = app.wdir.as_deref().map(cstring).transpose().map_err(Failure::Chdir)?;
 
     let (out_r, out_w) = pipe_cloexec()?;
     let (err_r, err_w) = pipe_cloexec()?;
@@ -334,12 +372,12 @@ fn try_start(
         // It has _exited (or is about to): reap it.
         reaper::reap(pid);
         let e = io::Error::from_raw_os_error(errno);
-        return Err(if stage == STAGE_CHDIR { Failure::Chdir(e) } else { Failure::Io(e) });
+        return Err(if stage == STAGE_CHDIR { Failure::Chdir(e) } else { Failure::Exec(e) });
     }
     watch(pid, in_w, out_r, err_r).map(|child| Started { child, pmi: server }).map_err(|e| {
         // The program runs but cannot be watched: kill it (its group, still ours) and reap.
         reaper::reap(pid);
-        Failure::Io(e)
+        Failure::Start(e)
     })
 }
 
