@@ -366,6 +366,39 @@ fn sigint_when_started_ignoring_it() {
     report("SIGINT, libi-mpiexec started with SIGINT ignored", r.status, secs);
 }
 
+/// A rank that closes its PMI connection after `init` and runs on fails the job at once,
+/// named; closing after `finalize` is fine; a rank that crashes (its socket closes as it
+/// dies) is reported by its signal, not as a close.
+#[test]
+fn pmi_connection_closed_mid_job() {
+    let p = prog("pmi_close");
+    let t = Instant::now();
+    let r = run(&["-n", "2", &p, "close"], b"");
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(r.status, 1, "{}", r.stderr);
+    let line = failure_line(&r);
+    assert!(
+        line.contains("rank 1 on ") && line.contains("closed its PMI connection without finalize"),
+        "{line}"
+    );
+    // rank 0 sleeps 30 s: only the close can have ended the job
+    assert!(secs < 20.0, "took {secs:.3} s");
+    report("rank closes PMI after init (runs on)", r.status, secs);
+
+    let t = Instant::now();
+    let r = run(&["-n", "2", &p, "finalize", "1"], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+    report("rank closes PMI after finalize", r.status, t.elapsed().as_secs_f64());
+
+    let t = Instant::now();
+    let r = run(&["-launcher", "fork", "-hosts", "n1,n2", "-n", "2", &p, "crash"], b"");
+    assert_eq!(r.status, 139, "{}", r.stderr);
+    let line = failure_line(&r);
+    assert!(line.contains("rank 1 on n2 was killed by signal 11 (SIGSEGV)"), "{line}");
+    report("rank crashes after init", r.status, t.elapsed().as_secs_f64());
+}
+
 /// Running out of descriptors while starting ranks is a resource failure, reported as such
 /// (not as "cannot execute"), with status 255. The NLA raises its soft limit to the hard
 /// one, so the hard limit is lowered.

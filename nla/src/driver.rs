@@ -46,6 +46,8 @@ enum Ev {
     PmgrEof(u64),
     /// The grace of an `Effect::FailSoon` is over.
     FailNow(String),
+    /// The grace of an `Effect::WatchPmiClose` is over.
+    PmiCloseGraceOver(usize),
 }
 
 /// Command for a rank task.
@@ -216,6 +218,13 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 Effect::StartNla { host, front_end } => {
                     start_group_nla(&host, &front_end, &secret, core.job().verbose)
                 }
+                Effect::WatchPmiClose(local) => {
+                    let tx = ev_tx.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(PMI_CLOSE_GRACE).await;
+                        let _ = tx.send(Ev::PmiCloseGraceOver(local));
+                    });
+                }
                 e => apply(e, &mut ranks, &mut children, &mut up, &ev_tx, parent_gone).await,
             }
         }
@@ -247,7 +256,10 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         let Some(ev) = ev_rx.recv().await else { break };
         match ev {
             Ev::Pmi(local, data) => core.rank_data(local, &data, &mut fx),
-            Ev::PmiEof(local) => core.rank_eof(local),
+            Ev::PmiEof(local) => core.rank_eof(local, &mut fx),
+            Ev::PmiCloseGraceOver(local) => {
+                core.pmi_close_grace_over(local, ranks.running(local), &mut fx)
+            }
             Ev::Out(local, stream, data) => {
                 let rank = core.plan().ranks[local].rank;
                 fx.push(Effect::ToParent(Msg::Output { rank, stream, data }));
@@ -351,7 +363,8 @@ async fn apply<S>(
         Effect::ToPmgr(..)
         | Effect::ClosePmgr(_)
         | Effect::FailSoon(_)
-        | Effect::StartNla { .. } => {}
+        | Effect::StartNla { .. }
+        | Effect::WatchPmiClose(_) => {}
     }
 }
 
@@ -417,6 +430,10 @@ fn pmgr_event(
 
 /// How long an NLA serving PMGR waits, once every rank ended, for queued PMGR input.
 const PMGR_FINAL_SWEEP: Duration = Duration::from_millis(30);
+
+/// How long a rank that closed its PMI connection half-way has to exit before the close
+/// itself fails the job: a crashing rank's socket closes just before its exit is seen.
+const PMI_CLOSE_GRACE: Duration = Duration::from_millis(250);
 
 /// How long a PMGR failure waits for an abort record that may explain it.
 pub const PMGR_ABORT_GRACE: Duration = Duration::from_millis(1500);
@@ -535,6 +552,11 @@ impl Ranks {
                 libc::kill(-pid, sig);
             }
         }
+    }
+
+    /// Does local rank `local`'s process still run (exited, maybe not reported yet)?
+    fn running(&self, local: usize) -> bool {
+        self.pids.get(local).copied().flatten().is_some_and(reaper::running)
     }
 }
 
