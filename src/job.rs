@@ -205,19 +205,20 @@ pub enum RankEnd {
 impl RankEnd {
     /// The exit status a shell would report for this end (128+signal for a signal, 127/126
     /// for a program that could not be executed). A rank that exited 0 between PMI `init` and
-    /// `finalize` failed the job all the same: status 1.
+    /// `finalize` failed the job all the same: status 1. A rank that could not be started for
+    /// want of resources (descriptors, processes, memory) is a launch failure: 255, as for an
+    /// NLA that cannot start (Hydra's proxy fails the same way, and `mpiexec.hydra` exits
+    /// 255).
     pub fn status(&self) -> i32 {
         match self {
             RankEnd::Exited { code: 0, clean_pmi: false } => 1,
             RankEnd::Exited { code, .. } => *code,
             RankEnd::Signaled { signal } => 128 + signal,
-            RankEnd::SpawnFailed { errno, .. } => {
-                if *errno == libc_enoent() {
-                    127
-                } else {
-                    126
-                }
-            }
+            RankEnd::SpawnFailed { errno, .. } => match *errno {
+                errno::ENOENT => 127,
+                errno::EAGAIN | errno::ENOMEM | errno::ENFILE | errno::EMFILE => 255,
+                _ => 126,
+            },
         }
     }
 
@@ -227,8 +228,13 @@ impl RankEnd {
     }
 }
 
-const fn libc_enoent() -> i32 {
-    2
+/// The Linux errno values [`RankEnd::status`] tells apart (this crate does without libc).
+mod errno {
+    pub const ENOENT: i32 = 2;
+    pub const EAGAIN: i32 = 11;
+    pub const ENOMEM: i32 = 12;
+    pub const ENFILE: i32 = 23;
+    pub const EMFILE: i32 = 24;
 }
 
 /// Process mapping in the explicit-triplet form every MPICH accepts (spec §8.1). `runs` is the
@@ -311,5 +317,11 @@ mod tests {
         assert!(!RankEnd::Exited { code: 0, clean_pmi: true }.is_failure());
         let e = RankEnd::SpawnFailed { errno: 2, reason: "x".into() };
         assert_eq!(e.status(), 127);
+        let e = RankEnd::SpawnFailed { errno: 13, reason: "x".into() };
+        assert_eq!(e.status(), 126);
+        for errno in [11, 12, 23, 24] {
+            let e = RankEnd::SpawnFailed { errno, reason: "x".into() };
+            assert_eq!(e.status(), 255, "errno {errno}");
+        }
     }
 }

@@ -186,9 +186,24 @@ fn wdir() {
 fn missing_program() {
     let r = run(&["-n", "2", "./nope"], b"");
     assert_eq!(r.status, 127);
+    let e = r.stderr.trim_end();
+    assert_eq!(e.lines().count(), 1, "{e}");
+    // "on HOST": the planned name of this node (its host name)
+    assert!(e.starts_with("libi-mpiexec: cannot execute './nope' on "), "{e}");
+    assert!(e.ends_with(": No such file or directory"), "{e}");
+}
+
+/// A missing program in one MPMD segment, on another node: the message names that node.
+#[test]
+fn missing_program_in_mpmd_segment_on_remote_node() {
+    let r = run(
+        &["-launcher", "fork", "-hosts", "n1:1,n2:1", "-n", "1", "true", ":", "-n", "1", "./nope"],
+        b"",
+    );
+    assert_eq!(r.status, 127, "{}", r.stderr);
     assert_eq!(
         r.stderr.trim_end(),
-        "libi-mpiexec: cannot execute './nope': No such file or directory"
+        "libi-mpiexec: cannot execute './nope' on n2: No such file or directory"
     );
 }
 

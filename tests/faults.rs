@@ -5,8 +5,11 @@
 
 mod common;
 
-use common::{failure_line, prog, run, signal, start};
-use std::time::Instant;
+use common::{failure_line, prog, run, signal, start, start_with};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 const SIGINT: i32 = 2;
 const SIGKILL: i32 = 9;
@@ -196,6 +199,234 @@ fn rank_children_are_cleaned_up() {
         b"",
     );
     assert_eq!(r.status, 0, "{}", r.stderr);
+}
+
+/// Process hygiene: a daemon a rank detaches (`setsid` and a double fork: a session of its
+/// own, re-parented away from the rank) is gone within 5 s of the job's end, whether the
+/// job succeeds or is torn down.
+#[test]
+fn rank_daemons_are_cleaned_up() {
+    let daemon =
+        "setsid -f sleep 300 >/dev/null 2>&1; (setsid sh -c 'sleep 301' >/dev/null 2>&1 &)";
+    // succeeds: every rank leaves two daemons behind
+    let t = Instant::now();
+    let r = run(&["-n", "2", "bash", "-c", &format!("{daemon}; exit 0")], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    report("rank daemons, job succeeds", r.status, t.elapsed().as_secs_f64());
+    // fails: rank 1 exits 3 on a remote node while every rank has daemons
+    let t = Instant::now();
+    let script = format!("{daemon}; if [ $PMI_RANK = 1 ]; then exit 3; fi; sleep 60");
+    let r = run(&["-launcher", "fork", "-hosts", "n1,n2", "-n", "2", "bash", "-c", &script], b"");
+    assert_eq!(r.status, 3, "{}", r.stderr);
+    report("rank daemons, job fails", r.status, t.elapsed().as_secs_f64());
+}
+
+/// Pid reuse: once a rank has been reaped, its pid (its process group's id) may be given to
+/// an unrelated process leading a group of its own. The NLA must not signal that group when
+/// the job ends. The situation is created for real: after rank 1 is gone, a helper is
+/// started with exactly its pid (`ns_last_pid`, root only), in a group of its own.
+#[test]
+fn unrelated_group_with_a_dead_ranks_pid_survives() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!(
+            "SKIPPED unrelated_group_with_a_dead_ranks_pid_survives: needs root (ns_last_pid)"
+        );
+        return;
+    }
+    for attempt in 1..=3 {
+        if pid_reuse_attempt() {
+            return;
+        }
+        eprintln!("pid reuse: another process took the dead rank's pid; attempt {attempt} again");
+    }
+    panic!("could not give a helper the pid of a dead rank in 3 attempts");
+}
+
+/// One run of the pid-reuse scenario; `false` when the dead rank's pid went to somebody else.
+fn pid_reuse_attempt() -> bool {
+    let dir = scratch_dir("pid-reuse");
+    let (pid_file, go) = (dir.join("pid"), dir.join("go"));
+    let script = format!(
+        "if [ $PMI_RANK = 1 ]; then echo $$ > {p}.tmp; mv {p}.tmp {p}; exit 0; fi; \
+         while [ ! -e {g} ]; do sleep 0.05; done",
+        p = pid_file.display(),
+        g = go.display()
+    );
+    let live = start(&["-n", "2", "bash", "-c", &script], &[]);
+    let dead = wait_until(Duration::from_secs(30), || {
+        std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse::<i32>().ok())
+    })
+    .expect("rank 1 wrote its pid");
+    // Rank 1 exited and was reaped: its pid is free.
+    wait_until(Duration::from_secs(30), || {
+        (!Path::new(&format!("/proc/{dead}")).exists()).then_some(())
+    })
+    .expect("rank 1's pid became free");
+    let helper = helper_with_pid(dead);
+    std::fs::write(&go, b"").expect("release rank 0");
+    let (r, _) = live.finish(Instant::now());
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let Some(mut helper) = helper else { return false };
+    let alive = helper.try_wait().expect("helper status").is_none();
+    let _ = helper.kill();
+    let _ = helper.wait();
+    assert!(alive, "the NLA killed an unrelated process group {dead} (a dead rank's pid)");
+    true
+}
+
+/// A `sleep` leading its own process group whose pid is `pid` (made so through
+/// `ns_last_pid`; retried when another process forks in between). `None` when `pid` is
+/// taken by someone else.
+fn helper_with_pid(pid: i32) -> Option<std::process::Child> {
+    for _ in 0..200 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", format!("{}", pid - 1))
+            .expect("write ns_last_pid");
+        let mut c = Command::new("sleep")
+            .arg("300")
+            .process_group(0)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start helper");
+        if c.id() as i32 == pid {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+            let pgrp = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(2));
+            assert_eq!(pgrp, Some(pid.to_string().as_str()), "helper leads group {pid}");
+            return Some(c);
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            return None;
+        }
+    }
+    None
+}
+
+fn wait_until<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn scratch_dir(tag: &str) -> PathBuf {
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("faults-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+/// Started in the background by a script, libi-mpiexec inherits SIGINT ignored; its ranks
+/// must not: they start with default dispositions, so a SIGINT ends the job (130).
+#[test]
+fn sigint_when_started_ignoring_it() {
+    let live = start_with(
+        &["-launcher", "fork", "-hosts", "n1,n2", "-n", "2", "sleep", "60"],
+        &[],
+        |cmd| {
+            // SAFETY: sigaction is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(|| {
+                    use nix::sys::signal::{signal, SigHandler, Signal};
+                    signal(Signal::SIGINT, SigHandler::SigIgn)?;
+                    signal(Signal::SIGQUIT, SigHandler::SigIgn)?;
+                    Ok(())
+                });
+            }
+        },
+    );
+    let ranks = live.wait_for(2, |c| c.starts_with("sleep"));
+    let masks: Vec<(i32, String)> = ranks
+        .iter()
+        .map(|(pid, _)| {
+            let st = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let field = |k: &str| st.lines().find_map(|l| l.strip_prefix(k)).map(str::trim);
+            (*pid, format!("ignored {:?} blocked {:?}", field("SigIgn:"), field("SigBlk:")))
+        })
+        .collect();
+    let t = Instant::now();
+    signal(live.pid(), SIGINT);
+    let (r, secs) = live.finish(t);
+    assert_eq!(r.status, 130, "{}", r.stderr);
+    assert!(failure_line(&r).contains("SIGINT"), "{}", r.stderr);
+    // Default dispositions, ignored ones too, and nothing blocked.
+    let clean = r#"ignored Some("0000000000000000") blocked Some("0000000000000000")"#;
+    for (pid, m) in masks {
+        assert_eq!(m, clean, "rank {pid}");
+    }
+    report("SIGINT, libi-mpiexec started with SIGINT ignored", r.status, secs);
+}
+
+/// A rank that closes its PMI connection after `init` and runs on fails the job at once,
+/// named; closing after `finalize` is fine; a rank that crashes (its socket closes as it
+/// dies) is reported by its signal, not as a close.
+#[test]
+fn pmi_connection_closed_mid_job() {
+    let p = prog("pmi_close");
+    let t = Instant::now();
+    let r = run(&["-n", "2", &p, "close"], b"");
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(r.status, 1, "{}", r.stderr);
+    let line = failure_line(&r);
+    assert!(
+        line.contains("rank 1 on ") && line.contains("closed its PMI connection without finalize"),
+        "{line}"
+    );
+    // rank 0 sleeps 30 s: only the close can have ended the job
+    assert!(secs < 20.0, "took {secs:.3} s");
+    report("rank closes PMI after init (runs on)", r.status, secs);
+
+    let t = Instant::now();
+    let r = run(&["-n", "2", &p, "finalize", "1"], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+    report("rank closes PMI after finalize", r.status, t.elapsed().as_secs_f64());
+
+    let t = Instant::now();
+    let r = run(&["-launcher", "fork", "-hosts", "n1,n2", "-n", "2", &p, "crash"], b"");
+    assert_eq!(r.status, 139, "{}", r.stderr);
+    let line = failure_line(&r);
+    assert!(line.contains("rank 1 on n2 was killed by signal 11 (SIGSEGV)"), "{line}");
+    report("rank crashes after init", r.status, t.elapsed().as_secs_f64());
+}
+
+/// Running out of descriptors while starting ranks is a resource failure, reported as such
+/// (not as "cannot execute"), with status 255. The NLA raises its soft limit to the hard
+/// one, so the hard limit is lowered.
+#[test]
+fn out_of_descriptors_at_rank_start() {
+    let live = start_with(
+        &["-launcher", "fork", "-hosts", "n1:20,n2:20", "-n", "40", "true"],
+        &[],
+        |cmd| {
+            // SAFETY: setrlimit is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(|| {
+                    use nix::sys::resource::{setrlimit, Resource};
+                    setrlimit(Resource::RLIMIT_NOFILE, 64, 64)?;
+                    Ok(())
+                });
+            }
+        },
+    );
+    let (r, secs) = live.finish(Instant::now());
+    assert_eq!(r.status, 255, "{}", r.stderr);
+    let line = failure_line(&r);
+    assert!(
+        line.contains("cannot start rank ")
+            && line.contains("too many open files (RLIMIT_NOFILE=64)"),
+        "{line}"
+    );
+    report("out of descriptors at rank start", r.status, secs);
 }
 
 /// Hostile PMI input: an over-long line without a newline, and a rank that floods requests

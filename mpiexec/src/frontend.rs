@@ -429,7 +429,8 @@ impl FrontEnd {
                     | Effect::Stdin(_)
                     | Effect::ToPmgr(..)
                     | Effect::ClosePmgr(_)
-                    | Effect::StartNla { .. } => {}
+                    | Effect::StartNla { .. }
+                    | Effect::WatchPmiClose(_) => {}
                 }
             }
         }

@@ -27,7 +27,7 @@ use dashmap::DashMap;
 use libi::job::{JobCommon, NodePlan, NodeSetup, RankEnd, SpawnCmd, SpawnRequest};
 use libi::msg::{Msg, NameOp};
 use libi::report::{Counters, FenceRecord, NodeReport};
-use pmi_wire::server::{Action, ConnConfig, Connection, Phase};
+use pmi_wire::server::{Action, ConnConfig, Connection, Eof, Phase};
 use pmi_wire::v1::ParseError;
 use std::collections::{HashMap, HashSet};
 
@@ -62,6 +62,10 @@ pub enum Effect {
     /// Start an NLA of a spawned process group on this host (`libi-nla --rendezvous
     /// front_end --host host`).
     StartNla { host: String, front_end: String },
+    /// Local rank `local` closed its PMI connection between `init` and `finalize`. A rank
+    /// that crashes closes it a moment before its exit is seen, so the exit gets a short
+    /// grace: then call [`NodeCore::pmi_close_grace_over`].
+    WatchPmiClose(usize),
 }
 
 /// How a rank process ended, before PMI state is taken into account.
@@ -599,10 +603,26 @@ impl NodeCore {
     }
 
     /// The rank's PMI socket reached EOF (the process may still be running).
-    pub fn rank_eof(&mut self, local: usize) {
-        if let Some(conn) = self.conns.get_mut(local) {
-            let _ = conn.eof();
+    pub fn rank_eof(&mut self, local: usize, fx: &mut Vec<Effect>) {
+        let Some(conn) = self.conns.get_mut(local) else { return };
+        if conn.eof() == Eof::BeforeFinalize && !self.ended[local] && !self.tearing_down {
+            fx.push(Effect::WatchPmiClose(local));
         }
+    }
+
+    /// The grace after an [`Effect::WatchPmiClose`] is over; `running`: the rank's process
+    /// has not ended (as far as the driver can see). A rank that left PMI half-way and runs
+    /// on fails the job (as under Hydra); one whose exit came is judged by that exit.
+    pub fn pmi_close_grace_over(&mut self, local: usize, running: bool, fx: &mut Vec<Effect>) {
+        if !running || self.tearing_down || self.ended.get(local).copied().unwrap_or(true) {
+            return;
+        }
+        let what = format!(
+            "rank {} on {} closed its PMI connection without finalize",
+            self.rank_of(local),
+            self.plan.host
+        );
+        self.fail(what, fx);
     }
 
     /// The rank's process ended (its remaining PMI bytes have already been fed).

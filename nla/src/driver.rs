@@ -2,6 +2,7 @@
 //! PMI sockets and stdio, kill/grace timers. No protocol decisions are made here.
 
 use crate::core::{Effect, NodeCore, ProcEnd};
+use crate::reaper;
 use crate::spawn::{start_rank, StartFailed, Started};
 use crate::stdio::{forward_output, spawn_up_writer, Done, UpEvent, UpLink};
 use crate::tree::{accept_loop, listen, Children, EvSink, TreeEv};
@@ -46,6 +47,8 @@ enum Ev {
     PmgrEof(u64),
     /// The grace of an `Effect::FailSoon` is over.
     FailNow(String),
+    /// The grace of an `Effect::WatchPmiClose` is over.
+    PmiCloseGraceOver(usize),
 }
 
 /// Command for a rank task.
@@ -66,6 +69,9 @@ pub enum Parent {
 }
 
 pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result<i32> {
+    // What the ranks leave behind becomes ours, to be reaped and, at the end, killed.
+    reaper::become_subreaper();
+    reaper::spawn_orphan_reaper();
     // A joining NLA announces where its own children will connect: bind that first.
     let mut early_listener = None;
     let (mut down, up, setup) = match parent {
@@ -228,6 +234,13 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 Effect::StartNla { host, front_end } => {
                     start_group_nla(&host, &front_end, &secret, core.job().verbose)
                 }
+                Effect::WatchPmiClose(local) => {
+                    let tx = ev_tx.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(PMI_CLOSE_GRACE).await;
+                        let _ = tx.send(Ev::PmiCloseGraceOver(local));
+                    });
+                }
                 e => apply(e, &mut ranks, &mut children, &up, &ev_tx, parent_gone).await,
             }
         }
@@ -259,7 +272,10 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         let Some(ev) = ev_rx.recv().await else { break };
         match ev {
             Ev::Pmi(local, data) => core.rank_data(local, &data, &mut fx),
-            Ev::PmiEof(local) => core.rank_eof(local),
+            Ev::PmiEof(local) => core.rank_eof(local, &mut fx),
+            Ev::PmiCloseGraceOver(local) => {
+                core.pmi_close_grace_over(local, ranks.running(local), &mut fx)
+            }
             Ev::Up(UpEvent::ChildDone(idx, bytes)) => {
                 // Acknowledged in batches of a quarter window.
                 if let Some(n) = forwarded.get_mut(idx) {
@@ -278,7 +294,11 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 let _ = ev_tx.send(Ev::ParentGone(format!("cannot write to it: {why}")));
             }
             Ev::Ended(local, end) => {
-                ranks.pids[local] = None;
+                // Exact reaping: the pid stayed ours until now, and no signal goes to the
+                // rank's group from here on.
+                if let Some(pid) = ranks.pids[local].take() {
+                    reaper::reap(pid);
+                }
                 core.rank_ended(local, end, &mut fx);
             }
             Ev::Parent(msg) => core.parent_msg(msg, &mut fx),
@@ -319,8 +339,13 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     // under the fork launcher) may end as soon as it closes, and take us with it.
     let link = tokio::time::timeout(FINAL_SEND, writer).await;
     children.close_all().await;
-    // Nothing of the job outlives the NLA: reap stray members of the ranks' process groups.
-    ranks.kill_groups(libc::SIGKILL);
+    // Nothing of the job outlives the NLA: the groups of ranks not reaped yet, then every
+    // orphan (a rank's children and daemons, re-parented to us), by pid.
+    ranks.kill_all(libc::SIGKILL);
+    let swept = reaper::sweep();
+    if swept > 0 {
+        debug!(swept, "killed processes the ranks left behind");
+    }
     drop(link);
     Ok(0)
 }
@@ -377,7 +402,8 @@ async fn apply(
         Effect::ToPmgr(..)
         | Effect::ClosePmgr(_)
         | Effect::FailSoon(_)
-        | Effect::StartNla { .. } => {}
+        | Effect::StartNla { .. }
+        | Effect::WatchPmiClose(_) => {}
     }
 }
 
@@ -401,14 +427,19 @@ fn start_group_nla(host: &str, front_end: &str, secret: &str, verbose: bool) {
     if verbose {
         cmd.arg("-v");
     }
-    match cmd.spawn() {
+    // Claimed: the final sweep leaves it alone.
+    match reaper::spawn_claimed(&mut cmd) {
         Ok(mut child) => {
             let line = format!("{secret}\n");
+            let pid = child.id();
             tokio::spawn(async move {
                 if let Some(mut stdin) = child.stdin.take() {
                     let _ = tokio::io::AsyncWriteExt::write_all(&mut stdin, line.as_bytes()).await;
                 }
                 let _ = child.wait().await;
+                if let Some(pid) = pid {
+                    reaper::release(pid as i32);
+                }
             });
         }
         Err(e) => warn!("cannot start an NLA for a spawned group on {host}: {e}"),
@@ -438,6 +469,10 @@ fn pmgr_event(
 
 /// How long an NLA serving PMGR waits, once every rank ended, for queued PMGR input.
 const PMGR_FINAL_SWEEP: Duration = Duration::from_millis(30);
+
+/// How long a rank that closed its PMI connection half-way has to exit before the close
+/// itself fails the job: a crashing rank's socket closes just before its exit is seen.
+const PMI_CLOSE_GRACE: Duration = Duration::from_millis(250);
 
 /// How long a PMGR failure waits for an abort record that may explain it.
 pub const PMGR_ABORT_GRACE: Duration = Duration::from_millis(1500);
@@ -491,9 +526,8 @@ async fn pmgr_writer(
 /// The driver's view of the local ranks.
 struct Ranks {
     to_rank: Vec<Option<UnboundedSender<ToRank>>>,
+    /// Pids of the ranks not reaped yet (each leads its own process group).
     pids: Vec<Option<i32>>,
-    /// Process-group ids of every rank ever started (for the final sweep).
-    groups: Vec<i32>,
     stdin: Option<UnboundedSender<Vec<u8>>>,
     failed_starts: Vec<(usize, ProcEnd)>,
     grace: Duration,
@@ -512,7 +546,6 @@ impl Ranks {
         let mut node = Ranks {
             to_rank: (0..n).map(|_| None).collect(),
             pids: vec![None; n],
-            groups: Vec::with_capacity(n),
             stdin: None,
             failed_starts: Vec::new(),
             grace: Duration::from_millis(job.kill_grace_ms),
@@ -521,11 +554,22 @@ impl Ranks {
         for (local, slot) in plan.ranks.iter().enumerate() {
             match start_rank(job, plan, local, *slot, pmgr_port) {
                 Ok(Started { mut child, pmi }) => {
-                    let pid = Some(child.pid);
-                    node.pids[local] = pid;
-                    if let Some(p) = pid {
-                        node.groups.push(p);
-                    }
+                    let sock =
+                        match pmi.set_nonblocking(true).and_then(|_| UnixStream::from_std(pmi)) {
+                            Ok(sock) => sock,
+                            Err(e) => {
+                                reaper::reap(child.pid);
+                                let errno = e.raw_os_error().unwrap_or(0);
+                                let reason = format!(
+                                "cannot start rank {} on {}: cannot register its PMI socket: {e}",
+                                slot.rank, plan.host
+                            );
+                                node.failed_starts
+                                    .push((local, ProcEnd::SpawnFailed { errno, reason }));
+                                continue;
+                            }
+                        };
+                    node.pids[local] = Some(child.pid);
                     if let Some(stdin) = child.stdin.take() {
                         let (tx, rx) = unbounded_channel();
                         tokio::spawn(stdin_task(stdin, rx, up.clone()));
@@ -533,19 +577,8 @@ impl Ranks {
                     }
                     let (tx, rx) = unbounded_channel();
                     node.to_rank[local] = Some(tx);
-                    match pmi.set_nonblocking(true).and_then(|_| UnixStream::from_std(pmi)) {
-                        Ok(sock) => {
-                            let (ev, up) = (ev.clone(), up.clone());
-                            tokio::spawn(rank_task(local, slot.rank, child, sock, rx, ev, up));
-                        }
-                        Err(e) => {
-                            warn!("rank {}: cannot register PMI socket: {e}", slot.rank);
-                            // SAFETY: kill(2) of the rank we just started.
-                            unsafe {
-                                libc::kill(child.pid, libc::SIGKILL);
-                            }
-                        }
-                    }
+                    let (ev, up) = (ev.clone(), up.clone());
+                    tokio::spawn(rank_task(local, slot.rank, child, sock, rx, ev, up));
                 }
                 Err(StartFailed { errno, reason }) => {
                     node.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
@@ -555,23 +588,20 @@ impl Ranks {
         node
     }
 
-    /// Signal the process group of every rank still running.
+    /// Signal the process group of every rank not reaped yet: its leader's pid is still
+    /// ours, so the group is the one the rank created (setsid in the child).
     fn kill_all(&self, sig: i32) {
         for pid in self.pids.iter().flatten() {
-            // SAFETY: plain kill(2) on a process group we created (setsid in the child).
+            // SAFETY: plain kill(2) on a process group we created, led by an unreaped child.
             unsafe {
                 libc::kill(-pid, sig);
             }
         }
     }
 
-    fn kill_groups(&self, sig: i32) {
-        for pid in &self.groups {
-            // SAFETY: as above; ESRCH for groups that are already gone is ignored.
-            unsafe {
-                libc::kill(-pid, sig);
-            }
-        }
+    /// Does local rank `local`'s process still run (exited, maybe not reported yet)?
+    fn running(&self, local: usize) -> bool {
+        self.pids.get(local).copied().flatten().is_some_and(reaper::running)
     }
 }
 

@@ -5,11 +5,13 @@
 //! * [`core`]: the pure node state machine (KVS, fences, exit classification);
 //! * [`driver`]: the tokio driver (tree connection, rank processes, stdio, signals, timers);
 //! * [`spawn`]: how a rank process is started (environment, PMI_FD, process group);
-//! * [`stdio`]: rank output up the tree and stdin down to rank 0, bounded end to end.
+//! * [`stdio`]: rank output up the tree and stdin down to rank 0, bounded end to end;
+//! * [`reaper`]: exact cleanup (subreaper, claimed children, orphan reaping and sweep).
 
 pub mod core;
 pub mod driver;
 pub mod pmgr_node;
+pub mod reaper;
 pub mod spawn;
 pub mod stdio;
 pub mod tree;

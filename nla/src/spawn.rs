@@ -1,5 +1,6 @@
 //! Starting one rank: environment, `PMI_FD`, own session/process group, parent-death signal.
 
+use crate::reaper::{self, Exit};
 use crate::tree::describe;
 use libi::job::{AppSpec, JobCommon, NodePlan, RankSlot};
 use std::ffi::CString;
@@ -85,16 +86,19 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::getppid() != a.parent {
             libc::_exit(127);
         }
-        // Signals are blocked (by the parent, around the clone): reset every caught one to
-        // its default so none of the NLA's handlers can run here, SIGPIPE too (Rust ignores
-        // it), then unblock everything for the program.
-        for sig in 1..libc::SIGRTMAX() {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
-                && old.sa_sigaction != libc::SIG_DFL
-                && (old.sa_sigaction != libc::SIG_IGN || sig == libc::SIGPIPE)
-            {
-                libc::signal(sig, libc::SIG_DFL);
+        // Signals are blocked (by the parent, around the clone). Every signal goes back to
+        // its default: the NLA's handlers must not run here, and what whoever started us
+        // ignored (SIGINT and SIGQUIT for a background job of a script, SIGPIPE for Rust,
+        // glibc's internal signals 32 and 33, which its posix_spawn leaves ignored) must not
+        // stay ignored in the program. The raw system call, as glibc refuses to touch its
+        // internal signals: an all-zero kernel `struct sigaction` (at most 64 bytes) is
+        // SIG_DFL, no flags, an empty mask. Then everything is unblocked.
+        let dfl = [0u64; 8];
+        let set_size = (libc::SIGRTMAX() as usize + 1) / 8;
+        for sig in 1..=libc::SIGRTMAX() {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                let none: *mut libc::c_void = std::ptr::null_mut();
+                libc::syscall(libc::SYS_rt_sigaction, sig, dfl.as_ptr(), none, set_size);
             }
         }
         let mut none: libc::sigset_t = std::mem::zeroed();
@@ -118,25 +122,17 @@ const STAGE_CHDIR: i32 = 1;
 const STAGE_EXEC: i32 = 2;
 
 impl RankProcess {
-    /// Wait for the process to end. Cancel-safe.
+    /// Wait for the process to end. Cancel-safe. It is not reaped: its pid stays ours (and
+    /// signals to its process group exact) until the driver reaps it with [`reaper::reap`]
+    /// after marking the rank ended.
     pub async fn wait(&mut self) -> io::Result<ProcStatus> {
         loop {
             let mut guard = self.pidfd.readable().await?;
-            let mut status = 0;
-            // SAFETY: waitpid on our own child, non-blocking.
-            let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
-            if r == 0 {
-                guard.clear_ready();
-                continue;
+            match reaper::peek(self.pid)? {
+                None => guard.clear_ready(),
+                Some(Exit::Exited(c)) => return Ok(ProcStatus::Exited(c)),
+                Some(Exit::Signaled(s)) => return Ok(ProcStatus::Signaled(s)),
             }
-            if r < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            return Ok(if libc::WIFSIGNALED(status) {
-                ProcStatus::Signaled(libc::WTERMSIG(status))
-            } else {
-                ProcStatus::Exited(libc::WEXITSTATUS(status))
-            });
         }
     }
 }
@@ -173,15 +169,19 @@ fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Why [`try_start`] failed: a system call, or the child's `chdir` (reported by the child).
+/// Why [`try_start`] failed.
 enum Failure {
-    Io(io::Error),
+    /// The program cannot be executed (reported by the child), or its name cannot be.
+    Exec(io::Error),
+    /// The child's `chdir` (reported by the child).
     Chdir(io::Error),
+    /// A system call of ours (socketpair, pipe, clone, ...): resources, mostly.
+    Start(io::Error),
 }
 
 impl From<io::Error> for Failure {
     fn from(e: io::Error) -> Self {
-        Failure::Io(e)
+        Failure::Start(e)
     }
 }
 
@@ -195,21 +195,51 @@ pub fn start_rank(
     pmi_port: Option<u16>,
 ) -> Result<Started, StartFailed> {
     let app = job.apps.get(slot.app as usize);
+    let host = &plan.host;
     try_start(job, plan, local, slot, pmi_port).map_err(|f| {
         let (e, reason) = match f {
-            Failure::Io(e) => {
+            Failure::Exec(e) => {
                 let exe = app.map(|a| a.exe.as_str()).unwrap_or("?");
-                let reason = format!("cannot execute '{exe}': {}", describe(&e));
+                let reason = format!("cannot execute '{exe}' on {host}: {}", describe(&e));
                 (e, reason)
             }
             Failure::Chdir(e) => {
                 let d = app.and_then(|a| a.wdir.as_deref()).unwrap_or("?");
-                let reason = format!("cannot change to working directory '{d}': {}", describe(&e));
+                let reason =
+                    format!("cannot change to working directory '{d}' on {host}: {}", describe(&e));
+                (e, reason)
+            }
+            Failure::Start(e) => {
+                let reason =
+                    format!("cannot start rank {} on {host}: {}", slot.rank, start_error(&e));
                 (e, reason)
             }
         };
         StartFailed { errno: e.raw_os_error().unwrap_or(0), reason }
     })
+}
+
+/// Why a system call of ours failed, naming the limit that was hit.
+fn start_error(e: &io::Error) -> String {
+    use nix::errno::Errno;
+    use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
+    let limit = |r: Resource| match getrlimit(r) {
+        Ok((soft, _)) if soft == RLIM_INFINITY => "unlimited".to_string(),
+        Ok((soft, _)) => soft.to_string(),
+        Err(_) => "?".to_string(),
+    };
+    match e.raw_os_error().map(Errno::from_raw) {
+        Some(Errno::EMFILE) => {
+            format!("too many open files (RLIMIT_NOFILE={})", limit(Resource::RLIMIT_NOFILE))
+        }
+        Some(Errno::ENFILE) => "too many open files in the system (fs.file-max)".to_string(),
+        Some(Errno::EAGAIN) => format!(
+            "too many processes (RLIMIT_NPROC={}, or kernel.pid_max / threads-max)",
+            limit(Resource::RLIMIT_NPROC)
+        ),
+        Some(Errno::ENOMEM) => "out of memory".to_string(),
+        _ => describe(e),
+    }
 }
 
 fn try_start(
@@ -219,10 +249,9 @@ fn try_start(
     slot: RankSlot,
     pmi_port: Option<u16>,
 ) -> Result<Started, Failure> {
-    let app: &AppSpec = job
-        .apps
-        .get(slot.app as usize)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "rank names an unknown app"))?;
+    let app: &AppSpec = job.apps.get(slot.app as usize).ok_or_else(|| {
+        Failure::Exec(io::Error::new(io::ErrorKind::InvalidInput, "rank names an unknown app"))
+    })?;
     // Both socket ends close-on-exec; the child clears the flag on its own end only, so no
     // rank inherits another rank's socket.
     let (server, client) = StdUnixStream::pair()?;
@@ -257,19 +286,24 @@ fn try_start(
     }
 
     // Everything the child needs, prepared before fork (the child may not allocate).
-    let path = CString::new(resolve(&app.exe, &env).into_vec())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in program"))?;
+    let path = CString::new(resolve(&app.exe, &env).into_vec()).map_err(|_| {
+        Failure::Exec(io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in program"))
+    })?;
     let argv_c: Vec<CString> = std::iter::once(app.exe.as_str())
         .chain(app.args.iter().map(String::as_str))
         .map(cstring)
-        .collect::<io::Result<_>>()?;
-    let envp_c: Vec<CString> =
-        env.iter().map(|(k, v)| cstring(&format!("{k}={v}"))).collect::<io::Result<_>>()?;
+        .collect::<io::Result<_>>()
+        .map_err(Failure::Exec)?;
+    let envp_c: Vec<CString> = env
+        .iter()
+        .map(|(k, v)| cstring(&format!("{k}={v}")))
+        .collect::<io::Result<_>>()
+        .map_err(Failure::Exec)?;
     let mut argv: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = envp_c.iter().map(|c| c.as_ptr()).collect();
     envp.push(std::ptr::null());
-    let wdir_c = app.wdir.as_deref().map(cstring).transpose()?;
+    let wdir_c = app.wdir.as_deref().map(cstring).transpose().map_err(Failure::Chdir)?;
 
     let (out_r, out_w) = pipe_cloexec()?;
     let (err_r, err_w) = pipe_cloexec()?;
@@ -303,6 +337,9 @@ fn try_start(
     // copy-on-write faults while a node starts hundreds of ranks), on a stack of its own;
     // we are suspended only until its execve.
     let mut stack = vec![0u8; CHILD_STACK];
+    // The orphan reaper must not take the child for an orphan: it is claimed under the
+    // registry's lock before anybody could look.
+    let mut claims = reaper::claims();
     // SAFETY: the stack top is inside `stack`, 16-byte aligned, and `stack` and `args`
     // outlive the child's use of them (CLONE_VFORK: we resume only after its execve or
     // _exit). `child_main` calls only async-signal-safe functions.
@@ -326,39 +363,46 @@ fn try_start(
     if pid < 0 {
         return Err(io::Error::last_os_error().into());
     }
+    claims.claim(pid);
+    drop(claims);
     drop((client_fd, in_r, out_w, err_w, ex_w));
     // CLONE_VFORK resumed us after the child's execve or _exit: an exec failure is already
     // in the pipe. Report it now, so that "ranks started" means they run.
     if let Some((stage, errno)) = read_exec_error(&ex_r) {
-        // SAFETY: reap the child that failed to exec (it has _exited or is about to).
-        unsafe {
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
-        }
+        // It has _exited (or is about to): reap it.
+        reaper::reap(pid);
         let e = io::Error::from_raw_os_error(errno);
-        return Err(if stage == STAGE_CHDIR { Failure::Chdir(e) } else { Failure::Io(e) });
+        return Err(if stage == STAGE_CHDIR { Failure::Chdir(e) } else { Failure::Exec(e) });
     }
-    // SAFETY: pidfd_open of our own child; the fd is ours.
+    watch(pid, in_w, out_r, err_r).map(|child| Started { child, pmi: server }).map_err(|e| {
+        // The program runs but cannot be watched: kill it (its group, still ours) and reap.
+        reaper::reap(pid);
+        Failure::Start(e)
+    })
+}
+
+/// The parent's handles on a started rank: its stdio pipes and a pidfd for its exit.
+fn watch(
+    pid: i32,
+    in_w: Option<OwnedFd>,
+    out_r: OwnedFd,
+    err_r: OwnedFd,
+) -> io::Result<RankProcess> {
+    // SAFETY: pidfd_open of our own child, not reaped yet; the fd is ours.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if pidfd < 0 {
-        let e = io::Error::last_os_error();
-        // SAFETY: kill and reap the child we cannot watch.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
-        }
-        return Err(e.into());
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: pidfd_open returned a new descriptor.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
-    let child = RankProcess {
+    Ok(RankProcess {
         pid,
         stdin: in_w.map(pipe::Sender::from_owned_fd).transpose()?,
         stdout: Some(pipe::Receiver::from_owned_fd(out_r)?),
         stderr: Some(pipe::Receiver::from_owned_fd(err_r)?),
         // SAFETY: `pidfd` is an owned descriptor that lives exactly as long as the AsyncFd.
         pidfd: unsafe { AsyncFd::register(pidfd).map_err(io::Error::from)? },
-    };
-    Ok(Started { child, pmi: server })
+    })
 }
 
 /// The program a rank runs: a name without `/` is looked up in the rank's own `PATH` (the

@@ -250,7 +250,9 @@ pub async fn spawn_launcher(
             Ok(())
         });
     }
-    let mut child_proc = cmd.spawn().map_err(|e| {
+    // Claimed until reaped below: an NLA's orphan sweep leaves it alone, and `give_up`
+    // signals its group only while its pid is still ours.
+    let mut child_proc = crate::reaper::spawn_claimed(&mut cmd).map_err(|e| {
         io::Error::new(e.kind(), format!("cannot execute '{prog}': {}", describe(&e)))
     })?;
     let mut stdin = child_proc.stdin.take();
@@ -273,6 +275,9 @@ pub async fn spawn_launcher(
             }
         }
         let status = child_proc.wait().await.ok();
+        if let Some(pid) = pid {
+            crate::reaper::release(pid as i32);
+        }
         drop(stdin);
         let stderr_tail = tail.into_iter().collect::<Vec<_>>().join(" / ");
         ev(TreeEv::LauncherExited { idx, status, stderr_tail });
@@ -511,10 +516,13 @@ impl Children {
         }
         self.sinks[idx] = None;
         self.settled(idx);
-        if let Some(pid) = self.pids[idx].take() {
-            // SAFETY: kill(2) of the launcher's own process group (setpgid in the child).
-            unsafe {
-                libc::kill(-(pid as i32), libc::SIGKILL);
+        if let Some(pid) = self.pids[idx].take().map(|p| p as i32) {
+            // Only while the launcher is not reaped: then its group is still the one it made.
+            if crate::reaper::is_claimed(pid) {
+                // SAFETY: kill(2) of the launcher's own process group (setpgid in the child).
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                }
             }
         }
         core.child_gone(idx, why, fx);

@@ -171,6 +171,49 @@ fn exits_are_classified() {
     assert!(core.finished());
 }
 
+/// A rank that closes its PMI connection between init and finalize: the driver is asked to
+/// watch for its exit; if it still runs after the grace, the job fails naming it. Closing
+/// before init or after finalize, or exiting within the grace, is judged by the exit alone.
+#[test]
+fn pmi_closed_half_way() {
+    let mut core = NodeCore::new(setup(&[0, 1, 2, 3], &[], 1 << 20), false, false);
+    for local in 0..3 {
+        rank_lines(&mut core, local, INIT);
+    }
+    rank_lines(&mut core, 1, "cmd=finalize\n");
+    let mut fx = Vec::new();
+    core.rank_eof(1, &mut fx); // after finalize
+    core.rank_eof(3, &mut fx); // never initialized
+    assert!(fx.is_empty(), "{fx:?}");
+    // rank 2 crashes: EOF, then its exit within the grace
+    core.rank_eof(2, &mut fx);
+    assert_eq!(fx, vec![Effect::WatchPmiClose(2)]);
+    fx.clear();
+    core.pmi_close_grace_over(2, false, &mut fx);
+    assert!(fx.is_empty(), "an exit came: judged by it: {fx:?}");
+    // rank 0 closes and runs on
+    core.rank_eof(0, &mut fx);
+    assert_eq!(fx, vec![Effect::WatchPmiClose(0)]);
+    fx.clear();
+    core.pmi_close_grace_over(0, true, &mut fx);
+    match to_parent(&fx).as_slice() {
+        [Msg::Fatal { host, message, status: 1 }] => {
+            assert_eq!(host, "h1");
+            assert_eq!(message, "rank 0 on h1 closed its PMI connection without finalize");
+        }
+        other => panic!("{other:?}"),
+    }
+    // once the job fails, no more closes are reported
+    fx.clear();
+    let mut core2 = NodeCore::new(setup(&[0], &[], 1 << 20), false, false);
+    rank_lines(&mut core2, 0, INIT);
+    core2.kill(&mut fx);
+    fx.clear();
+    core2.rank_eof(0, &mut fx);
+    core2.pmi_close_grace_over(0, true, &mut fx);
+    assert!(fx.is_empty(), "{fx:?}");
+}
+
 #[test]
 fn lost_child_is_reported_with_its_ranks() {
     let mut core = NodeCore::new(setup(&[0], &[&[1, 2], &[3]], 1 << 20), false, false);
@@ -255,6 +298,10 @@ enum Ev {
     Child(usize, Msg),
     Ended(usize, i32),
     ChildGone(usize),
+    /// EOF on a rank's PMI socket.
+    Eof(usize),
+    /// The grace after a close is over (does the rank run?).
+    CloseGraceOver(usize, bool),
 }
 
 fn soup() -> impl Strategy<Value = Vec<u8>> {
@@ -324,6 +371,8 @@ fn event() -> impl Strategy<Value = Ev> {
         1 => ((0usize..3), tree_msg()).prop_map(|(c, m)| Ev::Child(c, m)),
         1 => ((0usize..4), -1i32..3).prop_map(|(l, c)| Ev::Ended(l, c)),
         1 => (0usize..3).prop_map(Ev::ChildGone),
+        1 => (0usize..4).prop_map(Ev::Eof),
+        1 => ((0usize..4), any::<bool>()).prop_map(|(l, running)| Ev::CloseGraceOver(l, running)),
     ]
 }
 
@@ -345,10 +394,14 @@ proptest! {
                 Ev::Child(c, m) => core.child_msg(c, m, &mut fx),
                 Ev::Ended(l, c) => core.rank_ended(l, ProcEnd::Exited(c), &mut fx),
                 Ev::ChildGone(c) => core.child_gone(c, "gone", &mut fx),
+                Ev::Eof(l) => core.rank_eof(l, &mut fx),
+                Ev::CloseGraceOver(l, running) => core.pmi_close_grace_over(l, running, &mut fx),
             }
             for e in &fx {
                 match e {
-                    Effect::ToRank(l, _) | Effect::CloseRank(l) => prop_assert!(*l < 3),
+                    Effect::ToRank(l, _) | Effect::CloseRank(l) | Effect::WatchPmiClose(l) => {
+                        prop_assert!(*l < 3)
+                    }
                     Effect::ToChild(c, _) => prop_assert!(*c < 2),
                     _ => {}
                 }

@@ -35,6 +35,7 @@ pub fn programs() -> &'static Path {
         build("hello_b", "hello.c", "mpicc", &["-DPROG=\"other\""]);
         build("fail", "fail.c", "mpicc", &[]);
         build("pmi_exchange", "pmi_exchange.c", "cc", &[]);
+        build("pmi_close", "pmi_close.c", "cc", &[]);
         out
     })
 }
@@ -156,21 +157,26 @@ pub struct Live {
 
 /// Start libi-mpiexec in the background (stdin closed, output captured).
 pub fn start(args: &[&str], env: &[(&str, &str)]) -> Live {
+    start_with(args, env, |_| {})
+}
+
+/// As [`start`], with `prepare` applied to the command first (limits, signal dispositions).
+pub fn start_with(args: &[&str], env: &[(&str, &str)], prepare: impl FnOnce(&mut Command)) -> Live {
     let mark = format!(
         "{}-{}",
         std::process::id(),
         MARK_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
     );
-    let child = Command::new(MPIEXEC)
-        .args(args)
+    let mut cmd = Command::new(MPIEXEC);
+    cmd.args(args)
         .env("LIBI_E2E_MARK", &mark)
         .env("MPIEXEC_TIMEOUT", "120")
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start libi-mpiexec");
+        .stderr(Stdio::piped());
+    prepare(&mut cmd);
+    let child = cmd.spawn().expect("start libi-mpiexec");
     Live { child, mark }
 }
 

@@ -1,0 +1,253 @@
+//! Exact cleanup: the NLA signals only processes it can prove belong to the job.
+//!
+//! * The NLA is a child subreaper ([`become_subreaper`]): whatever a rank leaves behind —
+//!   its background children once it exits, a daemon it detached with `setsid` and a double
+//!   fork — is re-parented to the NLA, not to init. A child of ours cannot change its pid
+//!   before we reap it, so signalling it by pid is exact.
+//! * Children that somebody waits for by pid (ranks, launchers, the NLAs of spawned groups)
+//!   are *claimed* in a registry ([`spawn_claimed`], [`Claims::claim`]); everything else
+//!   that is our child is an orphan of the job. Orphans are reaped as they die
+//!   ([`spawn_orphan_reaper`], on SIGCHLD) and, when the NLA is done, killed and reaped until
+//!   none is left ([`sweep`]).
+//! * A rank's exit is learnt without reaping it ([`peek`]); the driver reaps it ([`reap`])
+//!   only after it marked the rank ended, so a signal to the rank's process group is sent only
+//!   while its leader is still unreaped (its pid, hence its group id, cannot be reused).
+
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use std::collections::HashSet;
+use std::io;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tracing::{debug, warn};
+
+/// Children of this process that somebody waits for by pid.
+static CLAIMED: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
+
+/// How long the final [`sweep`] may take (a killed process stuck in the kernel is given up).
+const SWEEP_LIMIT: Duration = Duration::from_secs(3);
+/// SIGCHLDs are coalesced for this long before orphans are reaped.
+const REAP_DELAY: Duration = Duration::from_millis(20);
+
+/// The registry of claimed children, locked. Hold it across the creation of a child and its
+/// [`Claims::claim`], so the orphan reaper never sees the child unclaimed.
+pub struct Claims(MutexGuard<'static, Option<HashSet<i32>>>);
+
+impl Claims {
+    pub fn claim(&mut self, pid: i32) {
+        self.0.get_or_insert_with(HashSet::new).insert(pid);
+    }
+
+    pub fn release(&mut self, pid: i32) {
+        if let Some(s) = self.0.as_mut() {
+            s.remove(&pid);
+        }
+    }
+
+    pub fn contains(&self, pid: i32) -> bool {
+        self.0.as_ref().is_some_and(|s| s.contains(&pid))
+    }
+}
+
+pub fn claims() -> Claims {
+    Claims(CLAIMED.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Our child `pid` is waited for elsewhere no longer (it was reaped there).
+pub fn release(pid: i32) {
+    claims().release(pid);
+}
+
+/// Is `pid` a claimed child (started by us on purpose and not reaped yet)?
+pub fn is_claimed(pid: i32) -> bool {
+    claims().contains(pid)
+}
+
+/// Start `cmd` and claim the child: its waiter must [`release`] it after reaping.
+pub fn spawn_claimed(cmd: &mut tokio::process::Command) -> io::Result<tokio::process::Child> {
+    let mut claims = claims();
+    let child = cmd.spawn()?;
+    if let Some(pid) = child.id() {
+        claims.claim(pid as i32);
+    }
+    Ok(child)
+}
+
+/// Make this process the reaper of its descendants' orphans.
+pub fn become_subreaper() {
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        warn!("cannot become a child subreaper ({e}): daemons of ranks may outlive the job");
+    }
+}
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Exited(i32),
+    Signaled(i32),
+}
+
+/// Has child `pid` ended? Learnt without reaping it (`WNOWAIT`): the pid stays ours.
+/// `Ok(None)` while it runs.
+pub fn peek(pid: i32) -> io::Result<Option<Exit>> {
+    // SAFETY: waitid into a zeroed siginfo; raw libc because nix's `WaitStatus` cannot hold
+    // a real-time signal, which a rank may well die of.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        if libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if info.si_pid() == 0 {
+            return Ok(None);
+        }
+        Ok(Some(match info.si_code {
+            libc::CLD_EXITED => Exit::Exited(info.si_status()),
+            _ => Exit::Signaled(info.si_status()),
+        }))
+    }
+}
+
+/// Is child `pid` still running (not ended, or not our child any more)?
+pub fn running(pid: i32) -> bool {
+    matches!(peek(pid), Ok(None))
+}
+
+/// Reap claimed child `pid` and release it. Called once the driver is done with it: its
+/// exit was seen with [`peek`]. Should it still run (its wait failed), its process group is
+/// killed first — its pid is still ours, so the group is.
+pub fn reap(pid: i32) {
+    let mut claims = claims();
+    let p = Pid::from_raw(pid);
+    if matches!(waitpid(p, Some(WaitPidFlag::WNOHANG)), Ok(WaitStatus::StillAlive)) {
+        let _ = kill(Pid::from_raw(-pid), Signal::SIGKILL);
+        let _ = waitpid(p, None);
+    }
+    claims.release(pid);
+}
+
+/// Our children (a thread-group id each), from `/proc/self/task/*/children` where the kernel
+/// has it, else by scanning every process's parent.
+fn children() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut out = Vec::new();
+    let tasks = std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten();
+    let mut have_children_files = false;
+    for t in tasks {
+        if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+            have_children_files = true;
+            out.extend(s.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+        }
+    }
+    if have_children_files {
+        return out;
+    }
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        // "pid (comm) state ppid ...": comm may hold anything, so start after its last ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok());
+        if ppid == Some(me) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Reap every orphan that has ended (non-blocking). Returns how many were reaped.
+pub fn reap_orphans() -> usize {
+    let claims = claims();
+    let mut n = 0;
+    // Cheap path: the first ended child, as long as it is an orphan.
+    loop {
+        // SAFETY: as in `peek`, for any child.
+        let first = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+            if libc::waitid(libc::P_ALL, 0, &mut info, flags) < 0 {
+                return n;
+            }
+            info.si_pid()
+        };
+        if first == 0 {
+            return n;
+        }
+        if claims.contains(first) {
+            break;
+        }
+        let _ = waitpid(Pid::from_raw(first), Some(WaitPidFlag::WNOHANG));
+        n += 1;
+    }
+    // A claimed child ended first (its waiter has not reaped it yet): look at each child.
+    for pid in children().into_iter().filter(|p| !claims.contains(*p)) {
+        if matches!(
+            waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)),
+            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..))
+        ) {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Reap orphans as they die, for as long as the runtime runs.
+pub fn spawn_orphan_reaper() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut sigchld = match signal(SignalKind::child()) {
+        Ok(s) => s,
+        Err(e) => {
+            warn!("cannot watch SIGCHLD ({e}): orphans are reaped when the job ends");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        while sigchld.recv().await.is_some() {
+            tokio::time::sleep(REAP_DELAY).await;
+            let n = reap_orphans();
+            if n > 0 {
+                debug!(n, "reaped orphans");
+            }
+        }
+    });
+}
+
+/// The job is over here: kill every orphan by pid and reap it, until none is left (an
+/// orphan's own children become ours when it dies). Claimed children are left alone.
+/// Returns how many were swept.
+pub fn sweep() -> usize {
+    let deadline = Instant::now() + SWEEP_LIMIT;
+    let mut swept = 0;
+    loop {
+        let claims = claims();
+        let orphans: Vec<i32> = children().into_iter().filter(|p| !claims.contains(*p)).collect();
+        drop(claims);
+        if orphans.is_empty() {
+            return swept;
+        }
+        for &pid in &orphans {
+            // Our child, not reaped yet: this pid is exactly that process.
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            swept += 1;
+        }
+        for &pid in &orphans {
+            loop {
+                match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+                    Ok(WaitStatus::StillAlive) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(2))
+                    }
+                    Ok(WaitStatus::StillAlive) => {
+                        warn!("process {pid} left by the job does not die; giving up on it");
+                        return swept;
+                    }
+                    _ => break,
+                }
+            }
+        }
+    }
+}
