@@ -150,6 +150,8 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         tx: tx.clone(),
         grace: opts.grace,
     };
+    // Our own diagnostics queue behind the ranks' output on the stderr writer.
+    nla::set_stderr_sink(fe.out.stderr_sink());
     let setup = NodeSetup { job: fe.plan.job.clone(), plan: fe.plan.root.clone() };
     match fe.start_group(setup).await {
         Ok((g, _)) => fe.groups.push(g),

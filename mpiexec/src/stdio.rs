@@ -42,7 +42,7 @@ enum Item {
     /// Rank output: each line gets `prefix` (if any) in front.
     Output { prefix: Option<String>, data: Vec<u8>, ack: Option<Ack> },
     /// A line of our own.
-    Line(String),
+    Line(Vec<u8>),
 }
 
 /// What became of a piece of rank output.
@@ -82,6 +82,9 @@ struct Writer {
     state: Arc<WriterState>,
     /// Items not handed to the thread yet (see [`Output::commit`]).
     pending: Vec<Item>,
+    /// The queue, for writers elsewhere in the process ([`Output::stderr_sink`]); emptied
+    /// when the output closes, so that the thread ends.
+    shared: Arc<Mutex<Option<mpsc::Sender<Vec<Item>>>>>,
 }
 
 #[derive(Default)]
@@ -172,8 +175,27 @@ impl Output {
     /// One line of our own on stderr (`libi-mpiexec: ` in front, newline added), after the
     /// rank output queued before it.
     pub fn line(&mut self, text: &str) {
-        self.err.pending.push(Item::Line(format!("libi-mpiexec: {text}\n")));
+        self.err.pending.push(Item::Line(format!("libi-mpiexec: {text}\n").into_bytes()));
         self.commit();
+    }
+
+    /// A sink for diagnostics written from anywhere in the process (tracing, launcher
+    /// stderr): straight to the stderr thread's queue, never blocking.
+    pub fn stderr_sink(&self) -> impl Fn(&[u8]) + Send + Sync + 'static {
+        let shared = self.err.shared.clone();
+        let state = self.err.state.clone();
+        move |bytes: &[u8]| {
+            let Ok(tx) = shared.lock() else { return };
+            let Some(tx) = tx.as_ref() else {
+                // The writers are closed (we are exiting): straight to stderr.
+                let _ = std::io::stderr().write_all(bytes);
+                return;
+            };
+            state.queued.fetch_add(1, Ordering::Relaxed);
+            if tx.send(vec![Item::Line(bytes.to_vec())]).is_err() {
+                state.queued.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Hand what was queued to the writer threads (the event loop calls this when it has no
@@ -209,8 +231,12 @@ impl Output {
     /// Nothing more will be written: each writer ends once its queue is written.
     pub fn close(&mut self) {
         self.commit();
-        self.out.tx = None;
-        self.err.tx = None;
+        for w in [&mut self.out, &mut self.err] {
+            w.tx = None;
+            if let Ok(mut s) = w.shared.lock() {
+                *s = None;
+            }
+        }
     }
 }
 
@@ -271,7 +297,7 @@ impl Writer {
                             }
                             acks.extend(ack);
                         }
-                        Item::Line(l) => buf.extend_from_slice(l.as_bytes()),
+                        Item::Line(l) => buf.extend_from_slice(&l),
                     }
                     if buf.len() >= BATCH_MAX {
                         break;
@@ -298,7 +324,9 @@ impl Writer {
             Stream::Stdout => libc::STDOUT_FILENO,
             Stream::Stderr => libc::STDERR_FILENO,
         };
-        Writer { fd, direct: true, tx: spawned.is_ok().then_some(tx), state, pending: Vec::new() }
+        let tx = spawned.is_ok().then_some(tx);
+        let shared = Arc::new(Mutex::new(tx.clone()));
+        Writer { fd, direct: true, tx, state, pending: Vec::new(), shared }
     }
 
     fn commit(&mut self) {

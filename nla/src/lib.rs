@@ -21,11 +21,11 @@ pub mod tree;
 pub fn init_tracing(verbose: bool) {
     let filter = if verbose { "debug" } else { "warn" };
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
         .with_target(false)
         .without_time()
         // Colour only on a terminal: a log in a file or a pipe stays plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(|| StderrWriter)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("LIBI_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
@@ -42,5 +42,41 @@ pub fn tune_allocator() {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
+    }
+}
+
+/// Where our diagnostics go: stderr, unless the program routes them elsewhere (the front end
+/// sends them to its stderr writer, so that a stopped reader of our stderr never blocks its
+/// event loop).
+static STDERR_SINK: std::sync::OnceLock<StderrSink> = std::sync::OnceLock::new();
+
+type StderrSink = Box<dyn Fn(&[u8]) + Send + Sync>;
+
+/// Route our diagnostics (tracing, launcher stderr) through `sink` from now on.
+pub fn set_stderr_sink(sink: impl Fn(&[u8]) + Send + Sync + 'static) {
+    let _ = STDERR_SINK.set(Box::new(sink));
+}
+
+/// Write diagnostics: through the sink if one is set, else to stderr.
+pub fn write_stderr(bytes: &[u8]) {
+    match STDERR_SINK.get() {
+        Some(sink) => sink(bytes),
+        None => {
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), bytes);
+        }
+    }
+}
+
+/// `io::Write` for [`write_stderr`] (tracing writes each event with one call).
+struct StderrWriter;
+
+impl std::io::Write for StderrWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        write_stderr(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }

@@ -267,7 +267,7 @@ pub async fn spawn_launcher(
         if let Some(e) = stderr {
             let mut lines = BufReader::new(e).lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                eprintln!("{line}");
+                crate::write_stderr(format!("{line}\n").as_bytes());
                 if tail.len() == STDERR_TAIL {
                     tail.pop_front();
                 }
