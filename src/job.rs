@@ -99,6 +99,9 @@ pub struct JobCommon {
     /// with the release; a larger one leaves them where they are and `get`s climb the tree
     /// (hierarchical cache).
     pub kvs_push_max: u64,
+    /// Most KVS data (keys plus values, a key counted once) the job's ranks may put
+    /// (`--kvs-max`): beyond it the job fails with a message naming a rank.
+    pub kvs_max: u64,
     /// Collect a launch report (`--report`).
     pub report: bool,
     /// Serve PMGR collectives (`--pmgr`): each NLA listens for its ranks' v8 connections;
@@ -261,9 +264,63 @@ pub fn process_mapping(runs: &[(usize, u32)]) -> Option<String> {
     (out.len() <= 600).then_some(out)
 }
 
+/// A byte count for people: `512 B`, `4 KiB`, `1.2 GiB` (one decimal unless whole).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    let text = format!("{v:.1}");
+    let text = text.strip_suffix(".0").unwrap_or(&text);
+    format!("{text} {}", UNITS[unit])
+}
+
+/// A byte count on the command line: a number, optionally followed by `K`, `M`, `G` or `T`
+/// (powers of 1024; `KiB`, `KB`, `k` … are accepted too).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let bad = || format!("expected a byte count such as 1048576, 64K, 512M or 1G, got '{s}'");
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(1u64 << shift).ok_or_else(bad)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1 << 30), "1 GiB");
+        assert_eq!(human_bytes(1288490189), "1.2 GiB");
+        assert_eq!(human_bytes(300 << 20), "300 MiB");
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(parse_bytes("64K"), Ok(64 << 10));
+        assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_bytes("1g"), Ok(1 << 30));
+        assert!(parse_bytes("").is_err());
+        assert!(parse_bytes("1.5G").is_err());
+        assert!(parse_bytes("-1").is_err());
+        assert!(parse_bytes("99999999999999999999").is_err());
+        assert!(parse_bytes("20000000000T").is_err());
+    }
 
     #[test]
     fn mapping_single_node() {

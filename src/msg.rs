@@ -7,17 +7,54 @@
 
 use crate::job::{NodeSetup, RankEnd, SpawnRequest};
 use crate::report::NodeReport;
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use serde::{Deserialize, Serialize};
-use tokio_util::codec::{Decoder, Encoder, LengthDelimitedCodec};
+use tokio_util::codec::{Decoder, Encoder};
 
-/// Largest frame accepted (a fence carrying a big KVS can be large).
+/// Largest frame sent or accepted. Fence data travels in parts of at most [`FENCE_CHUNK`]
+/// bytes, so no KVS exchange comes near it; a frame above it is an error on both sides (the
+/// sender's is reported, never dropped).
 pub const MAX_FRAME: usize = 256 << 20;
 
 /// Bytes of `Output` a node may have sent up a tree link and not had acknowledged.
 pub const OUTPUT_WINDOW: u64 = 1 << 20;
 /// Bytes of stdin the front end keeps in flight towards rank 0.
 pub const STDIN_WINDOW: u64 = 256 << 10;
+
+/// Most bytes of fence data (keys and values, each pair counted with [`PAIR_OVERHEAD`]) in
+/// one tree message: a fence carrying more is sent as [`Msg::FenceInPart`]s /
+/// [`Msg::FenceOutPart`]s followed by the `FenceIn` / `FenceOut` that closes it.
+pub const FENCE_CHUNK: usize = 4 << 20;
+
+/// What a pair (or a stale key) costs in a chunk beyond its bytes: postcard's length
+/// prefixes, rounded up.
+pub const PAIR_OVERHEAD: usize = 8;
+
+/// The bytes a pair takes in a fence chunk.
+pub fn pair_cost(key: &str, value: &str) -> usize {
+    key.len() + value.len() + PAIR_OVERHEAD
+}
+
+/// The rank of a subtree that put the most KVS data so far (keys plus values; a key put
+/// again counts once), and how much. `bytes == 0`: nobody put anything. Carried up with the
+/// fence so that the node that finds the job over its KVS limit can name a rank.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvsTop {
+    pub rank: u32,
+    pub bytes: u64,
+}
+
+impl KvsTop {
+    /// The larger of two (the lower rank on a tie, for stable messages).
+    pub fn max(self, other: KvsTop) -> KvsTop {
+        if (other.bytes, std::cmp::Reverse(other.rank)) > (self.bytes, std::cmp::Reverse(self.rank))
+        {
+            other
+        } else {
+            self
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Stream {
@@ -51,9 +88,14 @@ pub enum Msg {
     RankEnded { rank: u32, host: String, end: RankEnd },
     /// A rank called abort.
     Abort { rank: u32, host: String, code: i32, message: Option<String> },
+    /// Pairs put in this subtree during fence `epoch`, sent before the subtree entered it
+    /// (each part at most [`FENCE_CHUNK`] bytes): a big fence streams up as its pairs are
+    /// put, and is merged part by part. `top`: the subtree's biggest KVS contributor so far.
+    FenceInPart { epoch: u64, pairs: Vec<(String, String)>, top: KvsTop },
     /// Every rank below this subtree entered fence `epoch`; `pairs` are the pairs put since
-    /// the previous fence, merged over the subtree.
-    FenceIn { epoch: u64, pairs: Vec<(String, String)> },
+    /// the previous fence (merged over the subtree, a key once) that no `FenceInPart` carried
+    /// (at most [`FENCE_CHUNK`] bytes). `top` as in `FenceInPart`.
+    FenceIn { epoch: u64, pairs: Vec<(String, String)>, top: KvsTop },
     /// A key missed in this subtree's caches: look it up further up.
     Get { key: String },
     /// A node could not do its job (launch failure, protocol failure): fail the whole job.
@@ -79,9 +121,13 @@ pub enum Msg {
     Setup(Box<NodeSetup>),
     /// Answer to `Join`: you are `node`; connect to your parent at `parent` (with `Hello`).
     Redirect { node: u32, parent: String },
-    /// Fence `epoch` completed everywhere. `pushed`: `pairs` are all pairs put in that
-    /// epoch; otherwise `pairs` is empty, the pairs stay up the tree and missing keys are
-    /// fetched with `Get`. `stale`: keys overwritten in this epoch that caches must drop.
+    /// Part of fence `epoch`'s release, ahead of its `FenceOut` (each part at most
+    /// [`FENCE_CHUNK`] bytes): pushed pairs, or stale keys, as in `FenceOut`.
+    FenceOutPart { epoch: u64, pairs: Vec<(String, String)>, stale: Vec<String> },
+    /// Fence `epoch` completed everywhere. `pushed`: the `pairs` of this message and of the
+    /// `FenceOutPart`s before it are all pairs put in that epoch; otherwise there are no
+    /// pairs, they stay up the tree and missing keys are fetched with `Get`. `stale`: keys
+    /// overwritten in this epoch that caches must drop (also split over the parts).
     FenceOut { epoch: u64, pushed: bool, pairs: Vec<(String, String)>, stale: Vec<String> },
     /// Answer to `Get` (`None`: not found anywhere).
     GetResult { key: String, value: Option<String> },
@@ -117,33 +163,54 @@ pub enum NameOp {
     Lookup { service: String },
 }
 
-/// Error decoding a frame.
+/// Error encoding or decoding a frame.
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
     #[error("malformed tree message: {0}")]
     Decode(#[from] postcard::Error),
+    #[error("a tree message of {} is over the frame limit of {}", crate::job::human_bytes(*.bytes as u64), crate::job::human_bytes(*.max as u64))]
+    TooLarge { bytes: usize, max: usize },
 }
 
 /// Frame codec: length-delimited postcard.
 #[derive(Debug)]
 pub struct MsgCodec {
-    inner: LengthDelimitedCodec,
+    max: usize,
 }
 
+/// The tree's codec: frames up to [`MAX_FRAME`].
 pub fn codec() -> MsgCodec {
-    MsgCodec { inner: LengthDelimitedCodec::builder().max_frame_length(MAX_FRAME).new_codec() }
+    codec_with_max(MAX_FRAME)
 }
+
+/// A codec with another frame limit (tests).
+pub fn codec_with_max(max: usize) -> MsgCodec {
+    MsgCodec { max }
+}
+
+/// Bytes of a frame's length prefix.
+const HEAD: usize = 4;
 
 impl Decoder for MsgCodec {
     type Item = Msg;
     type Error = CodecError;
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Msg>, CodecError> {
-        match self.inner.decode(src)? {
-            Some(frame) => Ok(Some(postcard::from_bytes(&frame)?)),
-            None => Ok(None),
+        let Some(head) = src.get(..HEAD) else { return Ok(None) };
+        let bytes = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        if bytes > self.max {
+            return Err(CodecError::TooLarge { bytes, max: self.max });
         }
+        if src.len() < HEAD + bytes {
+            // Room for what is announced, as it arrives (a peer's length alone does not
+            // make us allocate a whole frame).
+            src.reserve((HEAD + bytes - src.len()).min(1 << 20));
+            return Ok(None);
+        }
+        src.advance(HEAD);
+        let frame = src.split_to(bytes);
+        Ok(Some(postcard::from_bytes(&frame)?))
     }
 }
 
@@ -157,20 +224,20 @@ impl Encoder<Msg> for MsgCodec {
 impl MsgCodec {
     /// Encode without taking ownership (for broadcasting one message to many children). The
     /// message is serialized straight into `dst` behind its length (one copy of its bytes).
+    /// A message over the frame limit is an error and leaves `dst` as it was.
     pub fn encode_ref(&mut self, item: &Msg, dst: &mut BytesMut) -> Result<(), CodecError> {
         let start = dst.len();
-        dst.extend_from_slice(&[0; 4]);
+        dst.extend_from_slice(&[0; HEAD]);
         if let Err(e) = postcard::serialize_with_flavor(item, Extend(dst)) {
             dst.truncate(start);
             return Err(e.into());
         }
-        let len = dst.len() - start - 4;
-        if len > MAX_FRAME {
+        let bytes = dst.len() - start - HEAD;
+        let Some(len) = u32::try_from(bytes).ok().filter(|_| bytes <= self.max) else {
             dst.truncate(start);
-            let m = format!("a {len}-byte message is over the {MAX_FRAME}-byte frame limit");
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, m).into());
-        }
-        dst[start..start + 4].copy_from_slice(&(len as u32).to_be_bytes());
+            return Err(CodecError::TooLarge { bytes, max: self.max });
+        };
+        dst[start..start + HEAD].copy_from_slice(&len.to_be_bytes());
         Ok(())
     }
 }
@@ -215,7 +282,11 @@ mod tests {
         let mut buf = BytesMut::new();
         let msgs = vec![
             Msg::Hello { node: 3, secret: "abc".into(), host: "h".into(), pid: 9 },
-            Msg::FenceIn { epoch: 2, pairs: vec![("k".into(), "v".into())] },
+            Msg::FenceIn {
+                epoch: 2,
+                pairs: vec![("k".into(), "v".into())],
+                top: KvsTop { rank: 1, bytes: 2 },
+            },
             Msg::Output { rank: 1, stream: Stream::Stderr, data: b"x\n".to_vec() },
             Msg::Kill,
         ];
@@ -229,6 +300,37 @@ mod tests {
         assert_eq!(got, msgs);
     }
 
+    /// Frames arrive in pieces of any size: each decodes once it is whole, never before.
+    #[test]
+    fn frames_split_anywhere() {
+        let mut c = codec();
+        let mut wire = BytesMut::new();
+        let msgs = vec![
+            Msg::Output { rank: 1, stream: Stream::Stdout, data: vec![b'y'; 70_000] },
+            Msg::Kill,
+            Msg::FenceInPart {
+                epoch: 1,
+                pairs: vec![("k".into(), "v".repeat(300))],
+                top: KvsTop::default(),
+            },
+        ];
+        for m in &msgs {
+            c.encode_ref(m, &mut wire).expect("encode");
+        }
+        for piece in [1, 3, 4, 5, 4096, 100_000] {
+            let mut buf = BytesMut::new();
+            let mut got = Vec::new();
+            for chunk in wire.chunks(piece) {
+                buf.extend_from_slice(chunk);
+                while let Some(m) = c.decode(&mut buf).expect("decode") {
+                    got.push(m);
+                }
+            }
+            assert_eq!(got, msgs, "pieces of {piece}");
+            assert!(buf.is_empty());
+        }
+    }
+
     #[test]
     fn garbage_is_an_error_not_a_panic() {
         let mut c = codec();
@@ -236,6 +338,36 @@ mod tests {
         assert!(c.decode(&mut buf).is_err());
         let mut buf = BytesMut::from(&[0xffu8, 0xff, 0xff, 0xff][..]);
         assert!(c.decode(&mut buf).is_err());
+    }
+
+    /// A message over the frame limit is an error on both sides, never a silent drop, and
+    /// the encoder leaves its buffer usable.
+    #[test]
+    fn oversized_frames_are_errors() {
+        let big = Msg::Output { rank: 0, stream: Stream::Stdout, data: vec![b'x'; 2000] };
+        let mut small = codec_with_max(1000);
+        let mut buf = BytesMut::new();
+        let e = small.encode_ref(&big, &mut buf).expect_err("too large");
+        assert!(matches!(e, CodecError::TooLarge { max: 1000, .. }), "{e}");
+        assert!(e.to_string().contains("over the frame limit of 1000 B"), "{e}");
+        assert!(buf.is_empty());
+        small.encode_ref(&Msg::Kill, &mut buf).expect("a small one still goes");
+        let mut c = codec();
+        let mut wire = BytesMut::new();
+        c.encode_ref(&big, &mut wire).expect("encode");
+        let e = small.decode(&mut wire).expect_err("too large");
+        assert!(matches!(e, CodecError::TooLarge { max: 1000, .. }), "{e}");
+    }
+
+    #[test]
+    fn kvs_top_order() {
+        let a = KvsTop { rank: 3, bytes: 10 };
+        let b = KvsTop { rank: 1, bytes: 10 };
+        let c = KvsTop { rank: 7, bytes: 11 };
+        assert_eq!(a.max(b), b);
+        assert_eq!(b.max(a), b);
+        assert_eq!(a.max(c), c);
+        assert_eq!(KvsTop::default().max(a), a);
     }
 
     #[test]
@@ -271,7 +403,22 @@ mod fuzz {
                 .prop_map(|(node, secret, host, pid)| Msg::Hello { node, secret, host, pid }),
             (any::<u32>(), proptest::collection::vec(any::<u8>(), 0..32))
                 .prop_map(|(rank, data)| { Msg::Output { rank, stream: Stream::Stdout, data } }),
-            (any::<u64>(), pairs()).prop_map(|(epoch, pairs)| Msg::FenceIn { epoch, pairs }),
+            (any::<u64>(), pairs(), any::<u32>(), any::<u64>()).prop_map(
+                |(epoch, pairs, rank, bytes)| Msg::FenceIn {
+                    epoch,
+                    pairs,
+                    top: KvsTop { rank, bytes }
+                }
+            ),
+            (any::<u64>(), pairs(), any::<u32>(), any::<u64>()).prop_map(
+                |(epoch, pairs, rank, bytes)| Msg::FenceInPart {
+                    epoch,
+                    pairs,
+                    top: KvsTop { rank, bytes }
+                }
+            ),
+            (any::<u64>(), pairs(), proptest::collection::vec(text(), 0..3))
+                .prop_map(|(epoch, pairs, stale)| Msg::FenceOutPart { epoch, pairs, stale }),
             (any::<u64>(), any::<bool>(), pairs(), proptest::collection::vec(text(), 0..3))
                 .prop_map(|(epoch, pushed, pairs, stale)| Msg::FenceOut {
                     epoch,
@@ -310,6 +457,7 @@ mod fuzz {
                     launch_timeout_ms: 1,
                     launch_batch: None,
                     kvs_push_max: 1,
+                    kvs_max: 1 << 30,
                     report: false,
                     pmgr: None,
                     verbose: false,

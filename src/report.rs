@@ -48,6 +48,12 @@ pub struct Counters {
     pub gets_for_children: u64,
     /// Fences this NLA took part in.
     pub fences: u64,
+    /// Parts of big fences this NLA sent up (`FenceInPart`) and got from up the tree
+    /// (`FenceOutPart`; at the front end: sent down).
+    pub fence_parts_up: u64,
+    pub fence_parts_down: u64,
+    /// KVS data (keys plus values) this NLA held at the end.
+    pub kvs_bytes: u64,
 }
 
 /// What one NLA (or the front end, node 0) reports.
@@ -63,6 +69,8 @@ pub struct NodeReport {
     /// Its ranks' fences.
     pub fences: Vec<FenceRecord>,
     pub counters: Counters,
+    /// The process's peak resident memory (VmHWM) when it made the report, in KiB.
+    pub peak_rss_kib: u64,
 }
 
 /// The whole file.
@@ -94,6 +102,17 @@ pub fn now() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// This process's peak resident memory so far (`VmHWM` of /proc/self/status), in KiB; 0
+/// where that is unknown.
+pub fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
 impl Report {
     /// Rewrite every time as seconds since `t0`.
     pub fn rebase(&mut self, t0: f64) {
@@ -108,5 +127,14 @@ impl Report {
                 f.leave -= t0;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn peak_rss_is_known_on_linux() {
+        let kib = super::peak_rss_kib();
+        assert!(kib > 100 && kib < 1 << 30, "{kib}");
     }
 }

@@ -111,8 +111,12 @@ pub struct Segment {
     pub report: Option<String>,
     /// Largest fence (bytes of new pairs) pushed down the tree whole; larger ones stay up
     /// and gets climb the tree (default 1 MiB)
-    #[arg(long = "kvs-push-max", value_name = "BYTES")]
+    #[arg(long = "kvs-push-max", value_name = "BYTES", value_parser = libi::job::parse_bytes)]
     pub kvs_push_max: Option<u64>,
+    /// Most KVS data (keys plus values) the job's ranks may put; beyond it the job fails
+    /// naming a rank (default 1G; K/M/G suffixes)
+    #[arg(long = "kvs-max", value_name = "BYTES", value_parser = libi::job::parse_bytes)]
+    pub kvs_max: Option<u64>,
     /// Program and its arguments
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROG ARGS")]
     pub command: Vec<String>,
@@ -165,6 +169,7 @@ const LONG: &[(&str, &str, usize)] = &[
     ("max-conn", "max-conn", 1),
     ("pmgr", "pmgr", 0),
     ("kvs-push-max", "kvs-push-max", 1),
+    ("kvs-max", "kvs-max", 1),
     ("help", "help", 0),
     ("version", "version", 0),
 ];
@@ -191,6 +196,7 @@ pub struct Global {
     pub iface: Option<String>,
     pub report: Option<String>,
     pub kvs_push_max: Option<u64>,
+    pub kvs_max: Option<u64>,
     pub max_conn: Option<usize>,
     pub launch_timeout: Option<f64>,
     pub pmgr: bool,
@@ -370,6 +376,7 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         global.iface = s.iface.clone().or(global.iface);
         global.report = s.report.clone().or(global.report);
         global.kvs_push_max = s.kvs_push_max.or(global.kvs_push_max);
+        global.kvs_max = s.kvs_max.or(global.kvs_max);
         global.max_conn = s.max_conn.map(|c| c as usize).or(global.max_conn);
         global.launch_timeout = s.launch_timeout.or(global.launch_timeout);
         global.pmgr |= s.pmgr;

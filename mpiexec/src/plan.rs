@@ -82,6 +82,11 @@ pub const LAUNCH_TIMEOUT_MS: u64 = 60_000;
 /// Default bytes of new pairs a fence may push down the tree whole (see `JobCommon`).
 pub const KVS_PUSH_MAX: u64 = 1 << 20;
 
+/// Default most KVS data (keys plus values) a job's ranks may put (see `JobCommon`): far
+/// above what MPI needs (MPICH's business cards are ~100 bytes a rank), low enough that a
+/// runaway program fails with a message rather than exhausts the NLAs' memory.
+pub const KVS_MAX: u64 = 1 << 30;
+
 /// Plan the job, or say in one line why it cannot run.
 pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     let g = &cl.global;
@@ -171,6 +176,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             .unwrap_or(LAUNCH_TIMEOUT_MS),
         launch_batch: g.launch_batch,
         kvs_push_max: g.kvs_push_max.unwrap_or(KVS_PUSH_MAX),
+        kvs_max: g.kvs_max.unwrap_or(KVS_MAX),
         report: g.report.is_some(),
         pmgr: g.pmgr.then_some(ctx.job_id),
         verbose: g.verbose,

@@ -6,12 +6,21 @@
 //! How a PMI-1 request is answered:
 //! * requests that need no node knowledge (`init`, `get_maxes`, …): by the rank's
 //!   [`pmi_wire::Connection`];
-//! * `put`: stored in this node's KVS and in the pending pairs of the current fence epoch;
+//! * `put`: stored in this node's KVS (a key once: a repeated put replaces the value, as
+//!   Hydra's) and its key queued as pending for the current fence epoch;
 //! * `barrier_in`: when every local rank and every child subtree entered, one `FenceIn` with
 //!   the subtree's new pairs goes to the parent (one message per node per fence). The root
 //!   then releases the fence down the tree: when the epoch's pairs total at most
 //!   `kvs_push_max` bytes they travel down with the release (`pushed`) and every `get` is
 //!   answered locally;
+//! * big fences: no tree message carries more than the chunk size (`FENCE_CHUNK`) of pairs.
+//!   Pending pairs beyond it go up at once as `FenceInPart`s (so a fence streams up while its
+//!   pairs are put; the `FenceIn` carries the rest), a child's parts are merged and passed on
+//!   as they arrive, and the root sends a big release as `FenceOutPart`s before its
+//!   `FenceOut`. A node never holds a pair twice (the pending list holds keys only);
+//! * KVS limit (`kvs_max`): a rank that put more, or a node that holds more (a lower bound
+//!   of the job's total), fails the job naming the rank (the biggest contributor travels up
+//!   with the fence data, [`KvsTop`]);
 //! * `get`: from this node's KVS. A miss is final while every fence so far was pushed. After
 //!   an unpushed fence a miss climbs the tree (`Get`) until some node has the key — every
 //!   node holds its subtree's pairs, the root holds all — and the answer is cached at each
@@ -22,10 +31,10 @@
 //!   process groups, see `libi-mpiexec`'s `spawn.rs`); the answer comes back down the same
 //!   path. A malformed spawn block is answered `rc=-1` by the connection and the job goes on.
 
+use crate::kvs::{Kvs, Written};
 use crate::pmgr_node::{PmgrEffect, PmgrNode};
-use dashmap::DashMap;
-use libi::job::{JobCommon, NodePlan, NodeSetup, RankEnd, SpawnCmd, SpawnRequest};
-use libi::msg::{Msg, NameOp};
+use libi::job::{human_bytes, JobCommon, NodePlan, NodeSetup, RankEnd, SpawnCmd, SpawnRequest};
+use libi::msg::{pair_cost, KvsTop, Msg, NameOp, FENCE_CHUNK, PAIR_OVERHEAD};
 use libi::report::{Counters, FenceRecord, NodeReport};
 use pmi_wire::server::{Action, ConnConfig, Connection, Eof, Phase};
 use pmi_wire::v1::ParseError;
@@ -95,11 +104,20 @@ pub struct NodeCore {
     plan: NodePlan,
     is_root: bool,
     conns: Vec<Connection>,
-    kvs: DashMap<String, String>,
-    /// Keys whose value was fetched from up the tree.
-    cached: HashSet<String>,
-    /// Pairs put in this subtree since the last `FenceIn`.
-    pending: Vec<(String, String)>,
+    kvs: Kvs,
+    /// Keys put in this subtree in the current epoch and not sent up yet (their values are
+    /// in `kvs`), and roughly what they weigh in a chunk.
+    pending: Vec<String>,
+    pending_cost: usize,
+    /// Most bytes of pairs in one tree message ([`FENCE_CHUNK`]; smaller in tests).
+    chunk: usize,
+    /// KVS bytes each local rank put; the biggest contributor each child reported.
+    rank_kvs: Vec<u64>,
+    child_top: Vec<KvsTop>,
+    /// At the root: bytes of the current epoch's pairs, and their keys while the epoch is
+    /// small enough to be pushed down (`None` once it is not).
+    epoch_bytes: u64,
+    push_keys: Option<Vec<String>>,
     epoch: u64,
     entered: Vec<bool>,
     n_entered: usize,
@@ -122,8 +140,6 @@ pub struct NodeCore {
     clock: fn() -> f64,
     /// At the root: keys of the current epoch that replaced an existing value.
     overwritten: HashSet<String>,
-    /// Keys this subtree wrote in the current epoch (they are the newest values).
-    epoch_keys: HashSet<String>,
     /// PMI-2 node attributes (node-local, never leave the node).
     node_attrs: HashMap<String, String>,
     /// Local ranks waiting for a node attribute (`info-getnodeattr` with `wait=TRUE`).
@@ -139,9 +155,9 @@ impl NodeCore {
     /// `report`: keep fence timings for the launch report.
     pub fn new(setup: NodeSetup, is_root: bool, report: bool) -> Self {
         let NodeSetup { job, plan } = setup;
-        let kvs = DashMap::new();
+        let mut kvs = Kvs::default();
         for (k, v) in &job.preput {
-            kvs.insert(k.clone(), v.clone());
+            kvs.store(k.clone(), v.clone());
         }
         let conns: Vec<Connection> = plan
             .ranks
@@ -172,8 +188,13 @@ impl NodeCore {
             is_root,
             conns,
             kvs,
-            cached: HashSet::new(),
             pending: Vec::new(),
+            pending_cost: 0,
+            chunk: FENCE_CHUNK,
+            rank_kvs: vec![0; n],
+            child_top: vec![KvsTop::default(); nc],
+            epoch_bytes: 0,
+            push_keys: Some(Vec::new()),
             epoch: 1,
             entered: vec![false; n],
             n_entered: 0,
@@ -189,7 +210,6 @@ impl NodeCore {
             report,
             clock: libi::report::now,
             overwritten: HashSet::new(),
-            epoch_keys: HashSet::new(),
             node_attrs: HashMap::new(),
             attr_waiters: HashMap::new(),
             pmgr: None,
@@ -271,6 +291,16 @@ impl NodeCore {
         }
     }
 
+    /// Most bytes of pairs per tree message (default [`FENCE_CHUNK`]; tests make it small).
+    pub fn set_fence_chunk(&mut self, bytes: usize) {
+        self.chunk = bytes.max(1);
+    }
+
+    /// The node's KVS.
+    pub fn kvs(&self) -> &Kvs {
+        &self.kvs
+    }
+
     pub fn job(&self) -> &JobCommon {
         &self.job
     }
@@ -314,7 +344,7 @@ impl NodeCore {
             node: self.plan.node,
             host: self.plan.host.clone(),
             fences: self.fences.clone(),
-            counters: self.counters.clone(),
+            counters: Counters { kvs_bytes: self.kvs.bytes(), ..self.counters.clone() },
             ..NodeReport::default()
         }
     }
@@ -347,12 +377,7 @@ impl NodeCore {
         let rank = self.rank_of(local);
         match a {
             Action::Send(b) => fx.push(Effect::ToRank(local, b)),
-            Action::Put { key, value } => {
-                self.cached.remove(&key);
-                self.epoch_keys.insert(key.clone());
-                self.kvs.insert(key.clone(), value.clone());
-                self.pending.push((key, value));
-            }
+            Action::Put { key, value } => self.put(local, key, value, fx),
             Action::Get { key } => self.local_get(local, key, fx),
             Action::BarrierIn => {
                 if !self.entered[local] {
@@ -440,13 +465,111 @@ impl NodeCore {
         }
     }
 
+    /// Local rank `local` put a pair: stored once (a repeated put replaces the value), its
+    /// key pending for the fence; pending pairs beyond a chunk go up now.
+    fn put(&mut self, local: usize, key: String, value: String, fx: &mut Vec<Effect>) {
+        if self.tearing_down {
+            return;
+        }
+        let w = if self.is_root {
+            self.root_merge(key, value)
+        } else {
+            self.pending_cost += pair_cost(&key, &value);
+            let w = self.kvs.write(key.clone(), value, self.epoch, true);
+            if w.queued {
+                self.pending.push(key);
+            }
+            w
+        };
+        let put = self.rank_kvs.get_mut(local).map(|b| {
+            *b += w.grew;
+            *b
+        });
+        if let Some(put) = put.filter(|&b| b > self.job.kvs_max) {
+            let what = format!(
+                "rank {} on {} put {} of KVS data; the job's limit is {} (--kvs-max)",
+                self.rank_of(local),
+                self.plan.host,
+                human_bytes(put),
+                human_bytes(self.job.kvs_max)
+            );
+            return self.fail(what, fx);
+        }
+        if !self.check_kvs(fx) && self.pending_cost >= self.chunk {
+            self.send_pending(false, fx);
+        }
+    }
+
+    /// The biggest KVS contributor of this subtree.
+    fn top(&self) -> KvsTop {
+        let local = self
+            .rank_kvs
+            .iter()
+            .enumerate()
+            .map(|(l, &bytes)| KvsTop { rank: self.rank_of(l), bytes });
+        local.chain(self.child_top.iter().copied()).fold(KvsTop::default(), KvsTop::max)
+    }
+
+    /// Fail the job if this node holds more KVS data than the job may put (what one node
+    /// holds is part of the job's total). Returns whether it failed.
+    fn check_kvs(&mut self, fx: &mut Vec<Effect>) -> bool {
+        let held = self.kvs.bytes();
+        if held <= self.job.kvs_max || self.tearing_down {
+            return false;
+        }
+        let top = self.top();
+        let most = if top.bytes > 0 {
+            let host = self
+                .plan
+                .nodes()
+                .into_iter()
+                .find(|p| p.ranks.iter().any(|r| r.rank == top.rank))
+                .map(|p| p.host.clone())
+                .unwrap_or_else(|| "?".into());
+            format!(" (rank {} on {host} put the most: {})", top.rank, human_bytes(top.bytes))
+        } else {
+            String::new()
+        };
+        let what = format!(
+            "the job's KVS data reached {}{most}; the job's limit is {} (--kvs-max)",
+            human_bytes(held),
+            human_bytes(self.job.kvs_max)
+        );
+        self.fail(what, fx);
+        true
+    }
+
+    /// Send the pending pairs up: as `FenceInPart`s of at most a chunk each, the last one
+    /// as the `FenceIn` when `close`.
+    fn send_pending(&mut self, close: bool, fx: &mut Vec<Effect>) {
+        let keys = std::mem::take(&mut self.pending);
+        self.pending_cost = 0;
+        let (epoch, top) = (self.epoch, self.top());
+        let mut chunks = Chunks::new(self.chunk);
+        for key in keys {
+            if let Some(value) = self.kvs.unpend(&key) {
+                if let Some((pairs, _)) = chunks.pair(key, value) {
+                    self.counters.fence_parts_up += 1;
+                    fx.push(Effect::ToParent(Msg::FenceInPart { epoch, pairs, top }));
+                }
+            }
+        }
+        let (pairs, _) = chunks.finish();
+        if close {
+            fx.push(Effect::ToParent(Msg::FenceIn { epoch, pairs, top }));
+        } else if !pairs.is_empty() {
+            self.counters.fence_parts_up += 1;
+            fx.push(Effect::ToParent(Msg::FenceInPart { epoch, pairs, top }));
+        }
+    }
+
     fn local_get(&mut self, local: usize, key: String, fx: &mut Vec<Effect>) {
-        if let Some(v) = self.kvs.get(&key).map(|v| v.value().clone()) {
+        if let Some(v) = self.kvs.get(&key) {
             self.counters.gets_local += 1;
-            if self.cached.contains(&key) {
+            if self.kvs.is_cached(&key) {
                 self.counters.cache_hits += 1;
             }
-            let reply = self.conns[local].answer_get(&key, Some(&v));
+            let reply = self.conns[local].answer_get(&key, Some(v));
             fx.push(Effect::ToRank(local, reply));
         } else if self.lazy && !self.is_root {
             self.wait_for(key, Waiter::Rank(local), fx);
@@ -508,34 +631,76 @@ impl NodeCore {
         {
             return;
         }
-        let pairs = std::mem::take(&mut self.pending);
         if self.is_root {
-            self.release(self.epoch, pairs, fx);
+            self.release(fx);
         } else {
-            fx.push(Effect::ToParent(Msg::FenceIn { epoch: self.epoch, pairs }));
+            self.send_pending(true, fx);
         }
     }
 
-    /// At the root: every rank entered fence `epoch`; `pairs` are the epoch's new pairs.
-    fn release(&mut self, epoch: u64, pairs: Vec<(String, String)>, fx: &mut Vec<Effect>) {
-        let bytes: u64 = pairs.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
-        let pushed = bytes <= self.job.kvs_push_max;
-        // The root already holds the pairs (merged as they came up); keys that existed
-        // before this epoch were overwritten and must leave the caches below.
-        let stale: Vec<String> = if pushed {
-            Vec::new()
-        } else {
+    /// At the root: every rank entered the fence (its pairs are merged here already).
+    /// Release it down the tree: the epoch's pairs when they total at most `kvs_push_max`
+    /// bytes (`pushed`), else the keys overwritten in this epoch, which caches must drop;
+    /// as `FenceOutPart`s of at most a chunk each, the last one as the `FenceOut`.
+    fn release(&mut self, fx: &mut Vec<Effect>) {
+        let epoch = self.epoch;
+        let pushed = self.epoch_bytes <= self.job.kvs_push_max;
+        let push_keys = self.push_keys.replace(Vec::new());
+        let overwritten = std::mem::take(&mut self.overwritten);
+        self.epoch_bytes = 0;
+        let mut chunks = Chunks::new(self.chunk);
+        let mut parts = Vec::new();
+        if pushed {
             let mut seen = HashSet::new();
-            pairs
-                .iter()
-                .filter(|(k, _)| self.overwritten.contains(k) && seen.insert(k.clone()))
-                .map(|(k, _)| k.clone())
-                .collect()
-        };
-        self.overwritten.clear();
-        let msg =
-            Msg::FenceOut { epoch, pushed, pairs: if pushed { pairs } else { Vec::new() }, stale };
+            for key in push_keys.unwrap_or_default() {
+                if let Some(v) = self.kvs.get(&key).filter(|_| !seen.contains(&key)) {
+                    let value = v.to_string();
+                    seen.insert(key.clone());
+                    parts.extend(chunks.pair(key, value));
+                }
+            }
+        } else {
+            for key in overwritten {
+                parts.extend(chunks.stale(key));
+            }
+        }
+        let (last_pairs, last_stale) = chunks.finish();
+        for (pairs, stale) in parts {
+            self.fence_out_part(Msg::FenceOutPart { epoch, pairs, stale }, fx);
+        }
+        let msg = Msg::FenceOut { epoch, pushed, pairs: last_pairs, stale: last_stale };
         self.fence_out(msg, fx);
+    }
+
+    /// Apply what a release carries: pushed pairs, stale keys (the root holds both already).
+    fn apply_release(&mut self, pairs: &[(String, String)], stale: &[String]) {
+        if self.is_root {
+            return;
+        }
+        for (k, v) in pairs {
+            self.kvs.store(k.clone(), v.clone());
+        }
+        for k in stale {
+            // Overwritten elsewhere in this epoch: our copy is old unless this subtree
+            // wrote it too.
+            self.kvs.drop_stale(k, self.epoch);
+        }
+    }
+
+    /// Part of a fence release: apply it, pass it on to the children.
+    fn fence_out_part(&mut self, msg: Msg, fx: &mut Vec<Effect>) {
+        let Msg::FenceOutPart { epoch, pairs, stale } = &msg else {
+            return;
+        };
+        if *epoch != self.epoch {
+            fx.push(Effect::Warn(format!("fence release {epoch} during fence {}", self.epoch)));
+            return;
+        }
+        self.counters.fence_parts_down += 1;
+        self.apply_release(pairs, stale);
+        if !self.child_fenced.is_empty() {
+            fx.push(Effect::ToChildren(msg));
+        }
     }
 
     /// A fence release (from the parent, or made here at the root): store what it carries,
@@ -548,23 +713,10 @@ impl NodeCore {
             fx.push(Effect::Warn(format!("fence release {epoch} during fence {}", self.epoch)));
             return;
         }
-        if *pushed {
-            for (k, v) in pairs {
-                self.cached.remove(k);
-                self.kvs.insert(k.clone(), v.clone());
-            }
-        } else {
+        self.apply_release(pairs, stale);
+        if !*pushed {
             self.lazy = true;
-            for k in stale {
-                // Overwritten elsewhere in this epoch: our copy is old unless this subtree
-                // wrote it too.
-                if !self.epoch_keys.contains(k) {
-                    self.cached.remove(k);
-                    self.kvs.remove(k);
-                }
-            }
         }
-        self.epoch_keys.clear();
         self.counters.fences += 1;
         self.epoch += 1;
         self.n_entered = 0;
@@ -662,14 +814,15 @@ impl NodeCore {
     /// A message from the parent.
     pub fn parent_msg(&mut self, msg: Msg, fx: &mut Vec<Effect>) {
         match msg {
-            Msg::FenceOut { .. } if self.tearing_down => {}
+            Msg::FenceOut { .. } | Msg::FenceOutPart { .. } if self.tearing_down => {}
             m @ Msg::FenceOut { .. } => self.fence_out(m, fx),
+            m @ Msg::FenceOutPart { .. } => self.fence_out_part(m, fx),
             Msg::GetResult { key, value } => {
-                if let Some(v) = &value {
-                    self.kvs.insert(key.clone(), v.clone());
-                    self.cached.insert(key.clone());
-                }
                 self.answer_waiters(&key, value.as_deref(), fx);
+                if let Some(v) = value {
+                    self.kvs.cache(key, v);
+                    self.check_kvs(fx);
+                }
             }
             Msg::Kill => {
                 self.tearing_down = true;
@@ -763,29 +916,15 @@ impl NodeCore {
             return;
         }
         match msg {
-            Msg::FenceIn { epoch, pairs } => {
-                if epoch != self.epoch || self.child_fenced[idx] {
-                    fx.push(Effect::Warn(format!(
-                        "child {idx} entered fence {epoch} during fence {}",
-                        self.epoch
-                    )));
-                    return;
-                }
-                self.child_fenced[idx] = true;
-                self.n_child_fenced += 1;
-                for (k, v) in &pairs {
-                    self.cached.remove(k);
-                    self.epoch_keys.insert(k.clone());
-                    if self.kvs.insert(k.clone(), v.clone()).is_some() && self.is_root {
-                        self.overwritten.insert(k.clone());
-                    }
-                }
-                self.pending.extend(pairs);
-                self.maybe_fence_in(fx);
+            Msg::FenceIn { epoch, pairs, top } => {
+                self.child_fence(idx, epoch, pairs, top, true, fx)
+            }
+            Msg::FenceInPart { epoch, pairs, top } => {
+                self.child_fence(idx, epoch, pairs, top, false, fx)
             }
             Msg::Get { key } => {
                 self.counters.gets_for_children += 1;
-                if let Some(v) = self.kvs.get(&key).map(|v| v.value().clone()) {
+                if let Some(v) = self.kvs.get(&key).map(str::to_string) {
                     fx.push(Effect::ToChild(idx, Msg::GetResult { key, value: Some(v) }));
                 } else if self.is_root {
                     fx.push(Effect::ToChild(idx, Msg::GetResult { key, value: None }));
@@ -828,6 +967,84 @@ impl NodeCore {
         }
     }
 
+    /// Child `idx`'s fence data: a part, or its `FenceIn` (`close`: its subtree entered).
+    fn child_fence(
+        &mut self,
+        idx: usize,
+        epoch: u64,
+        pairs: Vec<(String, String)>,
+        top: KvsTop,
+        close: bool,
+        fx: &mut Vec<Effect>,
+    ) {
+        if epoch != self.epoch || self.child_fenced[idx] {
+            fx.push(Effect::Warn(format!(
+                "child {idx} sent data of fence {epoch} during fence {}",
+                self.epoch
+            )));
+            return;
+        }
+        if close {
+            self.child_fenced[idx] = true;
+            self.n_child_fenced += 1;
+        }
+        self.child_top[idx] = top;
+        if !self.tearing_down {
+            self.child_pairs(pairs, close, fx);
+        }
+        if close {
+            self.maybe_fence_in(fx);
+        }
+    }
+
+    /// Merge a child's fence pairs. At the root they are all here now (the epoch's size and,
+    /// while it may be pushed, its keys are noted). Elsewhere they go on up: a part at once,
+    /// as it came; the pairs of a `FenceIn` join this node's pending ones.
+    fn child_pairs(&mut self, pairs: Vec<(String, String)>, close: bool, fx: &mut Vec<Effect>) {
+        let epoch = self.epoch;
+        if self.is_root {
+            for (k, v) in pairs {
+                self.root_merge(k, v);
+            }
+            self.check_kvs(fx);
+        } else if close {
+            for (k, v) in pairs {
+                self.pending_cost += pair_cost(&k, &v);
+                if self.kvs.write(k.clone(), v, epoch, true).queued {
+                    self.pending.push(k);
+                }
+            }
+            if !self.check_kvs(fx) && self.pending_cost >= self.chunk {
+                self.send_pending(false, fx);
+            }
+        } else {
+            for (k, v) in &pairs {
+                self.kvs.write(k.clone(), v.clone(), epoch, false);
+            }
+            if !self.check_kvs(fx) {
+                let top = self.top();
+                self.counters.fence_parts_up += 1;
+                fx.push(Effect::ToParent(Msg::FenceInPart { epoch, pairs, top }));
+            }
+        }
+    }
+
+    /// At the root, where every pair of the epoch arrives: store it, note its size and
+    /// (while the epoch may still be pushed down) its key, and whether it replaced a value.
+    fn root_merge(&mut self, k: String, v: String) -> Written {
+        self.epoch_bytes += (k.len() + v.len()) as u64;
+        if self.epoch_bytes > self.job.kvs_push_max {
+            self.push_keys = None;
+        }
+        if self.kvs.contains(&k) {
+            self.overwritten.insert(k.clone());
+        }
+        if let Some(keys) = self.push_keys.as_mut() {
+            keys.push(k.clone());
+        }
+        self.kvs.write(k, v, self.epoch, false)
+    }
+
     /// Child `idx`'s connection closed, or it could never be started (`why` says which).
     pub fn child_gone(&mut self, idx: usize, why: &str, fx: &mut Vec<Effect>) {
         if idx >= self.child_closed.len() || self.child_closed[idx] {
@@ -848,5 +1065,51 @@ impl NodeCore {
         for waiters in self.waiting.values_mut() {
             waiters.retain(|w| *w != Waiter::Child(idx));
         }
+    }
+}
+
+/// A chunk of fence data: pairs and stale keys.
+type Chunk = (Vec<(String, String)>, Vec<String>);
+
+/// Splits fence data into chunks of at most `max` bytes (each pair or key counted with
+/// [`PAIR_OVERHEAD`]; an item bigger than `max` gets a chunk of its own).
+struct Chunks {
+    max: usize,
+    cost: usize,
+    pairs: Vec<(String, String)>,
+    stale: Vec<String>,
+}
+
+impl Chunks {
+    fn new(max: usize) -> Self {
+        Chunks { max, cost: 0, pairs: Vec::new(), stale: Vec::new() }
+    }
+
+    /// Add a pair; returns the full chunk it did not fit in, if any.
+    fn pair(&mut self, key: String, value: String) -> Option<Chunk> {
+        let full = self.make_room(pair_cost(&key, &value));
+        self.pairs.push((key, value));
+        full
+    }
+
+    /// Add a stale key; returns the full chunk it did not fit in, if any.
+    fn stale(&mut self, key: String) -> Option<Chunk> {
+        let full = self.make_room(key.len() + PAIR_OVERHEAD);
+        self.stale.push(key);
+        full
+    }
+
+    fn make_room(&mut self, cost: usize) -> Option<Chunk> {
+        let full = (self.cost > 0 && self.cost + cost > self.max).then(|| {
+            self.cost = 0;
+            (std::mem::take(&mut self.pairs), std::mem::take(&mut self.stale))
+        });
+        self.cost += cost;
+        full
+    }
+
+    /// What is left (possibly nothing).
+    fn finish(self) -> Chunk {
+        (self.pairs, self.stale)
     }
 }

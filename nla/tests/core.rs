@@ -5,9 +5,10 @@
 use libi::job::{
     AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, NodeSetup, RankEnd, RankSlot,
 };
-use libi::msg::Msg;
+use libi::msg::{codec_with_max, KvsTop, Msg};
 use nla::core::{Effect, NodeCore, ProcEnd};
 use proptest::prelude::*;
+use std::collections::HashMap;
 
 fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
     let plan = |node: u32, ranks: &[u32]| NodePlan {
@@ -37,6 +38,7 @@ fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
             launch_timeout_ms: 10,
             launch_batch: None,
             kvs_push_max: push_max,
+            kvs_max: 1 << 30,
             report: true,
             pmgr: None,
             verbose: false,
@@ -77,11 +79,17 @@ fn fence_waits_for_every_local_rank_and_child() {
     let fx = rank_lines(&mut core, 1, "cmd=barrier_in\n");
     assert!(to_parent(&fx).is_empty(), "child not in yet");
     let mut fx = Vec::new();
-    core.child_msg(0, Msg::FenceIn { epoch: 1, pairs: vec![("c".into(), "3".into())] }, &mut fx);
+    let top = KvsTop { rank: 2, bytes: 2 };
+    core.child_msg(
+        0,
+        Msg::FenceIn { epoch: 1, pairs: vec![("c".into(), "3".into())], top },
+        &mut fx,
+    );
     let up = to_parent(&fx);
     assert_eq!(up.len(), 1, "exactly one aggregated message: {fx:?}");
     match up[0] {
-        Msg::FenceIn { epoch: 1, pairs } => {
+        Msg::FenceIn { epoch: 1, pairs, top } => {
+            assert_eq!(*top, KvsTop { rank: 0, bytes: 2 }, "the biggest contributor, lowest rank");
             let mut keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
             keys.sort();
             assert_eq!(keys, vec!["a", "c"]);
@@ -287,6 +295,293 @@ fn spawn_and_names_go_up_and_answers_come_back() {
     assert!(!to_parent(&fx).iter().any(|m| matches!(m, Msg::Fatal { .. })), "{fx:?}");
 }
 
+/// A value of `len` bytes that says which key it belongs to.
+fn value_for(key: &str, len: usize) -> String {
+    let mut v = format!("{key}:");
+    while v.len() < len {
+        v.push((b'a' + (v.len() % 26) as u8) as char);
+    }
+    v.truncate(len);
+    v
+}
+
+/// Every tree message among the effects fits in a frame of `max` bytes.
+fn assert_frames_fit(fx: &[Effect], max: usize) {
+    let mut c = codec_with_max(max);
+    for e in fx {
+        let m = match e {
+            Effect::ToParent(m) | Effect::ToChild(_, m) | Effect::ToChildren(m) => m,
+            _ => continue,
+        };
+        let mut buf = bytes::BytesMut::new();
+        if let Err(err) = c.encode_ref(m, &mut buf) {
+            panic!("a tree message does not fit in {max} bytes: {err}");
+        }
+    }
+}
+
+/// The pairs of every fence message up, in order; checks that the FenceIn comes last.
+fn fence_up(fx: &[Effect]) -> (Vec<(String, String)>, usize, bool) {
+    let (mut pairs, mut parts, mut closed) = (Vec::new(), 0, false);
+    for m in to_parent(fx) {
+        match m {
+            Msg::FenceInPart { pairs: p, .. } => {
+                assert!(!closed, "a part after the FenceIn");
+                parts += 1;
+                pairs.extend(p.iter().cloned());
+            }
+            Msg::FenceIn { pairs: p, .. } => {
+                assert!(!closed, "two FenceIns");
+                closed = true;
+                pairs.extend(p.iter().cloned());
+            }
+            _ => {}
+        }
+    }
+    (pairs, parts, closed)
+}
+
+const CHUNK: usize = 64 << 10;
+/// A frame holds a chunk of pairs plus the message's own few bytes.
+const FRAME: usize = CHUNK + 256;
+
+/// A fence 64 times bigger than the frame limit goes up in bounded parts, streamed while the
+/// ranks put (before they enter the fence), each pair once; a child's parts are passed on as
+/// they come; the closing FenceIn carries the rest.
+#[test]
+fn big_fence_goes_up_in_bounded_parts() {
+    let mut core = NodeCore::new(setup(&[0, 1], &[&[2]], 1 << 20), false, false);
+    core.set_fence_chunk(CHUNK);
+    let mut want = HashMap::new();
+    let mut fx = Vec::new();
+    for local in 0..2 {
+        fx.extend(rank_lines(&mut core, local, INIT));
+        for i in 0..2000 {
+            let key = format!("r{local}k{i}");
+            let value = value_for(&key, 1000);
+            let line = format!("cmd=put kvsname=kvs key={key} value={value}\n");
+            fx.extend(rank_lines(&mut core, local, &line));
+            want.insert(key, value);
+        }
+    }
+    let (_, parts, closed) = fence_up(&fx);
+    assert!(parts >= 50, "the ranks' pairs streamed up before the fence: {parts} parts");
+    assert!(!closed);
+    // the child's big fence: parts of its own, then its FenceIn
+    let top = KvsTop { rank: 2, bytes: 1_000_000 };
+    for p in 0..20 {
+        let pairs: Vec<(String, String)> = (0..50)
+            .map(|i| {
+                let key = format!("c{p}-{i}");
+                let value = value_for(&key, 1000);
+                want.insert(key.clone(), value.clone());
+                (key, value)
+            })
+            .collect();
+        let mut cfx = Vec::new();
+        core.child_msg(0, Msg::FenceInPart { epoch: 1, pairs: pairs.clone(), top }, &mut cfx);
+        let passed = matches!(to_parent(&cfx).as_slice(),
+            [Msg::FenceInPart { epoch: 1, pairs: p, top }] if *p == pairs && top.rank == 0);
+        assert!(passed, "passed on as it came, with this subtree's biggest contributor");
+        fx.extend(cfx);
+    }
+    fx.extend(rank_lines(&mut core, 0, "cmd=barrier_in\n"));
+    fx.extend(rank_lines(&mut core, 1, "cmd=barrier_in\n"));
+    let last = Msg::FenceIn { epoch: 1, pairs: vec![("c-last".into(), "v".into())], top };
+    want.insert("c-last".into(), "v".into());
+    core.child_msg(0, last, &mut fx);
+    assert_frames_fit(&fx, FRAME);
+    let (pairs, _, closed) = fence_up(&fx);
+    assert!(closed, "the fence closed");
+    assert_eq!(pairs.len(), want.len(), "every pair once");
+    let got: HashMap<String, String> = pairs.into_iter().collect();
+    assert_eq!(got, want);
+    assert_eq!(core.kvs().len(), want.len() + 1, "stored once (plus the preput pair)");
+    match to_parent(&fx).last() {
+        Some(Msg::FenceIn { top, .. }) => {
+            assert_eq!(top.rank, 0, "rank 0 put ~2 MB, more than the child's 1 MB: {top:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The root releases a big pushed fence in bounded parts; a node below stores the parts
+/// as they come, passes them on and answers gets locally.
+#[test]
+fn big_release_goes_down_in_bounded_parts() {
+    let root_setup = setup(&[], &[&[0], &[1]], 1 << 30);
+    let mut root = NodeCore::new(root_setup, true, false);
+    root.set_fence_chunk(CHUNK);
+    let mut want = HashMap::new();
+    let mut fx = Vec::new();
+    for child in 0..2 {
+        for p in 0..10 {
+            let pairs: Vec<(String, String)> = (0..100)
+                .map(|i| {
+                    let key = format!("n{child}p{p}k{i}");
+                    let value = value_for(&key, 900);
+                    want.insert(key.clone(), value.clone());
+                    (key, value)
+                })
+                .collect();
+            let top = KvsTop { rank: child as u32, bytes: 1 };
+            let m = if p == 9 {
+                Msg::FenceIn { epoch: 1, pairs, top }
+            } else {
+                Msg::FenceInPart { epoch: 1, pairs, top }
+            };
+            root.child_msg(child, m, &mut fx);
+        }
+    }
+    assert_frames_fit(&fx, FRAME);
+    let down: Vec<Msg> = fx
+        .into_iter()
+        .filter_map(|e| if let Effect::ToChildren(m) = e { Some(m) } else { None })
+        .collect();
+    assert!(down.len() > 20, "{} messages", down.len());
+    assert!(matches!(down.last(), Some(Msg::FenceOut { epoch: 1, pushed: true, .. })));
+    // a node below: every part stored and passed on, ranks released by the FenceOut
+    let mut node = NodeCore::new(setup(&[0, 1], &[&[2]], 1 << 30), false, false);
+    node.set_fence_chunk(CHUNK);
+    for l in 0..2 {
+        rank_lines(&mut node, l, INIT);
+        rank_lines(&mut node, l, "cmd=barrier_in\n");
+    }
+    node.child_msg(
+        0,
+        Msg::FenceIn { epoch: 1, pairs: vec![], top: KvsTop::default() },
+        &mut Vec::new(),
+    );
+    let mut fx = Vec::new();
+    for m in down {
+        node.parent_msg(m, &mut fx);
+    }
+    assert_eq!(replies(&fx, 0), vec!["cmd=barrier_out rc=0\n"]);
+    let passed = fx.iter().filter(|e| matches!(e, Effect::ToChildren(_))).count();
+    assert!(passed > 20);
+    for (k, v) in want.iter().take(50) {
+        let fx = rank_lines(&mut node, 1, &format!("cmd=get kvsname=kvs key={k}\n"));
+        assert_eq!(replies(&fx, 1), vec![format!("cmd=get_result rc=0 msg=success value={v}\n")]);
+        assert!(to_parent(&fx).is_empty(), "answered locally");
+    }
+}
+
+/// A big unpushed fence that overwrote many keys: the stale keys go down in bounded parts.
+#[test]
+fn many_stale_keys_go_down_in_bounded_parts() {
+    let mut root = NodeCore::new(setup(&[], &[&[0]], 0), true, false);
+    root.set_fence_chunk(4096);
+    let pairs: Vec<(String, String)> =
+        (0..3000).map(|i| (format!("key{i:05}"), "v".into())).collect();
+    let top = KvsTop { rank: 0, bytes: 1 };
+    let mut fx = Vec::new();
+    root.child_msg(0, Msg::FenceIn { epoch: 1, pairs: pairs.clone(), top }, &mut fx);
+    let mut fx = Vec::new();
+    root.child_msg(0, Msg::FenceIn { epoch: 2, pairs, top }, &mut fx);
+    assert_frames_fit(&fx, 4096 + 256);
+    let mut stale = Vec::new();
+    for e in &fx {
+        match e {
+            Effect::ToChildren(Msg::FenceOutPart { stale: s, pairs, .. })
+            | Effect::ToChildren(Msg::FenceOut { stale: s, pairs, pushed: false, .. }) => {
+                assert!(pairs.is_empty());
+                stale.extend(s.iter().cloned());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    stale.sort();
+    assert_eq!(stale.len(), 3000);
+    stale.dedup();
+    assert_eq!(stale.len(), 3000, "each stale key once");
+}
+
+/// A rank that puts one key twice: both puts succeed, the key is stored and sent up once,
+/// with the last value (what Hydra does: `put_result rc=0` twice, `get` returns the last).
+#[test]
+fn repeated_put_is_stored_once_last_value_wins() {
+    let mut core = NodeCore::new(setup(&[0, 1], &[], 1 << 20), false, false);
+    rank_lines(&mut core, 0, INIT);
+    rank_lines(&mut core, 1, INIT);
+    let mut fx = rank_lines(
+        &mut core,
+        0,
+        "cmd=put kvsname=kvs key=a value=1\ncmd=put kvsname=kvs key=a value=2\n",
+    );
+    assert_eq!(replies(&fx, 0), vec!["cmd=put_result rc=0 msg=success\n"; 2]);
+    let before = core.kvs().len();
+    fx.extend(rank_lines(&mut core, 0, "cmd=put kvsname=kvs key=a value=3\ncmd=barrier_in\n"));
+    assert_eq!(core.kvs().len(), before, "stored once");
+    fx.extend(rank_lines(&mut core, 1, "cmd=barrier_in\n"));
+    let (pairs, parts, closed) = fence_up(&fx);
+    assert!(closed);
+    assert_eq!(parts, 0);
+    assert_eq!(pairs, vec![("a".to_string(), "3".to_string())], "sent up once, last value");
+    let fx = rank_lines(&mut core, 1, "cmd=get kvsname=kvs key=a\n");
+    assert_eq!(replies(&fx, 1), vec!["cmd=get_result rc=0 msg=success value=3\n"]);
+}
+
+fn fatal(fx: &[Effect]) -> Option<(String, i32)> {
+    to_parent(fx).into_iter().find_map(|m| match m {
+        Msg::Fatal { message, status, .. } => Some((message.clone(), *status)),
+        _ => None,
+    })
+}
+
+/// A rank that puts more than the job's KVS limit fails the job, named, with the sizes.
+#[test]
+fn kvs_limit_names_the_rank() {
+    let mut s = setup(&[4, 5], &[], 1 << 20);
+    s.job.kvs_max = 10_000;
+    let mut core = NodeCore::new(s, false, false);
+    rank_lines(&mut core, 1, INIT);
+    let mut fx = Vec::new();
+    for i in 0..20 {
+        let line = format!("cmd=put kvsname=kvs key=k{i} value={}\n", "x".repeat(600));
+        fx.extend(rank_lines(&mut core, 1, &line));
+    }
+    let (message, status) = fatal(&fx).expect("the job fails");
+    assert_eq!(status, 1);
+    assert_eq!(
+        message,
+        "rank 5 on h1 put 10 KiB of KVS data; the job's limit is 9.8 KiB (--kvs-max)"
+    );
+    assert_eq!(to_parent(&fx).len(), 1, "one failure, nothing else: {fx:?}");
+}
+
+/// The root finds the job's total over the limit (each rank below it) and names the biggest
+/// contributor its children reported.
+#[test]
+fn kvs_limit_total_names_the_biggest_contributor() {
+    let mut s = setup(&[], &[&[0], &[1, 2]], 1 << 20);
+    s.job.kvs_max = 3000;
+    let mut root = NodeCore::new(s, true, false);
+    let pairs = |n: &str| vec![(n.to_string(), "x".repeat(999))];
+    let mut fx = Vec::new();
+    root.child_msg(
+        0,
+        Msg::FenceIn { epoch: 1, pairs: pairs("a"), top: KvsTop { rank: 0, bytes: 1000 } },
+        &mut fx,
+    );
+    let part =
+        Msg::FenceInPart { epoch: 1, pairs: pairs("b"), top: KvsTop { rank: 2, bytes: 1000 } };
+    root.child_msg(1, part, &mut fx);
+    assert!(fatal(&fx).is_none());
+    let part = Msg::FenceInPart {
+        epoch: 1,
+        pairs: [pairs("c"), pairs("d")].concat(),
+        top: KvsTop { rank: 2, bytes: 3000 },
+    };
+    root.child_msg(1, part, &mut fx);
+    let (message, status) = fatal(&fx).expect("the job fails");
+    assert_eq!(status, 1);
+    assert_eq!(
+        message,
+        "the job's KVS data reached 3.9 KiB (rank 2 on h3 put the most: 2.9 KiB); \
+         the job's limit is 2.9 KiB (--kvs-max)"
+    );
+}
+
 fn fuzz_cases() -> u32 {
     std::env::var("LIBI_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(25_000) / 5
 }
@@ -328,7 +623,21 @@ fn tree_msg() -> impl Strategy<Value = Msg> {
             pairs: vec![("k".into(), "v".into())],
             stale: vec!["k".into()]
         }),
-        (0u64..4).prop_map(|epoch| Msg::FenceIn { epoch, pairs: vec![("c".into(), "1".into())] }),
+        (0u64..4).prop_map(|epoch| Msg::FenceIn {
+            epoch,
+            pairs: vec![("c".into(), "1".into())],
+            top: KvsTop { rank: 3, bytes: 2 }
+        }),
+        (0u64..4, 0u64..100).prop_map(|(epoch, bytes)| Msg::FenceInPart {
+            epoch,
+            pairs: vec![("c".into(), "1".into()), ("k".into(), "x".repeat(bytes as usize))],
+            top: KvsTop { rank: 4, bytes }
+        }),
+        (0u64..4).prop_map(|epoch| Msg::FenceOutPart {
+            epoch,
+            pairs: vec![("p".into(), "1".into())],
+            stale: vec!["k".into()]
+        }),
         Just(Msg::Get { key: "k".into() }),
         Just(Msg::GetResult { key: "k".into(), value: Some("x".into()) }),
         Just(Msg::GetResult { key: "k".into(), value: None }),
@@ -384,7 +693,10 @@ proptest! {
     /// names a rank or child that exists.
     #[test]
     fn node_core_never_panics(events in proptest::collection::vec(event(), 1..40), root in any::<bool>()) {
-        let mut core = NodeCore::new(setup(&[0, 1, 2], &[&[3], &[4, 5]], if root { 0 } else { 1 << 20 }), root, true);
+        let mut s = setup(&[0, 1, 2], &[&[3], &[4, 5]], if root { 0 } else { 1 << 20 });
+        s.job.kvs_max = if root { 1 << 20 } else { 40 };
+        let mut core = NodeCore::new(s, root, true);
+        core.set_fence_chunk(if root { 1 << 20 } else { 16 });
         let before = core.ranks_left();
         for ev in events {
             let mut fx = Vec::new();
