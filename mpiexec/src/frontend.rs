@@ -322,6 +322,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         let g0 = &fe.groups[0];
         let mut me = g0.core.report();
         me.ready = t0;
+        me.peak_rss_kib = libi::report::peak_rss_kib();
         me.launches = g0.children.launches.clone();
         let mut reports = vec![me];
         reports.append(&mut fe.reports);
@@ -843,8 +844,13 @@ impl Rendezvous {
 }
 
 async fn redirect(mut conn: Box<PendingConn>, node: u32, parent: String) {
-    let _ = conn.wr.send(Msg::Redirect { node, parent }).await;
-    let _ = conn.wr.close().await;
+    // A joining NLA that misses its redirect fails its launch (deadline, or its own error).
+    if let Err(e) = conn.wr.send(Msg::Redirect { node, parent }).await {
+        warn!("cannot redirect NLA {node} to its parent: {e}");
+    }
+    if let Err(e) = conn.wr.close().await {
+        debug!("closing NLA {node}'s join connection: {e}");
+    }
 }
 
 fn spawn_signal_watch(tx: UnboundedSender<Fe>) {

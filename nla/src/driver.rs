@@ -36,6 +36,8 @@ enum Ev {
     Ended(usize, ProcEnd),
     Parent(Msg),
     ParentGone(String),
+    /// The parent's connection carried something we cannot decode.
+    ParentBroken(String),
     Tree(TreeEv),
     GraceOver,
     ChildrenTimeout,
@@ -132,6 +134,12 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                         if ev.send(Ev::Parent(msg)).is_err() {
                             break String::new();
                         }
+                    }
+                    Some(Err(e)) if !matches!(e, libi::msg::CodecError::Io(_)) => {
+                        // Undecodable: our link up may still work and carry the reason
+                        // (the writer keeps going until the node closes it).
+                        let _ = ev.send(Ev::ParentBroken(e.to_string()));
+                        return;
                     }
                     Some(Err(e)) => break e.to_string(),
                     None => break "connection closed".into(),
@@ -302,6 +310,17 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 core.rank_ended(local, end, &mut fx);
             }
             Ev::Parent(msg) => core.parent_msg(msg, &mut fx),
+            Ev::ParentBroken(why) => {
+                // Tell the parent why (its writes are what broke), then stop as if it left.
+                if !parent_gone {
+                    let host = core.plan().host.clone();
+                    let message =
+                        format!("the NLA on {host} cannot read its parent's messages: {why}");
+                    warn!("node {node}: {message}");
+                    up.send(Msg::Fatal { host, message, status: 255 });
+                }
+                let _ = ev_tx.send(Ev::ParentGone(why));
+            }
             Ev::ParentGone(why) => {
                 if !parent_gone {
                     parent_gone = true;
@@ -331,6 +350,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     if report && !parent_gone {
         let mut r = core.report();
         r.ready = ready;
+        r.peak_rss_kib = libi::report::peak_rss_kib();
         r.launches = children.launches.clone();
         up.send(Msg::Report(Box::new(r)));
     }

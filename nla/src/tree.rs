@@ -538,7 +538,7 @@ impl Children {
 
     async fn on_event_inner(&mut self, e: TreeEv, core: &mut NodeCore, fx: &mut Vec<Effect>) {
         match e {
-            TreeEv::Hello { idx, host, mut sink, at } => {
+            TreeEv::Hello { idx, host, sink, at } => {
                 if self.connected.get(idx).copied().unwrap_or(true) || self.gone[idx] {
                     warn!("child {idx} of this node connected twice or too late; dropped");
                     return;
@@ -548,11 +548,11 @@ impl Children {
                 self.launches[idx].connected = at;
                 debug!(idx, %host, "child NLA connected");
                 let Some(setup) = core.child_setup(idx) else { return };
-                let _ = sink.send(Msg::Setup(Box::new(setup))).await;
-                for m in std::mem::take(&mut self.queued[idx]) {
-                    let _ = sink.send(m).await;
-                }
                 self.sinks[idx] = Some(sink);
+                self.send(idx, Msg::Setup(Box::new(setup))).await;
+                for m in std::mem::take(&mut self.queued[idx]) {
+                    self.send(idx, m).await;
+                }
             }
             TreeEv::Msg(idx, m) => {
                 if !self.gone.get(idx).copied().unwrap_or(true) {
@@ -627,11 +627,22 @@ impl Children {
         }
     }
 
-    /// Send to child `idx` (queued until it connects).
+    /// Send to child `idx` (queued until it connects). A message that cannot be sent (it
+    /// cannot be encoded, or the connection broke) loses the child: its connection is
+    /// dropped and `Gone` (with the error) fails its subtree.
     pub async fn send(&mut self, idx: usize, msg: Msg) {
         match self.sinks.get_mut(idx) {
             Some(Some(s)) => {
-                let _ = s.send(msg).await;
+                if let Err(e) = s.send(msg).await {
+                    self.sinks[idx] = None;
+                    let why = format!("cannot send to it: {e}");
+                    match &self.ev {
+                        Some(ev) => {
+                            ev(TreeEv::Gone(idx, why));
+                        }
+                        None => warn!("child {idx}: {why}"),
+                    }
+                }
             }
             Some(None) if !self.connected[idx] && !self.gone[idx] => self.queued[idx].push(msg),
             _ => {}
@@ -648,7 +659,9 @@ impl Children {
     pub async fn close_all(&mut self) {
         for s in self.sinks.iter_mut() {
             if let Some(mut s) = s.take() {
-                let _ = s.close().await;
+                if let Err(e) = s.close().await {
+                    debug!("closing a child connection: {e}");
+                }
             }
         }
     }
