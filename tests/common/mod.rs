@@ -36,6 +36,7 @@ pub fn programs() -> &'static Path {
         build("fail", "fail.c", "mpicc", &[]);
         build("pmi_exchange", "pmi_exchange.c", "cc", &[]);
         build("pmi_close", "pmi_close.c", "cc", &[]);
+        build("bigfence", "bigfence.c", "cc", &[]);
         out
     })
 }
