@@ -4,9 +4,11 @@
 
 use std::collections::HashMap;
 
+/// Keys and values are boxed `str`s (no spare capacity; 8 bytes less a field than `String`):
+/// with small pairs the map's own bytes are most of a node's memory.
 #[derive(Debug)]
 struct Entry {
-    value: String,
+    value: Box<str>,
     /// Fence epoch in which this subtree last wrote the key (0: never).
     written: u64,
     /// Fetched from up the tree (a cache entry).
@@ -17,7 +19,7 @@ struct Entry {
 
 #[derive(Debug, Default)]
 pub struct Kvs {
-    map: HashMap<String, Entry>,
+    map: HashMap<Box<str>, Entry>,
     bytes: u64,
 }
 
@@ -51,7 +53,7 @@ impl Kvs {
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.map.get(key).map(|e| e.value.as_str())
+        self.map.get(key).map(|e| &*e.value)
     }
 
     pub fn contains(&self, key: &str) -> bool {
@@ -66,11 +68,11 @@ impl Kvs {
     /// A pair put in this subtree during fence `epoch` (by a local rank, or merged from a
     /// child). `pend`: it is to be sent up with this node's fence data.
     pub fn write(&mut self, key: String, value: String, epoch: u64, pend: bool) -> Written {
-        match self.map.get_mut(&key) {
+        match self.map.get_mut(key.as_str()) {
             Some(e) => {
                 let (old, new) = (e.value.len() as u64, value.len() as u64);
                 self.bytes = self.bytes - old + new;
-                e.value = value;
+                e.value = value.into_boxed_str();
                 e.written = epoch;
                 e.cached = false;
                 let queued = pend && !e.pending;
@@ -80,7 +82,8 @@ impl Kvs {
             None => {
                 let grew = size(&key, &value);
                 self.bytes += grew;
-                self.map.insert(key, Entry { value, written: epoch, cached: false, pending: pend });
+                let e = Entry { value: value.into(), written: epoch, cached: false, pending: pend };
+                self.map.insert(key.into(), e);
                 Written { grew, replaced: false, queued: pend }
             }
         }
@@ -88,15 +91,16 @@ impl Kvs {
 
     /// A pair that arrived with a fence release (pushed down).
     pub fn store(&mut self, key: String, value: String) {
-        match self.map.get_mut(&key) {
+        match self.map.get_mut(key.as_str()) {
             Some(e) => {
                 self.bytes = self.bytes - e.value.len() as u64 + value.len() as u64;
-                e.value = value;
+                e.value = value.into();
                 e.cached = false;
             }
             None => {
                 self.bytes += size(&key, &value);
-                self.map.insert(key, Entry { value, written: 0, cached: false, pending: false });
+                let e = Entry { value: value.into(), written: 0, cached: false, pending: false };
+                self.map.insert(key.into(), e);
             }
         }
     }
@@ -104,15 +108,16 @@ impl Kvs {
     /// An answer fetched from up the tree. A value written here in the meantime is newer
     /// and stays.
     pub fn cache(&mut self, key: String, value: String) {
-        match self.map.get_mut(&key) {
+        match self.map.get_mut(key.as_str()) {
             Some(e) if !e.cached => {}
             Some(e) => {
                 self.bytes = self.bytes - e.value.len() as u64 + value.len() as u64;
-                e.value = value;
+                e.value = value.into();
             }
             None => {
                 self.bytes += size(&key, &value);
-                self.map.insert(key, Entry { value, written: 0, cached: true, pending: false });
+                let e = Entry { value: value.into(), written: 0, cached: true, pending: false };
+                self.map.insert(key.into(), e);
             }
         }
     }
@@ -133,7 +138,7 @@ impl Kvs {
         if !std::mem::replace(&mut e.pending, false) {
             return None;
         }
-        Some(e.value.clone())
+        Some(e.value.to_string())
     }
 }
 
