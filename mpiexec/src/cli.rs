@@ -496,6 +496,17 @@ mod tests {
     }
 
     #[test]
+    fn kvs_options() {
+        let c = p("--kvs-max 64K -kvs-push-max 2M -n 1 x").expect("parse");
+        assert_eq!(c.global.kvs_max, Some(64 << 10));
+        assert_eq!(c.global.kvs_push_max, Some(2 << 20));
+        let c = p("--kvs-max 1073741824 x").expect("parse");
+        assert_eq!(c.global.kvs_max, Some(1 << 30));
+        assert!(matches!(p("--kvs-max 1.5G x"), Err(CliError::Usage(_))));
+        assert!(matches!(p("--kvs-max x"), Err(CliError::Usage(_))));
+    }
+
+    #[test]
     fn host_options() {
         let c = p("-f hf -ppn 2 -launcher ssh -launcher-exec /x/ssh -localhost 10.0.0.1 -n 4 x")
             .expect("parse");
