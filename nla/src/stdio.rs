@@ -220,11 +220,13 @@ struct UpWriter<S> {
 
 /// Messages that may overtake output waiting for the window: requests of the PMI and PMGR
 /// services, which no rank's output has to precede. Everything else (a rank's end, an
-/// abort, a failure) stays behind the output queued before it.
+/// abort, a failure) stays behind the output queued before it. A fence's parts overtake
+/// with its `FenceIn` (overtaking keeps their order): the parent needs them first.
 fn may_overtake(m: &Msg) -> bool {
     matches!(
         m,
         Msg::FenceIn { .. }
+            | Msg::FenceInPart { .. }
             | Msg::Get { .. }
             | Msg::PmgrUp(_)
             | Msg::Name { .. }
@@ -431,6 +433,17 @@ pub async fn forward_output(
 #[cfg(test)]
 mod tests {
     use super::LineBuf;
+    use libi::msg::{KvsTop, Msg};
+
+    /// A fence's parts must reach the parent before its FenceIn: they overtake output alike.
+    #[test]
+    fn fence_parts_overtake_with_the_fence() {
+        let top = KvsTop::default();
+        let part = Msg::FenceInPart { epoch: 1, pairs: vec![], top };
+        let close = Msg::FenceIn { epoch: 1, pairs: vec![], top };
+        assert!(super::may_overtake(&close));
+        assert!(super::may_overtake(&part));
+    }
 
     fn all(lb: &mut LineBuf, chunks: &[&[u8]]) -> Vec<u8> {
         let mut out = Vec::new();
