@@ -1,13 +1,15 @@
 //! Messages on the NLA tree (front end <-> NLA <-> NLA), and their framing.
 //!
-//! Transport: a TCP stream of frames, each a 4-byte big-endian length followed by a postcard
-//! encoding of one [`Msg`]. [`codec`] gives a tokio-util codec for it. The first frame a child
+//! Transport: a TCP stream of frames, each a 4-byte big-endian length followed by a kind
+//! byte: 0, then a postcard encoding of one [`Msg`]; or 1, then a rank's output (rank as a
+//! big-endian u32, stream byte 0/1, the bytes), which the decoder hands on without copying.
+//! [`codec`] gives a tokio-util codec for it. The first frame a child
 //! sends is [`Msg::Hello`] carrying the per-job secret; a parent drops a connection whose first
 //! frame is anything else or carries the wrong secret.
 
 use crate::job::{NodeSetup, RankEnd, SpawnRequest};
 use crate::report::NodeReport;
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 use tokio_util::codec::{Decoder, Encoder};
 
@@ -75,12 +77,9 @@ pub enum Msg {
     /// is cut into pieces, each ended with one; so is a last line without one). Output is
     /// flow-controlled per tree link: a node has at most [`OUTPUT_WINDOW`] bytes of `Output`
     /// not yet acknowledged by its parent (`OutputAck`).
-    Output {
-        rank: u32,
-        stream: Stream,
-        #[serde(with = "serde_bytes")]
-        data: Vec<u8>,
-    },
+    /// On the wire an `Output` is a frame of its own kind (see [`MsgCodec`]): its bytes are
+    /// never copied by the decoder.
+    Output { rank: u32, stream: Stream, data: Bytes },
     /// The node holding rank 0 wrote `bytes` bytes of stdin to it (routed up to the front
     /// end, which keeps at most [`STDIN_WINDOW`] bytes of stdin in flight).
     StdinAck { bytes: u64 },
@@ -172,9 +171,11 @@ pub enum CodecError {
     Decode(#[from] postcard::Error),
     #[error("a tree message of {} is over the frame limit of {}", crate::job::human_bytes(*.bytes as u64), crate::job::human_bytes(*.max as u64))]
     TooLarge { bytes: usize, max: usize },
+    #[error("malformed tree message: {0}")]
+    Kind(String),
 }
 
-/// Frame codec: length-delimited postcard.
+/// Frame codec: length-delimited frames of two kinds (see the module's documentation).
 #[derive(Debug)]
 pub struct MsgCodec {
     max: usize,
@@ -192,6 +193,12 @@ pub fn codec_with_max(max: usize) -> MsgCodec {
 
 /// Bytes of a frame's length prefix.
 const HEAD: usize = 4;
+/// A frame's first byte: what follows is a postcard-encoded [`Msg`] …
+const KIND_MSG: u8 = 0;
+/// … or rank output: the rank (u32, big-endian), the stream (0 stdout, 1 stderr), the bytes.
+const KIND_OUTPUT: u8 = 1;
+/// Kind, rank and stream of an output frame.
+const OUTPUT_HEAD: usize = 6;
 
 impl Decoder for MsgCodec {
     type Item = Msg;
@@ -210,7 +217,21 @@ impl Decoder for MsgCodec {
         }
         src.advance(HEAD);
         let frame = src.split_to(bytes);
-        Ok(Some(postcard::from_bytes(&frame)?))
+        match frame.first() {
+            Some(&KIND_MSG) => Ok(Some(postcard::from_bytes(&frame[1..])?)),
+            Some(&KIND_OUTPUT) if frame.len() >= OUTPUT_HEAD => {
+                let rank = u32::from_be_bytes([frame[1], frame[2], frame[3], frame[4]]);
+                let stream = match frame[5] {
+                    0 => Stream::Stdout,
+                    1 => Stream::Stderr,
+                    s => return Err(CodecError::Kind(format!("output stream {s}"))),
+                };
+                let data = frame.freeze().slice(OUTPUT_HEAD..);
+                Ok(Some(Msg::Output { rank, stream, data }))
+            }
+            Some(&k) => Err(CodecError::Kind(format!("frame kind {k}"))),
+            None => Err(CodecError::Kind("empty frame".into())),
+        }
     }
 }
 
@@ -228,9 +249,18 @@ impl MsgCodec {
     pub fn encode_ref(&mut self, item: &Msg, dst: &mut BytesMut) -> Result<(), CodecError> {
         let start = dst.len();
         dst.extend_from_slice(&[0; HEAD]);
-        if let Err(e) = postcard::serialize_with_flavor(item, Extend(dst)) {
-            dst.truncate(start);
-            return Err(e.into());
+        if let Msg::Output { rank, stream, data } = item {
+            dst.reserve(OUTPUT_HEAD + data.len());
+            dst.extend_from_slice(&[KIND_OUTPUT]);
+            dst.extend_from_slice(&rank.to_be_bytes());
+            dst.extend_from_slice(&[*stream as u8]);
+            dst.extend_from_slice(data);
+        } else {
+            dst.extend_from_slice(&[KIND_MSG]);
+            if let Err(e) = postcard::serialize_with_flavor(item, Extend(dst)) {
+                dst.truncate(start);
+                return Err(e.into());
+            }
         }
         let bytes = dst.len() - start - HEAD;
         let Some(len) = u32::try_from(bytes).ok().filter(|_| bytes <= self.max) else {
@@ -287,7 +317,7 @@ mod tests {
                 pairs: vec![("k".into(), "v".into())],
                 top: KvsTop { rank: 1, bytes: 2 },
             },
-            Msg::Output { rank: 1, stream: Stream::Stderr, data: b"x\n".to_vec() },
+            Msg::Output { rank: 1, stream: Stream::Stderr, data: Bytes::from_static(b"x\n") },
             Msg::Kill,
         ];
         for m in &msgs {
@@ -306,7 +336,7 @@ mod tests {
         let mut c = codec();
         let mut wire = BytesMut::new();
         let msgs = vec![
-            Msg::Output { rank: 1, stream: Stream::Stdout, data: vec![b'y'; 70_000] },
+            Msg::Output { rank: 1, stream: Stream::Stdout, data: vec![b'y'; 70_000].into() },
             Msg::Kill,
             Msg::FenceInPart {
                 epoch: 1,
@@ -344,7 +374,7 @@ mod tests {
     /// the encoder leaves its buffer usable.
     #[test]
     fn oversized_frames_are_errors() {
-        let big = Msg::Output { rank: 0, stream: Stream::Stdout, data: vec![b'x'; 2000] };
+        let big = Msg::Output { rank: 0, stream: Stream::Stdout, data: vec![b'x'; 2000].into() };
         let mut small = codec_with_max(1000);
         let mut buf = BytesMut::new();
         let e = small.encode_ref(&big, &mut buf).expect_err("too large");
@@ -401,8 +431,9 @@ mod fuzz {
         prop_oneof![
             (any::<u32>(), text(), text(), any::<u32>())
                 .prop_map(|(node, secret, host, pid)| Msg::Hello { node, secret, host, pid }),
-            (any::<u32>(), proptest::collection::vec(any::<u8>(), 0..32))
-                .prop_map(|(rank, data)| { Msg::Output { rank, stream: Stream::Stdout, data } }),
+            (any::<u32>(), proptest::collection::vec(any::<u8>(), 0..32)).prop_map(
+                |(rank, data)| Msg::Output { rank, stream: Stream::Stdout, data: data.into() }
+            ),
             (any::<u64>(), pairs(), any::<u32>(), any::<u64>()).prop_map(
                 |(epoch, pairs, rank, bytes)| Msg::FenceIn {
                     epoch,

@@ -635,7 +635,7 @@ impl FrontEnd {
         idx: usize,
         rank: u32,
         stream: Stream,
-        data: Vec<u8>,
+        data: bytes::Bytes,
     ) {
         let bytes = data.len() as u64;
         if self.killing && self.out.stuck(stream, STALLED_OUTPUT) {

@@ -8,6 +8,7 @@
 //! * Our stdin is read by a thread that keeps at most `STDIN_WINDOW` bytes in flight towards
 //!   rank 0 (the NLA holding it acknowledges what it wrote to the rank's pipe).
 
+use bytes::{Buf, Bytes};
 use libi::msg::{Stream, STDIN_WINDOW};
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
@@ -39,8 +40,8 @@ pub enum WriterEvent {
 }
 
 enum Item {
-    /// Rank output: each line gets `prefix` (if any) in front.
-    Output { prefix: Option<String>, data: Vec<u8>, ack: Option<Ack> },
+    /// Rank output (labelled already, if it is to be).
+    Output { data: Bytes, ack: Option<Ack> },
     /// A line of our own.
     Line(Vec<u8>),
 }
@@ -123,7 +124,7 @@ impl Output {
         group: usize,
         rank: u32,
         stream: Stream,
-        data: Vec<u8>,
+        data: Bytes,
         ack: Option<Ack>,
     ) -> Wrote {
         let data = if self.label {
@@ -133,7 +134,7 @@ impl Output {
                 b.extend_from_slice(p.as_bytes());
                 b.extend_from_slice(line);
             }
-            b
+            Bytes::from(b)
         } else {
             data
         };
@@ -154,9 +155,7 @@ impl Output {
                         .store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
                     return Wrote::Now;
                 }
-                Ok(n) => {
-                    data.drain(..n);
-                }
+                Ok(n) => data.advance(n),
                 Err(nix::errno::Errno::EAGAIN) => {}
                 Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::EINVAL) => {
                     // A regular file, a terminal …: always through the thread.
@@ -168,7 +167,7 @@ impl Output {
                 }
             }
         }
-        w.pending.push(Item::Output { prefix: None, data, ack });
+        w.pending.push(Item::Output { data, ack });
         Wrote::Queued
     }
 
@@ -279,14 +278,7 @@ impl Writer {
                 while let Some(item) = queue.pop_front() {
                     items += 1;
                     match item {
-                        Item::Output { prefix: Some(p), data, ack } => {
-                            for line in data.split_inclusive(|&c| c == b'\n') {
-                                buf.extend_from_slice(p.as_bytes());
-                                buf.extend_from_slice(line);
-                            }
-                            acks.extend(ack);
-                        }
-                        Item::Output { prefix: None, data, ack } => {
+                        Item::Output { data, ack } => {
                             if items == 1 {
                                 single = Some(data);
                             } else {

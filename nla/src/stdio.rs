@@ -260,16 +260,20 @@ where
             if let Msg::Output { rank, stream, data } = &mut msg {
                 // Output of the same rank and stream queued right behind travels in the same
                 // message (fewer, larger frames when the parent is the bottleneck).
-                while data.len() < MERGE_MAX {
+                let mut merged: Option<Vec<u8>> = None;
+                while merged.as_ref().map_or(data.len(), Vec::len) < MERGE_MAX {
                     match self.queue.front() {
                         Some((Msg::Output { rank: r, stream: s, .. }, _))
                             if r == rank && s == stream => {}
                         _ => break,
                     }
                     if let Some((Msg::Output { data: d, .. }, dn)) = self.queue.pop_front() {
-                        data.extend_from_slice(&d);
+                        merged.get_or_insert_with(|| data.to_vec()).extend_from_slice(&d);
                         dones.push(dn);
                     }
+                }
+                if let Some(m) = merged {
+                    *data = m.into();
                 }
                 let need = data.len().clamp(1, OUTPUT_WINDOW as usize) as u32;
                 if self.credit.available_permits() < need as usize
@@ -395,7 +399,7 @@ pub async fn forward_output(
         let n = *held - pending;
         *held = pending;
         let done = Done::Release(Release { budget: budget.clone(), n });
-        up.send_with(Msg::Output { rank, stream, data }, done);
+        up.send_with(Msg::Output { rank, stream, data: data.into() }, done);
     };
     loop {
         match budget.acquire_many(READ_CHUNK as u32).await {

@@ -627,14 +627,20 @@ impl Children {
         }
     }
 
-    /// Send to child `idx` (queued until it connects). A message that cannot be sent (it
-    /// cannot be encoded, or the connection broke) loses the child: its connection is
-    /// dropped and `Gone` (with the error) fails its subtree.
+    /// Send to child `idx` (queued until it connects). A message that cannot be encoded
+    /// loses the child: its connection is dropped and `Gone` (with the error) fails its
+    /// subtree. A connection that broke is only no longer written: its reader reports the
+    /// end after the last message the child sent (a child that ended cleanly closes its
+    /// connection right after its last report, and our writes may fail before we read it).
     pub async fn send(&mut self, idx: usize, msg: Msg) {
         match self.sinks.get_mut(idx) {
             Some(Some(s)) => {
                 if let Err(e) = s.send(msg).await {
                     self.sinks[idx] = None;
+                    if let libi::msg::CodecError::Io(e) = &e {
+                        debug!("child {idx}: cannot write to it: {e}");
+                        return;
+                    }
                     let why = format!("cannot send to it: {e}");
                     match &self.ev {
                         Some(ev) => {
