@@ -476,9 +476,8 @@ fn rogue_tree_connections() {
     use std::io::Write;
     let live = start(&["-launcher", "fork", "-hosts", "n1,n2", "-n", "2", "sleep", "3"], &[]);
     live.wait_for(2, |c| c.starts_with("sleep"));
-    let port = listening_port(live.pid()).expect("front end listens");
     for payload in [b"GET / HTTP/1.0\r\n\r\n".to_vec(), wrong_hello()] {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        let mut s = connect_tree_listener(live.pid()).expect("front end listens");
         let _ = s.write_all(&payload);
         let mut buf = [0u8; 16];
         // the front end closes on us
@@ -502,7 +501,10 @@ fn wrong_hello() -> Vec<u8> {
 }
 
 /// The TCP port `pid` listens on (from /proc/net/tcp, by socket inode).
-fn listening_port(pid: i32) -> Option<u16> {
+/// The abstract Unix socket the front end listens on for its NLAs (the fork launcher's tree
+/// links), connected to as a rogue local process would.
+fn connect_tree_listener(pid: i32) -> Option<std::os::unix::net::UnixStream> {
+    use std::os::linux::net::SocketAddrExt;
     let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .ok()?
         .flatten()
@@ -512,13 +514,14 @@ fn listening_port(pid: i32) -> Option<u16> {
             l.strip_prefix("socket:[").and_then(|x| x.strip_suffix(']')).map(str::to_string)
         })
         .collect();
-    let tcp = std::fs::read_to_string("/proc/net/tcp").ok()?;
-    for line in tcp.lines().skip(1) {
+    let unix = std::fs::read_to_string("/proc/net/unix").ok()?;
+    for line in unix.lines().skip(1) {
         let f: Vec<&str> = line.split_whitespace().collect();
-        // local_address, st == 0A (LISTEN), inode
-        if f.len() > 9 && f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
-            let port = f[1].split(':').nth(1)?;
-            return u16::from_str_radix(port, 16).ok();
+        // Num RefCount Protocol Flags Type St Inode Path; St 01 = listening
+        if f.len() > 7 && f[5] == "01" && inodes.iter().any(|i| i == f[6]) {
+            let name = f[7].strip_prefix('@')?;
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(name).ok()?;
+            return std::os::unix::net::UnixStream::connect_addr(&addr).ok();
         }
     }
     None

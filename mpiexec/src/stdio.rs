@@ -11,7 +11,7 @@
 use bytes::{Buf, Bytes};
 use libi::msg::{Stream, STDIN_WINDOW};
 use std::io::Write;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -79,13 +79,162 @@ struct Writer {
     fd: i32,
     /// Writes that cannot block are possible on it.
     direct: bool,
-    tx: Option<mpsc::Sender<Vec<Item>>>,
+    tx: Option<Tx>,
     state: Arc<WriterState>,
-    /// Items not handed to the thread yet (see [`Output::commit`]).
+    /// Items not handed to the writer yet (see [`Output::commit`]).
     pending: Vec<Item>,
     /// The queue, for writers elsewhere in the process ([`Output::stderr_sink`]); emptied
     /// when the output closes, so that the thread ends.
-    shared: Arc<Mutex<Option<mpsc::Sender<Vec<Item>>>>>,
+    shared: Arc<Mutex<Option<Tx>>>,
+}
+
+/// The queue of a stream's writer: a task of the event loop, or a thread.
+#[derive(Clone)]
+enum Tx {
+    Task(tokio::sync::mpsc::UnboundedSender<Vec<Item>>),
+    Thread(mpsc::Sender<Vec<Item>>),
+}
+
+impl Tx {
+    /// False when the writer is gone.
+    fn send(&self, items: Vec<Item>) -> bool {
+        match self {
+            Tx::Task(t) => t.send(items).is_ok(),
+            Tx::Thread(t) => t.send(items).is_ok(),
+        }
+    }
+}
+
+/// Take the next batch from `queue`: everything up to [`BATCH_MAX`] bytes, as one piece of
+/// rank output handed on as it is, or copied together into `buf`. Returns the piece (if not
+/// in `buf`), the acknowledgements and the number of items taken.
+fn next_batch(
+    queue: &mut std::collections::VecDeque<Item>,
+    buf: &mut Vec<u8>,
+) -> (Option<Bytes>, Vec<Ack>, u64) {
+    let mut acks = Vec::new();
+    let mut items = 0u64;
+    let mut single = None;
+    buf.clear();
+    while let Some(item) = queue.pop_front() {
+        items += 1;
+        match item {
+            Item::Output { data, ack } => {
+                if items == 1 {
+                    single = Some(data);
+                } else {
+                    if let Some(d) = single.take() {
+                        buf.extend_from_slice(&d);
+                    }
+                    buf.extend_from_slice(&data);
+                }
+                acks.extend(ack);
+            }
+            Item::Line(l) => {
+                if let Some(d) = single.take() {
+                    buf.extend_from_slice(&d);
+                }
+                buf.extend_from_slice(&l);
+            }
+        }
+        if buf.len() >= BATCH_MAX {
+            break;
+        }
+    }
+    (single, acks, items)
+}
+
+/// The writer of a pipe or socket: writes that cannot block, epoll in between.
+async fn write_task(
+    stream: Stream,
+    afd: tokio::io::unix::AsyncFd<OwnedFd>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Vec<Item>>,
+    st: Arc<WriterState>,
+    epoch: Instant,
+    report: Arc<dyn Fn(WriterEvent) + Send + Sync>,
+) {
+    let mut queue = std::collections::VecDeque::new();
+    let mut buf = Vec::new();
+    let mut broken = false;
+    loop {
+        if queue.is_empty() {
+            match rx.recv().await {
+                Some(first) => queue.extend(first),
+                None => break,
+            }
+        }
+        while let Ok(more) = rx.try_recv() {
+            queue.extend(more);
+        }
+        let (single, acks, items) = next_batch(&mut queue, &mut buf);
+        let mut bytes: &[u8] = single.as_deref().unwrap_or(&buf);
+        while !broken && !bytes.is_empty() {
+            match write_nowait(afd.get_ref().as_raw_fd(), bytes) {
+                Ok(n) => bytes = &bytes[n..],
+                Err(nix::errno::Errno::EAGAIN) => match afd.writable().await {
+                    Ok(mut ready) => ready.clear_ready(),
+                    Err(e) => {
+                        broken = true;
+                        st.broken.store(true, Ordering::Relaxed);
+                        report(WriterEvent::Broken(stream, e));
+                    }
+                },
+                Err(e) => {
+                    // Nobody reads this stream any more: say so once, then drop the rest.
+                    broken = true;
+                    st.broken.store(true, Ordering::Relaxed);
+                    report(WriterEvent::Broken(stream, e.into()));
+                }
+            }
+        }
+        st.progress_ms.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        st.queued.fetch_sub(items, Ordering::Relaxed);
+        if !acks.is_empty() {
+            report(WriterEvent::Written(acks));
+        }
+    }
+    report(WriterEvent::Finished);
+}
+
+/// The writer of anything else (a file, a terminal): blocking writes on a thread.
+fn write_thread(
+    stream: Stream,
+    fd: Option<OwnedFd>,
+    rx: mpsc::Receiver<Vec<Item>>,
+    st: Arc<WriterState>,
+    epoch: Instant,
+    report: Arc<dyn Fn(WriterEvent) + Send + Sync>,
+) {
+    let mut file = fd.map(std::fs::File::from);
+    let mut buf = Vec::new();
+    let mut queue = std::collections::VecDeque::new();
+    loop {
+        if queue.is_empty() {
+            match rx.recv() {
+                Ok(first) => queue.extend(first),
+                Err(_) => break,
+            }
+        }
+        while let Ok(more) = rx.try_recv() {
+            queue.extend(more);
+        }
+        let (single, acks, items) = next_batch(&mut queue, &mut buf);
+        let bytes = single.as_deref().unwrap_or(&buf);
+        if let Some(f) = file.as_mut() {
+            if let Err(e) = f.write_all(bytes) {
+                // Nobody reads this stream any more: say so once, then drop the rest.
+                st.broken.store(true, Ordering::Relaxed);
+                file = None;
+                report(WriterEvent::Broken(stream, e));
+            }
+        }
+        st.progress_ms.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        st.queued.fetch_sub(items, Ordering::Relaxed);
+        if !acks.is_empty() {
+            report(WriterEvent::Written(acks));
+        }
+    }
+    report(WriterEvent::Finished);
 }
 
 #[derive(Default)]
@@ -191,7 +340,7 @@ impl Output {
                 return;
             };
             state.queued.fetch_add(1, Ordering::Relaxed);
-            if tx.send(vec![Item::Line(bytes.to_vec())]).is_err() {
+            if !tx.send(vec![Item::Line(bytes.to_vec())]) {
                 state.queued.fetch_sub(1, Ordering::Relaxed);
             }
         }
@@ -245,7 +394,6 @@ impl Writer {
         epoch: Instant,
         report: Arc<dyn Fn(WriterEvent) + Send + Sync>,
     ) -> Writer {
-        let (tx, rx) = mpsc::channel::<Vec<Item>>();
         let state = Arc::new(WriterState::default());
         let st = state.clone();
         let fd: Option<OwnedFd> = match stream {
@@ -256,67 +404,42 @@ impl Writer {
             Stream::Stdout => "stdout",
             Stream::Stderr => "stderr",
         };
-        let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
-            let mut file = fd.map(std::fs::File::from);
-            let mut buf = Vec::new();
-            let mut queue = std::collections::VecDeque::new();
-            loop {
-                if queue.is_empty() {
-                    match rx.recv() {
-                        Ok(first) => queue.extend(first),
-                        Err(_) => break,
-                    }
-                }
-                while let Ok(more) = rx.try_recv() {
-                    queue.extend(more);
-                }
-                // Everything queued goes out in one write (up to a bound).
-                let mut acks = Vec::new();
-                let mut items = 0u64;
-                let mut single = None;
-                buf.clear();
-                while let Some(item) = queue.pop_front() {
-                    items += 1;
-                    match item {
-                        Item::Output { data, ack } => {
-                            if items == 1 {
-                                single = Some(data);
-                            } else {
-                                if let Some(d) = single.take() {
-                                    buf.extend_from_slice(&d);
-                                }
-                                buf.extend_from_slice(&data);
-                            }
-                            acks.extend(ack);
-                        }
-                        Item::Line(l) => buf.extend_from_slice(&l),
-                    }
-                    if buf.len() >= BATCH_MAX {
-                        break;
-                    }
-                }
-                let bytes = single.as_deref().unwrap_or(&buf);
-                if let Some(f) = file.as_mut() {
-                    if let Err(e) = f.write_all(bytes) {
-                        // Nobody reads this stream any more: say so once, then drop the rest.
-                        st.broken.store(true, Ordering::Relaxed);
-                        file = None;
-                        report(WriterEvent::Broken(stream, e));
-                    }
-                }
-                st.progress_ms.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
-                st.queued.fetch_sub(items, Ordering::Relaxed);
-                if !acks.is_empty() {
-                    report(WriterEvent::Written(acks));
-                }
-            }
-            report(WriterEvent::Finished);
+        let report = report.clone();
+        // A pipe or a socket is written by a task of the event loop's own, waiting for room
+        // with epoll between writes that cannot block; anything else (a file, a terminal)
+        // by a thread of its own that may block.
+        let nowait = fd.as_ref().is_some_and(|fd| {
+            nix::sys::stat::fstat(fd.as_raw_fd()).is_ok_and(|st| {
+                let t = st.st_mode & libc::S_IFMT;
+                t == libc::S_IFIFO || t == libc::S_IFSOCK
+            })
         });
+        let in_runtime = tokio::runtime::Handle::try_current().is_ok();
+        let tx = match (fd, nowait && in_runtime) {
+            // SAFETY: `fd` is our own duplicate, moved into the AsyncFd, which closes it.
+            (Some(fd), true) => match unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::WRITABLE)
+            } {
+                Ok(afd) => {
+                    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                    tokio::spawn(write_task(stream, afd, rx, st, epoch, report));
+                    Some(Tx::Task(tx))
+                }
+                Err(_) => None,
+            },
+            (fd, _) => {
+                let (tx, rx) = mpsc::channel::<Vec<Item>>();
+                std::thread::Builder::new()
+                    .name(name.into())
+                    .spawn(move || write_thread(stream, fd, rx, st, epoch, report))
+                    .ok()
+                    .map(|_| Tx::Thread(tx))
+            }
+        };
         let fd = match stream {
             Stream::Stdout => libc::STDOUT_FILENO,
             Stream::Stderr => libc::STDERR_FILENO,
         };
-        let tx = spawned.is_ok().then_some(tx);
         let shared = Arc::new(Mutex::new(tx.clone()));
         Writer { fd, direct: true, tx, state, pending: Vec::new(), shared }
     }
@@ -329,7 +452,7 @@ impl Writer {
         if let Some(tx) = &self.tx {
             let n = items.len() as u64;
             self.state.queued.fetch_add(n, Ordering::Relaxed);
-            if tx.send(items).is_err() {
+            if !tx.send(items) {
                 self.state.queued.fetch_sub(n, Ordering::Relaxed);
             }
         }

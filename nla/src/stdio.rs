@@ -99,16 +99,25 @@ impl LineBuf {
         (!out.is_empty()).then_some(out)
     }
 
-    /// As [`LineBuf::push`], taking the buffer: when nothing is held and no line reaches the
-    /// cap, the lines are returned in `data` itself (only the unfinished tail is copied).
-    pub fn push_owned(&mut self, mut data: Vec<u8>) -> Option<Vec<u8>> {
-        if !self.buf.is_empty() || data.len() > self.cap {
-            return self.push(&data);
+    /// The buffer to read into: what is held stays at its start, new bytes go after it
+    /// (see [`LineBuf::take`]).
+    pub fn buffer(&mut self) -> &mut Vec<u8> {
+        self.buf.reserve(READ_CHUNK);
+        &mut self.buf
+    }
+
+    /// After bytes were appended to [`LineBuf::buffer`] from `old_len` on: the whole lines
+    /// now held, as [`LineBuf::push`] would return them. The lines leave in the buffer
+    /// itself; only the unfinished tail is copied.
+    pub fn take(&mut self, old_len: usize) -> Option<Vec<u8>> {
+        if self.buf.len() <= self.cap {
+            let last = old_len + self.buf[old_len..].iter().rposition(|&b| b == b'\n')?;
+            let tail = self.buf.split_off(last + 1);
+            return Some(std::mem::replace(&mut self.buf, tail));
         }
-        let cut = data.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        self.buf.extend_from_slice(&data[cut..]);
-        data.truncate(cut);
-        (!data.is_empty()).then_some(data)
+        // A line reaches the cap: the general path (rare).
+        let new = self.buf.split_off(old_len);
+        self.push(&new)
     }
 
     /// The end of the stream: the last line, ended with a newline if it had none.
@@ -406,13 +415,16 @@ pub async fn forward_output(
             Ok(p) => p.forget(),
             Err(_) => break,
         }
-        let mut buf = Vec::with_capacity(READ_CHUNK);
+        let old_len = lines.pending();
+        // At most what the budget allows.
+        let mut buf = bytes::BufMut::limit(lines.buffer(), READ_CHUNK);
+        let buf = &mut buf;
         let r = loop {
             if gone {
-                break tokio::time::timeout(OUTPUT_DRAIN, pipe.read_buf(&mut buf)).await.ok();
+                break tokio::time::timeout(OUTPUT_DRAIN, pipe.read_buf(buf)).await.ok();
             }
             tokio::select! {
-                r = pipe.read_buf(&mut buf) => break Some(r),
+                r = pipe.read_buf(buf) => break Some(r),
                 c = exited.changed() => gone = c.is_err() || *exited.borrow(),
             }
         };
@@ -425,7 +437,7 @@ pub async fn forward_output(
         };
         budget.add_permits(READ_CHUNK - n);
         held += n;
-        if let Some(data) = lines.push_owned(buf) {
+        if let Some(data) = lines.take(old_len) {
             emit(data, &mut held, lines.pending());
         }
     }
@@ -481,7 +493,7 @@ mod tests {
     }
 
     #[test]
-    fn owned_and_borrowed_agree() {
+    fn reading_into_the_buffer_agrees_with_push() {
         let chunks: [&[u8]; 6] =
             [b"abc", b"def\ngh", b"\n", b"ijklmnopqrstuvwxyz", b"\n\n12", b"3\n4"];
         let (mut a, mut b) = (LineBuf::new(8), LineBuf::new(8));
@@ -489,7 +501,9 @@ mod tests {
         let mut out_b = Vec::new();
         for c in chunks {
             out_a.extend(a.push(c).unwrap_or_default());
-            out_b.extend(b.push_owned(c.to_vec()).unwrap_or_default());
+            let old = b.pending();
+            b.buffer().extend_from_slice(c);
+            out_b.extend(b.take(old).unwrap_or_default());
         }
         out_a.extend(a.finish().unwrap_or_default());
         out_b.extend(b.finish().unwrap_or_default());

@@ -16,13 +16,53 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tracing::{debug, warn};
 
-pub type Sink = FramedWrite<OwnedWriteHalf, MsgCodec>;
-pub type Source = FramedRead<tokio::net::tcp::OwnedReadHalf, MsgCodec>;
+/// The two halves of a tree connection: TCP between hosts, a Unix socket between the
+/// processes of one host (the fork launcher: no TCP stack in the way of every byte).
+pub type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+pub type Reader = Box<dyn AsyncRead + Send + Unpin>;
+pub type Sink = FramedWrite<Writer, MsgCodec>;
+pub type Source = FramedRead<Reader, MsgCodec>;
+
+/// Where children connect back to.
+pub enum Listener {
+    Tcp(TcpListener),
+    /// An abstract Unix socket (`unix:@NAME`): the fork launcher's children run here.
+    Unix(UnixListener),
+}
+
+/// The prefix of an abstract Unix socket address.
+const UNIX_PREFIX: &str = "unix:@";
+
+impl Listener {
+    /// The next connection: its halves and who it came from. A Unix connection from
+    /// another user is refused here.
+    async fn accept(&self) -> io::Result<Result<(Reader, Writer, String), String>> {
+        match self {
+            Listener::Tcp(l) => {
+                let (stream, peer) = l.accept().await?;
+                tune(&stream);
+                let (rd, wr) = stream.into_split();
+                Ok(Ok((Box::new(rd), Box::new(wr), peer.to_string())))
+            }
+            Listener::Unix(l) => {
+                let (stream, _) = l.accept().await?;
+                let cred = stream.peer_cred()?;
+                let me = nix::unistd::geteuid().as_raw();
+                let who = format!("local pid {}", cred.pid().unwrap_or(0));
+                if cred.uid() != me {
+                    return Ok(Err(format!("{who}: uid {} is not ours", cred.uid())));
+                }
+                let (rd, wr) = stream.into_split();
+                Ok(Ok((Box::new(rd), Box::new(wr), who)))
+            }
+        }
+    }
+}
 
 /// An authenticated connection whose role is not decided yet (a `Join`).
 pub struct PendingConn {
@@ -72,11 +112,14 @@ pub async fn listen(
     kind: LauncherKind,
     advertise: Option<IpAddr>,
     children: &[&str],
-) -> io::Result<(TcpListener, String)> {
+) -> io::Result<(Listener, String)> {
     if kind == LauncherKind::Fork {
-        let l = TcpListener::bind("127.0.0.1:0").await?;
-        let port = l.local_addr()?.port();
-        return Ok((l, format!("127.0.0.1:{port}")));
+        use std::os::linux::net::SocketAddrExt;
+        let name = format!("libi-{}-{:016x}", std::process::id(), rand::random::<u64>());
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+        let l = std::os::unix::net::UnixListener::bind_addr(&addr)?;
+        l.set_nonblocking(true)?;
+        return Ok((Listener::Unix(UnixListener::from_std(l)?), format!("{UNIX_PREFIX}{name}")));
     }
     let ip = match advertise {
         Some(ip) => ip,
@@ -93,7 +136,7 @@ pub async fn listen(
     };
     let l = TcpListener::bind(bind).await?;
     let port = l.local_addr()?.port();
-    Ok((l, SocketAddr::new(ip, port).to_string()))
+    Ok((Listener::Tcp(l), SocketAddr::new(ip, port).to_string()))
 }
 
 /// Tree connections carry no traffic while ranks compute: TCP keepalive (idle 5 s, a probe
@@ -132,16 +175,21 @@ pub fn route_source(host: &str) -> io::Result<IpAddr> {
 
 /// Accept children's connections: each must open with a hello carrying the job secret and
 /// the node id of one of `children`; anything else is dropped and reported as `Rejected`.
-pub fn accept_loop(listener: TcpListener, secret: String, children: Vec<u32>, ev: EvSink) {
+pub fn accept_loop(listener: Listener, secret: String, children: Vec<u32>, ev: EvSink) {
     tokio::spawn(async move {
         let children = Arc::new(children);
         loop {
-            let Ok((stream, peer)) = listener.accept().await else {
-                return;
+            let (rd, wr, peer) = match listener.accept().await {
+                Ok(Ok(c)) => c,
+                Ok(Err(why)) => {
+                    ev(TreeEv::Rejected(why));
+                    continue;
+                }
+                Err(_) => return,
             };
             let (ev, secret, children) = (ev.clone(), secret.clone(), children.clone());
             tokio::spawn(async move {
-                if let Err(why) = handshake(stream, &secret, &children, ev.clone()).await {
+                if let Err(why) = handshake(rd, wr, &secret, &children, ev.clone()).await {
                     ev(TreeEv::Rejected(format!("{peer}: {why}")));
                 }
             });
@@ -150,13 +198,12 @@ pub fn accept_loop(listener: TcpListener, secret: String, children: Vec<u32>, ev
 }
 
 async fn handshake(
-    stream: TcpStream,
+    rd: Reader,
+    wr: Writer,
     secret: &str,
     children: &[u32],
     ev: EvSink,
 ) -> Result<(), String> {
-    tune(&stream);
-    let (rd, wr) = stream.into_split();
     let mut rd = FramedRead::new(rd, codec());
     let first = tokio::time::timeout(HELLO_TIMEOUT, rd.next())
         .await
@@ -323,13 +370,25 @@ pub async fn join(
     }
 }
 
-/// Connect to a tree peer.
+/// Connect to a tree peer: `HOST:PORT`, or `unix:@NAME` (an abstract Unix socket).
 pub async fn connect(addr: &str) -> io::Result<(Source, Sink)> {
-    let stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {addr}: {e}")))?;
-    tune(&stream);
-    let (rd, wr) = stream.into_split();
+    let failed = |e: io::Error| io::Error::new(e.kind(), format!("cannot connect to {addr}: {e}"));
+    let (rd, wr): (Reader, Writer) = match addr.strip_prefix(UNIX_PREFIX) {
+        Some(name) => {
+            use std::os::linux::net::SocketAddrExt;
+            let sa = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+            let s = std::os::unix::net::UnixStream::connect_addr(&sa).map_err(failed)?;
+            s.set_nonblocking(true)?;
+            let (rd, wr) = UnixStream::from_std(s)?.into_split();
+            (Box::new(rd), Box::new(wr))
+        }
+        None => {
+            let stream = TcpStream::connect(addr).await.map_err(failed)?;
+            tune(&stream);
+            let (rd, wr) = stream.into_split();
+            (Box::new(rd), Box::new(wr))
+        }
+    };
     Ok((FramedRead::new(rd, codec()), FramedWrite::new(wr, codec())))
 }
 
