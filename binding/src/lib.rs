@@ -62,7 +62,7 @@ mod tests {
             write(&cpu.join("online"), &format!("0-{}", n - 1));
             for core in 0..self.cores() {
                 let socket = core / self.cores_per_socket;
-                let l3 = if self.l3_cores > 0 { core / self.l3_cores * self.l3_cores } else { 0 };
+                let l3 = core.checked_div(self.l3_cores).map_or(0, |g| g * self.l3_cores);
                 for t in 0..self.threads {
                     let d = cpu.join(format!("cpu{}", self.cpu(core, t)));
                     write(&d.join("topology/physical_package_id"), &socket.to_string());

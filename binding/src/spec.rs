@@ -84,9 +84,10 @@ impl fmt::Display for Objects {
 }
 
 /// `-bind-to`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BindTo {
     /// No binding (the default): ranks inherit the NLA's affinity.
+    #[default]
     None,
     /// `rr`: one cpu each, in OS numbering.
     RoundRobin,
@@ -97,7 +98,7 @@ pub enum BindTo {
 }
 
 /// What the NLA needs to bind its ranks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Binding {
     pub bind: BindTo,
     /// `-map-by`; `None`: the binding's object.
