@@ -542,6 +542,22 @@ mod tests {
     }
 
     #[test]
+    fn binding_options() {
+        use libi_binding::{BindTo, Object};
+        let c = p("-bind-to core:2 -map-by socket -n 2 a : -n 1 b").unwrap();
+        assert_eq!(c.global.binding.bind.to_string(), "core:2");
+        assert_eq!(c.global.binding.map.map(|m| m.obj), Some(Object::Socket));
+        let c = p("-n 2 a : -bind-to user:0+1,1 b").unwrap();
+        assert!(matches!(c.global.binding.bind, BindTo::User(ref e) if e.len() == 2));
+        assert_eq!(p("a").unwrap().global.binding.bind, BindTo::None);
+        match p("-bind-to bogus a") {
+            Err(CliError::Usage(m)) => assert!(m.starts_with("-bind-to: unknown object 'bogus'")),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(p("-map-by rr a"), Err(CliError::Usage(_))));
+    }
+
+    #[test]
     fn configfile() {
         let dir = std::env::temp_dir().join(format!("libi-cf-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("mkdir");
