@@ -107,8 +107,10 @@ pub struct JobCommon {
     /// Serve PMGR collectives (`--pmgr`): each NLA listens for its ranks' v8 connections;
     /// `MPIRUN_ID` is this job-unique nonzero id.
     pub pmgr: Option<i32>,
-    /// Verbose tracing.
+    /// Verbose tracing (and one line per rank with its cpu binding).
     pub verbose: bool,
+    /// `-bind-to` / `-map-by`: each NLA maps its local ranks to cpu sets of its own node.
+    pub binding: libi_binding::Binding,
     /// Ranks of this job were started by `MPI_Comm_spawn` of a rank of the job with this
     /// kvsname (`PMI_SPAWNED=1`, PMI-2 `spawner-jobid`).
     pub spawned_by: Option<String>,

@@ -492,6 +492,10 @@ mod fuzz {
                     report: false,
                     pmgr: None,
                     verbose: false,
+                    binding: libi_binding::Binding {
+                        bind: libi_binding::parse_bind("user:0+2,1").unwrap(),
+                        map: None,
+                    },
                     spawned_by: None,
                 },
                 plan: NodePlan {

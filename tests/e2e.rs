@@ -292,3 +292,121 @@ echo "$PMI_RANK:$out|$miss|$map""#;
         assert_eq!(parts.next(), Some("(vector,(0,1,4))"), "{l}");
     }
 }
+
+// ---- -bind-to / -map-by (these need two cpus; with one they say so and pass) ----
+
+/// Two cpus we may use, or None (the binding tests then have nothing to show).
+fn two_cpus() -> Option<(u32, u32)> {
+    let c = common::my_cpus();
+    if c.len() < 2 {
+        eprintln!("binding test skipped: only cpus {c:?}");
+        return None;
+    }
+    Some((c[0], c[1]))
+}
+
+fn list(c: &[(&str, &str)]) -> Vec<(String, String)> {
+    c.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+}
+
+#[test]
+fn bind_to_user_list_wraps_and_joins() {
+    let Some((a, b)) = two_cpus() else { return };
+    let spec = format!("user:{b},{a}+{b}");
+    let r = run(&["-bind-to", &spec, "-n", "3", "sh", "-c", common::SHOW_CPUS], b"");
+    let ab = format!("{a}-{b}");
+    let ab = if b == a + 1 { ab } else { format!("{a},{b}") };
+    let b = b.to_string();
+    assert_eq!(common::rank_cpus(&r, 3), list(&[("0", &b), ("1", &ab), ("2", &b)]));
+}
+
+#[test]
+fn bind_to_hwthread_and_core_one_each_then_wrap() {
+    let Some(_) = two_cpus() else { return };
+    let n = common::my_cpus().len();
+    for obj in ["hwthread", "core", "rr"] {
+        let np = (n + 1).to_string();
+        let r = run(&["-bind-to", obj, "-n", &np, "sh", "-c", common::SHOW_CPUS], b"");
+        let got = common::rank_cpus(&r, n + 1);
+        // Local ids are the ranks; different ranks on different cpus until they wrap.
+        for (i, (local, _)) in got.iter().enumerate() {
+            assert_eq!(*local, i.to_string());
+        }
+        assert_ne!(got[0].1, got[1].1, "{obj}: {got:?}");
+        assert_eq!(got[n].1, got[0].1, "{obj}: {got:?}");
+        if obj != "core" {
+            assert!(got.iter().all(|(_, c)| c.parse::<u32>().is_ok()), "{obj}: {got:?}");
+        }
+    }
+}
+
+#[test]
+fn no_binding_by_default_and_with_map_by_alone() {
+    let r = run(&["-n", "2", "sh", "-c", common::SHOW_CPUS], b"");
+    let mine = common::rank_cpus(&r, 2);
+    let r = run(&["-map-by", "core", "-n", "2", "sh", "-c", common::SHOW_CPUS], b"");
+    assert_eq!(common::rank_cpus(&r, 2), mine);
+    let r = run(&["-bind-to", "none", "-n", "2", "sh", "-c", common::SHOW_CPUS], b"");
+    assert_eq!(common::rank_cpus(&r, 2), mine);
+    let r = run(&["-bind-to", "machine", "-n", "2", "sh", "-c", common::SHOW_CPUS], b"");
+    assert_eq!(common::rank_cpus(&r, 2), mine);
+}
+
+#[test]
+fn bind_to_bad_specs_are_usage_errors() {
+    for (args, msg) in [
+        (&["-bind-to", "bogus"][..], "libi-mpiexec: -bind-to: unknown object 'bogus'"),
+        (&["-bind-to", "core:0"][..], "libi-mpiexec: -bind-to core:0: '0' is not a positive count"),
+        (&["-bind-to", "user:1,x"][..], "libi-mpiexec: -bind-to user:1,x: 'x' is not a cpu number"),
+        (&["-map-by", "user:1"][..], "libi-mpiexec: -map-by: unknown object 'user'"),
+        (
+            &["-bind-to", "user:9999"][..],
+            "libi-mpiexec: -bind-to user:9999: cpu 9999 is not usable on ",
+        ),
+        (&["-bind-to", "core:9999"][..], "libi-mpiexec: -bind-to core:9999: "),
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["-n", "2", "true"]);
+        let r = run(&a, b"");
+        assert_eq!(r.status, 2, "{args:?}: {}", r.stderr);
+        assert_eq!(r.stderr.lines().count(), 1, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.starts_with(msg), "{args:?}: {}", r.stderr);
+    }
+}
+
+#[test]
+fn verbose_reports_each_binding() {
+    let Some((a, b)) = two_cpus() else { return };
+    let spec = format!("user:{b},{a}");
+    let r = run(&["-v", "-bind-to", &spec, "-n", "2", "true"], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stderr.lines().filter(|l| l.contains(") bound to cpus ")).collect();
+    assert_eq!(lines.len(), 2, "{}", r.stderr);
+    assert!(lines.iter().any(|l| l.ends_with(&format!("] rank 0 (local 0) bound to cpus {b}"))));
+    assert!(lines.iter().any(|l| l.ends_with(&format!("] rank 1 (local 1) bound to cpus {a}"))));
+}
+
+/// Binding stays within the cpus libi-mpiexec (and so the NLA) may use, as hwloc does
+/// within a cpuset.
+#[test]
+fn binding_stays_within_the_allowed_cpus() {
+    let Some((_, b)) = two_cpus() else { return };
+    if Command::new("taskset").arg("-V").output().is_err() {
+        eprintln!("no taskset: skipped");
+        return;
+    }
+    let b = b.to_string();
+    let r = common::run_program(
+        "taskset",
+        &["-c", &b, MPIEXEC, "-bind-to", "core", "-n", "2", "sh", "-c", common::SHOW_CPUS],
+        b"",
+    );
+    assert_eq!(common::rank_cpus(&r, 2), list(&[("0", &b), ("1", &b)]));
+    let r = common::run_program(
+        "taskset",
+        &["-c", &b, MPIEXEC, "-bind-to", "user:0,1", "-n", "1", "true"],
+        b"",
+    );
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("is not usable on "), "{}", r.stderr);
+}

@@ -404,3 +404,49 @@ fn batched_launch() {
         }
     }
 }
+
+/// Every simulated node binds its own ranks by local rank: `MPI_LOCALRANKID` i gets the
+/// i-th entry on each node.
+#[test]
+fn bind_to_by_local_rank_on_each_node() {
+    let c = common::my_cpus();
+    if c.len() < 2 {
+        eprintln!("binding test skipped: only cpus {c:?}");
+        return;
+    }
+    let (a, b) = (c[0].to_string(), c[1].to_string());
+    let spec = format!("user:{b},{a}");
+    let r = run(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            "n1:2,n2:3",
+            "-bind-to",
+            &spec,
+            "-n",
+            "5",
+            "sh",
+            "-c",
+            common::SHOW_CPUS,
+        ],
+        b"",
+    );
+    let got = common::rank_cpus(&r, 5);
+    let want: Vec<(String, String)> = [("0", &b), ("1", &a), ("0", &b), ("1", &a), ("2", &b)]
+        .iter()
+        .map(|(l, c)| (l.to_string(), c.to_string()))
+        .collect();
+    assert_eq!(got, want);
+    // A cpu one node does not have is refused before anything starts.
+    let r = run(
+        &["-launcher", "fork", "-hosts", "n1:1,n2:1", "-bind-to", "user:0,9999", "-n", "2", "true"],
+        b"",
+    );
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.starts_with("libi-mpiexec: -bind-to user:0,9999: cpu 9999 is not usable on n1"),
+        "{}",
+        r.stderr
+    );
+}

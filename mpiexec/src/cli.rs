@@ -117,6 +117,13 @@ pub struct Segment {
     /// naming a rank (default 1G; K/M/G suffixes)
     #[arg(long = "kvs-max", value_name = "BYTES", value_parser = libi::job::parse_bytes)]
     pub kvs_max: Option<u64>,
+    /// Bind each rank to cpus: none | rr | user:0+1,2 | hwthread | core | l1cache | l2cache |
+    /// l3cache | numa | socket | machine, objects optionally :N (N of them per rank)
+    #[arg(long = "bind-to", value_name = "SPEC")]
+    pub bind_to: Option<String>,
+    /// Deal the binding objects round-robin over these objects (default: the binding's)
+    #[arg(long = "map-by", value_name = "OBJ[:N]")]
+    pub map_by: Option<String>,
     /// Program and its arguments
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROG ARGS")]
     pub command: Vec<String>,
@@ -170,6 +177,8 @@ const LONG: &[(&str, &str, usize)] = &[
     ("pmgr", "pmgr", 0),
     ("kvs-push-max", "kvs-push-max", 1),
     ("kvs-max", "kvs-max", 1),
+    ("bind-to", "bind-to", 1),
+    ("map-by", "map-by", 1),
     ("help", "help", 0),
     ("version", "version", 0),
 ];
@@ -201,6 +210,8 @@ pub struct Global {
     pub launch_timeout: Option<f64>,
     pub pmgr: bool,
     pub launch_batch: Option<u32>,
+    /// `-bind-to` / `-map-by`.
+    pub binding: libi_binding::Binding,
 }
 
 /// Which variables of the front end's environment a rank inherits.
@@ -381,6 +392,12 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         global.launch_timeout = s.launch_timeout.or(global.launch_timeout);
         global.pmgr |= s.pmgr;
         global.launch_batch = s.launch_batch.or(global.launch_batch);
+        if let Some(b) = &s.bind_to {
+            global.binding.bind = libi_binding::parse_bind(b).map_err(usage)?;
+        }
+        if let Some(m) = &s.map_by {
+            global.binding.map = Some(libi_binding::parse_map(m).map_err(usage)?);
+        }
         if let Some(t) = s.launch_timeout {
             if !(t.is_finite() && t > 0.0) {
                 return Err(usage(format!(
@@ -522,6 +539,22 @@ mod tests {
         assert!(matches!(p("-ppn 0 x"), Err(CliError::Usage(_))));
         let c = p("--report=r.json x").expect("parse");
         assert_eq!(c.global.report.as_deref(), Some("r.json"));
+    }
+
+    #[test]
+    fn binding_options() {
+        use libi_binding::{BindTo, Object};
+        let c = p("-bind-to core:2 -map-by socket -n 2 a : -n 1 b").unwrap();
+        assert_eq!(c.global.binding.bind.to_string(), "core:2");
+        assert_eq!(c.global.binding.map.map(|m| m.obj), Some(Object::Socket));
+        let c = p("-n 2 a : -bind-to user:0+1,1 b").unwrap();
+        assert!(matches!(c.global.binding.bind, BindTo::User(ref e) if e.len() == 2));
+        assert_eq!(p("a").unwrap().global.binding.bind, BindTo::None);
+        match p("-bind-to bogus a") {
+            Err(CliError::Usage(m)) => assert!(m.starts_with("-bind-to: unknown object 'bogus'")),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(p("-map-by rr a"), Err(CliError::Usage(_))));
     }
 
     #[test]

@@ -81,6 +81,16 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Every NLA of a fork launch runs on this machine: a binding it cannot apply is a usage
+    // error now, not a failed start later.
+    if plan.job.launcher.kind == libi::job::LauncherKind::Fork {
+        for node in plan.root.nodes().into_iter().filter(|n| !n.ranks.is_empty()) {
+            if let Err(m) = nla::bind::node_cpus(&plan.job, node) {
+                eprintln!("libi-mpiexec: {m}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let opts = frontend::Options {
         label: cl.global.label,
         timeout,

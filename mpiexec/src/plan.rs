@@ -180,6 +180,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         report: g.report.is_some(),
         pmgr: g.pmgr.then_some(ctx.job_id),
         verbose: g.verbose,
+        binding: g.binding.clone(),
         spawned_by: None,
     };
 

@@ -571,8 +571,26 @@ impl Ranks {
             grace: Duration::from_millis(job.kill_grace_ms),
             killing: false,
         };
+        // Every rank's affinity mask, built before any clone (the child only applies it).
+        let masks: Vec<Option<Vec<u64>>> = match crate::bind::node_cpus(job, plan) {
+            Ok(Some(sets)) => {
+                if job.verbose {
+                    crate::bind::report(plan, &sets);
+                }
+                sets.iter().map(|s| Some(s.mask())).collect()
+            }
+            Ok(None) => vec![None; n],
+            Err(reason) => {
+                for local in 0..n {
+                    let end = ProcEnd::SpawnFailed { errno: libc::EINVAL, reason: reason.clone() };
+                    node.failed_starts.push((local, end));
+                }
+                return node;
+            }
+        };
         for (local, slot) in plan.ranks.iter().enumerate() {
-            match start_rank(job, plan, local, *slot, pmgr_port) {
+            let mask = masks.get(local).and_then(|m| m.as_deref());
+            match start_rank(job, plan, local, *slot, pmgr_port, mask) {
                 Ok(Started { mut child, pmi }) => {
                     let sock =
                         match pmi.set_nonblocking(true).and_then(|_| UnixStream::from_std(pmi)) {

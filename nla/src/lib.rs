@@ -2,12 +2,14 @@
 //! part of the job, forks the local ranks (one socketpair each as `PMI_FD`), serves PMI to
 //! them and forwards what it cannot answer up the tree.
 //!
+//! * [`bind`]: the cpu set of each local rank (`-bind-to`, `-map-by`);
 //! * [`core`]: the pure node state machine (KVS, fences, exit classification);
 //! * [`driver`]: the tokio driver (tree connection, rank processes, stdio, signals, timers);
 //! * [`spawn`]: how a rank process is started (environment, PMI_FD, process group);
 //! * [`stdio`]: rank output up the tree and stdin down to rank 0, bounded end to end;
 //! * [`reaper`]: exact cleanup (subreaper, claimed children, orphan reaping and sweep).
 
+pub mod bind;
 pub mod core;
 pub mod driver;
 pub mod kvs;

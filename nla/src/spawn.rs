@@ -60,6 +60,9 @@ struct ChildArgs {
     err_fd: i32,
     ex_fd: i32,
     pmi_fd: i32,
+    /// The affinity mask (kernel format) and its length in bytes; null: not bound.
+    cpus: *const u64,
+    cpus_len: usize,
     wdir: *const libc::c_char,
     path: *const libc::c_char,
     argv: *const *const libc::c_char,
@@ -109,6 +112,13 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             fail(STAGE_EXEC);
         }
         libc::fcntl(a.pmi_fd, libc::F_SETFD, 0);
+        // The raw system call on the mask the parent built (glibc's wrapper is not on the
+        // async-signal-safe list).
+        if !a.cpus.is_null()
+            && libc::syscall(libc::SYS_sched_setaffinity, 0, a.cpus_len, a.cpus) != 0
+        {
+            fail(STAGE_BIND);
+        }
         if !a.wdir.is_null() && libc::chdir(a.wdir) != 0 {
             fail(STAGE_CHDIR);
         }
@@ -120,6 +130,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
 /// What the child reports when it cannot start the program.
 const STAGE_CHDIR: i32 = 1;
 const STAGE_EXEC: i32 = 2;
+const STAGE_BIND: i32 = 3;
 
 impl RankProcess {
     /// Wait for the process to end. Cancel-safe. It is not reaped: its pid stays ours (and
@@ -175,6 +186,8 @@ enum Failure {
     Exec(io::Error),
     /// The child's `chdir` (reported by the child).
     Chdir(io::Error),
+    /// The child's `sched_setaffinity` (reported by the child).
+    Bind(io::Error),
     /// A system call of ours (socketpair, pipe, clone, ...): resources, mostly.
     Start(io::Error),
 }
@@ -193,10 +206,11 @@ pub fn start_rank(
     local: usize,
     slot: RankSlot,
     pmi_port: Option<u16>,
+    cpus: Option<&[u64]>,
 ) -> Result<Started, StartFailed> {
     let app = job.apps.get(slot.app as usize);
     let host = &plan.host;
-    try_start(job, plan, local, slot, pmi_port).map_err(|f| {
+    try_start(job, plan, local, slot, pmi_port, cpus).map_err(|f| {
         let (e, reason) = match f {
             Failure::Exec(e) => {
                 let exe = app.map(|a| a.exe.as_str()).unwrap_or("?");
@@ -207,6 +221,14 @@ pub fn start_rank(
                 let d = app.and_then(|a| a.wdir.as_deref()).unwrap_or("?");
                 let reason =
                     format!("cannot change to working directory '{d}' on {host}: {}", describe(&e));
+                (e, reason)
+            }
+            Failure::Bind(e) => {
+                let reason = format!(
+                    "cannot bind rank {} on {host} to its cpus: {}",
+                    slot.rank,
+                    describe(&e)
+                );
                 (e, reason)
             }
             Failure::Start(e) => {
@@ -248,6 +270,7 @@ fn try_start(
     local: usize,
     slot: RankSlot,
     pmi_port: Option<u16>,
+    cpus: Option<&[u64]>,
 ) -> Result<Started, Failure> {
     let app: &AppSpec = job.apps.get(slot.app as usize).ok_or_else(|| {
         Failure::Exec(io::Error::new(io::ErrorKind::InvalidInput, "rank names an unknown app"))
@@ -328,6 +351,8 @@ fn try_start(
         err_fd,
         ex_fd,
         pmi_fd: raw,
+        cpus: cpus.map(|m| m.as_ptr()).unwrap_or(std::ptr::null()),
+        cpus_len: cpus.map(std::mem::size_of_val).unwrap_or(0),
         wdir: wdir_c.as_ref().map(|c| c.as_ptr()).unwrap_or(std::ptr::null()),
         path: path.as_ptr(),
         argv: argv.as_ptr(),
@@ -372,7 +397,11 @@ fn try_start(
         // It has _exited (or is about to): reap it.
         reaper::reap(pid);
         let e = io::Error::from_raw_os_error(errno);
-        return Err(if stage == STAGE_CHDIR { Failure::Chdir(e) } else { Failure::Exec(e) });
+        return Err(match stage {
+            STAGE_CHDIR => Failure::Chdir(e),
+            STAGE_BIND => Failure::Bind(e),
+            _ => Failure::Exec(e),
+        });
     }
     watch(pid, in_w, out_r, err_r).map(|child| Started { child, pmi: server }).map_err(|e| {
         // The program runs but cannot be watched: kill it (its group, still ours) and reap.

@@ -42,6 +42,7 @@ fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
             report: true,
             pmgr: None,
             verbose: false,
+            binding: Default::default(),
             spawned_by: None,
         },
         plan: me,

@@ -365,3 +365,39 @@ pub fn sync_dir(tag: &str) -> String {
     std::fs::create_dir_all(&d).expect("sync dir");
     d.to_string_lossy().into_owned()
 }
+
+/// A rank command printing "PMI_RANK MPI_LOCALRANKID cpu-list" (its affinity as the kernel
+/// reports it).
+pub const SHOW_CPUS: &str =
+    "echo $PMI_RANK $MPI_LOCALRANKID $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)";
+
+/// The lines of [`SHOW_CPUS`] ranks: (local rank id, cpu list) by rank.
+pub fn rank_cpus(r: &Run, n: usize) -> Vec<(String, String)> {
+    assert_eq!(r.status, 0, "stderr: {}", r.stderr);
+    let mut v: Vec<(u32, String, String)> = r
+        .stdout
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 3, "{l}");
+            (f[0].parse().expect("rank"), f[1].to_string(), f[2].to_string())
+        })
+        .collect();
+    v.sort();
+    assert_eq!(v.len(), n, "{}", r.stdout);
+    v.into_iter().map(|(_, l, c)| (l, c)).collect()
+}
+
+/// The cpus this (test) process may use, as numbers.
+pub fn my_cpus() -> Vec<u32> {
+    let s = std::fs::read_to_string("/proc/self/status").expect("status");
+    let l = s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).expect("list");
+    let mut out = Vec::new();
+    for part in l.trim().split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => out.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap()),
+            None => out.push(part.parse().unwrap()),
+        }
+    }
+    out
+}
