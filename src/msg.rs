@@ -133,7 +133,13 @@ pub struct MsgCodec {
 }
 
 pub fn codec() -> MsgCodec {
-    MsgCodec { inner: LengthDelimitedCodec::builder().max_frame_length(MAX_FRAME).new_codec() }
+    codec_with_max(MAX_FRAME)
+}
+
+/// Frame codec that refuses frames over `max` bytes (for the first frame of a connection not
+/// authenticated yet; raise it with [`MsgCodec::set_max_frame`] afterwards).
+pub fn codec_with_max(max: usize) -> MsgCodec {
+    MsgCodec { inner: LengthDelimitedCodec::builder().max_frame_length(max).new_codec() }
 }
 
 impl Decoder for MsgCodec {
@@ -155,6 +161,11 @@ impl Encoder<Msg> for MsgCodec {
 }
 
 impl MsgCodec {
+    /// Accept frames of up to `max` bytes from now on.
+    pub fn set_max_frame(&mut self, max: usize) {
+        self.inner.set_max_frame_length(max);
+    }
+
     /// Encode without taking ownership (for broadcasting one message to many children). The
     /// message is serialized straight into `dst` behind its length (one copy of its bytes).
     pub fn encode_ref(&mut self, item: &Msg, dst: &mut BytesMut) -> Result<(), CodecError> {

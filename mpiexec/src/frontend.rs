@@ -348,6 +348,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         );
         fe.out.line(&m);
     }
+    nla::guard::flush_rejections();
     fe.finish_output(&mut rx).await;
     fe.status.unwrap_or(0)
 }
@@ -819,7 +820,10 @@ impl Rendezvous {
             warn!("dropped a join from {host}: not a host of this job");
             return;
         };
-        if self.listen.contains_key(&node) {
+        // A host whose NLA already joined or connected: the connection is dropped unread (it
+        // carries the job's secret, but it is not that NLA's).
+        let connected = core.child_index(node).is_some_and(|idx| children.taken(idx));
+        if self.listen.contains_key(&node) || connected {
             warn!("dropped a second join from {host}");
             return;
         }

@@ -10,6 +10,7 @@
 
 pub mod core;
 pub mod driver;
+pub mod guard;
 pub mod pmgr_node;
 pub mod reaper;
 pub mod spawn;
