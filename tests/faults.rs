@@ -570,6 +570,24 @@ fn peak_rss_kib(pid: i32) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Issue 17.2: a rank's PMI-1 abort message is its own words, any bytes: an escape sequence,
+/// a bell and a 3000-byte tail are printed escaped and cut, on one line.
+#[test]
+fn abort_message_is_escaped_and_capped() {
+    let script = format!(
+        "{}; say 'cmd=init pmi_version=1 pmi_subversion=1'; \
+         tail=$(head -c 3000 /dev/zero | tr '\\0' x); \
+         printf 'cmd=abort exitcode=3 message=bad\\033[2J\\007end %s\\n' \"$tail\" >&$PMI_FD; sleep 10",
+        common::PMI_SAY
+    );
+    let r = run(&["-n", "1", "bash", "-c", &script], b"");
+    assert_eq!(r.status, 3, "{}", r.stderr);
+    assert!(!r.stderr.contains('\x1b') && !r.stderr.contains('\x07'), "{:?}", r.stderr);
+    let line = failure_line(&r);
+    assert!(line.contains(r"called MPI_Abort with exit code 3: bad\x1b[2J\x07end xxx"), "{line}");
+    assert!(line.len() < 1200 && line.ends_with(" bytes]"), "{} bytes: {line}", line.len());
+}
+
 /// A well-formed hello frame with a wrong secret.
 fn wrong_hello() -> Vec<u8> {
     let msg =

@@ -29,6 +29,8 @@ pub const STATUS_LAUNCH: i32 = 255;
 pub const STATUS_BROKEN_OUTPUT: i32 = 128 + libc::SIGPIPE;
 /// Our stdout/stderr counts as not being read when it wrote nothing for this long.
 const STALLED_OUTPUT: Duration = Duration::from_millis(500);
+/// Longest abort message of a rank printed (escaped).
+pub const ABORT_MESSAGE_MAX: usize = 1024;
 
 pub struct Options {
     pub label: bool,
@@ -459,8 +461,11 @@ impl FrontEnd {
                 }
             }
             Msg::Abort { rank, host, code, message } => {
+                // The rank's own words: any bytes, so escaped and capped.
                 let m = match message.as_deref() {
-                    Some(m) if !m.is_empty() && m != "abort" => format!(": {m}"),
+                    Some(m) if !m.is_empty() && m != "abort" => {
+                        format!(": {}", libi::text::escape(m.as_bytes(), ABORT_MESSAGE_MAX))
+                    }
                     _ => String::new(),
                 };
                 let who = self.rank_name(g, rank);

@@ -11,6 +11,7 @@
 //! and only then its abort record, which should win.
 
 use libi::msg::Msg;
+use libi::text::escape;
 use pmgr::collective::{resolve, Outcome, Partial};
 use pmgr::wire::{AbortConn, AbortEvent, ConnEvent, ServerConn};
 use std::collections::HashMap;
@@ -32,6 +33,9 @@ pub enum PmgrEffect {
     /// may still arrive.
     FailSoon(String),
 }
+
+/// Longest abort message passed on (escaped).
+const ABORT_MESSAGE_MAX: usize = 1024;
 
 enum Conn {
     Server(Box<ServerConn>),
@@ -126,7 +130,11 @@ impl PmgrNode {
                 Some(c) => (1, format!("peer rank {c}")),
                 None => (1, "no code".to_string()),
             };
-            let msg = if r.message.is_empty() { String::new() } else { format!(": {}", r.message) };
+            let msg = if r.message.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", escape(&r.message, ABORT_MESSAGE_MAX))
+            };
             self.aborted = true;
             fx.push(PmgrEffect::Abort(rank, status, format!("called pmgr_abort ({what}){msg}")));
         }

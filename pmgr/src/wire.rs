@@ -662,9 +662,9 @@ pub struct AbortRecord {
     pub code: Option<i32>,
     /// The sender's rank as it claims it (not range-checked).
     pub rank: Option<i32>,
-    /// Message up to its NUL, lossy UTF-8, control characters replaced by spaces, cut to
-    /// [`ABORT_MSG_KEEP`] bytes (a trailing `+` marks a cut).
-    pub message: String,
+    /// The message's bytes up to its NUL, cut to [`ABORT_MSG_KEEP`] bytes (a trailing `+`
+    /// marks a cut). Untrusted bytes: escape them before printing.
+    pub message: Vec<u8>,
 }
 
 /// What an [`AbortConn`] reports.
@@ -712,7 +712,7 @@ impl AbortConn {
                 }
             }
             _ => {
-                let m = format!("(invalid abort message length {len})");
+                let m = format!("(invalid abort message length {len})").into_bytes();
                 self.finish(Some(code), Some(rank), m, out);
             }
         }
@@ -728,7 +728,7 @@ impl AbortConn {
             (Some(src), None) => (None, Some(src)),
             (Some(c), Some(r)) => (Some(c), Some(r)),
         };
-        let msg = if b.len() > 12 { clean_message(&b[12..]) } else { String::new() };
+        let msg = if b.len() > 12 { clean_message(&b[12..]) } else { Vec::new() };
         self.finish(code, rank, msg, out);
     }
 
@@ -736,7 +736,7 @@ impl AbortConn {
         &mut self,
         code: Option<i32>,
         rank: Option<i32>,
-        message: String,
+        message: Vec<u8>,
         out: &mut Vec<AbortEvent>,
     ) {
         self.done = true;
@@ -745,16 +745,14 @@ impl AbortConn {
     }
 }
 
-fn clean_message(b: &[u8]) -> String {
+fn clean_message(b: &[u8]) -> Vec<u8> {
     let b = &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())];
     let cut = b.len() > ABORT_MSG_KEEP;
-    let b = &b[..b.len().min(ABORT_MSG_KEEP)];
-    let mut s: String =
-        String::from_utf8_lossy(b).chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let mut m = b[..b.len().min(ABORT_MSG_KEEP)].to_vec();
     if cut {
-        s.push('+');
+        m.push(b'+');
     }
-    s
+    m
 }
 
 #[cfg(test)]
@@ -882,7 +880,7 @@ mod tests {
             vec![AbortEvent::Record(AbortRecord {
                 code: Some(-3),
                 rank: Some(2),
-                message: "boom now".into()
+                message: b"boom\nnow".to_vec()
             })]
         );
         let legacy = |b: &[u8]| {
@@ -894,14 +892,14 @@ mod tests {
         };
         assert_eq!(
             legacy(&ints(&[5])),
-            vec![AbortEvent::Record(AbortRecord { code: None, rank: Some(5), message: "".into() })]
+            vec![AbortEvent::Record(AbortRecord { code: None, rank: Some(5), message: vec![] })]
         );
         assert_eq!(
             legacy(&[]),
-            vec![AbortEvent::Record(AbortRecord { code: None, rank: None, message: "".into() })]
+            vec![AbortEvent::Record(AbortRecord { code: None, rank: None, message: vec![] })]
         );
         let out = legacy(&ints(&[1, 2, -9]));
-        assert!(matches!(&out[0], AbortEvent::Record(r) if r.message.contains("invalid")));
+        assert!(matches!(&out[0], AbortEvent::Record(r) if r.message.starts_with(b"(invalid")));
         let mut big = ints(&[1, 2, 5000]);
         big.extend(vec![b'x'; 5000]);
         let out = legacy(&big);
@@ -923,7 +921,7 @@ mod tests {
             vec![AbortEvent::Record(AbortRecord {
                 code: Some(8),
                 rank: Some(1),
-                message: "x".into()
+                message: b"x".to_vec()
             })]
         );
         // Negative code: version error, then re-read.
@@ -931,7 +929,7 @@ mod tests {
         assert!(matches!(out[0], ConnEvent::Error(_)));
         let mut aout = Vec::new();
         c.into_abort(&mut aout);
-        assert!(matches!(&aout[0], AbortEvent::Record(r) if r.message == "bye"));
+        assert!(matches!(&aout[0], AbortEvent::Record(r) if r.message == b"bye"));
     }
 
     #[test]
