@@ -433,7 +433,8 @@ impl FrontEnd {
                     | Effect::ToPmgr(..)
                     | Effect::ClosePmgr(_)
                     | Effect::StartNla { .. }
-                    | Effect::WatchPmiClose(_) => {}
+                    | Effect::WatchPmiClose(_)
+                    | Effect::WatchPmgrDrain(_) => {}
                 }
             }
         }

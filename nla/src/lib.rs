@@ -11,6 +11,7 @@
 pub mod core;
 pub mod driver;
 pub mod guard;
+pub mod peer;
 pub mod pmgr_node;
 pub mod reaper;
 pub mod spawn;
