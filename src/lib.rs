@@ -8,4 +8,5 @@ pub mod launch;
 pub mod msg;
 pub mod report;
 pub mod slurm;
+pub mod text;
 pub mod tree;

@@ -243,6 +243,11 @@ impl Encoder<Msg> for MsgCodec {
 }
 
 impl MsgCodec {
+    /// Accept frames of up to `max` bytes from now on.
+    pub fn set_max_frame(&mut self, max: usize) {
+        self.max = max;
+    }
+
     /// Encode without taking ownership (for broadcasting one message to many children). The
     /// message is serialized straight into `dst` behind its length (one copy of its bytes).
     /// A message over the frame limit is an error and leaves `dst` as it was.

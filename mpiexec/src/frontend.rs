@@ -29,6 +29,8 @@ pub const STATUS_LAUNCH: i32 = 255;
 pub const STATUS_BROKEN_OUTPUT: i32 = 128 + libc::SIGPIPE;
 /// Our stdout/stderr counts as not being read when it wrote nothing for this long.
 const STALLED_OUTPUT: Duration = Duration::from_millis(500);
+/// Longest abort message of a rank printed (escaped).
+pub const ABORT_MESSAGE_MAX: usize = 1024;
 
 pub struct Options {
     pub label: bool,
@@ -351,6 +353,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         );
         fe.out.line(&m);
     }
+    nla::guard::flush_rejections();
     fe.finish_output(&mut rx).await;
     fe.status.unwrap_or(0)
 }
@@ -433,7 +436,8 @@ impl FrontEnd {
                     | Effect::ToPmgr(..)
                     | Effect::ClosePmgr(_)
                     | Effect::StartNla { .. }
-                    | Effect::WatchPmiClose(_) => {}
+                    | Effect::WatchPmiClose(_)
+                    | Effect::WatchPmgrDrain(_) => {}
                 }
             }
         }
@@ -461,8 +465,11 @@ impl FrontEnd {
                 }
             }
             Msg::Abort { rank, host, code, message } => {
+                // The rank's own words: any bytes, so escaped and capped.
                 let m = match message.as_deref() {
-                    Some(m) if !m.is_empty() && m != "abort" => format!(": {m}"),
+                    Some(m) if !m.is_empty() && m != "abort" => {
+                        format!(": {}", libi::text::escape(m.as_bytes(), ABORT_MESSAGE_MAX))
+                    }
                     _ => String::new(),
                 };
                 let who = self.rank_name(g, rank);
@@ -822,7 +829,10 @@ impl Rendezvous {
             warn!("dropped a join from {host}: not a host of this job");
             return;
         };
-        if self.listen.contains_key(&node) {
+        // A host whose NLA already joined or connected: the connection is dropped unread (it
+        // carries the job's secret, but it is not that NLA's).
+        let connected = core.child_index(node).is_some_and(|idx| children.taken(idx));
+        if self.listen.contains_key(&node) || connected {
             warn!("dropped a second join from {host}");
             return;
         }

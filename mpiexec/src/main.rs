@@ -55,10 +55,10 @@ fn main() -> ExitCode {
             .and_then(|h| h.into_string().ok())
             .unwrap_or_else(|| "localhost".into()),
         // Positive, nonzero, different between concurrent jobs on a node (MVAPICH names its
-        // shared-memory files after it): our pid and some randomness.
-        job_id: ((std::process::id() as i32) << 8 ^ rand::random::<u8>() as i32).max(1)
-            & 0x7fff_ffff
-            | 1,
+        // shared-memory files after it) and not guessable: pmgr_collective's ranks
+        // authenticate their tree connections to each other with it (a v8 client never sends
+        // it to the server, which identifies its ranks otherwise: see `nla/src/peer.rs`).
+        job_id: rand::Rng::gen_range(&mut rand::rngs::OsRng, 1..=i32::MAX),
         slurm: match slurm_allocation() {
             Ok(a) => a,
             Err(m) => {

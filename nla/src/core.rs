@@ -75,6 +75,10 @@ pub enum Effect {
     /// that crashes closes it a moment before its exit is seen, so the exit gets a short
     /// grace: then call [`NodeCore::pmi_close_grace_over`].
     WatchPmiClose(usize),
+    /// Local rank `local` exited while a PMGR connection of its own may still hold bytes
+    /// not read yet (its `CLOSE`, an abort record): its exit is judged once they are in, or
+    /// after a short wait: then call [`NodeCore::pmgr_drain_over`].
+    WatchPmgrDrain(usize),
 }
 
 /// How a rank process ended, before PMI state is taken into account.
@@ -146,6 +150,8 @@ pub struct NodeCore {
     attr_waiters: HashMap<String, Vec<usize>>,
     /// The PMGR collective server (`--pmgr`).
     pmgr: Option<PmgrNode>,
+    /// Exits of local ranks waiting for their PMGR connections (see `rank_ended`).
+    pmgr_exits: HashMap<usize, ProcEnd>,
     /// Name-service and spawn requests in flight to the front end: who asked, and what.
     requests: HashMap<u64, (Waiter, Pending)>,
     next_req: u64,
@@ -213,6 +219,7 @@ impl NodeCore {
             node_attrs: HashMap::new(),
             attr_waiters: HashMap::new(),
             pmgr: None,
+            pmgr_exits: HashMap::new(),
             requests: HashMap::new(),
             next_req: 0,
         }
@@ -235,10 +242,10 @@ impl NodeCore {
 
     // ---------------------------------------------------------------- PMGR
 
-    /// A rank opened a PMGR connection.
-    pub fn pmgr_connected(&mut self, conn: u64) {
+    /// A PMGR connection was accepted, held by (a process of) local rank `owner`.
+    pub fn pmgr_connected(&mut self, conn: u64, owner: u32) {
         if let Some(p) = self.pmgr.as_mut() {
-            p.connected(conn);
+            p.connected(conn, owner);
         }
     }
 
@@ -282,6 +289,27 @@ impl NodeCore {
                 PmgrEffect::FailSoon(m) => fx.push(Effect::FailSoon(m)),
             }
         }
+        // Exits that waited for what their PMGR connections still had to say.
+        let ready: Vec<usize> = self
+            .pmgr_exits
+            .keys()
+            .copied()
+            .filter(|&local| !self.pmgr.as_ref().is_some_and(|p| p.undecided(self.rank_of(local))))
+            .collect();
+        for local in ready {
+            if let Some(end) = self.pmgr_exits.remove(&local) {
+                self.judge_end(local, end, fx);
+            }
+        }
+    }
+
+    /// The wait of an [`Effect::WatchPmgrDrain`] is over: judge the exit with what came.
+    /// Returns whether the exit was still waiting (something the rank left behind holds its
+    /// PMGR connection open).
+    pub fn pmgr_drain_over(&mut self, local: usize, fx: &mut Vec<Effect>) -> bool {
+        let Some(end) = self.pmgr_exits.remove(&local) else { return false };
+        self.judge_end(local, end, fx);
+        true
     }
 
     /// The grace after a [`Effect::FailSoon`] ended: fail unless the job is already failing.
@@ -778,8 +806,33 @@ impl NodeCore {
     }
 
     /// The rank's process ended (its remaining PMI bytes have already been fed).
+    ///
+    /// PMGR ordering rule: `pmgr_close` does not wait for the server, so a rank's `CLOSE`
+    /// (or abort record) and its exit reach us in no particular order: the exit may be seen
+    /// while the `CLOSE` still sits in the socket or in our event queue. So a rank that exits
+    /// (with any code) while a PMGR connection of its own is undecided — not at EOF, not
+    /// closed, aborted or failed, see [`PmgrNode::undecided`] — is judged only once each such
+    /// connection reached EOF (which comes: the process is gone), or after
+    /// [`Effect::WatchPmgrDrain`]'s wait if a process it left behind still holds it. Then a
+    /// rank that sent `CLOSE` is a clean exit whatever the order was, and one that did not
+    /// exited without finalizing.
     pub fn rank_ended(&mut self, local: usize, end: ProcEnd, fx: &mut Vec<Effect>) {
-        if local >= self.conns.len() || self.ended[local] {
+        if local >= self.conns.len() || self.ended[local] || self.pmgr_exits.contains_key(&local) {
+            return;
+        }
+        let rank = self.rank_of(local);
+        if matches!(end, ProcEnd::Exited(_))
+            && self.pmgr.as_ref().is_some_and(|p| p.undecided(rank))
+        {
+            self.pmgr_exits.insert(local, end);
+            fx.push(Effect::WatchPmgrDrain(local));
+            return;
+        }
+        self.judge_end(local, end, fx);
+    }
+
+    fn judge_end(&mut self, local: usize, end: ProcEnd, fx: &mut Vec<Effect>) {
+        if self.ended[local] {
             return;
         }
         self.ended[local] = true;

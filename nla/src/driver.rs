@@ -2,6 +2,8 @@
 //! PMI sockets and stdio, kill/grace timers. No protocol decisions are made here.
 
 use crate::core::{Effect, NodeCore, ProcEnd};
+use crate::guard::{AcceptBackoff, MAX_PENDING, PMGR_REJECTS};
+use crate::peer::{tcp_peer, Sessions};
 use crate::reaper;
 use crate::spawn::{start_rank, StartFailed, Started};
 use crate::stdio::{forward_output, spawn_up_writer, Done, UpEvent, UpLink};
@@ -11,7 +13,7 @@ use libi::job::LauncherKind;
 use libi::msg::{Msg, Stream};
 use std::collections::HashMap;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -43,14 +45,17 @@ enum Ev {
     ChildrenTimeout,
     /// A rank stopped reading its PMI replies.
     Stalled(usize),
-    /// A PMGR connection was accepted (its id and write half).
-    PmgrConn(u64, tokio::net::tcp::OwnedWriteHalf),
+    /// A PMGR connection was accepted and authenticated: its id, write half, and the local
+    /// rank whose process holds it.
+    PmgrConn(u64, tokio::net::tcp::OwnedWriteHalf, u32),
     PmgrData(u64, Vec<u8>),
     PmgrEof(u64),
     /// The grace of an `Effect::FailSoon` is over.
     FailNow(String),
     /// The grace of an `Effect::WatchPmiClose` is over.
     PmiCloseGraceOver(usize),
+    /// The wait of an `Effect::WatchPmgrDrain` is over.
+    PmgrDrainOver(usize),
 }
 
 /// Command for a rank task.
@@ -195,12 +200,14 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             }
         }
     }
-    // PMGR: the local ranks connect to a loopback port of this NLA.
+    // PMGR: the local ranks connect to a loopback port of this NLA, which lets in only the
+    // processes of the ranks it runs (`rank_pids`: global rank and pid, until reaped).
+    let rank_pids: RankPids = Arc::new(Mutex::new(Vec::new()));
     let pmgr_port = match (core.job().pmgr, core.local_count()) {
         (Some(_), n) if n > 0 => match tokio::net::TcpListener::bind("127.0.0.1:0").await {
             Ok(l) => {
                 let port = l.local_addr().map(|a| a.port()).unwrap_or(0);
-                spawn_pmgr_accept(l, ev_tx.clone());
+                spawn_pmgr_accept(l, ev_tx.clone(), rank_pids.clone());
                 Some(port)
             }
             Err(e) => return Err(io::Error::new(e.kind(), format!("cannot listen for PMGR: {e}"))),
@@ -210,6 +217,13 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     let mut pmgr_writers: HashMap<u64, UnboundedSender<Option<Vec<u8>>>> = HashMap::new();
     let mut pmgr_swept = false;
     let mut ranks = Ranks::start(&core, &ev_tx, &up, pmgr_port);
+    if let Ok(mut pids) = rank_pids.lock() {
+        for (slot, pid) in core.plan().ranks.iter().zip(&ranks.pids) {
+            if let Some(pid) = pid {
+                pids.push((slot.rank, *pid));
+            }
+        }
+    }
     for (local, end) in std::mem::take(&mut ranks.failed_starts) {
         core.rank_ended(local, end, &mut fx);
     }
@@ -247,6 +261,13 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                     tokio::spawn(async move {
                         tokio::time::sleep(PMI_CLOSE_GRACE).await;
                         let _ = tx.send(Ev::PmiCloseGraceOver(local));
+                    });
+                }
+                Effect::WatchPmgrDrain(local) => {
+                    let tx = ev_tx.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(PMGR_EXIT_DRAIN).await;
+                        let _ = tx.send(Ev::PmgrDrainOver(local));
                     });
                 }
                 e => apply(e, &mut ranks, &mut children, &up, &ev_tx, parent_gone).await,
@@ -305,6 +326,9 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 // Exact reaping: the pid stayed ours until now, and no signal goes to the
                 // rank's group from here on.
                 if let Some(pid) = ranks.pids[local].take() {
+                    if let Ok(mut pids) = rank_pids.lock() {
+                        pids.retain(|(_, p)| *p != pid);
+                    }
                     reaper::reap(pid);
                 }
                 core.rank_ended(local, end, &mut fx);
@@ -341,9 +365,11 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             Ev::Tree(t) => children.on_event(t, &mut core, &mut fx).await,
             Ev::GraceOver => ranks.kill_all(libc::SIGKILL),
             Ev::Stalled(local) => core.rank_stalled(local, &mut fx),
-            ev @ (Ev::PmgrConn(..) | Ev::PmgrData(..) | Ev::PmgrEof(_) | Ev::FailNow(_)) => {
-                pmgr_event(ev, &mut core, &mut pmgr_writers, &mut fx)
-            }
+            ev @ (Ev::PmgrConn(..)
+            | Ev::PmgrData(..)
+            | Ev::PmgrEof(_)
+            | Ev::PmgrDrainOver(_)
+            | Ev::FailNow(_)) => pmgr_event(ev, &mut core, &mut pmgr_writers, &mut fx),
             Ev::ChildrenTimeout => break,
         }
     }
@@ -354,6 +380,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         r.launches = children.launches.clone();
         up.send(Msg::Report(Box::new(r)));
     }
+    crate::guard::flush_rejections();
     up.close();
     // The connection stays open until the sweep below is done: the parent (the front end
     // under the fork launcher) may end as soon as it closes, and take us with it.
@@ -423,7 +450,8 @@ async fn apply(
         | Effect::ClosePmgr(_)
         | Effect::FailSoon(_)
         | Effect::StartNla { .. }
-        | Effect::WatchPmiClose(_) => {}
+        | Effect::WatchPmiClose(_)
+        | Effect::WatchPmgrDrain(_) => {}
     }
 }
 
@@ -474,14 +502,20 @@ fn pmgr_event(
     fx: &mut Vec<Effect>,
 ) {
     match ev {
-        Ev::PmgrConn(id, wr) => {
+        Ev::PmgrConn(id, wr, owner) => {
             let (tx, rx) = unbounded_channel();
             tokio::spawn(pmgr_writer(wr, rx));
             writers.insert(id, tx);
-            core.pmgr_connected(id);
+            core.pmgr_connected(id, owner);
         }
         Ev::PmgrData(id, data) => core.pmgr_data(id, &data, fx),
         Ev::PmgrEof(id) => core.pmgr_eof(id, fx),
+        Ev::PmgrDrainOver(local) => {
+            let waited = core.pmgr_drain_over(local, fx);
+            if waited {
+                debug!(local, "a rank's PMGR connection stayed open after its exit");
+            }
+        }
         Ev::FailNow(m) => core.fail_now(m, fx),
         _ => {}
     }
@@ -497,38 +531,142 @@ const PMI_CLOSE_GRACE: Duration = Duration::from_millis(250);
 /// How long a PMGR failure waits for an abort record that may explain it.
 pub const PMGR_ABORT_GRACE: Duration = Duration::from_millis(1500);
 
-/// Accept the local ranks' PMGR connections (and abort connections).
-fn spawn_pmgr_accept(listener: tokio::net::TcpListener, ev: UnboundedSender<Ev>) {
+/// How long a rank's exit waits for its PMGR connections to say their last (see
+/// `NodeCore::rank_ended`): their EOF comes as the process is gone, unless something it left
+/// behind holds them.
+const PMGR_EXIT_DRAIN: Duration = Duration::from_secs(2);
+
+/// The local ranks whose processes may use the PMGR port: global rank and pid (a session
+/// leader), from start until reaped.
+type RankPids = Arc<Mutex<Vec<(u32, i32)>>>;
+
+/// Accept the local ranks' PMGR connections (and abort connections). Each is authenticated
+/// (see `peer.rs`) before the node sees a byte of it: the socket's other end must be held by
+/// a process of one of `ranks`, owned by our user. A refused connection is closed and
+/// counted in [`PMGR_REJECTS`], nothing else: it is not a rank, it reaches no collective and
+/// aborts nothing. At most [`MAX_PENDING`] connections are being authenticated at a time.
+fn spawn_pmgr_accept(listener: tokio::net::TcpListener, ev: UnboundedSender<Ev>, ranks: RankPids) {
     tokio::spawn(async move {
+        let pending = Arc::new(Semaphore::new(MAX_PENDING));
+        let sessions = Arc::new(Mutex::new(Sessions::default()));
+        let mut backoff = AcceptBackoff::default();
         let mut next = 0u64;
         loop {
-            let Ok((stream, _)) = listener.accept().await else { return };
+            let (stream, peer) = match listener.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    backoff.failed("PMGR port", &e).await;
+                    continue;
+                }
+            };
+            backoff.succeeded();
+            let Ok(permit) = pending.clone().try_acquire_owned() else {
+                PMGR_REJECTS.note(&peer.to_string(), "too many connections not authenticated yet");
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             let id = next;
             next += 1;
-            let (mut rd, wr) = stream.into_split();
-            if ev.send(Ev::PmgrConn(id, wr)).is_err() {
-                return;
-            }
-            let ev = ev.clone();
+            let (ev, ranks, sessions) = (ev.clone(), ranks.clone(), sessions.clone());
             tokio::spawn(async move {
-                let mut buf = vec![0u8; 64 * 1024];
-                loop {
-                    match rd.read(&mut buf).await {
-                        Ok(n) if n > 0 => {
-                            if ev.send(Ev::PmgrData(id, buf[..n].to_vec())).is_err() {
-                                return;
-                            }
-                        }
-                        _ => {
-                            let _ = ev.send(Ev::PmgrEof(id));
-                            return;
-                        }
-                    }
+                let auth = authenticate(stream, &ranks, &sessions).await;
+                drop(permit);
+                match auth {
+                    Ok(conn) => pmgr_reader(id, conn, ev).await,
+                    Err(why) => PMGR_REJECTS.note(&peer.to_string(), &why),
                 }
             });
         }
     });
+}
+
+/// A PMGR connection that passed [`authenticate`].
+struct PmgrConn {
+    owner: u32,
+    rd: tokio::net::tcp::OwnedReadHalf,
+    wr: tokio::net::tcp::OwnedWriteHalf,
+    /// What was already there to read when it was accepted, and whether that was all (EOF).
+    first: Vec<u8>,
+    eof: bool,
+}
+
+/// Find which local rank's process holds the other end of `stream`, at once: the client
+/// must still hold its socket (a client that connects, writes and exits within a
+/// millisecond may be gone, and is refused). The bytes already there are read first (no
+/// waiting): a handshake's second int, like an abort record's, is the rank the client says
+/// it is, whose processes are looked at first.
+async fn authenticate(
+    stream: tokio::net::TcpStream,
+    ranks: &RankPids,
+    sessions: &Arc<Mutex<Sessions>>,
+) -> Result<PmgrConn, String> {
+    let (ours, peer) = match (stream.local_addr(), stream.peer_addr()) {
+        (Ok(std::net::SocketAddr::V4(a)), Ok(std::net::SocketAddr::V4(b))) => (a, b),
+        _ => return Err("not an IPv4 connection".into()),
+    };
+    let mut buf = [0u8; 8];
+    let (first, eof) = match stream.try_read(&mut buf) {
+        Ok(0) => (Vec::new(), true),
+        Ok(n) => (buf[..n].to_vec(), false),
+        Err(_) => (Vec::new(), false),
+    };
+    let claimed = pmgr::wire::get_int(&first, 4).and_then(|r| u32::try_from(r).ok());
+    let ranks = ranks.lock().map(|r| r.clone()).unwrap_or_default();
+    let sock = tcp_peer(ours, peer)
+        .map_err(|e| format!("cannot read /proc/net/tcp ({e})"))?
+        .filter(|s| s.inode != 0)
+        .ok_or("its client had closed it before it could be identified")?;
+    if sock.uid != nix::unistd::geteuid().as_raw() {
+        return Err("held by another user".into());
+    }
+    let cached: Option<u32> =
+        sessions.lock().ok().and_then(|s| s.owner_cached(sock.inode, &ranks, claimed));
+    let owner = match cached {
+        Some(owner) => owner,
+        // Not the ranks' processes we know of: look at every process of their sessions (a
+        // scan of /proc, away from the runtime).
+        _ => {
+            let sessions = sessions.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut s = sessions.lock().unwrap_or_else(|p| p.into_inner());
+                s.owner(sock.inode, &ranks, claimed)
+            })
+            .await
+            .map_err(|e| format!("identification failed ({e})"))?
+            .ok_or("not held by a process of this node's ranks")?
+        }
+    };
+    let (rd, wr) = stream.into_split();
+    Ok(PmgrConn { owner, rd, wr, first, eof })
+}
+
+/// Hand an authenticated connection to the node, then pass on what it sends.
+async fn pmgr_reader(id: u64, conn: PmgrConn, ev: UnboundedSender<Ev>) {
+    let PmgrConn { owner, mut rd, wr, first, eof } = conn;
+    if ev.send(Ev::PmgrConn(id, wr, owner)).is_err() {
+        return;
+    }
+    if !first.is_empty() && ev.send(Ev::PmgrData(id, first)).is_err() {
+        return;
+    }
+    if eof {
+        let _ = ev.send(Ev::PmgrEof(id));
+        return;
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match rd.read(&mut buf).await {
+            Ok(n) if n > 0 => {
+                if ev.send(Ev::PmgrData(id, buf[..n].to_vec())).is_err() {
+                    return;
+                }
+            }
+            _ => {
+                let _ = ev.send(Ev::PmgrEof(id));
+                return;
+            }
+        }
+    }
 }
 
 async fn pmgr_writer(

@@ -12,7 +12,9 @@
 pub mod bind;
 pub mod core;
 pub mod driver;
+pub mod guard;
 pub mod kvs;
+pub mod peer;
 pub mod pmgr_node;
 pub mod reaper;
 pub mod spawn;

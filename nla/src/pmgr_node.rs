@@ -4,6 +4,10 @@
 //! subtree contributes, one `PmgrUp` goes to the parent, the root resolves the collective and
 //! the outcome comes back down, restricted at each node to what its subtree needs.
 //!
+//! Every connection reaches this state machine authenticated: the driver found which local
+//! rank's process holds its other end (see `peer.rs`), its *owner*. The handshake must name
+//! that rank; what a connection does is the owner's doing.
+//!
 //! Aborts: an `ABORT` opcode or an abort record on the same port (a connection that arrives
 //! for a rank that already has one, or does not look like a handshake) fails the job with the
 //! rank and its code. A mismatch between ranks fails the job naming both — after a short
@@ -11,6 +15,7 @@
 //! and only then its abort record, which should win.
 
 use libi::msg::Msg;
+use libi::text::escape;
 use pmgr::collective::{resolve, Outcome, Partial};
 use pmgr::wire::{AbortConn, AbortEvent, ConnEvent, ServerConn};
 use std::collections::HashMap;
@@ -33,10 +38,33 @@ pub enum PmgrEffect {
     FailSoon(String),
 }
 
+/// Longest abort message passed on (escaped).
+const ABORT_MESSAGE_MAX: usize = 1024;
+
 enum Conn {
     Server(Box<ServerConn>),
     Abort(AbortConn),
     Done,
+}
+
+/// One connection: what it is, which local rank's process holds it, whether it reached EOF.
+struct Entry {
+    conn: Conn,
+    owner: u32,
+    eof: bool,
+}
+
+impl Entry {
+    /// Could this connection still say something that decides how its owner's exit is
+    /// judged (a `CLOSE`, an abort)?
+    fn undecided(&self) -> bool {
+        !self.eof
+            && match &self.conn {
+                Conn::Server(s) => !s.is_finished() && !s.sent_close(),
+                Conn::Abort(a) => !a.is_done(),
+                Conn::Done => false,
+            }
+    }
 }
 
 pub struct PmgrNode {
@@ -45,7 +73,7 @@ pub struct PmgrNode {
     local: Vec<u32>,
     /// Ranks of each child's subtree.
     child_ranks: Vec<Vec<u32>>,
-    conns: HashMap<u64, Conn>,
+    conns: HashMap<u64, Entry>,
     rank_conn: HashMap<u32, u64>,
     /// This subtree's contributions to the current collective.
     partial: Partial,
@@ -74,19 +102,36 @@ impl PmgrNode {
         }
     }
 
-    /// Did local rank `rank` connect and not say CLOSE? (Its exit then fails the job.)
+    /// Did local rank `rank` connect and not say CLOSE (parsed, or received behind a
+    /// collective still in flight)? Its exit then fails the job.
     pub fn open_rank(&self, rank: u32) -> bool {
-        self.rank_conn.contains_key(&rank) && !self.closed.contains(&rank)
+        let Some(conn) = self.rank_conn.get(&rank) else { return false };
+        let sent_close = matches!(self.conns.get(conn), Some(Entry { conn: Conn::Server(s), .. }) if s.sent_close());
+        !self.closed.contains(&rank) && !sent_close
     }
 
-    pub fn connected(&mut self, conn: u64) {
-        self.conns.insert(conn, Conn::Server(Box::new(ServerConn::new(self.nprocs))));
+    /// Might a connection of local rank `rank` still say something that decides how its
+    /// exit is judged? (Not once each of them reached EOF, closed, aborted or failed.)
+    pub fn undecided(&self, rank: u32) -> bool {
+        self.conns.values().any(|e| e.owner == rank && e.undecided())
+    }
+
+    /// A connection was accepted and authenticated as held by local rank `owner`.
+    pub fn connected(&mut self, conn: u64, owner: u32) {
+        let server = Conn::Server(Box::new(ServerConn::new(self.nprocs)));
+        self.conns.insert(conn, Entry { conn: server, owner, eof: false });
+    }
+
+    fn set(&mut self, conn: u64, c: Conn) {
+        if let Some(e) = self.conns.get_mut(&conn) {
+            e.conn = c;
+        }
     }
 
     /// Bytes from connection `conn`.
     pub fn data(&mut self, conn: u64, bytes: &[u8], fx: &mut Vec<PmgrEffect>) {
         let mut events = Vec::new();
-        match self.conns.get_mut(&conn) {
+        match self.conns.get_mut(&conn).map(|e| &mut e.conn) {
             Some(Conn::Server(s)) => s.feed(bytes, &mut events),
             Some(Conn::Abort(a)) => {
                 let mut ab = Vec::new();
@@ -102,7 +147,10 @@ impl PmgrNode {
     /// Connection `conn` reached EOF.
     pub fn eof(&mut self, conn: u64, fx: &mut Vec<PmgrEffect>) {
         let mut events = Vec::new();
-        match self.conns.get_mut(&conn) {
+        if let Some(e) = self.conns.get_mut(&conn) {
+            e.eof = true;
+        }
+        match self.conns.get_mut(&conn).map(|e| &mut e.conn) {
             Some(Conn::Server(s)) => s.eof(&mut events),
             Some(Conn::Abort(a)) => {
                 let mut ab = Vec::new();
@@ -117,16 +165,21 @@ impl PmgrNode {
 
     fn abort_events(&mut self, conn: u64, events: Vec<AbortEvent>, fx: &mut Vec<PmgrEffect>) {
         for AbortEvent::Record(r) in events {
-            self.conns.insert(conn, Conn::Done);
+            self.set(conn, Conn::Done);
             fx.push(PmgrEffect::Close(conn));
-            let rank = r.rank.and_then(|x| u32::try_from(x).ok()).unwrap_or(u32::MAX);
+            // Who sent it is who holds the connection, whatever rank the record names.
+            let rank = self.rank_of(conn);
             // MVAPICH negates user codes; a non-negative code names the peer involved.
             let (status, what) = match r.code {
                 Some(c) if c < 0 => (c.unsigned_abs().min(255) as i32, format!("code {c}")),
                 Some(c) => (1, format!("peer rank {c}")),
                 None => (1, "no code".to_string()),
             };
-            let msg = if r.message.is_empty() { String::new() } else { format!(": {}", r.message) };
+            let msg = if r.message.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", escape(&r.message, ABORT_MESSAGE_MAX))
+            };
             self.aborted = true;
             fx.push(PmgrEffect::Abort(rank, status, format!("called pmgr_abort ({what}){msg}")));
         }
@@ -136,16 +189,17 @@ impl PmgrNode {
         for ev in events {
             match ev {
                 ConnEvent::Hello { rank, .. } => {
-                    if self.rank_conn.contains_key(&rank) {
-                        // A second connection for a rank: an abort record.
+                    let owner = self.rank_of(conn);
+                    if self.rank_conn.contains_key(&owner) {
+                        // A second connection of a rank: an abort record.
                         self.make_abort_conn(conn, fx);
                         return;
                     }
-                    if !self.local.contains(&rank) {
-                        self.conns.insert(conn, Conn::Done);
+                    if rank != owner || !self.local.contains(&rank) {
+                        self.set(conn, Conn::Done);
                         fx.push(PmgrEffect::Close(conn));
                         fx.push(PmgrEffect::FailSoon(format!(
-                            "PMGR: a connection claims rank {rank}, which does not run on this node"
+                            "PMGR: rank {owner} connected as rank {rank}"
                         )));
                         return;
                     }
@@ -176,7 +230,7 @@ impl PmgrNode {
                     }
                 }
                 ConnEvent::Error(e) => {
-                    let could = matches!(self.conns.get(&conn), Some(Conn::Server(s)) if s.could_be_abort());
+                    let could = matches!(self.conns.get(&conn), Some(Entry { conn: Conn::Server(s), .. }) if s.could_be_abort());
                     if could && !self.rank_conn.values().any(|c| *c == conn) {
                         self.make_abort_conn(conn, fx);
                         return;
@@ -188,16 +242,17 @@ impl PmgrNode {
     }
 
     fn make_abort_conn(&mut self, conn: u64, fx: &mut Vec<PmgrEffect>) {
-        if let Some(Conn::Server(s)) = self.conns.remove(&conn) {
+        let Some(e) = self.conns.get_mut(&conn) else { return };
+        if let Conn::Server(s) = std::mem::replace(&mut e.conn, Conn::Done) {
             let mut ab = Vec::new();
-            let a = s.into_abort(&mut ab);
-            self.conns.insert(conn, Conn::Abort(a));
+            e.conn = Conn::Abort(s.into_abort(&mut ab));
             self.abort_events(conn, ab, fx);
         }
     }
 
+    /// The local rank holding connection `conn`.
     fn rank_of(&self, conn: u64) -> u32 {
-        self.rank_conn.iter().find(|(_, c)| **c == conn).map(|(r, _)| *r).unwrap_or(u32::MAX)
+        self.conns.get(&conn).map(|e| e.owner).unwrap_or(u32::MAX)
     }
 
     /// A child's partial for the current collective.
@@ -250,7 +305,7 @@ impl PmgrNode {
         for rank in self.local.clone() {
             let Some(&conn) = self.rank_conn.get(&rank) else { continue };
             if closed {
-                self.conns.insert(conn, Conn::Done);
+                self.set(conn, Conn::Done);
                 fx.push(PmgrEffect::Close(conn));
                 continue;
             }
@@ -259,7 +314,7 @@ impl PmgrNode {
             }
             // The connection may already hold the rank's next request.
             let mut events = Vec::new();
-            if let Some(Conn::Server(s)) = self.conns.get_mut(&conn) {
+            if let Some(Entry { conn: Conn::Server(s), .. }) = self.conns.get_mut(&conn) {
                 s.op_done(&mut events);
             }
             self.server_events(conn, events, fx);

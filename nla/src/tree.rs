@@ -3,10 +3,11 @@
 //! setup, route messages to them (queued until they connect).
 
 use crate::core::{Effect, NodeCore};
+use crate::guard::{AcceptBackoff, MAX_PENDING, TREE_REJECTS};
 use futures::{SinkExt, StreamExt};
 use libi::job::{LauncherKind, LauncherSpec, NodePlan};
 use libi::launch::nla_command;
-use libi::msg::{codec, secret_eq, Msg, MsgCodec};
+use libi::msg::{codec, codec_with_max, secret_eq, Msg, MsgCodec, MAX_FRAME};
 use libi::report::{now, LaunchRecord};
 use std::collections::VecDeque;
 use std::io;
@@ -18,6 +19,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::sync::Semaphore;
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tracing::{debug, warn};
 
@@ -74,15 +76,19 @@ pub struct PendingConn {
 /// (the srun step).
 pub const STEP: usize = usize::MAX;
 
-/// How long an accepted connection may take to say hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an accepted connection may take to say hello (an NLA sends it as it connects).
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest first frame (`Hello`, `Join`: a secret, a host name, an address) read from a
+/// connection before it is authenticated: what an unauthenticated peer can make us buffer.
+pub const HELLO_MAX_FRAME: usize = 4 << 10;
 /// Lines of a launcher's stderr kept for the failure message.
 const STDERR_TAIL: usize = 4;
 
 /// Events from the tree side.
 pub enum TreeEv {
-    /// Child `idx` connected and authenticated.
-    Hello { idx: usize, host: String, sink: Sink, at: f64 },
+    /// A connection authenticated as child `idx` (its messages are read only once the
+    /// driver takes it: a second connection for a child is dropped unread).
+    Hello { idx: usize, host: String, conn: Box<PendingConn>, at: f64 },
     /// A message from child `idx`.
     Msg(usize, Msg),
     /// Child `idx`'s connection ended.
@@ -96,8 +102,6 @@ pub enum TreeEv {
     LauncherGoneDeadline(usize),
     /// An NLA started by a resource manager's step joined (see `Msg::Join`).
     Join { host: String, listen: String, conn: Box<PendingConn> },
-    /// A connection was refused (wrong secret, garbage, unknown node).
-    Rejected(String),
 }
 
 /// Where events go (each driver wraps them into its own event type).
@@ -174,23 +178,39 @@ pub fn route_source(host: &str) -> io::Result<IpAddr> {
 }
 
 /// Accept children's connections: each must open with a hello carrying the job secret and
-/// the node id of one of `children`; anything else is dropped and reported as `Rejected`.
+/// the node id of one of `children` (or a join); anything else is closed and counted in
+/// [`TREE_REJECTS`]. Before it is authenticated a connection may send one frame of at most
+/// [`HELLO_MAX_FRAME`] bytes within [`HELLO_TIMEOUT`]; at most [`MAX_PENDING`] connections
+/// are being authenticated at a time (more are closed at once). A failed `accept` is retried
+/// after a backoff.
 pub fn accept_loop(listener: Listener, secret: String, children: Vec<u32>, ev: EvSink) {
     tokio::spawn(async move {
         let children = Arc::new(children);
+        let pending = Arc::new(Semaphore::new(MAX_PENDING));
+        let mut backoff = AcceptBackoff::default();
         loop {
             let (rd, wr, peer) = match listener.accept().await {
-                Ok(Ok(c)) => c,
+                Ok(Ok(x)) => x,
                 Ok(Err(why)) => {
-                    ev(TreeEv::Rejected(why));
+                    TREE_REJECTS.note("a local process", &why);
                     continue;
                 }
-                Err(_) => return,
+                Err(e) => {
+                    backoff.failed("tree port", &e).await;
+                    continue;
+                }
+            };
+            backoff.succeeded();
+            let Ok(permit) = pending.clone().try_acquire_owned() else {
+                TREE_REJECTS.note(&peer, "too many connections not authenticated yet");
+                continue;
             };
             let (ev, secret, children) = (ev.clone(), secret.clone(), children.clone());
             tokio::spawn(async move {
-                if let Err(why) = handshake(rd, wr, &secret, &children, ev.clone()).await {
-                    ev(TreeEv::Rejected(format!("{peer}: {why}")));
+                let r = handshake(rd, wr, &secret, &children, ev).await;
+                drop(permit);
+                if let Err(why) = r {
+                    TREE_REJECTS.note(&peer, &why);
                 }
             });
         }
@@ -204,10 +224,10 @@ async fn handshake(
     children: &[u32],
     ev: EvSink,
 ) -> Result<(), String> {
-    let mut rd = FramedRead::new(rd, codec());
+    let mut rd = FramedRead::new(rd, codec_with_max(HELLO_MAX_FRAME));
     let first = tokio::time::timeout(HELLO_TIMEOUT, rd.next())
         .await
-        .map_err(|_| "no hello within 30 s".to_string())?;
+        .map_err(|_| format!("no hello within {} s", HELLO_TIMEOUT.as_secs()))?;
     let (node, host) = match first {
         Some(Ok(Msg::Hello { node, secret: s, host, .. })) => {
             if !secret_eq(&s, secret) {
@@ -219,23 +239,39 @@ async fn handshake(
             if !secret_eq(&s, secret) {
                 return Err("wrong job secret".into());
             }
+            rd.decoder_mut().set_max_frame(MAX_FRAME);
             let conn = Box::new(PendingConn { rd, wr: FramedWrite::new(wr, codec()) });
             ev(TreeEv::Join { host, listen, conn });
             return Ok(());
         }
         Some(Ok(_)) => return Err("first message is not a hello".into()),
-        Some(Err(e)) => return Err(e.to_string()),
+        Some(Err(e)) => return Err(first_frame_error(e)),
         None => return Err("closed before hello".into()),
     };
     let idx = children
         .iter()
         .position(|c| *c == node)
         .ok_or_else(|| format!("node {node} is not a child here"))?;
-    let sink = FramedWrite::new(wr, codec());
-    if ev(TreeEv::Hello { idx, host, sink, at: now() }) {
-        spawn_reader(idx, rd, ev);
-    }
+    rd.decoder_mut().set_max_frame(MAX_FRAME);
+    let conn = Box::new(PendingConn { rd, wr: FramedWrite::new(wr, codec()) });
+    ev(TreeEv::Hello { idx, host, conn, at: now() });
     Ok(())
+}
+
+/// Why a first frame could not be read, in a few fixed words (they are summed up by reason).
+fn first_frame_error(e: libi::msg::CodecError) -> String {
+    match e {
+        libi::msg::CodecError::Io(e) if e.kind() == io::ErrorKind::InvalidData => {
+            format!("first frame over {HELLO_MAX_FRAME} bytes or malformed")
+        }
+        libi::msg::CodecError::Io(e) => format!("read error ({})", describe(&e)),
+        libi::msg::CodecError::TooLarge { .. } => {
+            format!("first frame over {HELLO_MAX_FRAME} bytes or malformed")
+        }
+        libi::msg::CodecError::Decode(_) | libi::msg::CodecError::Kind(_) => {
+            "malformed first message".into()
+        }
+    }
 }
 
 /// Forward child `idx`'s messages as events until its connection ends.
@@ -558,14 +594,12 @@ impl Children {
         core: &mut NodeCore,
         fx: &mut Vec<Effect>,
     ) {
-        let PendingConn { rd, wr } = *conn;
-        let at = now();
-        self.on_event(TreeEv::Hello { idx, host, sink: wr, at }, core, fx).await;
-        if let Some(ev) = self.ev.clone() {
-            if self.sinks.get(idx).is_some_and(|s| s.is_some()) {
-                spawn_reader(idx, rd, ev);
-            }
-        }
+        self.on_event(TreeEv::Hello { idx, host, conn, at: now() }, core, fx).await;
+    }
+
+    /// Has child `idx` connected, or been given up?
+    pub fn taken(&self, idx: usize) -> bool {
+        self.connected.get(idx).copied().unwrap_or(true) || self.gone[idx]
     }
 
     /// Give up on child `idx`: stop its launcher, count its subtree as lost.
@@ -597,11 +631,13 @@ impl Children {
 
     async fn on_event_inner(&mut self, e: TreeEv, core: &mut NodeCore, fx: &mut Vec<Effect>) {
         match e {
-            TreeEv::Hello { idx, host, sink, at } => {
-                if self.connected.get(idx).copied().unwrap_or(true) || self.gone[idx] {
-                    warn!("child {idx} of this node connected twice or too late; dropped");
+            TreeEv::Hello { idx, host, conn, at } => {
+                if self.taken(idx) {
+                    // Dropped unread: whatever it sends is never taken for the child's.
+                    warn!("child {idx} of this node ({host}) connected twice or too late; dropped");
                     return;
                 }
+                let PendingConn { rd, wr: sink } = *conn;
                 self.connected[idx] = true;
                 self.settled(idx);
                 self.launches[idx].connected = at;
@@ -611,6 +647,9 @@ impl Children {
                 self.send(idx, Msg::Setup(Box::new(setup))).await;
                 for m in std::mem::take(&mut self.queued[idx]) {
                     self.send(idx, m).await;
+                }
+                if let Some(ev) = self.ev.clone() {
+                    spawn_reader(idx, rd, ev);
                 }
             }
             TreeEv::Msg(idx, m) => {
@@ -679,7 +718,6 @@ impl Children {
                     self.give_up(idx, &why, core, fx);
                 }
             }
-            TreeEv::Rejected(why) => warn!("dropped a tree connection: {why}"),
             TreeEv::Join { host, .. } => {
                 warn!("dropped a join from {host}: this node does not take joins")
             }

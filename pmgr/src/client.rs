@@ -17,6 +17,9 @@ use std::time::Duration;
 
 use crate::wire::{encode_abort_record, encode_hello, opcode, put_int};
 
+/// How long `pmgr_abort` waits for the server to close the abort connection.
+const ABORT_ACK_WAIT: Duration = Duration::from_secs(2);
+
 /// Errors of the client library.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -468,8 +471,9 @@ impl Pmgr {
         Ok(out)
     }
 
-    /// `pmgr_abort`: send the abort record on a fresh connection (§3.6). The message is cut
-    /// to 255 bytes (a `+` marks the cut). Errors if no server can be reached.
+    /// `pmgr_abort`: send the abort record on a fresh connection (§3.6) and wait up to 2 s
+    /// for the server to close it. The message is cut to 255 bytes (a `+` marks the cut).
+    /// Errors if no server can be reached.
     pub fn abort(&self, code: i32, msg: &[u8]) -> Result<()> {
         let msg = &msg[..msg.iter().position(|&b| b == 0).unwrap_or(msg.len())];
         let mut m = msg.to_vec();
@@ -482,6 +486,11 @@ impl Pmgr {
         let mut s = connect(&cfg)?;
         s.write_all(&encode_abort_record(code, self.cfg.rank as i32, &m))?;
         let _ = s.shutdown(std::net::Shutdown::Write);
+        // Wait (briefly) for the server to close the connection: a server that authenticates
+        // a connection by the process at its other end (libi's NLA does) must find us alive.
+        let _ = s.set_read_timeout(Some(ABORT_ACK_WAIT));
+        let mut sink = [0u8; 64];
+        while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
         Ok(())
     }
 

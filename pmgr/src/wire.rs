@@ -337,6 +337,8 @@ pub struct ServerConn {
     prefix: Vec<u8>,
     /// Any Packet/Close/Abort emitted yet.
     spoke: bool,
+    /// The peer closed its end (while a collective was in flight: handled at `op_done`).
+    eof: bool,
 }
 
 impl ServerConn {
@@ -356,6 +358,7 @@ impl ServerConn {
             buf: Vec::new(),
             prefix: Vec::new(),
             spoke: false,
+            eof: false,
         }
     }
 
@@ -446,16 +449,20 @@ impl ServerConn {
         self.parse(out);
     }
 
-    /// The peer closed its end.
+    /// The peer closed its end. While a collective is in flight the bytes it sent after that
+    /// packet (its next requests, typically `CLOSE`) are only parsed once the collective is
+    /// done, so the EOF is judged then (in [`ServerConn::op_done`]): a client may send its
+    /// non-root GATHER and its CLOSE and exit before the other ranks arrive.
     pub fn eof(&mut self, out: &mut Vec<ConnEvent>) {
+        self.eof = true;
         match self.state {
-            State::Closed | State::Aborted | State::Failed => {}
+            State::Closed | State::Aborted | State::Failed | State::Waiting => {}
             State::Handshake => {
                 let m =
                     format!("connection closed during the handshake ({} bytes)", self.buf.len());
                 self.fail(m, out);
             }
-            State::Ready | State::Waiting => {
+            State::Ready => {
                 let m = if self.buf.is_empty() {
                     format!("{} closed its connection without PMGR_CLOSE", self.who())
                 } else {
@@ -471,12 +478,42 @@ impl ServerConn {
         }
     }
 
+    /// Has the peer closed its end?
+    pub fn at_eof(&self) -> bool {
+        self.eof
+    }
+
+    /// Did the client send `CLOSE`: parsed already, or (while a collective is in flight)
+    /// waiting in the buffer as the last of complete packets?
+    pub fn sent_close(&self) -> bool {
+        match self.state {
+            State::Closed => true,
+            State::Waiting => {
+                let mut at = 0;
+                while at < self.buf.len() {
+                    match self.parse_packet_in(&self.buf[at..]) {
+                        Ok(Some((Some(ConnEvent::Close), used))) => {
+                            return at + used == self.buf.len()
+                        }
+                        Ok(Some((_, used))) => at += used,
+                        Ok(None) | Err(_) => return false,
+                    }
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+
     /// The collective of the last [`ConnEvent::Packet`] is complete (its reply, if any, has
     /// been queued): parse what the client sent meanwhile.
     pub fn op_done(&mut self, out: &mut Vec<ConnEvent>) {
         if self.state == State::Waiting {
             self.state = State::Ready;
             self.parse(out);
+            if self.eof {
+                self.eof(out);
+            }
         }
     }
 
@@ -510,7 +547,7 @@ impl ServerConn {
                         }
                     }
                 }
-                State::Ready => match self.parse_packet() {
+                State::Ready => match self.parse_packet_in(&self.buf) {
                     Ok(None) => return,
                     Ok(Some((ev, used))) => {
                         self.buf.drain(..used);
@@ -565,8 +602,8 @@ impl ServerConn {
         out.push(ConnEvent::Error(msg));
     }
 
-    fn size_field(&self, at: usize, what: &str) -> Result<Option<u32>, String> {
-        let Some(sz) = get_int(&self.buf, at) else { return Ok(None) };
+    fn size_field(&self, buf: &[u8], at: usize, what: &str) -> Result<Option<u32>, String> {
+        let Some(sz) = get_int(buf, at) else { return Ok(None) };
         let sz = u32::try_from(sz).map_err(|_| format!("{what}: negative size {sz}"))?;
         if sz as usize > self.max_bytes {
             return Err(format!("{what}: size {sz} exceeds the limit of {} bytes", self.max_bytes));
@@ -585,31 +622,29 @@ impl ServerConn {
         )
     }
 
-    fn root_field(&self, at: usize, what: &str) -> Result<Option<u32>, String> {
-        let Some(root) = get_int(&self.buf, at) else { return Ok(None) };
+    fn root_field(&self, buf: &[u8], at: usize, what: &str) -> Result<Option<u32>, String> {
+        let Some(root) = get_int(buf, at) else { return Ok(None) };
         match u32::try_from(root) {
             Ok(r) if r < self.nprocs => Ok(Some(r)),
             _ => Err(format!("{what}: root {root} out of range (job has {} ranks)", self.nprocs)),
         }
     }
 
-    fn data(&self, at: usize, len: usize) -> Option<Vec<u8>> {
-        self.buf.get(at..at.checked_add(len)?).map(<[u8]>::to_vec)
+    fn data(buf: &[u8], at: usize, len: usize) -> Option<Vec<u8>> {
+        buf.get(at..at.checked_add(len)?).map(<[u8]>::to_vec)
     }
 
     /// One packet from the front of `buf`: `Ok(None)` = need more bytes; the inner `None`
     /// event = consumed silently (OPEN).
     #[allow(clippy::type_complexity)]
-    fn parse_packet(&self) -> Result<Option<(Option<ConnEvent>, usize)>, String> {
-        let Some(op) = get_int(&self.buf, 0) else { return Ok(None) };
+    fn parse_packet_in(&self, buf: &[u8]) -> Result<Option<(Option<ConnEvent>, usize)>, String> {
+        let Some(op) = get_int(buf, 0) else { return Ok(None) };
         let me = self.rank.unwrap_or(u32::MAX);
         let ev = |p: Packet| Some(ConnEvent::Packet(p));
         match op {
-            opcode::OPEN => Ok(get_int(&self.buf, 4).map(|_| (None, 8))),
+            opcode::OPEN => Ok(get_int(buf, 4).map(|_| (None, 8))),
             opcode::CLOSE => Ok(Some((Some(ConnEvent::Close), 4))),
-            opcode::ABORT => {
-                Ok(get_int(&self.buf, 4).map(|code| (Some(ConnEvent::Abort { code }), 8)))
-            }
+            opcode::ABORT => Ok(get_int(buf, 4).map(|code| (Some(ConnEvent::Abort { code }), 8))),
             opcode::BARRIER => Ok(Some((ev(Packet::Barrier), 4))),
             opcode::BCAST | opcode::GATHER | opcode::SCATTER => {
                 let name = match op {
@@ -617,8 +652,8 @@ impl ServerConn {
                     opcode::GATHER => "GATHER",
                     _ => "SCATTER",
                 };
-                let Some(root) = self.root_field(4, name)? else { return Ok(None) };
-                let Some(sz) = self.size_field(8, name)? else { return Ok(None) };
+                let Some(root) = self.root_field(buf, 4, name)? else { return Ok(None) };
+                let Some(sz) = self.size_field(buf, 8, name)? else { return Ok(None) };
                 // Every rank receives at least sz bytes; gather's root N*sz.
                 let n_sz = self.times_n(sz, name)?;
                 let len = match op {
@@ -628,7 +663,7 @@ impl ServerConn {
                     _ if me == root => n_sz,
                     _ => 0,
                 };
-                let Some(data) = self.data(12, len) else { return Ok(None) };
+                let Some(data) = Self::data(buf, 12, len) else { return Ok(None) };
                 let p = match op {
                     opcode::BCAST => Packet::Bcast { root, sz, data },
                     opcode::GATHER => Packet::Gather { root, sz, data },
@@ -638,10 +673,10 @@ impl ServerConn {
             }
             opcode::ALLGATHER | opcode::ALLTOALL => {
                 let name = if op == opcode::ALLGATHER { "ALLGATHER" } else { "ALLTOALL" };
-                let Some(sz) = self.size_field(4, name)? else { return Ok(None) };
+                let Some(sz) = self.size_field(buf, 4, name)? else { return Ok(None) };
                 let n_sz = self.times_n(sz, name)?;
                 let len = if op == opcode::ALLGATHER { sz as usize } else { n_sz };
-                let Some(data) = self.data(8, len) else { return Ok(None) };
+                let Some(data) = Self::data(buf, 8, len) else { return Ok(None) };
                 let p = if op == opcode::ALLGATHER {
                     Packet::Allgather { sz, data }
                 } else {
@@ -662,9 +697,9 @@ pub struct AbortRecord {
     pub code: Option<i32>,
     /// The sender's rank as it claims it (not range-checked).
     pub rank: Option<i32>,
-    /// Message up to its NUL, lossy UTF-8, control characters replaced by spaces, cut to
-    /// [`ABORT_MSG_KEEP`] bytes (a trailing `+` marks a cut).
-    pub message: String,
+    /// The message's bytes up to its NUL, cut to [`ABORT_MSG_KEEP`] bytes (a trailing `+`
+    /// marks a cut). Untrusted bytes: escape them before printing.
+    pub message: Vec<u8>,
 }
 
 /// What an [`AbortConn`] reports.
@@ -712,7 +747,7 @@ impl AbortConn {
                 }
             }
             _ => {
-                let m = format!("(invalid abort message length {len})");
+                let m = format!("(invalid abort message length {len})").into_bytes();
                 self.finish(Some(code), Some(rank), m, out);
             }
         }
@@ -728,7 +763,7 @@ impl AbortConn {
             (Some(src), None) => (None, Some(src)),
             (Some(c), Some(r)) => (Some(c), Some(r)),
         };
-        let msg = if b.len() > 12 { clean_message(&b[12..]) } else { String::new() };
+        let msg = if b.len() > 12 { clean_message(&b[12..]) } else { Vec::new() };
         self.finish(code, rank, msg, out);
     }
 
@@ -736,7 +771,7 @@ impl AbortConn {
         &mut self,
         code: Option<i32>,
         rank: Option<i32>,
-        message: String,
+        message: Vec<u8>,
         out: &mut Vec<AbortEvent>,
     ) {
         self.done = true;
@@ -745,16 +780,14 @@ impl AbortConn {
     }
 }
 
-fn clean_message(b: &[u8]) -> String {
+fn clean_message(b: &[u8]) -> Vec<u8> {
     let b = &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())];
     let cut = b.len() > ABORT_MSG_KEEP;
-    let b = &b[..b.len().min(ABORT_MSG_KEEP)];
-    let mut s: String =
-        String::from_utf8_lossy(b).chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let mut m = b[..b.len().min(ABORT_MSG_KEEP)].to_vec();
     if cut {
-        s.push('+');
+        m.push(b'+');
     }
-    s
+    m
 }
 
 #[cfg(test)]
@@ -869,6 +902,39 @@ mod tests {
     }
 
     #[test]
+    fn eof_behind_a_collective_is_judged_when_it_completes() {
+        // A non-root GATHER (no reply), CLOSE, EOF: all before the gather completed.
+        let mut input = ints(&[8, 1]);
+        input.extend(Packet::Gather { root: 0, sz: 2, data: vec![1, 2] }.encode());
+        input.extend(ints(&[opcode::CLOSE]));
+        let (mut c, mut out) = run(2, &input);
+        assert!(c.in_collective() && c.sent_close());
+        c.eof(&mut out);
+        assert!(c.at_eof() && !matches!(out.last(), Some(ConnEvent::Error(_))));
+        out.clear();
+        c.op_done(&mut out);
+        assert_eq!(out, vec![ConnEvent::Close]);
+        // The same without CLOSE: the EOF fails the connection once the gather is done.
+        let mut input = ints(&[8, 1]);
+        input.extend(Packet::Gather { root: 0, sz: 2, data: vec![1, 2] }.encode());
+        let (mut c, mut out) = run(2, &input);
+        assert!(!c.sent_close());
+        c.eof(&mut out);
+        assert!(!matches!(out.last(), Some(ConnEvent::Error(_))));
+        c.op_done(&mut out);
+        assert!(
+            matches!(out.last(), Some(ConnEvent::Error(m)) if m.contains("without PMGR_CLOSE"))
+        );
+        // A barrier then a partial packet: not a close.
+        let mut input = ints(&[8, 1, opcode::BARRIER, opcode::ALLGATHER]);
+        input.extend([0u8; 2]);
+        let (c, _) = run(2, &input);
+        assert!(c.in_collective() && !c.sent_close());
+        let (c, _) = run(2, &ints(&[8, 1, opcode::BARRIER, opcode::BARRIER, opcode::CLOSE]));
+        assert!(c.sent_close());
+    }
+
+    #[test]
     fn abort_records() {
         let mut a = AbortConn::new();
         let mut out = Vec::new();
@@ -882,7 +948,7 @@ mod tests {
             vec![AbortEvent::Record(AbortRecord {
                 code: Some(-3),
                 rank: Some(2),
-                message: "boom now".into()
+                message: b"boom\nnow".to_vec()
             })]
         );
         let legacy = |b: &[u8]| {
@@ -894,14 +960,14 @@ mod tests {
         };
         assert_eq!(
             legacy(&ints(&[5])),
-            vec![AbortEvent::Record(AbortRecord { code: None, rank: Some(5), message: "".into() })]
+            vec![AbortEvent::Record(AbortRecord { code: None, rank: Some(5), message: vec![] })]
         );
         assert_eq!(
             legacy(&[]),
-            vec![AbortEvent::Record(AbortRecord { code: None, rank: None, message: "".into() })]
+            vec![AbortEvent::Record(AbortRecord { code: None, rank: None, message: vec![] })]
         );
         let out = legacy(&ints(&[1, 2, -9]));
-        assert!(matches!(&out[0], AbortEvent::Record(r) if r.message.contains("invalid")));
+        assert!(matches!(&out[0], AbortEvent::Record(r) if r.message.starts_with(b"(invalid")));
         let mut big = ints(&[1, 2, 5000]);
         big.extend(vec![b'x'; 5000]);
         let out = legacy(&big);
@@ -923,7 +989,7 @@ mod tests {
             vec![AbortEvent::Record(AbortRecord {
                 code: Some(8),
                 rank: Some(1),
-                message: "x".into()
+                message: b"x".to_vec()
             })]
         );
         // Negative code: version error, then re-read.
@@ -931,7 +997,7 @@ mod tests {
         assert!(matches!(out[0], ConnEvent::Error(_)));
         let mut aout = Vec::new();
         c.into_abort(&mut aout);
-        assert!(matches!(&aout[0], AbortEvent::Record(r) if r.message == "bye"));
+        assert!(matches!(&aout[0], AbortEvent::Record(r) if r.message == b"bye"));
     }
 
     #[test]

@@ -158,7 +158,10 @@ fn abort_record_reaches_the_server() {
     ps[1].abort(-3, b"out of cheese").expect("abort");
     let a = srv.wait_aborts(1);
     assert_eq!(a.len(), 1);
-    assert_eq!((a[0].code, a[0].rank, a[0].message.as_str()), (Some(-3), Some(1), "out of cheese"));
+    assert_eq!(
+        (a[0].code, a[0].rank, a[0].message.as_slice()),
+        (Some(-3), Some(1), &b"out of cheese"[..])
+    );
     // Abort with code 8 (a peer rank that looks like the protocol version) is recognised too.
     ps[0].abort(8, b"peer").expect("abort");
     let a = srv.wait_aborts(2);

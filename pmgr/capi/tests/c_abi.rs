@@ -77,7 +77,7 @@ fn c_program_four_ranks_two_nlas() {
     assert_eq!(aborts.len(), 1);
     assert_eq!(aborts[0].code, Some(-7));
     assert_eq!(aborts[0].rank, Some(1));
-    assert_eq!(aborts[0].message, "rank 1 gives up: testing");
+    assert_eq!(aborts[0].message, b"rank 1 gives up: testing");
     let _ = std::fs::remove_file(&prog);
 }
 
