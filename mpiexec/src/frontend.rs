@@ -31,7 +31,8 @@ pub const STATUS_BROKEN_OUTPUT: i32 = 128 + libc::SIGPIPE;
 const STALLED_OUTPUT: Duration = Duration::from_millis(500);
 
 pub struct Options {
-    pub label: bool,
+    /// `-l`, `-prepend-pattern`, `-outfile-pattern`, `-errfile-pattern`.
+    pub label: crate::stdio::RankFormat,
     pub timeout: Option<Duration>,
     pub grace: Duration,
     /// Address the NLAs connect back to (`-localhost`/`-iface`).
@@ -153,6 +154,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
     // Our own diagnostics queue behind the ranks' output on the stderr writer.
     nla::set_stderr_sink(fe.out.stderr_sink());
     let setup = NodeSetup { job: fe.plan.job.clone(), plan: fe.plan.root.clone() };
+    fe.out.place(0, &setup.plan);
     match fe.start_group(setup).await {
         Ok((g, _)) => fe.groups.push(g),
         Err(e) => {
@@ -596,6 +598,7 @@ impl FrontEnd {
             job.launcher.kind = LauncherKind::Joined;
         }
         let setup = NodeSetup { job, plan: group.root };
+        self.out.place(self.groups.len(), &setup.plan);
         match self.start_group(setup).await {
             Ok((mut new, addr)) => {
                 new.spawn = Some((g, req, who));
