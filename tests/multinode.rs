@@ -527,3 +527,48 @@ fn hydra_environment_variables() {
     assert!(r.stderr.contains("HYDRA_LAUNCHER"), "{}", r.stderr);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A launcher that takes 1.5 s per node, then runs the command as ssh would.
+fn slow_launcher(tag: &str) -> String {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let p = dir.join(format!("slow-ssh-{tag}-{}", std::process::id()));
+    std::fs::write(&p, "#!/bin/sh\nfor a; do last=$a; done\nsleep 1.5\nexec sh -c \"$last\"\n")
+        .expect("write");
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    p.to_string_lossy().into_owned()
+}
+
+/// The progress line of a launch longer than 1 s is for terminals only: with stderr a pipe
+/// nothing of it appears.
+#[test]
+fn progress_line_silent_without_terminal() {
+    let ssh = slow_launcher("silent");
+    let r = run(
+        &["-launcher", "ssh", "-launcher-exec", &ssh, "-hosts", "p1,p2", "-n", "2", "true"],
+        b"",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("started"), "{}", r.stderr);
+    assert_eq!(r.stderr, "");
+}
+
+/// On a terminal (a pseudo-terminal from script(1)) the line says how far the launch got.
+#[test]
+fn progress_line_on_terminal() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("no script(1): skipped");
+        return;
+    }
+    let ssh = slow_launcher("tty");
+    let cmd = format!("{MPIEXEC} -launcher ssh -launcher-exec {ssh} -hosts p1,p2 -n 4 true");
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("script");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("started 0/4 ranks on 0/2 nodes"), "{text}");
+    assert!(text.contains("started 4/4 ranks on 2/2 nodes"), "{text}");
+}

@@ -279,21 +279,28 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
             Fe::Tick => {
                 let g0 = &fe.groups[0];
                 let (up, ranks) = (g0.nodes_up, g0.ranks_up);
-                if up < fe.plan.nodes && started.elapsed() > Duration::from_secs(1) {
-                    eprint!(
-                        "\rlibi-mpiexec: {up}/{} NLAs up, {ranks}/{total_ranks} ranks started ",
-                        fe.plan.nodes
-                    );
+                let starting = up < fe.plan.nodes;
+                let line = format!(
+                    "\rlibi-mpiexec: started {ranks}/{total_ranks} ranks on {up}/{} nodes ",
+                    fe.plan.nodes
+                );
+                if starting && started.elapsed() > Duration::from_secs(1) {
+                    eprint!("{line}");
                     progress_shown = true;
                 } else if progress_shown {
-                    eprintln!(
-                        "\rlibi-mpiexec: {up}/{} NLAs up, {ranks}/{total_ranks} ranks started ",
-                        fe.plan.nodes
-                    );
+                    eprintln!("{line}");
                     progress_shown = false;
                 }
             }
         }
+    }
+    if progress_shown {
+        // The job ended before the next tick: end the progress line where it got to.
+        let g0 = &fe.groups[0];
+        eprintln!(
+            "\rlibi-mpiexec: started {}/{total_ranks} ranks on {}/{} nodes ",
+            g0.ranks_up, g0.nodes_up, fe.plan.nodes
+        );
     }
     for g in &mut fe.groups {
         g.children.close_all().await;
