@@ -572,3 +572,26 @@ fn progress_line_on_terminal() {
     assert!(text.contains("started 0/4 ranks on 0/2 nodes"), "{text}");
     assert!(text.contains("started 4/4 ranks on 2/2 nodes"), "{text}");
 }
+
+/// MPIEXEC_PORT_RANGE (or MPIR_CVAR_CH3_PORT_RANGE) bounds every port we listen on: with the
+/// range's only port taken the job cannot start and says why; a bad range is a usage error.
+#[test]
+fn port_range_bounds_listeners() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port();
+    let range = format!("{port}:{port}");
+    let args = ["-launcher", "fork", "-hosts", "n1,n2", "-n", "2", "true"];
+    let r = common::run_env(&args, b"", &[("MPIEXEC_PORT_RANGE", &range)]);
+    assert_ne!(r.status, 0);
+    assert!(r.stderr.contains("no free port in MPIEXEC_PORT_RANGE"), "{}", r.stderr);
+    drop(taken);
+    // A range of free ports (one per listener: front end, two NLAs) works.
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base = probe.local_addr().expect("addr").port().saturating_sub(200).max(20000);
+    drop(probe);
+    let range = format!("{base}:{}", base + 100);
+    let r = common::run_env(&args, b"", &[("MPIR_CVAR_CH3_PORT_RANGE", &range)]);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let r = common::run_env(&args, b"", &[("MPIEXEC_PORT_RANGE", "9:x")]);
+    assert_eq!(r.status, 2, "{}", r.stderr);
+}

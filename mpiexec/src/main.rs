@@ -28,6 +28,10 @@ fn main() -> ExitCode {
         eprintln!("libi-mpiexec: {m}");
         return ExitCode::from(2);
     }
+    if let Err(m) = libi::launch::port_range(&getenv) {
+        eprintln!("libi-mpiexec: {m}");
+        return ExitCode::from(2);
+    }
     // The resource manager's hosts, unless a host list is given.
     let (slurm, rm_hosts) = if cl.global.hosts.is_some() || cl.global.hostfile.is_some() {
         (None, None)
