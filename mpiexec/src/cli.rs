@@ -69,6 +69,9 @@ pub struct Segment {
     /// ($LSB_MCPU_HOSTS), slurm (the allocation) or user (this machine); default: detected
     #[arg(long = "rmk", value_name = "NAME")]
     pub rmk: Option<Rmk>,
+    /// A failed rank does not end the other ranks (they run to their end)
+    #[arg(long = "disable-auto-cleanup")]
+    pub disable_auto_cleanup: bool,
     /// Print the version, launchers, resource managers and features, then exit
     #[arg(long = "info")]
     pub info: bool,
@@ -173,6 +176,7 @@ const LONG: &[(&str, &str, usize)] = &[
     ("errfile-pattern", "errfile-pattern", 1),
     ("rmk", "rmk", 1),
     ("info", "info", 0),
+    ("disable-auto-cleanup", "disable-auto-cleanup", 0),
     ("verbose", "verbose", 0),
     ("tree", "tree", 1),
     ("launch-model", "launch-model", 1),
@@ -209,6 +213,7 @@ pub struct Global {
     pub outfile_pattern: Option<Pattern>,
     pub errfile_pattern: Option<Pattern>,
     pub rmk: Option<Rmk>,
+    pub disable_auto_cleanup: bool,
     pub verbose: bool,
     pub tree: Option<Shape>,
     pub launch_model: Option<LaunchModel>,
@@ -419,6 +424,7 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         global.outfile_pattern = s.outfile_pattern.clone().or(global.outfile_pattern);
         global.errfile_pattern = s.errfile_pattern.clone().or(global.errfile_pattern);
         global.rmk = s.rmk.or(global.rmk);
+        global.disable_auto_cleanup |= s.disable_auto_cleanup;
         if s.info {
             return Err(CliError::Info(crate::info_text()));
         }
@@ -642,6 +648,8 @@ mod tests {
         assert_eq!(p("-rmk LSF x").expect("parse").global.rmk, Some(Rmk::Lsf));
         assert_eq!(p("-rmk user x").expect("parse").global.rmk, Some(Rmk::User));
         assert!(matches!(p("-rmk cobalt x"), Err(CliError::Usage(_))));
+        assert!(p("-disable-auto-cleanup x").expect("parse").global.disable_auto_cleanup);
+        assert!(!p("x").expect("parse").global.disable_auto_cleanup);
         match p("-info") {
             Err(CliError::Info(t)) => assert!(t.contains("Launchers") && t.contains("pbs"), "{t}"),
             other => panic!("{other:?}"),

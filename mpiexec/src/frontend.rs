@@ -39,6 +39,8 @@ pub struct Options {
     pub advertise: Option<IpAddr>,
     /// Where to write the launch report.
     pub report: Option<String>,
+    /// `-disable-auto-cleanup`: a failed rank does not end the others.
+    pub no_cleanup: bool,
 }
 
 enum Fe {
@@ -110,6 +112,8 @@ struct FrontEnd {
     advertise: Option<IpAddr>,
     tx: UnboundedSender<Fe>,
     grace: Duration,
+    /// `-disable-auto-cleanup`.
+    no_cleanup: bool,
 }
 
 /// Run the job; returns the exit status for `libi-mpiexec`.
@@ -150,6 +154,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         advertise: opts.advertise,
         tx: tx.clone(),
         grace: opts.grace,
+        no_cleanup: opts.no_cleanup,
     };
     // Our own diagnostics queue behind the ranks' output on the stderr writer.
     nla::set_stderr_sink(fe.out.stderr_sink());
@@ -464,7 +469,12 @@ impl FrontEnd {
                         *n = n.saturating_sub(1);
                     }
                 }
-                if end.is_failure() {
+                if end.is_failure() && self.no_cleanup && !self.killing {
+                    // -disable-auto-cleanup: say so, keep the first failure's status, let
+                    // the other ranks run on.
+                    self.out.line(&describe_end(rank, &host, &end));
+                    self.status.get_or_insert(end.status());
+                } else if end.is_failure() {
                     let launch = matches!(end, RankEnd::SpawnFailed { .. });
                     self.group_failed(g, end.status(), describe_end(rank, &host, &end), launch);
                 }

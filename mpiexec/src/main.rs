@@ -108,6 +108,7 @@ fn main() -> ExitCode {
         grace: Duration::from_millis(ctx.kill_grace_ms),
         advertise,
         report: cl.global.report.clone(),
+        no_cleanup: cl.global.disable_auto_cleanup,
     };
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
