@@ -108,6 +108,27 @@ pub fn parse_hosts_arg(s: &str) -> Result<Vec<Host>, HostError> {
     Ok(merge(hosts))
 }
 
+/// LSF's `$LSB_MCPU_HOSTS`: "host1 n1 host2 n2 ..." (names with their slot counts).
+pub fn parse_lsf_hosts(s: &str) -> Result<Vec<Host>, HostError> {
+    let words: Vec<&str> = s.split_whitespace().collect();
+    if words.is_empty() || !words.len().is_multiple_of(2) {
+        return Err(HostError(format!(
+            "LSB_MCPU_HOSTS must be \"host1 n1 host2 n2 ...\", got '{s}'"
+        )));
+    }
+    let hosts = words
+        .chunks(2)
+        .map(|c| match c[1].parse::<u32>() {
+            Ok(n) if n > 0 => Ok(Host { name: c[0].to_string(), slots: n }),
+            _ => Err(HostError(format!(
+                "LSB_MCPU_HOSTS: '{}' is not a positive slot count for host {}",
+                c[1], c[0]
+            ))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(merge(hosts))
+}
+
 /// `-ppn N`: every host gets N slots.
 pub fn with_ppn(hosts: Vec<Host>, ppn: u32) -> Vec<Host> {
     hosts.into_iter().map(|h| Host { slots: ppn, ..h }).collect()
@@ -164,6 +185,28 @@ pub fn place_from(hosts: &[Host], start: u64, n: u32) -> Placement {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lsf_hosts() {
+        let h = parse_lsf_hosts("a 2 b 1 a 1").expect("parse");
+        assert_eq!(
+            h,
+            vec![Host { name: "a".into(), slots: 3 }, Host { name: "b".into(), slots: 1 }]
+        );
+        assert!(parse_lsf_hosts("a 2 b").is_err());
+        assert!(parse_lsf_hosts("a 0").is_err());
+        assert!(parse_lsf_hosts("a x").is_err());
+        assert!(parse_lsf_hosts(" ").is_err());
+    }
+
+    #[test]
+    fn pbs_nodefile_lines_are_slots() {
+        let h = parse_hostfile("n1\nn1\nn2\nn1\n", "nodefile").expect("parse");
+        assert_eq!(
+            h,
+            vec![Host { name: "n1".into(), slots: 3 }, Host { name: "n2".into(), slots: 1 }]
+        );
+    }
 
     fn h(name: &str, slots: u32) -> Host {
         Host { name: name.into(), slots }

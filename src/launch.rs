@@ -5,6 +5,27 @@
 
 use crate::job::{LauncherKind, LauncherSpec};
 
+/// The variables that limit the ports we listen on, as Hydra reads them (first set wins).
+pub const PORT_RANGE_VARS: [&str; 2] = ["MPIEXEC_PORT_RANGE", "MPIR_CVAR_CH3_PORT_RANGE"];
+
+/// The port range `MIN:MAX` our listeners (tree, PMGR) must bind in, if one is set: the
+/// variable's name and the range. `get` looks a variable up.
+pub fn port_range(
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<(&'static str, u16, u16)>, String> {
+    for var in PORT_RANGE_VARS {
+        let Some(v) = get(var).filter(|v| !v.trim().is_empty()) else { continue };
+        let bad = || format!("{var} must be MIN:MAX (ports 1..65535, MIN <= MAX), got '{v}'");
+        let (a, b) = v.trim().split_once(':').ok_or_else(bad)?;
+        let (a, b) = (a.parse::<u16>().map_err(|_| bad())?, b.parse::<u16>().map_err(|_| bad())?);
+        if a == 0 || a > b {
+            return Err(bad());
+        }
+        return Ok(Some((var, a, b)));
+    }
+    Ok(None)
+}
+
 /// Program and arguments that start the NLA for `node` on `host`, connecting back to
 /// `parent` (`ADDR:PORT`).
 pub fn nla_command(
@@ -27,6 +48,11 @@ pub fn nla_command(
     if verbose {
         nla.push("-v".to_string());
     }
+    // ssh/rsh do not pass our environment on: a port range goes on the remote command line.
+    let remote_env: Vec<String> = match port_range(&|k| std::env::var(k).ok()) {
+        Ok(Some((var, a, b))) => vec!["env".into(), format!("{var}={a}:{b}")],
+        _ => Vec::new(),
+    };
     match spec.kind {
         LauncherKind::Fork => {
             let prog = nla.remove(0);
@@ -42,12 +68,12 @@ pub fn nla_command(
                 );
             }
             args.push(host.to_string());
-            args.push(shell_join(&nla));
+            args.push(shell_join(&[remote_env, nla].concat()));
             (prog, args)
         }
         LauncherKind::Rsh => {
             let prog = spec.exec.clone().unwrap_or_else(|| "rsh".to_string());
-            (prog, vec![host.to_string(), shell_join(&nla)])
+            (prog, vec![host.to_string(), shell_join(&[remote_env, nla].concat())])
         }
         // NLAs of a Slurm job are started all at once by `srun_command`, those of a joined
         // group by the job's NLAs: never one by one.
@@ -107,6 +133,22 @@ pub fn shell_join(words: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn port_ranges() {
+        let env = |pairs: Vec<(&'static str, &'static str)>| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(port_range(&env(vec![])), Ok(None));
+        let r = port_range(&env(vec![("MPIR_CVAR_CH3_PORT_RANGE", "5000:5010")]));
+        assert_eq!(r, Ok(Some(("MPIR_CVAR_CH3_PORT_RANGE", 5000, 5010))));
+        let both = vec![("MPIEXEC_PORT_RANGE", "7000:7000"), ("MPIR_CVAR_CH3_PORT_RANGE", "1:2")];
+        assert_eq!(port_range(&env(both)), Ok(Some(("MPIEXEC_PORT_RANGE", 7000, 7000))));
+        for bad in ["5000", "10:5", "0:10", "a:b", "1:70000"] {
+            let e = port_range(&env(vec![("MPIEXEC_PORT_RANGE", bad)])).expect_err(bad);
+            assert!(e.contains("MPIEXEC_PORT_RANGE"), "{e}");
+        }
+    }
 
     fn spec(kind: LauncherKind, exec: Option<&str>) -> LauncherSpec {
         LauncherSpec { kind, exec: exec.map(String::from), nla_path: "/opt/libi/libi-nla".into() }

@@ -410,3 +410,31 @@ fn binding_stays_within_the_allowed_cpus() {
     assert_eq!(r.status, 2, "{}", r.stderr);
     assert!(r.stderr.contains("is not usable on "), "{}", r.stderr);
 }
+
+/// `-disable-auto-cleanup` (as Hydra, measured): a rank exiting with 3 does not end the
+/// others; they run to their end, and the job's status is the failed rank's.
+#[test]
+fn disable_auto_cleanup_lets_others_finish() {
+    let body = "[ $PMI_RANK = 1 ] && exit 3; sleep 1; echo done $PMI_RANK";
+    let r = run(&["-disable-auto-cleanup", "-n", "3", "sh", "-c", body], b"");
+    assert_eq!(r.status, 3, "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, vec!["done 0", "done 2"], "{}", r.stderr);
+    assert!(r.stderr.contains("rank 1") && r.stderr.contains("code 3"), "{}", r.stderr);
+    // Without it the others are ended at once.
+    let r = run(&["-n", "3", "sh", "-c", body], b"");
+    assert_eq!(r.status, 3, "{}", r.stderr);
+    assert!(!r.stdout.contains("done"), "{}", r.stdout);
+}
+
+/// `-info` prints what this build offers and exits 0 without running anything.
+#[test]
+fn info_option() {
+    let out = Command::new(MPIEXEC).arg("-info").output().expect("run");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in ["Version:", "Launchers available:", "ssh rsh fork slurm", "pbs lsf"] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+}

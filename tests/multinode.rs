@@ -450,3 +450,196 @@ fn bind_to_by_local_rank_on_each_node() {
         r.stderr
     );
 }
+
+fn scratch(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("libi-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("mkdir");
+    d
+}
+
+/// `-outfile-pattern`/`-errfile-pattern` as Hydra: %r rank, %g group, %h host, %p node index;
+/// files mode 0600, created by the front end on a rank's first output, with the prefix of
+/// `-prepend-pattern` on every line; nothing on our stdout.
+#[test]
+fn output_file_patterns() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = scratch("outpat");
+    let out = format!("{}/out.%r.%g.%h.%p", d.display());
+    let err = format!("{}/err.%r", d.display());
+    // A stale longer file is truncated.
+    std::fs::write(d.join("err.0"), "stale stale stale\n").expect("write");
+    let r = run(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            "n1:1,n2:2",
+            "-outfile-pattern",
+            &out,
+            "-errfile-pattern",
+            &err,
+            "-prepend-pattern",
+            "<%r@%h> ",
+            "-n",
+            "3",
+            "sh",
+            "-c",
+            "echo o$PMI_RANK; echo e$PMI_RANK >&2",
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "");
+    assert_eq!(r.stderr, "");
+    for (rank, host, node) in [(0, "n1", 0), (1, "n2", 1), (2, "n2", 1)] {
+        let f = d.join(format!("out.{rank}.0.{host}.{node}"));
+        let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        assert_eq!(text, format!("<{rank}@{host}> o{rank}\n"));
+        let mode = std::fs::metadata(&f).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", f.display());
+        let e = std::fs::read_to_string(d.join(format!("err.{rank}"))).expect("err file");
+        assert_eq!(e, format!("<{rank}@{host}> e{rank}\n"));
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A pattern without %r gathers the ranks in one file; a bad field is a usage error.
+#[test]
+fn output_pattern_shared_file_and_errors() {
+    let d = scratch("outpat2");
+    let out = format!("{}/all.out", d.display());
+    let r = run(&["-outfile-pattern", &out, "-n", "4", "echo", "x"], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&out).expect("read"), "x\nx\nx\nx\n");
+    let r = run(&["-prepend-pattern", "%q", "-n", "1", "true"], b"");
+    assert_eq!(r.status, 2);
+    assert!(r.stderr.contains("%q"), "{}", r.stderr);
+    let r = run(&["-l", "-prepend-pattern", "[%r] ", "-n", "1", "true"], b"");
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Inside a (fabricated) PBS job the hosts come from $PBS_NODEFILE, one line per slot;
+/// inside LSF from $LSB_MCPU_HOSTS; `-rmk user` ignores both; a host list wins.
+#[test]
+fn resource_manager_hosts() {
+    let d = scratch("pbs");
+    let nf = d.join("nodefile");
+    std::fs::write(&nf, "n1\nn1\nn2\n").expect("write");
+    let nf = nf.to_string_lossy().into_owned();
+    let job = ["-launcher", "fork", "-prepend-pattern", "%h ", "sh", "-c", "echo $PMI_SIZE"];
+    let lines = |r: &common::Run| {
+        let mut v: Vec<String> = r.stdout.lines().map(str::to_string).collect();
+        v.sort();
+        v
+    };
+    let r = common::run_env(&job, b"", &[("PBS_NODEFILE", &nf)]);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(lines(&r), vec!["n1 3", "n1 3", "n2 3"]);
+    let r = common::run_env(&job, b"", &[("LSB_MCPU_HOSTS", "l1 1 l2 2")]);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(lines(&r), vec!["l1 3", "l2 3", "l2 3"]);
+    let mut a = vec!["-rmk", "lsf", "-n", "2"];
+    a.extend(job);
+    let r = common::run_env(&a, b"", &[("PBS_NODEFILE", &nf), ("LSB_MCPU_HOSTS", "l1 1 l2 2")]);
+    assert_eq!(lines(&r), vec!["l1 2", "l2 2"], "{}", r.stderr);
+    let mut a = vec!["-hosts", "h1", "-n", "1"];
+    a.extend(job);
+    let r = common::run_env(&a, b"", &[("PBS_NODEFILE", &nf)]);
+    assert_eq!(lines(&r), vec!["h1 1"], "{}", r.stderr);
+    let r = common::run_env(&["-rmk", "pbs", "true"], b"", &[]);
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Hydra's environment equivalents: HYDRA_HOST_FILE and HYDRA_LAUNCHER; options win.
+#[test]
+fn hydra_environment_variables() {
+    let d = scratch("hydraenv");
+    let hf = d.join("hosts");
+    std::fs::write(&hf, "e1:1\ne2:1\n").expect("write");
+    let hf = hf.to_string_lossy().into_owned();
+    let env = [("HYDRA_HOST_FILE", hf.as_str()), ("HYDRA_LAUNCHER", "fork")];
+    let r = common::run_env(&["-prepend-pattern", "%h ", "echo", "x"], b"", &env);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut v: Vec<&str> = r.stdout.lines().collect();
+    v.sort();
+    assert_eq!(v, vec!["e1 x", "e2 x"]);
+    let r = common::run_env(&["-hosts", "o1", "-prepend-pattern", "%h ", "echo", "x"], b"", &env);
+    assert_eq!(r.stdout, "o1 x\n", "{}", r.stderr);
+    let r = common::run_env(&["true"], b"", &[("HYDRA_LAUNCHER", "telnet")]);
+    assert_eq!(r.status, 2);
+    assert!(r.stderr.contains("HYDRA_LAUNCHER"), "{}", r.stderr);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A launcher that takes 1.5 s per node, then runs the command as ssh would.
+fn slow_launcher(tag: &str) -> String {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let p = dir.join(format!("slow-ssh-{tag}-{}", std::process::id()));
+    std::fs::write(&p, "#!/bin/sh\nfor a; do last=$a; done\nsleep 1.5\nexec sh -c \"$last\"\n")
+        .expect("write");
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    p.to_string_lossy().into_owned()
+}
+
+/// The progress line of a launch longer than 1 s is for terminals only: with stderr a pipe
+/// nothing of it appears.
+#[test]
+fn progress_line_silent_without_terminal() {
+    let ssh = slow_launcher("silent");
+    let r = run(
+        &["-launcher", "ssh", "-launcher-exec", &ssh, "-hosts", "p1,p2", "-n", "2", "true"],
+        b"",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("started"), "{}", r.stderr);
+    assert_eq!(r.stderr, "");
+}
+
+/// On a terminal (a pseudo-terminal from script(1)) the line says how far the launch got.
+#[test]
+fn progress_line_on_terminal() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("no script(1): skipped");
+        return;
+    }
+    let ssh = slow_launcher("tty");
+    let cmd = format!("{MPIEXEC} -launcher ssh -launcher-exec {ssh} -hosts p1,p2 -n 4 true");
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("script");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("started 0/4 ranks on 0/2 nodes"), "{text}");
+    assert!(text.contains("started 4/4 ranks on 2/2 nodes"), "{text}");
+}
+
+/// MPIEXEC_PORT_RANGE (or MPIR_CVAR_CH3_PORT_RANGE) bounds every port we listen on: with the
+/// range's only port taken the job cannot start and says why; a bad range is a usage error.
+#[test]
+fn port_range_bounds_listeners() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port();
+    let range = format!("{port}:{port}");
+    // Under the fork launcher the tree links are Unix sockets: the ports are the NLAs' PMGR
+    // listeners (ssh launches bind the tree ports in the range too).
+    let args = ["--pmgr", "-launcher", "fork", "-hosts", "n1,n2", "-n", "2", "true"];
+    let r = common::run_env(&args, b"", &[("MPIEXEC_PORT_RANGE", &range)]);
+    assert_ne!(r.status, 0);
+    assert!(r.stderr.contains("no free port in MPIEXEC_PORT_RANGE"), "{}", r.stderr);
+    drop(taken);
+    // A range of free ports (one per listener) works.
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base = probe.local_addr().expect("addr").port().saturating_sub(200).max(20000);
+    drop(probe);
+    let range = format!("{base}:{}", base + 100);
+    let r = common::run_env(&args, b"", &[("MPIR_CVAR_CH3_PORT_RANGE", &range)]);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let r = common::run_env(&args, b"", &[("MPIEXEC_PORT_RANGE", "9:x")]);
+    assert_eq!(r.status, 2, "{}", r.stderr);
+}

@@ -5,6 +5,7 @@
 //! error naming it) and parsed by clap; global options may appear in any segment (as in
 //! Hydra), local ones apply to their segment.
 
+use crate::stdio::Pattern;
 use clap::Parser;
 use libi::job::LauncherKind;
 use libi::tree::{LaunchModel, Shape};
@@ -54,6 +55,26 @@ pub struct Segment {
     /// Prefix every output line with "[rank] " [-prepend-rank]
     #[arg(short = 'l', long = "prepend-rank")]
     pub label: bool,
+    /// Prefix every output line with PAT: %r rank, %g process group, %h host, %p node index,
+    /// %% a percent sign (`-l` is "[%r] ")
+    #[arg(long = "prepend-pattern", value_name = "PAT")]
+    pub prepend_pattern: Option<Pattern>,
+    /// Write each rank's stdout to the file PAT names (fields as -prepend-pattern)
+    #[arg(long = "outfile-pattern", value_name = "PAT")]
+    pub outfile_pattern: Option<Pattern>,
+    /// Write each rank's stderr to the file PAT names (fields as -prepend-pattern)
+    #[arg(long = "errfile-pattern", value_name = "PAT")]
+    pub errfile_pattern: Option<Pattern>,
+    /// Where the hosts come from when none are given: pbs ($PBS_NODEFILE), lsf
+    /// ($LSB_MCPU_HOSTS), slurm (the allocation) or user (this machine); default: detected
+    #[arg(long = "rmk", value_name = "NAME")]
+    pub rmk: Option<Rmk>,
+    /// A failed rank does not end the other ranks (they run to their end)
+    #[arg(long = "disable-auto-cleanup")]
+    pub disable_auto_cleanup: bool,
+    /// Print the version, launchers, resource managers and features, then exit
+    #[arg(long = "info")]
+    pub info: bool,
     /// Read the command line from FILE (one `:`-segment per line, # comments)
     #[arg(long = "configfile", value_name = "FILE")]
     pub configfile: Option<String>,
@@ -157,6 +178,12 @@ const LONG: &[(&str, &str, usize)] = &[
     ("gwdir", "gwdir", 1),
     ("prepend-rank", "prepend-rank", 0),
     ("configfile", "configfile", 1),
+    ("prepend-pattern", "prepend-pattern", 1),
+    ("outfile-pattern", "outfile-pattern", 1),
+    ("errfile-pattern", "errfile-pattern", 1),
+    ("rmk", "rmk", 1),
+    ("info", "info", 0),
+    ("disable-auto-cleanup", "disable-auto-cleanup", 0),
     ("verbose", "verbose", 0),
     ("tree", "tree", 1),
     ("launch-model", "launch-model", 1),
@@ -191,6 +218,11 @@ pub struct Global {
     pub genv_mode: EnvMode,
     pub gwdir: Option<String>,
     pub label: bool,
+    pub prepend_pattern: Option<Pattern>,
+    pub outfile_pattern: Option<Pattern>,
+    pub errfile_pattern: Option<Pattern>,
+    pub rmk: Option<Rmk>,
+    pub disable_auto_cleanup: bool,
     pub verbose: bool,
     pub tree: Option<Shape>,
     pub launch_model: Option<LaunchModel>,
@@ -212,6 +244,32 @@ pub struct Global {
     pub launch_batch: Option<u32>,
     /// `-bind-to` / `-map-by`.
     pub binding: libi_binding::Binding,
+}
+
+/// Hydra's resource management kernels we know: where the host list comes from when none
+/// is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rmk {
+    /// This machine alone (no resource manager).
+    User,
+    Slurm,
+    /// PBS/Torque: `$PBS_NODEFILE`, one line per slot.
+    Pbs,
+    /// LSF: `$LSB_MCPU_HOSTS`, "host1 n1 host2 n2 ...".
+    Lsf,
+}
+
+impl std::str::FromStr for Rmk {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "user" => Ok(Rmk::User),
+            "slurm" => Ok(Rmk::Slurm),
+            "pbs" => Ok(Rmk::Pbs),
+            "lsf" => Ok(Rmk::Lsf),
+            _ => Err(format!("unknown resource manager '{s}' (known: user slurm pbs lsf)")),
+        }
+    }
 }
 
 /// Which variables of the front end's environment a rank inherits.
@@ -373,6 +431,14 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         }
         global.gwdir = s.gwdir.clone().or(global.gwdir);
         global.label |= s.label;
+        global.prepend_pattern = s.prepend_pattern.clone().or(global.prepend_pattern);
+        global.outfile_pattern = s.outfile_pattern.clone().or(global.outfile_pattern);
+        global.errfile_pattern = s.errfile_pattern.clone().or(global.errfile_pattern);
+        global.rmk = s.rmk.or(global.rmk);
+        global.disable_auto_cleanup |= s.disable_auto_cleanup;
+        if s.info {
+            return Err(CliError::Info(crate::info_text()));
+        }
         global.verbose |= s.verbose;
         global.tree = s.tree.clone().or(global.tree);
         global.launch_model = s.launch_model.or(global.launch_model);
@@ -443,10 +509,44 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         });
         idx += 1;
     }
+    if global.label && global.prepend_pattern.is_some() {
+        return Err(usage("-l and -prepend-pattern both set the output prefix: give one"));
+    }
     if execs.is_empty() {
         return Err(usage("no program given (try --help)"));
     }
     Ok(CommandLine { global, execs })
+}
+
+/// Hydra's environment equivalents of options, for what the command line left unset
+/// (options win): `HYDRA_HOST_FILE`, `HYDRA_LAUNCHER`, `HYDRA_LAUNCHER_EXEC`, `HYDRA_RMK`,
+/// `HYDRA_ENV=all`. `get` looks a variable up (empty counts as unset).
+pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
+    let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
+    if g.hosts.is_none() && g.hostfile.is_none() {
+        g.hostfile = get("HYDRA_HOST_FILE");
+    }
+    if g.launcher.is_none() {
+        if let Some(v) = get("HYDRA_LAUNCHER") {
+            g.launcher = Some(v.trim().parse().map_err(|e| format!("HYDRA_LAUNCHER: {e}"))?);
+        }
+    }
+    if g.launcher_exec.is_none() {
+        g.launcher_exec = get("HYDRA_LAUNCHER_EXEC");
+    }
+    if g.rmk.is_none() {
+        if let Some(v) = get("HYDRA_RMK") {
+            g.rmk = Some(v.trim().parse().map_err(|e| format!("HYDRA_RMK: {e}"))?);
+        }
+    }
+    if let Some(v) = get("HYDRA_ENV") {
+        // Hydra knows one value; passing everything is our default anyway, and an explicit
+        // -genvnone/-genvlist wins.
+        if v.trim() != "all" {
+            return Err(format!("HYDRA_ENV: expected 'all', got '{v}'"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -555,6 +655,69 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(p("-map-by rr a"), Err(CliError::Usage(_))));
+    }
+
+    #[test]
+    fn output_patterns() {
+        use crate::stdio::Piece;
+        let c = p("-prepend-pattern <%r:%g@%h/%p>%% -outfile-pattern o.%r -errfile-pattern e.%r x")
+            .expect("parse");
+        let pp = c.global.prepend_pattern.expect("prepend");
+        assert_eq!(pp.expand(1, 7, "n2", 3), "<7:1@n2/3>%");
+        assert_eq!(
+            c.global.outfile_pattern.expect("out").0,
+            vec![Piece::Text("o.".into()), Piece::Rank]
+        );
+        assert!(c.global.errfile_pattern.is_some());
+        for bad in ["-prepend-pattern %x x", "-outfile-pattern o% x", "-l -prepend-pattern [%r] x"]
+        {
+            assert!(matches!(p(bad), Err(CliError::Usage(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn rmk_and_info() {
+        assert_eq!(p("-rmk pbs x").expect("parse").global.rmk, Some(Rmk::Pbs));
+        assert_eq!(p("-rmk LSF x").expect("parse").global.rmk, Some(Rmk::Lsf));
+        assert_eq!(p("-rmk user x").expect("parse").global.rmk, Some(Rmk::User));
+        assert!(matches!(p("-rmk cobalt x"), Err(CliError::Usage(_))));
+        assert!(p("-disable-auto-cleanup x").expect("parse").global.disable_auto_cleanup);
+        assert!(!p("x").expect("parse").global.disable_auto_cleanup);
+        match p("-info") {
+            Err(CliError::Info(t)) => assert!(t.contains("Launchers") && t.contains("pbs"), "{t}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn hydra_environment() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        let vars: &'static [(&str, &str)] = &[
+            ("HYDRA_HOST_FILE", "/hf"),
+            ("HYDRA_LAUNCHER", "fork"),
+            ("HYDRA_LAUNCHER_EXEC", "/x/ssh"),
+            ("HYDRA_RMK", "pbs"),
+            ("HYDRA_ENV", "all"),
+        ];
+        let mut g = p("x").expect("parse").global;
+        apply_env(&mut g, &env(vars)).expect("env");
+        assert_eq!(g.hostfile.as_deref(), Some("/hf"));
+        assert_eq!(g.launcher, Some(LauncherKind::Fork));
+        assert_eq!(g.launcher_exec.as_deref(), Some("/x/ssh"));
+        assert_eq!(g.rmk, Some(Rmk::Pbs));
+        // Options win.
+        let mut g =
+            p("-hosts a -launcher ssh -launcher-exec /y -rmk user x").expect("parse").global;
+        apply_env(&mut g, &env(vars)).expect("env");
+        assert_eq!((g.hostfile, g.hosts.as_deref()), (None, Some("a")));
+        assert_eq!(g.launcher, Some(LauncherKind::Ssh));
+        assert_eq!(g.launcher_exec.as_deref(), Some("/y"));
+        assert_eq!(g.rmk, Some(Rmk::User));
+        let mut g = p("x").expect("parse").global;
+        assert!(apply_env(&mut g, &env(&[("HYDRA_LAUNCHER", "telnet")])).is_err());
+        assert!(apply_env(&mut g, &env(&[("HYDRA_ENV", "none")])).is_err());
     }
 
     #[test]

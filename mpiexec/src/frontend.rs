@@ -33,13 +33,16 @@ const STALLED_OUTPUT: Duration = Duration::from_millis(500);
 pub const ABORT_MESSAGE_MAX: usize = 1024;
 
 pub struct Options {
-    pub label: bool,
+    /// `-l`, `-prepend-pattern`, `-outfile-pattern`, `-errfile-pattern`.
+    pub label: crate::stdio::RankFormat,
     pub timeout: Option<Duration>,
     pub grace: Duration,
     /// Address the NLAs connect back to (`-localhost`/`-iface`).
     pub advertise: Option<IpAddr>,
     /// Where to write the launch report.
     pub report: Option<String>,
+    /// `-disable-auto-cleanup`: a failed rank does not end the others.
+    pub no_cleanup: bool,
 }
 
 enum Fe {
@@ -111,6 +114,8 @@ struct FrontEnd {
     advertise: Option<IpAddr>,
     tx: UnboundedSender<Fe>,
     grace: Duration,
+    /// `-disable-auto-cleanup`.
+    no_cleanup: bool,
 }
 
 /// Run the job; returns the exit status for `libi-mpiexec`.
@@ -151,10 +156,12 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         advertise: opts.advertise,
         tx: tx.clone(),
         grace: opts.grace,
+        no_cleanup: opts.no_cleanup,
     };
     // Our own diagnostics queue behind the ranks' output on the stderr writer.
     nla::set_stderr_sink(fe.out.stderr_sink());
     let setup = NodeSetup { job: fe.plan.job.clone(), plan: fe.plan.root.clone() };
+    fe.out.place(0, &setup.plan);
     match fe.start_group(setup).await {
         Ok((g, _)) => fe.groups.push(g),
         Err(e) => {
@@ -279,21 +286,28 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
             Fe::Tick => {
                 let g0 = &fe.groups[0];
                 let (up, ranks) = (g0.nodes_up, g0.ranks_up);
-                if up < fe.plan.nodes && started.elapsed() > Duration::from_secs(1) {
-                    eprint!(
-                        "\rlibi-mpiexec: {up}/{} NLAs up, {ranks}/{total_ranks} ranks started ",
-                        fe.plan.nodes
-                    );
+                let starting = up < fe.plan.nodes;
+                let line = format!(
+                    "\rlibi-mpiexec: started {ranks}/{total_ranks} ranks on {up}/{} nodes ",
+                    fe.plan.nodes
+                );
+                if starting && started.elapsed() > Duration::from_secs(1) {
+                    eprint!("{line}");
                     progress_shown = true;
                 } else if progress_shown {
-                    eprintln!(
-                        "\rlibi-mpiexec: {up}/{} NLAs up, {ranks}/{total_ranks} ranks started ",
-                        fe.plan.nodes
-                    );
+                    eprintln!("{line}");
                     progress_shown = false;
                 }
             }
         }
+    }
+    if progress_shown {
+        // The job ended before the next tick: end the progress line where it got to.
+        let g0 = &fe.groups[0];
+        eprintln!(
+            "\rlibi-mpiexec: started {}/{total_ranks} ranks on {}/{} nodes ",
+            g0.ranks_up, g0.nodes_up, fe.plan.nodes
+        );
     }
     for g in &mut fe.groups {
         g.children.close_all().await;
@@ -459,7 +473,12 @@ impl FrontEnd {
                         *n = n.saturating_sub(1);
                     }
                 }
-                if end.is_failure() {
+                if end.is_failure() && self.no_cleanup && !self.killing {
+                    // -disable-auto-cleanup: say so, keep the first failure's status, let
+                    // the other ranks run on.
+                    self.out.line(&describe_end(rank, &host, &end));
+                    self.status.get_or_insert(end.status());
+                } else if end.is_failure() {
                     let launch = matches!(end, RankEnd::SpawnFailed { .. });
                     self.group_failed(g, end.status(), describe_end(rank, &host, &end), launch);
                 }
@@ -603,6 +622,7 @@ impl FrontEnd {
             job.launcher.kind = LauncherKind::Joined;
         }
         let setup = NodeSetup { job, plan: group.root };
+        self.out.place(self.groups.len(), &setup.plan);
         match self.start_group(setup).await {
             Ok((mut new, addr)) => {
                 new.spawn = Some((g, req, who));

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    let cl = match cli::parse(&argv) {
+    let mut cl = match cli::parse(&argv) {
         Ok(c) => c,
         Err(cli::CliError::Info(text)) => {
             print!("{text}");
@@ -21,6 +21,27 @@ fn main() -> ExitCode {
         Err(cli::CliError::Usage(m)) => {
             eprintln!("libi-mpiexec: {m}");
             return ExitCode::from(2);
+        }
+    };
+    let getenv = |k: &str| std::env::var(k).ok();
+    if let Err(m) = cli::apply_env(&mut cl.global, &getenv) {
+        eprintln!("libi-mpiexec: {m}");
+        return ExitCode::from(2);
+    }
+    if let Err(m) = libi::launch::port_range(&getenv) {
+        eprintln!("libi-mpiexec: {m}");
+        return ExitCode::from(2);
+    }
+    // The resource manager's hosts, unless a host list is given.
+    let (slurm, rm_hosts) = if cl.global.hosts.is_some() || cl.global.hostfile.is_some() {
+        (None, None)
+    } else {
+        match plan::rm_allocation(cl.global.rmk, &getenv) {
+            Ok(a) => a,
+            Err(m) => {
+                eprintln!("libi-mpiexec: {m}");
+                return ExitCode::from(2);
+            }
         }
     };
     nla::init_tracing(cl.global.verbose);
@@ -59,13 +80,8 @@ fn main() -> ExitCode {
         // authenticate their tree connections to each other with it (a v8 client never sends
         // it to the server, which identifies its ranks otherwise: see `nla/src/peer.rs`).
         job_id: rand::Rng::gen_range(&mut rand::rngs::OsRng, 1..=i32::MAX),
-        slurm: match slurm_allocation() {
-            Ok(a) => a,
-            Err(m) => {
-                eprintln!("libi-mpiexec: {m}");
-                return ExitCode::from(2);
-            }
-        },
+        slurm,
+        rm_hosts,
     };
     let plan = match plan::plan(&cl, &ctx) {
         Ok(p) => p,
@@ -92,11 +108,17 @@ fn main() -> ExitCode {
         }
     }
     let opts = frontend::Options {
-        label: cl.global.label,
+        label: stdio::RankFormat {
+            label: cl.global.label,
+            prepend: cl.global.prepend_pattern.clone(),
+            outfile: cl.global.outfile_pattern.clone(),
+            errfile: cl.global.errfile_pattern.clone(),
+        },
         timeout,
         grace: Duration::from_millis(ctx.kill_grace_ms),
         advertise,
         report: cl.global.report.clone(),
+        no_cleanup: cl.global.disable_auto_cleanup,
     };
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -111,10 +133,35 @@ fn main() -> ExitCode {
     std::process::exit(status & 0xff);
 }
 
-/// The hosts of the Slurm allocation we run in (`SLURM_JOB_ID`, `SLURM_JOB_NODELIST`,
-/// `SLURM_TASKS_PER_NODE`), if any.
-fn slurm_allocation() -> Result<Option<Vec<libi::hosts::Host>>, String> {
-    libi::slurm::allocation_from_env(&|k: &str| std::env::var(k).ok())
+/// `-info`: what this build offers (Hydra's `-info` kind of content).
+pub fn info_text() -> String {
+    let rows: &[(&str, String)] = &[
+        ("Version", env!("CARGO_PKG_VERSION").to_string()),
+        ("Process manager", "libi NLA tree (PMI-1, PMI-2, PMGR)".into()),
+        ("Launchers available", "ssh rsh fork slurm".into()),
+        ("Resource managers available", "user slurm pbs lsf".into()),
+        ("Launch trees available", "greedy kary:K binomial flat chain".into()),
+        (
+            "Features",
+            "MPMD, MPI_Comm_spawn, stdin to rank 0, flow-controlled output, output patterns, \
+             launch report"
+                .into(),
+        ),
+        (
+            "Build",
+            format!(
+                "{} {} ({})",
+                std::env::consts::ARCH,
+                std::env::consts::OS,
+                if cfg!(debug_assertions) { "debug" } else { "release" }
+            ),
+        ),
+    ];
+    let mut s = String::from("libi-mpiexec build details:\n");
+    for (k, v) in rows {
+        s.push_str(&format!("    {:<30}{v}\n", format!("{k}:")));
+    }
+    s
 }
 
 /// `-localhost ADDR` (an address or a resolvable name) or `-iface IF` (its IPv4 address).

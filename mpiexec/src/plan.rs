@@ -1,7 +1,7 @@
 //! From the command line to the job: executables with their final environment, hosts and rank
 //! placement, the launch tree, and the per-node plans.
 
-use crate::cli::{CommandLine, EnvMode};
+use crate::cli::{CommandLine, EnvMode, Rmk};
 use libi::hosts::{self, Host};
 use libi::job::{
     process_mapping, AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, RankSlot,
@@ -71,8 +71,46 @@ pub struct Context {
     pub local_host: String,
     /// The hosts of the Slurm allocation we run in, if any.
     pub slurm: Option<Vec<Host>>,
+    /// The hosts of a PBS or LSF job we run in (see [`rm_allocation`]), if any.
+    pub rm_hosts: Option<Vec<Host>>,
     /// A job-unique nonzero number (PMGR's `MPIRUN_ID`).
     pub job_id: i32,
+}
+
+/// The resource manager's hosts: (Slurm allocation, PBS/LSF hosts). `-rmk` (or `HYDRA_RMK`)
+/// chooses one, which must then be there; without it the first found of Slurm
+/// (`SLURM_JOB_ID`), PBS (`PBS_NODEFILE`: one line per slot) and LSF (`LSB_MCPU_HOSTS`).
+/// Only consulted when no host list is given. `get` looks a variable up.
+#[allow(clippy::type_complexity)]
+pub fn rm_allocation(
+    rmk: Option<Rmk>,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Option<Vec<Host>>, Option<Vec<Host>>), String> {
+    let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
+    let pbs = || -> Result<Option<Vec<Host>>, String> {
+        get("PBS_NODEFILE")
+            .map(|f| hosts::read_hostfile(f.trim()).map_err(|e| e.to_string()))
+            .transpose()
+    };
+    let lsf = || -> Result<Option<Vec<Host>>, String> {
+        get("LSB_MCPU_HOSTS")
+            .map(|v| hosts::parse_lsf_hosts(&v).map_err(|e| e.to_string()))
+            .transpose()
+    };
+    let slurm = || libi::slurm::allocation_from_env(&|k: &str| get(k));
+    let need = |h: Option<Vec<Host>>, what: &str| {
+        h.map(Some).ok_or_else(|| format!("-rmk {what}: not inside a {what} job"))
+    };
+    Ok(match rmk {
+        Some(Rmk::User) => (None, None),
+        Some(Rmk::Slurm) => (need(slurm()?, "slurm")?, None),
+        Some(Rmk::Pbs) => (None, need(pbs()?, "pbs")?),
+        Some(Rmk::Lsf) => (None, need(lsf()?, "lsf")?),
+        None => match slurm()? {
+            Some(a) => (Some(a), None),
+            None => (None, pbs()?.map_or_else(lsf, |h| Ok(Some(h)))?),
+        },
+    })
 }
 
 /// Default launch timeout: a child NLA that has not connected back 60 s after its launch
@@ -96,7 +134,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         hosts::parse_hosts_arg(h).map_err(|e| e.to_string())?
     } else if let Some(f) = &g.hostfile {
         hosts::read_hostfile(f).map_err(|e| e.to_string())?
-    } else if let Some(alloc) = &ctx.slurm {
+    } else if let Some(alloc) = ctx.slurm.as_ref().or(ctx.rm_hosts.as_ref()) {
         alloc.clone()
     } else {
         vec![Host { name: ctx.local_host.clone(), slots: ctx.default_n.max(1) }]
@@ -151,6 +189,8 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         LauncherKind::Ssh
     } else if ctx.slurm.is_some() {
         LauncherKind::Slurm
+    } else if ctx.rm_hosts.is_some() {
+        LauncherKind::Ssh
     } else {
         LauncherKind::Fork
     });
@@ -277,6 +317,7 @@ mod tests {
             nla_path: "/x/libi-nla".into(),
             local_host: "fe".into(),
             slurm: None,
+            rm_hosts: None,
             job_id: 7,
         }
     }
@@ -385,6 +426,38 @@ mod tests {
         assert_eq!(p.job.launcher.kind, LauncherKind::Ssh, "an explicit host list wins");
         let e = plan(&cl("-launcher slurm -n 2 x"), &ctx()).expect_err("no allocation");
         assert!(e.contains("Slurm allocation"), "{e}");
+    }
+
+    #[test]
+    fn pbs_and_lsf_allocations() {
+        let dir = std::env::temp_dir().join(format!("libi-pbs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let nf = dir.join("nodefile");
+        std::fs::write(&nf, "n1\nn1\nn2\n").expect("write");
+        let nf = nf.to_string_lossy().into_owned();
+        let vars = [("PBS_NODEFILE".to_string(), nf), ("LSB_MCPU_HOSTS".into(), "l1 2".into())];
+        let get = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let two = |a: &str, b: &str| {
+            vec![Host { name: a.into(), slots: 2 }, Host { name: b.into(), slots: 1 }]
+        };
+        // Detected: PBS before LSF; -rmk chooses.
+        assert_eq!(rm_allocation(None, &get).expect("pbs"), (None, Some(two("n1", "n2"))));
+        let lsf = rm_allocation(Some(Rmk::Lsf), &get).expect("lsf").1.expect("hosts");
+        assert_eq!(lsf, vec![Host { name: "l1".into(), slots: 2 }]);
+        assert_eq!(rm_allocation(Some(Rmk::User), &get).expect("user"), (None, None));
+        let e = rm_allocation(Some(Rmk::Slurm), &get).expect_err("no slurm");
+        assert!(e.contains("slurm"), "{e}");
+        let none = |_: &str| None;
+        assert_eq!(rm_allocation(None, &none).expect("none"), (None, None));
+        assert!(rm_allocation(Some(Rmk::Pbs), &none).is_err());
+        let bad = |k: &str| (k == "PBS_NODEFILE").then(|| "/nonexistent/nf".to_string());
+        assert!(rm_allocation(None, &bad).expect_err("missing").contains("/nonexistent/nf"));
+        // The plan: the PBS hosts, ssh by default.
+        let mut c = ctx();
+        c.rm_hosts = Some(two("n1", "n2"));
+        let p = plan(&cl("x"), &c).expect("plan");
+        assert_eq!((p.job.size, p.nodes), (3, 2));
+        assert_eq!(p.job.launcher.kind, LauncherKind::Ssh);
     }
 
     #[test]

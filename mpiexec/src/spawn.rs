@@ -171,6 +171,7 @@ mod tests {
             nla_path: "/x/libi-nla".into(),
             local_host: "fe".into(),
             slurm: None,
+            rm_hosts: None,
             job_id: 7,
         };
         let argv: Vec<String> = args.split_whitespace().map(str::to_string).collect();

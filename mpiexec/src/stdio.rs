@@ -40,8 +40,8 @@ pub enum WriterEvent {
 }
 
 enum Item {
-    /// Rank output (labelled already, if it is to be).
-    Output { data: Bytes, ack: Option<Ack> },
+    /// Rank output (labelled already, if it is to be), to the stream or to `file`.
+    Output { data: Bytes, ack: Option<Ack>, file: Option<Arc<OutFile>> },
     /// A line of our own.
     Line(Vec<u8>),
 }
@@ -119,7 +119,12 @@ fn next_batch(
     while let Some(item) = queue.pop_front() {
         items += 1;
         match item {
-            Item::Output { data, ack } => {
+            Item::Output { data, ack, file: Some(f) } => {
+                // An output file (`-outfile-pattern`): written here, in the queue's order.
+                f.write(&data);
+                acks.extend(ack);
+            }
+            Item::Output { data, ack, file: None } => {
                 if items == 1 {
                     single = Some(data);
                 } else {
@@ -246,22 +251,193 @@ struct WriterState {
     progress_ms: AtomicU64,
 }
 
+/// One piece of an output pattern (`-prepend-pattern`, `-outfile-pattern`,
+/// `-errfile-pattern`): Hydra's fields `%r` rank, `%g` process group (0 for the job, N for
+/// the Nth spawn), `%h` host, `%p` the node's index among the job's nodes (Hydra's proxy id),
+/// `%%` a percent sign.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    Text(String),
+    Rank,
+    Group,
+    Host,
+    Node,
+}
+
+/// A parsed output pattern.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Pattern(pub Vec<Piece>);
+
+impl std::str::FromStr for Pattern {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut out = Vec::new();
+        let mut text = String::new();
+        let mut chars = s.chars();
+        while let Some(c) = chars.next() {
+            if c != '%' {
+                text.push(c);
+                continue;
+            }
+            let piece = match chars.next() {
+                Some('%') => {
+                    text.push('%');
+                    continue;
+                }
+                Some('r') => Piece::Rank,
+                Some('g') => Piece::Group,
+                Some('h') => Piece::Host,
+                Some('p') => Piece::Node,
+                Some(o) => {
+                    return Err(format!(
+                        "unknown field '%{o}' in pattern '{s}' (known: %r %g %h %p %%)"
+                    ))
+                }
+                None => return Err(format!("pattern '{s}' ends in a lone '%'")),
+            };
+            if !text.is_empty() {
+                out.push(Piece::Text(std::mem::take(&mut text)));
+            }
+            out.push(piece);
+        }
+        if !text.is_empty() {
+            out.push(Piece::Text(text));
+        }
+        Ok(Pattern(out))
+    }
+}
+
+impl Pattern {
+    /// The pattern for rank `rank` of group `group` on `host` (node index `node`).
+    pub fn expand(&self, group: usize, rank: u32, host: &str, node: u32) -> String {
+        let mut s = String::new();
+        for p in &self.0 {
+            match p {
+                Piece::Text(t) => s.push_str(t),
+                Piece::Rank => s.push_str(&rank.to_string()),
+                Piece::Group => s.push_str(&group.to_string()),
+                Piece::Host => s.push_str(host),
+                Piece::Node => s.push_str(&node.to_string()),
+            }
+        }
+        s
+    }
+}
+
+/// How rank output is presented: a prefix on each line (`-l`: `[rank] `, or
+/// `-prepend-pattern`), and files instead of our stdout/stderr (`-outfile-pattern`,
+/// `-errfile-pattern`).
+#[derive(Debug, Clone, Default)]
+pub struct RankFormat {
+    /// `-l`: `[rank] ` (`[group:rank] ` for spawned ranks).
+    pub label: bool,
+    pub prepend: Option<Pattern>,
+    pub outfile: Option<Pattern>,
+    pub errfile: Option<Pattern>,
+}
+
+/// A file rank output goes to (shared by the ranks whose pattern names the same path).
+pub struct OutFile {
+    path: String,
+    file: Option<std::fs::File>,
+    failed: AtomicBool,
+}
+
+impl OutFile {
+    fn write(&self, data: &[u8]) {
+        let Some(mut f) = self.file.as_ref() else { return };
+        if let Err(e) = f.write_all(data) {
+            if !self.failed.swap(true, Ordering::Relaxed) {
+                eprintln!("libi-mpiexec: cannot write output file '{}': {e}", self.path);
+            }
+        }
+    }
+}
+
 /// Our stdout and stderr.
 pub struct Output {
-    label: bool,
+    format: RankFormat,
     out: Writer,
     err: Writer,
     epoch: Instant,
+    /// Host and node index of each rank, by group (for the patterns).
+    place: std::collections::HashMap<(usize, u32), (Arc<str>, u32)>,
+    /// Output files by path, and the file of each (group, rank, is stderr).
+    files: std::collections::HashMap<String, Arc<OutFile>>,
+    file_of: std::collections::HashMap<(usize, u32, bool), Arc<OutFile>>,
+}
+
+/// Open (create, mode 0600 like Hydra, truncated) an output file; an error is said once.
+fn open_out_file(path: &str) -> OutFile {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file =
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path);
+    let file = match file {
+        Ok(f) => Some(f),
+        Err(e) => {
+            eprintln!("libi-mpiexec: cannot open output file '{path}': {e}");
+            None
+        }
+    };
+    OutFile { path: path.to_string(), file, failed: AtomicBool::new(false) }
 }
 
 impl Output {
     /// Start the two writer threads; `report` gets their events (it must not block).
-    pub fn new(label: bool, report: impl Fn(WriterEvent) + Send + Sync + 'static) -> Self {
+    pub fn new(format: RankFormat, report: impl Fn(WriterEvent) + Send + Sync + 'static) -> Self {
         let epoch = Instant::now();
         let report = Arc::new(report);
         let out = Writer::start(Stream::Stdout, epoch, report.clone());
         let err = Writer::start(Stream::Stderr, epoch, report);
-        Output { label, out, err, epoch }
+        Output {
+            format,
+            out,
+            err,
+            epoch,
+            place: Default::default(),
+            files: Default::default(),
+            file_of: Default::default(),
+        }
+    }
+
+    /// Group `group`'s ranks run as `root`'s tree places them (for `%h` and `%p`).
+    pub fn place(&mut self, group: usize, root: &libi::job::NodePlan) {
+        if self.format.prepend.is_none()
+            && self.format.outfile.is_none()
+            && self.format.errfile.is_none()
+        {
+            return;
+        }
+        for p in root.nodes().into_iter().filter(|p| p.node != 0) {
+            let host: Arc<str> = p.host.as_str().into();
+            for s in &p.ranks {
+                self.place.insert((group, s.rank), (host.clone(), p.node - 1));
+            }
+        }
+    }
+
+    fn expand(&self, pat: &Pattern, group: usize, rank: u32) -> String {
+        let (host, node) = match self.place.get(&(group, rank)) {
+            Some((h, n)) => (&**h, *n),
+            None => ("", 0),
+        };
+        pat.expand(group, rank, host, node)
+    }
+
+    /// The file `rank`'s `stream` goes to, if a pattern says so.
+    fn file_for(&mut self, group: usize, rank: u32, stream: Stream) -> Option<Arc<OutFile>> {
+        let pat = match stream {
+            Stream::Stdout => self.format.outfile.as_ref()?,
+            Stream::Stderr => self.format.errfile.as_ref()?,
+        };
+        if let Some(f) = self.file_of.get(&(group, rank, stream == Stream::Stderr)) {
+            return Some(f.clone());
+        }
+        let path = self.expand(pat, group, rank);
+        let f = self.files.entry(path.clone()).or_insert_with(|| Arc::new(open_out_file(&path)));
+        let f = f.clone();
+        self.file_of.insert((group, rank, stream == Stream::Stderr), f.clone());
+        Some(f)
     }
 
     /// Output of `rank` of process group `group` (labelled `[rank] `, or `[group:rank] ` for
@@ -276,8 +452,14 @@ impl Output {
         data: Bytes,
         ack: Option<Ack>,
     ) -> Wrote {
-        let data = if self.label {
-            let p = if group == 0 { format!("[{rank}] ") } else { format!("[{group}:{rank}] ") };
+        let prefix = if let Some(pat) = &self.format.prepend {
+            Some(self.expand(pat, group, rank))
+        } else if self.format.label {
+            Some(if group == 0 { format!("[{rank}] ") } else { format!("[{group}:{rank}] ") })
+        } else {
+            None
+        };
+        let data = if let Some(p) = prefix {
             let mut b = Vec::with_capacity(data.len() + data.len() / 8 + p.len());
             for line in data.split_inclusive(|&c| c == b'\n') {
                 b.extend_from_slice(p.as_bytes());
@@ -287,11 +469,18 @@ impl Output {
         } else {
             data
         };
+        let file = self.file_for(group, rank, stream);
         let epoch = self.epoch;
         let w = match stream {
             Stream::Stdout => &mut self.out,
             Stream::Stderr => &mut self.err,
         };
+        if file.is_some() {
+            // Files are written by the stream's thread (bounded like the stream's output:
+            // acknowledged once written).
+            w.pending.push(Item::Output { data, ack, file });
+            return Wrote::Queued;
+        }
         let mut data = data;
         if w.state.broken.load(Ordering::Relaxed) {
             return Wrote::Now;
@@ -316,7 +505,7 @@ impl Output {
                 }
             }
         }
-        w.pending.push(Item::Output { data, ack });
+        w.pending.push(Item::Output { data, ack, file: None });
         Wrote::Queued
     }
 

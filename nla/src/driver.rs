@@ -204,7 +204,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     // processes of the ranks it runs (`rank_pids`: global rank and pid, until reaped).
     let rank_pids: RankPids = Arc::new(Mutex::new(Vec::new()));
     let pmgr_port = match (core.job().pmgr, core.local_count()) {
-        (Some(_), n) if n > 0 => match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+        (Some(_), n) if n > 0 => match crate::tree::bind_in_range([127, 0, 0, 1].into()).await {
             Ok(l) => {
                 let port = l.local_addr().map(|a| a.port()).unwrap_or(0);
                 spawn_pmgr_accept(l, ev_tx.clone(), rank_pids.clone());

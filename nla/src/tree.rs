@@ -133,14 +133,26 @@ pub async fn listen(
             .or_else(first_interface_address)
             .unwrap_or(IpAddr::from([127, 0, 0, 1])),
     };
-    let bind: SocketAddr = if ip.is_ipv6() {
-        SocketAddr::from(([0u16; 8], 0))
-    } else {
-        SocketAddr::from(([0u8; 4], 0))
-    };
-    let l = TcpListener::bind(bind).await?;
+    let any = if ip.is_ipv6() { IpAddr::from([0u16; 8]) } else { IpAddr::from([0u8; 4]) };
+    let l = bind_in_range(any).await?;
     let port = l.local_addr()?.port();
     Ok((Listener::Tcp(l), SocketAddr::new(ip, port).to_string()))
+}
+
+/// A listener on `ip`: on any port, or on the first free one of `MPIEXEC_PORT_RANGE` /
+/// `MPIR_CVAR_CH3_PORT_RANGE` (`MIN:MAX`) when set.
+pub async fn bind_in_range(ip: IpAddr) -> io::Result<TcpListener> {
+    let range = libi::launch::port_range(&|k| std::env::var(k).ok())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let Some((var, lo, hi)) = range else {
+        return TcpListener::bind(SocketAddr::new(ip, 0)).await;
+    };
+    for port in lo..=hi {
+        if let Ok(l) = TcpListener::bind(SocketAddr::new(ip, port)).await {
+            return Ok(l);
+        }
+    }
+    Err(io::Error::new(io::ErrorKind::AddrInUse, format!("no free port in {var} {lo}:{hi}")))
 }
 
 /// Tree connections carry no traffic while ranks compute: TCP keepalive (idle 5 s, a probe
