@@ -438,3 +438,46 @@ fn info_option() {
         assert!(text.contains(want), "{want}: {text}");
     }
 }
+
+/// When `libi-mpiexec` returns, nothing of the job is left, not even a zombie: it waits
+/// (bounded) for every launcher it started — here the NLAs themselves — to exit, and reaps
+/// them. The test process becomes a subreaper, so an NLA that outlived its front end (still
+/// running, or exited and never reaped) would be re-parented to it and seen here.
+#[test]
+fn nothing_left_when_mpiexec_returns() {
+    // SAFETY: prctl with an integer argument.
+    let r = unsafe { libc_prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    assert_eq!(r, 0, "PR_SET_CHILD_SUBREAPER");
+    for i in 0..5 {
+        let mark = format!("return-{}-{i}", std::process::id());
+        let st = Command::new(MPIEXEC)
+            .args(["-launcher", "fork", "-hosts", "n1,n2,n3", "-n", "3", "true"])
+            .env("LIBI_E2E_MARK", &mark)
+            .stdin(Stdio::null())
+            .status()
+            .expect("run");
+        assert!(st.success());
+        let left = common::leftovers(&mark, std::time::Duration::ZERO);
+        assert!(left.is_empty(), "still running when libi-mpiexec returned: {left:?}");
+        let me = std::process::id().to_string();
+        let orphans: Vec<String> = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+            .filter(|st| {
+                // pid (comm) state ppid ...
+                let Some((_, rest)) = st.rsplit_once(") ") else { return false };
+                st.contains("(libi-nla)") && rest.split_whitespace().nth(1) == Some(me.as_str())
+            })
+            .collect();
+        assert!(orphans.is_empty(), "NLAs outlived libi-mpiexec: {orphans:?}");
+    }
+}
+
+const PR_SET_CHILD_SUBREAPER: i32 = 36;
+
+extern "C" {
+    #[link_name = "prctl"]
+    fn libc_prctl(option: i32, a2: u64, a3: u64, a4: u64, a5: u64) -> i32;
+}

@@ -312,14 +312,26 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
     for g in &mut fe.groups {
         g.children.close_all().await;
     }
-    // Under Slurm, let srun see its step end (its NLAs are gone or going) before we exit:
-    // killing it early would leave the step behind in Slurm. Bounded; then SIGTERM.
+    // Nothing of the job outlives us: wait for every launcher we started to exit — the NLAs
+    // themselves under the fork launcher, ssh/rsh, and under Slurm srun, which must see its
+    // step end (killing it early would leave the step behind in Slurm). Bounded; then
+    // SIGTERM to srun (the others die with us: parent-death signal).
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while fe.groups.iter().any(|g| matches!(g.step, Some((_, false)))) {
+    let running = |fe: &FrontEnd| {
+        fe.groups
+            .iter()
+            .any(|g| g.children.launchers_running() || matches!(g.step, Some((_, false))))
+    };
+    while running(&fe) {
         match tokio::time::timeout_at(deadline, rx.recv()).await {
-            Ok(Some(Fe::Tree(g, TreeEv::LauncherExited { idx: STEP, .. }))) => {
-                if let Some((_, done)) = fe.groups.get_mut(g).and_then(|g| g.step.as_mut()) {
-                    *done = true;
+            Ok(Some(Fe::Tree(g, TreeEv::LauncherExited { idx, .. }))) => {
+                let Some(gr) = fe.groups.get_mut(g) else { continue };
+                if idx == STEP {
+                    if let Some((_, done)) = gr.step.as_mut() {
+                        *done = true;
+                    }
+                } else {
+                    gr.children.launcher_exited(idx);
                 }
             }
             Ok(Some(_)) => {}

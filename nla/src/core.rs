@@ -352,6 +352,11 @@ impl NodeCore {
         self.plan.children.iter().position(|c| c.node == node)
     }
 
+    /// Ranks of child `idx`'s subtree that have not reported their end.
+    pub fn child_ranks_left(&self, idx: usize) -> usize {
+        self.child_left.get(idx).copied().unwrap_or(0)
+    }
+
     /// Ranks of this subtree that have not ended yet.
     pub fn ranks_left(&self) -> usize {
         (self.conns.len() - self.n_ended) + self.child_left.iter().sum::<usize>()

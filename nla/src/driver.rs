@@ -26,6 +26,8 @@ use tracing::{debug, warn};
 /// (lock-step clients read every reply at once): it is disconnected and the job fails.
 const STALL_LIMIT: Duration = Duration::from_secs(5);
 
+/// How long an NLA whose job is over waits for its launchers (child NLAs) to exit.
+const LAUNCHERS_EXIT: Duration = Duration::from_secs(5);
 /// How long an NLA whose job is over waits for its parent to take what it still has to send.
 const FINAL_SEND: Duration = Duration::from_secs(60);
 
@@ -386,6 +388,17 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     // under the fork launcher) may end as soon as it closes, and take us with it.
     let link = tokio::time::timeout(FINAL_SEND, writer).await;
     children.close_all().await;
+    // Our launchers (ssh, rsh; the child NLAs themselves under the fork launcher) exit once
+    // their NLAs see the connections close: wait for them (bounded), so that none outlives
+    // us, running or unreaped.
+    let deadline = tokio::time::Instant::now() + LAUNCHERS_EXIT;
+    while children.launchers_running() {
+        match tokio::time::timeout_at(deadline, ev_rx.recv()).await {
+            Ok(Some(Ev::Tree(TreeEv::LauncherExited { idx, .. }))) => children.launcher_exited(idx),
+            Ok(Some(_)) => {}
+            _ => break,
+        }
+    }
     // Nothing of the job outlives the NLA: the groups of ranks not reaped yet, then every
     // orphan (a rank's children and daemons, re-parented to us), by pid.
     ranks.kill_all(libc::SIGKILL);

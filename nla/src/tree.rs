@@ -528,6 +528,18 @@ impl Children {
     }
 
     /// Number of children that connected so far.
+    /// Some launcher we started (an NLA, ssh, rsh) has not exited yet.
+    pub fn launchers_running(&self) -> bool {
+        self.pids.iter().any(Option::is_some)
+    }
+
+    /// Child `idx`'s launcher exited.
+    pub fn launcher_exited(&mut self, idx: usize) {
+        if let Some(p) = self.pids.get_mut(idx) {
+            *p = None;
+        }
+    }
+
     pub fn up(&self) -> usize {
         self.connected.iter().filter(|c| **c).count()
     }
@@ -621,7 +633,11 @@ impl Children {
         }
         self.sinks[idx] = None;
         self.settled(idx);
-        if let Some(pid) = self.pids[idx].take().map(|p| p as i32) {
+        // A child whose ranks all ended closes its connection as it exits: its launcher
+        // exits by itself (and is waited for). One given up with ranks left is killed.
+        let lost = core.child_ranks_left(idx) > 0 || !self.connected[idx];
+        if let Some(pid) = self.pids[idx].filter(|_| lost).map(|p| p as i32) {
+            self.pids[idx] = None;
             // Only while the launcher is not reaped: then its group is still the one it made.
             if crate::reaper::is_claimed(pid) {
                 // SAFETY: kill(2) of the launcher's own process group (setpgid in the child).
