@@ -314,6 +314,7 @@ mod fuzz {
                     pmgr: None,
                     verbose: false,
                     spawned_by: None,
+                    singleton: None,
                 },
                 plan: NodePlan {
                     node: 1,

@@ -113,6 +113,13 @@ pub struct Segment {
     /// and gets climb the tree (default 1 MiB)
     #[arg(long = "kvs-push-max", value_name = "BYTES")]
     pub kvs_push_max: Option<u64>,
+    /// Print every rank's wait status when the job ends, one line per host (as Hydra)
+    #[arg(long = "print-all-exitcodes")]
+    pub print_all_exitcodes: bool,
+    /// Singleton init: serve PMI to the MPI process listening on PORT (started by MPICH's
+    /// MPI_Init as `mpiexec -pmi_args PORT IFACE KEY PID`, not by hand)
+    #[arg(long = "pmi-args", num_args = 4, value_names = ["PORT", "IFACE", "KEY", "PID"])]
+    pub pmi_args: Vec<String>,
     /// Program and its arguments
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROG ARGS")]
     pub command: Vec<String>,
@@ -165,6 +172,8 @@ const LONG: &[(&str, &str, usize)] = &[
     ("max-conn", "max-conn", 1),
     ("pmgr", "pmgr", 0),
     ("kvs-push-max", "kvs-push-max", 1),
+    ("print-all-exitcodes", "print-all-exitcodes", 0),
+    ("pmi_args", "pmi-args", 4),
     ("help", "help", 0),
     ("version", "version", 0),
 ];
@@ -195,6 +204,9 @@ pub struct Global {
     pub launch_timeout: Option<f64>,
     pub pmgr: bool,
     pub launch_batch: Option<u32>,
+    pub print_all_exitcodes: bool,
+    /// `-pmi_args PORT IFACE KEY PID`: the port of the singleton to serve.
+    pub singleton_port: Option<u16>,
 }
 
 /// Which variables of the front end's environment a rank inherits.
@@ -374,6 +386,13 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         global.launch_timeout = s.launch_timeout.or(global.launch_timeout);
         global.pmgr |= s.pmgr;
         global.launch_batch = s.launch_batch.or(global.launch_batch);
+        global.print_all_exitcodes |= s.print_all_exitcodes;
+        if let Some(port) = s.pmi_args.first() {
+            match port.parse::<u16>() {
+                Ok(p) if p > 0 => global.singleton_port = Some(p),
+                _ => return Err(usage(format!("-pmi_args: bad port '{port}'"))),
+            }
+        }
         if let Some(t) = s.launch_timeout {
             if !(t.is_finite() && t > 0.0) {
                 return Err(usage(format!(
@@ -419,8 +438,10 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         });
         idx += 1;
     }
-    if execs.is_empty() {
-        return Err(usage("no program given (try --help)"));
+    match (global.singleton_port, execs.is_empty()) {
+        (None, true) => return Err(usage("no program given (try --help)")),
+        (Some(_), false) => return Err(usage("-pmi_args cannot be combined with a program")),
+        _ => {}
     }
     Ok(CommandLine { global, execs })
 }
@@ -504,6 +525,18 @@ mod tests {
         assert!(matches!(p("-ppn 0 x"), Err(CliError::Usage(_))));
         let c = p("--report=r.json x").expect("parse");
         assert_eq!(c.global.report.as_deref(), Some("r.json"));
+    }
+
+    #[test]
+    fn singleton_and_exitcodes() {
+        let c = p("-pmi_args 4711 default_interface default_key 99").expect("parse");
+        assert_eq!(c.global.singleton_port, Some(4711));
+        assert!(c.execs.is_empty());
+        assert!(matches!(p("-pmi_args 0 a b 1"), Err(CliError::Usage(_))));
+        assert!(matches!(p("-pmi_args 12 a b"), Err(CliError::Usage(_))));
+        assert!(matches!(p("-pmi_args 12 a b 1 prog"), Err(CliError::Usage(_))));
+        let c = p("-print-all-exitcodes -n 2 x").expect("parse");
+        assert!(c.global.print_all_exitcodes);
     }
 
     #[test]

@@ -23,6 +23,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // MPICH's singleton init starts us with stdin closed: keep descriptors 0-2 taken, or the
+    // first socket we open would become our "stdin".
+    reserve_std_fds();
     nla::init_tracing(cl.global.verbose);
     nla::tune_allocator();
     let timeout = match std::env::var("MPIEXEC_TIMEOUT") {
@@ -43,17 +46,23 @@ fn main() -> ExitCode {
             Err(_) => "libi-nla".into(),
         },
     };
+    let local_host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into());
     let ctx = plan::Context {
         inherited: std::env::vars().collect(),
         cwd: std::env::current_dir().ok().map(|p| p.to_string_lossy().into_owned()),
         default_n: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1),
-        kvsname: format!("kvs_{}_0", std::process::id()),
+        kvs: plan::KvsNames::new(std::process::id(), rand::random::<u32>(), &local_host),
+        // The singleton started us: it is our parent.
+        singleton_exe: cl.global.singleton_port.and_then(|_| {
+            let exe = std::fs::read_link(format!("/proc/{}/exe", nix::unistd::getppid())).ok()?;
+            Some(exe.to_string_lossy().into_owned())
+        }),
         kill_grace_ms: 3000,
         nla_path,
-        local_host: nix::unistd::gethostname()
-            .ok()
-            .and_then(|h| h.into_string().ok())
-            .unwrap_or_else(|| "localhost".into()),
+        local_host,
         // Positive, nonzero, different between concurrent jobs on a node (MVAPICH names its
         // shared-memory files after it): our pid and some randomness.
         job_id: ((std::process::id() as i32) << 8 ^ rand::random::<u8>() as i32).max(1)
@@ -87,6 +96,7 @@ fn main() -> ExitCode {
         grace: Duration::from_millis(ctx.kill_grace_ms),
         advertise,
         report: cl.global.report.clone(),
+        print_all_exitcodes: cl.global.print_all_exitcodes,
     };
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -99,6 +109,23 @@ fn main() -> ExitCode {
     let status = rt.block_on(frontend::run(plan, opts));
     // Do not wait for the stdin thread.
     std::process::exit(status & 0xff);
+}
+
+/// Open /dev/null on whichever of descriptors 0, 1 and 2 is closed.
+fn reserve_std_fds() {
+    for fd in 0..3 {
+        // SAFETY: fcntl(F_GETFD) only queries; open/dup2/close act on descriptors we own.
+        unsafe {
+            if libc::fcntl(fd, libc::F_GETFD) >= 0 {
+                continue;
+            }
+            let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+            if null >= 0 && null != fd {
+                libc::dup2(null, fd);
+                libc::close(null);
+            }
+        }
+    }
 }
 
 /// The hosts of the Slurm allocation we run in (`SLURM_JOB_ID`, `SLURM_JOB_NODELIST`,

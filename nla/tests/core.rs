@@ -41,6 +41,7 @@ fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
             pmgr: None,
             verbose: false,
             spawned_by: None,
+            singleton: None,
         },
         plan: me,
     }
