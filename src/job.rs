@@ -114,6 +114,11 @@ pub struct JobCommon {
     /// Ranks of this job were started by `MPI_Comm_spawn` of a rank of the job with this
     /// kvsname (`PMI_SPAWNED=1`, PMI-2 `spawner-jobid`).
     pub spawned_by: Option<String>,
+    /// Singleton init (`mpiexec -pmi_args PORT ...`): rank 0 is not started but is the MPI
+    /// process that started `libi-mpiexec`, listening on this loopback port; its NLA connects
+    /// there and serves it PMI-1 after the `singinit` handshake.
+    #[serde(default)]
+    pub singleton: Option<u16>,
 }
 
 /// One node of the NLA tree and everything below it.
@@ -230,6 +235,38 @@ impl RankEnd {
     /// Did the rank end in a way that fails the job?
     pub fn is_failure(&self) -> bool {
         !matches!(self, RankEnd::Exited { code: 0, clean_pmi: true })
+    }
+
+    /// The rank's wait status as `waitpid(2)` reports it (what Hydra's `-print-all-exitcodes`
+    /// prints): the exit code times 256, or the signal number. A rank that could not be
+    /// started counts as having exited with its [`status`](Self::status).
+    pub fn wait_status(&self) -> i32 {
+        match self {
+            RankEnd::Exited { code, .. } => (code & 0xff) << 8,
+            RankEnd::Signaled { signal } => signal & 0x7f,
+            RankEnd::SpawnFailed { .. } => (self.status() & 0xff) << 8,
+        }
+    }
+
+    /// This end as a wait status for [`combined_status`]: as [`wait_status`](Self::wait_status),
+    /// except that a rank that exited 0 without finalizing counts as exit code 1.
+    pub fn status_word(&self) -> i32 {
+        match self {
+            RankEnd::Signaled { .. } => self.wait_status(),
+            _ => (self.status() & 0xff) << 8,
+        }
+    }
+}
+
+/// The job's exit status when several ranks failed, by Hydra's rule: the failed ranks' wait
+/// statuses (see [`RankEnd::status_word`]) OR'ed together make `word`. If it has signal bits,
+/// the status is 128 + those bits (the shell's convention for a signal; `mpiexec.hydra` exits
+/// with the bits themselves), otherwise the OR of the exit codes: ranks exiting 3 and 5 make
+/// 7, a SIGSEGV (11) and an exit 2 make 139.
+pub fn combined_status(word: i32) -> i32 {
+    match word & 0x7f {
+        0 => (word >> 8) & 0xff,
+        sig => 128 + sig,
     }
 }
 
@@ -365,6 +402,31 @@ mod tests {
         let t = n(0, vec![n(1, vec![n(3, vec![]), n(4, vec![])]), n(2, vec![n(5, vec![])])]);
         let order: Vec<u32> = t.nodes().iter().map(|p| p.node).collect();
         assert_eq!(order, vec![0, 1, 3, 4, 2, 5]);
+    }
+
+    #[test]
+    fn combining_failures() {
+        let word = |ends: &[RankEnd]| ends.iter().fold(0, |w, e| w | e.status_word());
+        let exit = |code| RankEnd::Exited { code, clean_pmi: true };
+        let sig = |signal| RankEnd::Signaled { signal };
+        assert_eq!(combined_status(word(&[exit(3), exit(5)])), 7);
+        assert_eq!(combined_status(word(&[exit(1), exit(2), exit(4)])), 7);
+        assert_eq!(combined_status(word(&[sig(11), exit(2)])), 139);
+        assert_eq!(combined_status(word(&[sig(11), exit(4)])), 139);
+        assert_eq!(combined_status(word(&[sig(11), sig(6)])), 128 + 15);
+        assert_eq!(combined_status(word(&[exit(3)])), 3);
+        assert_eq!(combined_status(word(&[sig(9)])), 137);
+        // exit 0 without finalize fails as 1
+        assert_eq!(combined_status(word(&[RankEnd::Exited { code: 0, clean_pmi: false }])), 1);
+        assert_eq!(RankEnd::Exited { code: 0, clean_pmi: false }.wait_status(), 0);
+        assert_eq!(exit(3).wait_status(), 768);
+        assert_eq!(sig(11).wait_status(), 11);
+        let e = RankEnd::SpawnFailed { errno: 2, reason: "x".into() };
+        assert_eq!(e.wait_status(), 127 << 8);
+        // a single failure keeps its own status
+        for e in [exit(3), sig(11), RankEnd::SpawnFailed { errno: 24, reason: "x".into() }] {
+            assert_eq!(combined_status(e.status_word()), e.status(), "{e:?}");
+        }
     }
 
     #[test]

@@ -502,6 +502,7 @@ mod fuzz {
                         map: None,
                     },
                     spawned_by: None,
+                    singleton: None,
                 },
                 plan: NodePlan {
                     node: 1,

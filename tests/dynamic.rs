@@ -19,6 +19,9 @@ fn nameserv() -> String {
     mpich5_program("nameserv")
 }
 
+/// Four simulated nodes of two slots each.
+const NODES4: &str = "n1:2,n2:2,n3:2,n4:2";
+
 /// The jobs' arguments: MPICH 5 on its OFI netmod, on this node or on 4 simulated nodes.
 fn job_args<'a>(hosts: Option<&'a str>, rest: &[&'a str]) -> Vec<&'a str> {
     let mut args: Vec<&str> = vec!["-genv", "MPIR_CVAR_CH4_NETMOD", "ofi"];
@@ -29,33 +32,108 @@ fn job_args<'a>(hosts: Option<&'a str>, rest: &[&'a str]) -> Vec<&'a str> {
     args
 }
 
-/// MPI_Comm_spawn of 2 children, then MPI_Comm_spawn_multiple of 1 + 2: every child checks
-/// its own world (size, allreduce, appnum), both sides exchange values over the
-/// intercommunicator and disconnect. One and two parents, one node and 4 simulated nodes.
+/// What spawn.c prints, in order (`parent` once: its rank 0).
+const SPAWN_LINES: [&str; 7] = [
+    "child a 0/3 app 0 ok",
+    "child b 1/3 app 1 ok",
+    "child b 2/3 app 1 ok",
+    "child g 0/1 app 0 ok",
+    "child s 0/2 app 0 ok",
+    "child s 1/2 app 0 ok",
+    "parent ok",
+];
+
+/// MPI_Comm_spawn of 2 children with arguments (one with a space and a `=`), then
+/// MPI_Comm_spawn_multiple of 1 + 2 while the first 2 spawn a grandchild together (nested
+/// spawn): every child checks its own world (size, allreduce, appnum, arguments, universe
+/// size), both sides exchange values over the intercommunicator and disconnect. One and two
+/// parents, one node and 4 simulated nodes of 2 slots. The nested spawn and the
+/// spawn_multiple race, so the group numbers in the labels (`[G:R]`) are not fixed.
 #[test]
 fn spawn_and_spawn_multiple() {
     let p = mpich5_program("spawn");
-    for (hosts, n) in
-        [(None, "1"), (None, "2"), (Some("n1,n2,n3,n4"), "1"), (Some("n1,n2,n3,n4"), "2")]
-    {
+    for (hosts, n) in [(None, "1"), (None, "2"), (Some(NODES4), "1"), (Some(NODES4), "2")] {
         let r = run(&job_args(hosts, &["-l", "-n", n, &p]), b"");
         assert_eq!(r.status, 0, "{hosts:?} -n {n}: {}", r.stderr);
+        let mut lines: Vec<&str> = r
+            .stdout
+            .lines()
+            .map(|l| match l.split_once("] ") {
+                Some((label, rest)) if label.starts_with('[') => rest,
+                _ => panic!("unlabelled line {l:?}"),
+            })
+            .collect();
+        lines.sort();
+        assert_eq!(lines, SPAWN_LINES, "{hosts:?} -n {n}: {}\n{}", r.stdout, r.stderr);
+        assert!(r.stdout.contains("[0] parent ok"), "{}", r.stdout);
+    }
+}
+
+/// MPI_UNIVERSE_SIZE as a job and the group it spawns see it (Hydra's rules): not set unless
+/// `-usize` says; `-usize SYSTEM` is the host list's slots, and a spawned group sees the
+/// job's value, never less than its own size; `-usize N` is N everywhere.
+#[test]
+fn universe_size_seen_by_jobs_and_spawned_groups() {
+    let p = mpich5_program("universe");
+    let cases: [(&[&str], [&str; 2]); 5] = [
+        (&["-n", "1"], ["child world 3 universe unset", "parent world 1 universe unset"]),
+        (
+            &["-launcher", "fork", "-hosts", NODES4, "-n", "2"],
+            ["child world 3 universe unset", "parent world 2 universe unset"],
+        ),
+        (
+            &["-launcher", "fork", "-hosts", NODES4, "-usize", "SYSTEM", "-n", "1"],
+            ["child world 3 universe 8", "parent world 1 universe 8"],
+        ),
+        (
+            &["-launcher", "fork", "-hosts", "n1:1", "-usize", "SYSTEM", "-n", "1"],
+            ["child world 3 universe 3", "parent world 1 universe 1"],
+        ),
+        (&["-usize", "7", "-n", "2"], ["child world 3 universe 7", "parent world 2 universe 7"]),
+    ];
+    for (args, want) in cases {
+        let mut a: Vec<&str> = vec!["-genv", "MPIR_CVAR_CH4_NETMOD", "ofi"];
+        a.extend(args);
+        a.extend([p.as_str(), "3"]);
+        let r = run(&a, b"");
+        assert_eq!(r.status, 0, "{args:?}: {}", r.stderr);
         let mut lines: Vec<&str> = r.stdout.lines().collect();
         lines.sort();
-        assert_eq!(
-            lines,
-            vec![
-                "[0] parent ok",
-                "[1:0] child s 0/2 app 0 ok",
-                "[1:1] child s 1/2 app 0 ok",
-                "[2:0] child a 0/3 app 0 ok",
-                "[2:1] child b 1/3 app 1 ok",
-                "[2:2] child b 2/3 app 1 ok",
-            ],
-            "{hosts:?} -n {n}: {}",
-            r.stderr
-        );
+        assert_eq!(lines, want, "{args:?}: {}", r.stderr);
     }
+}
+
+/// A manager that spawns single workers on MPI_COMM_SELF, two at a time, hands each a task
+/// and disconnects, for 10 rounds (MPICH's `taskmanager` test in spirit).
+#[test]
+fn task_manager_rounds() {
+    let p = mpich5_program("taskmanager");
+    for hosts in [None, Some(NODES4)] {
+        let r = run(&job_args(hosts, &["-n", "1", &p, "10", "2"]), b"");
+        assert_eq!(r.status, 0, "{hosts:?}: {}", r.stderr);
+        assert_eq!(r.stdout, "manager ok 10 x 2\n", "{hosts:?}: {}", r.stderr);
+    }
+}
+
+/// MPICH's singleton init: spawn.c started directly (no mpiexec) finds `mpiexec` — a link
+/// to libi-mpiexec — first on its PATH when it spawns, and MPICH runs
+/// `mpiexec -pmi_args PORT ...`, which serves it as rank 0 of a job of one: the spawns, the
+/// nested spawn and the exchanges work, the singleton exits 0 and nothing is left behind.
+#[test]
+fn singleton_spawns_through_pmi_args() {
+    let p = mpich5_program("spawn");
+    let bin =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("pathbin-{}", std::process::id()));
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    let link = bin.join("mpiexec");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(common::MPIEXEC, &link).expect("symlink mpiexec");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let r = common::run_direct(&p, &[], &[("PATH", &path), ("MPIR_CVAR_CH4_NETMOD", "ofi")]);
+    assert_eq!(r.status, 0, "{}\n{}", r.stdout, r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, SPAWN_LINES, "{}", r.stderr);
 }
 
 /// A spawn that cannot start (missing program) or asks for more than `-usize` allows: the
@@ -124,7 +202,8 @@ fn spawn_over_raw_pmi1() {
     let script = spawner_script(
         &["B1", "B2", "B3"],
         &format!(
-            "{}\nsay cmd=get_universe_size; echo \"parent $REPLY\"; say cmd=finalize",
+            "{}\nsay cmd=get_universe_size; echo \"parent $REPLY\"\n\
+             say cmd=get_my_kvsname; echo \"parent $REPLY\"; say cmd=finalize",
             wait_marks(3)
         ),
     );
@@ -133,7 +212,7 @@ fn spawn_over_raw_pmi1() {
     assert_eq!(r.status, 0, "{}", r.stderr);
     let mut lines: Vec<&str> = r.stdout.lines().collect();
     lines.sort();
-    assert_eq!(lines.len(), 7, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(lines.len(), 8, "{}\n{}", r.stdout, r.stderr);
     let kvs = |l: &str| {
         l.split_whitespace().find_map(|t| t.strip_prefix("kvs=")).unwrap_or("?").to_string()
     };
@@ -151,12 +230,55 @@ fn spawn_over_raw_pmi1() {
     assert!(lines[0].contains(" dir=/tmp "), "{}", lines[0]);
     assert!(!lines[1].contains(" dir=/tmp "), "{}", lines[1]);
     assert_eq!(kvs(lines[1]), kvs(lines[2]));
-    // the universe is the host list's 4 slots
-    assert!(lines[3].starts_with("parent cmd=universe_size size=4"), "{lines:?}");
-    assert!(lines[4].contains(" cmd=spawn_result rc=-1"), "{lines:?}");
-    assert!(lines[5].contains(" cmd=spawn_result rc=0"), "{lines:?}");
+    // kvsnames as Hydra's: kvs_<pid>_<group>_<random>_<host>, the same but for the group
+    let parent_kvs = lines[3]
+        .split_whitespace()
+        .find_map(|t| t.strip_prefix("kvsname="))
+        .unwrap_or("?")
+        .to_string();
+    let host = nix_hostname();
+    let parts = |k: &str| -> Vec<String> { k.splitn(5, '_').map(str::to_string).collect() };
+    let (p0, p1, p2) = (parts(&parent_kvs), parts(&kvs(lines[1])), parts(&kvs(lines[0])));
+    for (p, group) in [(&p0, "0"), (&p1, "1"), (&p2, "2")] {
+        assert_eq!(p.len(), 5, "{p:?}");
+        assert_eq!(p[0], "kvs");
+        assert!(p[1].parse::<u32>().is_ok() && p[3].parse::<u32>().is_ok(), "{p:?}");
+        assert_eq!(p[2], group, "{p:?}");
+        assert_eq!(p[4], host, "{p:?}");
+        assert_eq!((&p[1], &p[3]), (&p0[1], &p0[3]), "one job, one stem: {p:?} {p0:?}");
+    }
+    // the universe is unknown (as under Hydra without -usize)
+    assert!(lines[4].starts_with("parent cmd=universe_size size=-1"), "{lines:?}");
+    assert!(lines[5].contains(" cmd=spawn_result rc=-1"), "{lines:?}");
     assert!(lines[6].contains(" cmd=spawn_result rc=0"), "{lines:?}");
+    assert!(lines[7].contains(" cmd=spawn_result rc=0"), "{lines:?}");
     assert!(r.stderr.contains("malformed spawn"), "{}", r.stderr);
+}
+
+/// This machine's host name, as `hostname` prints it.
+fn nix_hostname() -> String {
+    let out = std::process::Command::new("hostname").output().expect("hostname");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Two jobs never share a kvsname: its random part differs even where the pid would not.
+#[test]
+fn kvsnames_differ_between_jobs() {
+    let script = format!("{PMI_SAY}; say 'cmd=init pmi_version=1 pmi_subversion=1'; say cmd=get_my_kvsname; echo \"$REPLY\"; say cmd=finalize");
+    let name = || {
+        let r = run(&["-n", "1", "bash", "-c", &script], b"");
+        assert_eq!(r.status, 0, "{}", r.stderr);
+        let k = r
+            .stdout
+            .split_whitespace()
+            .find_map(|t| t.strip_prefix("kvsname="))
+            .map(str::to_string);
+        k.unwrap_or_default()
+    };
+    let (a, b) = (name(), name());
+    let rand = |k: &str| k.split('_').nth(3).map(str::to_string);
+    assert!(rand(&a).is_some() && rand(&a) != rand(&b), "{a} {b}");
+    assert!(a.len() < 256);
 }
 
 /// MPI_Open_port / MPI_Publish_name / MPI_Lookup_name / MPI_Comm_accept / MPI_Comm_connect
@@ -164,7 +286,7 @@ fn spawn_over_raw_pmi1() {
 #[test]
 fn publish_lookup_accept_connect() {
     let p = nameserv();
-    for hosts in [None, Some("n1,n2,n3,n4")] {
+    for hosts in [None, Some("n1,n2,n3,n4"), Some(NODES4)] {
         let mut args: Vec<&str> = vec!["-genv", "MPIR_CVAR_CH4_NETMOD", "ofi"];
         if let Some(h) = hosts {
             args.extend(["-launcher", "fork", "-hosts", h]);

@@ -138,15 +138,14 @@ fn configfile_mpmd() {
 #[test]
 fn environment_options() {
     let r = run(&["-genvnone", "-genv", "A", "1", "-n", "1", "/usr/bin/env"], b"");
-    let mut vars: Vec<&str> = r
-        .stdout
-        .lines()
-        .filter(|l| {
-            !l.starts_with("PMI_") && !l.starts_with("MPI_LOCAL") && !l.starts_with("LIBI_")
-        })
-        .collect();
+    let mut vars: Vec<&str> = r.stdout.lines().filter(|l| !l.starts_with("PMI_")).collect();
     vars.sort();
-    assert_eq!(vars, vec!["A=1"], "{}", r.stdout);
+    assert_eq!(
+        vars,
+        vec!["A=1", "GFORTRAN_UNBUFFERED_PRECONNECTED=y", "MPI_LOCALNRANKS=1", "MPI_LOCALRANKID=0"],
+        "{}",
+        r.stdout
+    );
     let r = run(&["-n", "1", "-env", "B", "x y", "/usr/bin/env"], b"");
     assert!(r.stdout.lines().any(|l| l == "B=x y"));
     assert!(r.stdout.lines().any(|l| l.starts_with("PATH=")), "genvall is the default");
@@ -157,6 +156,107 @@ fn environment_options() {
     let r = run(&["-genvlist", "HOME", "-n", "1", "/usr/bin/env"], b"");
     assert!(r.stdout.lines().any(|l| l.starts_with("HOME=")));
     assert!(!r.stdout.lines().any(|l| l.starts_with("PATH=")));
+}
+
+/// Every variable a rank gets from us (the README's table), as Hydra sets them, and nothing
+/// else (no `LIBI_JOB`): `PMI_FD`, `PMI_RANK`, `PMI_SIZE`, `PMI_SPAWNED`, `PMI_HOSTNAME`,
+/// `MPI_LOCALRANKID`, `MPI_LOCALNRANKS`, `GFORTRAN_UNBUFFERED_PRECONNECTED=y` (unless the
+/// rank's environment sets it).
+#[test]
+fn variables_every_rank_gets() {
+    let r = run(
+        &["-genvnone", "-launcher", "fork", "-hosts", "n1:2,n2:1", "-n", "3", "/usr/bin/env"],
+        b"",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut names: Vec<&str> =
+        r.stdout.lines().filter_map(|l| l.split_once('=').map(|(k, _)| k)).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(
+        names,
+        vec![
+            "GFORTRAN_UNBUFFERED_PRECONNECTED",
+            "MPI_LOCALNRANKS",
+            "MPI_LOCALRANKID",
+            "PMI_FD",
+            "PMI_HOSTNAME",
+            "PMI_RANK",
+            "PMI_SIZE",
+            "PMI_SPAWNED"
+        ]
+    );
+    let count = |l: &str| r.stdout.lines().filter(|x| *x == l).count();
+    assert_eq!(count("GFORTRAN_UNBUFFERED_PRECONNECTED=y"), 3);
+    assert_eq!((count("PMI_HOSTNAME=n1"), count("PMI_HOSTNAME=n2")), (2, 1));
+    assert_eq!((count("MPI_LOCALNRANKS=2"), count("MPI_LOCALNRANKS=1")), (2, 1));
+    assert_eq!((count("MPI_LOCALRANKID=0"), count("MPI_LOCALRANKID=1")), (2, 1));
+    assert_eq!(count("PMI_SPAWNED=0"), 3);
+    assert_eq!(count("PMI_SIZE=3"), 3);
+    // an explicit value is kept
+    let r = run(&["-genv", "GFORTRAN_UNBUFFERED_PRECONNECTED", "n", "-n", "1", "env"], b"");
+    assert!(r.stdout.lines().any(|l| l == "GFORTRAN_UNBUFFERED_PRECONNECTED=n"), "{}", r.stdout);
+}
+
+/// Several ranks fail: the exit status combines them by Hydra's rule (the wait statuses
+/// OR'ed; a signal makes 128 + its bits). Rank 1 ignores our teardown's SIGTERM, so its
+/// failure comes after rank 0's. A rank torn down by us does not count.
+#[test]
+fn several_failures_combine_as_hydra() {
+    // (rank 0 gives rank 1 the time to set its trap before the teardown comes)
+    let late = |then: &str| {
+        format!("if [ $PMI_RANK = 1 ]; then trap '' TERM; sleep 0.6; {then}; fi; sleep 0.2; exit 3")
+    };
+    let r = run(&["-n", "2", "sh", "-c", &late("exit 5")], b"");
+    assert_eq!(r.status, 7, "{}", r.stderr);
+    assert!(r.stderr.contains("rank 0 on") && r.stderr.contains("exited with code 3"));
+    assert!(r.stderr.contains("exit status 7: the statuses of the 2 ranks"), "{}", r.stderr);
+    // an exit 3 and a SIGSEGV: 139
+    let r = run(&["-n", "2", "sh", "-c", &late("kill -SEGV $$")], b"");
+    assert_eq!(r.status, 139, "{}", r.stderr);
+    // the same exit twice is that exit, said once
+    let r = run(&["-n", "2", "sh", "-c", &late("exit 3")], b"");
+    assert_eq!(r.status, 3, "{}", r.stderr);
+    assert!(!r.stderr.contains("combined"), "{}", r.stderr);
+    // rank 1 killed by the teardown: only rank 0's failure counts
+    let r = run(&["-n", "2", "sh", "-c", "if [ $PMI_RANK = 1 ]; then sleep 30; fi; exit 3"], b"");
+    assert_eq!(r.status, 3, "{}", r.stderr);
+    // MPI_Abort: the first abort's code (as Hydra, which ends the job at the abort)
+    let r = run(&["-n", "4", &prog("fail"), "abort", "7"], b"");
+    assert_eq!(r.status, 7, "{}", r.stderr);
+}
+
+/// `-print-all-exitcodes`: Hydra's format on stdout after the job's own output, one line per
+/// host, each rank's wait status in local-rank order.
+#[test]
+fn print_all_exitcodes() {
+    let r = run(
+        &[
+            "-print-all-exitcodes",
+            "-launcher",
+            "fork",
+            "-hosts",
+            "n1:1,n2:2",
+            "-n",
+            "3",
+            "sh",
+            "-c",
+            "echo out; trap '' TERM; sleep 0.$((PMI_RANK*3)); exit $PMI_RANK",
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 3, "{}", r.stderr);
+    let host =
+        String::from_utf8_lossy(&Command::new("hostname").output().expect("hostname").stdout)
+            .trim()
+            .to_string();
+    assert_eq!(
+        r.stdout,
+        format!("out\nout\nout\n[mpiexec@{host}] Exit codes: [n1] 0\n[n2] 256,512\n")
+    );
+    let r = run(&["-print-all-exitcodes", "-n", "2", "true"], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, format!("[mpiexec@{host}] Exit codes: [{host}] 0,0\n"));
 }
 
 #[test]

@@ -145,6 +145,13 @@ pub struct Segment {
     /// Deal the binding objects round-robin over these objects (default: the binding's)
     #[arg(long = "map-by", value_name = "OBJ[:N]")]
     pub map_by: Option<String>,
+    /// Print every rank's wait status when the job ends, one line per host (as Hydra)
+    #[arg(long = "print-all-exitcodes")]
+    pub print_all_exitcodes: bool,
+    /// Singleton init: serve PMI to the MPI process listening on PORT (started by MPICH's
+    /// MPI_Init as `mpiexec -pmi_args PORT IFACE KEY PID`, not by hand)
+    #[arg(long = "pmi-args", num_args = 4, value_names = ["PORT", "IFACE", "KEY", "PID"])]
+    pub pmi_args: Vec<String>,
     /// Program and its arguments
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROG ARGS")]
     pub command: Vec<String>,
@@ -206,6 +213,8 @@ const LONG: &[(&str, &str, usize)] = &[
     ("kvs-max", "kvs-max", 1),
     ("bind-to", "bind-to", 1),
     ("map-by", "map-by", 1),
+    ("print-all-exitcodes", "print-all-exitcodes", 0),
+    ("pmi_args", "pmi-args", 4),
     ("help", "help", 0),
     ("version", "version", 0),
 ];
@@ -244,6 +253,9 @@ pub struct Global {
     pub launch_batch: Option<u32>,
     /// `-bind-to` / `-map-by`.
     pub binding: libi_binding::Binding,
+    pub print_all_exitcodes: bool,
+    /// `-pmi_args PORT IFACE KEY PID`: the port of the singleton to serve.
+    pub singleton_port: Option<u16>,
 }
 
 /// Hydra's resource management kernels we know: where the host list comes from when none
@@ -464,6 +476,13 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         if let Some(m) = &s.map_by {
             global.binding.map = Some(libi_binding::parse_map(m).map_err(usage)?);
         }
+        global.print_all_exitcodes |= s.print_all_exitcodes;
+        if let Some(port) = s.pmi_args.first() {
+            match port.parse::<u16>() {
+                Ok(p) if p > 0 => global.singleton_port = Some(p),
+                _ => return Err(usage(format!("-pmi_args: bad port '{port}'"))),
+            }
+        }
         if let Some(t) = s.launch_timeout {
             if !(t.is_finite() && t > 0.0) {
                 return Err(usage(format!(
@@ -512,8 +531,10 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
     if global.label && global.prepend_pattern.is_some() {
         return Err(usage("-l and -prepend-pattern both set the output prefix: give one"));
     }
-    if execs.is_empty() {
-        return Err(usage("no program given (try --help)"));
+    match (global.singleton_port, execs.is_empty()) {
+        (None, true) => return Err(usage("no program given (try --help)")),
+        (Some(_), false) => return Err(usage("-pmi_args cannot be combined with a program")),
+        _ => {}
     }
     Ok(CommandLine { global, execs })
 }
@@ -718,6 +739,18 @@ mod tests {
         let mut g = p("x").expect("parse").global;
         assert!(apply_env(&mut g, &env(&[("HYDRA_LAUNCHER", "telnet")])).is_err());
         assert!(apply_env(&mut g, &env(&[("HYDRA_ENV", "none")])).is_err());
+    }
+
+    #[test]
+    fn singleton_and_exitcodes() {
+        let c = p("-pmi_args 4711 default_interface default_key 99").expect("parse");
+        assert_eq!(c.global.singleton_port, Some(4711));
+        assert!(c.execs.is_empty());
+        assert!(matches!(p("-pmi_args 0 a b 1"), Err(CliError::Usage(_))));
+        assert!(matches!(p("-pmi_args 12 a b"), Err(CliError::Usage(_))));
+        assert!(matches!(p("-pmi_args 12 a b 1 prog"), Err(CliError::Usage(_))));
+        let c = p("-print-all-exitcodes -n 2 x").expect("parse");
+        assert!(c.global.print_all_exitcodes);
     }
 
     #[test]

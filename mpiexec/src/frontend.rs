@@ -43,6 +43,8 @@ pub struct Options {
     pub report: Option<String>,
     /// `-disable-auto-cleanup`: a failed rank does not end the others.
     pub no_cleanup: bool,
+    /// `-print-all-exitcodes`: every rank's wait status at the end, one line per host.
+    pub print_all_exitcodes: bool,
 }
 
 enum Fe {
@@ -98,6 +100,11 @@ struct FrontEnd {
     node_of_rank: HashMap<u32, u32>,
     live: HashMap<u32, usize>,
     status: Option<i32>,
+    /// When the job failed because ranks failed: the first one's wait status, all their wait
+    /// statuses OR'ed (Hydra's rule, see [`libi::job::combined_status`]), how many they are.
+    rank_word: Option<(i32, i32, usize)>,
+    /// The wait status of each rank of the job (group 0), for `-print-all-exitcodes`.
+    exit_words: HashMap<u32, i32>,
     killing: bool,
     out: Output,
     /// Bytes of rank output dropped because our stdout/stderr was not being read while the
@@ -139,6 +146,8 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         groups: Vec::new(),
         names: HashMap::new(),
         status: None,
+        rank_word: None,
+        exit_words: HashMap::new(),
         killing: false,
         out: {
             let tx = tx.clone();
@@ -171,7 +180,8 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         }
     }
 
-    {
+    if fe.plan.job.singleton.is_none() {
+        // (A singleton keeps its own stdin; ours is not the user's.)
         let tx = tx.clone();
         spawn_stdin_reader(fe.stdin_credit.clone(), move |d| tx.send(Fe::Stdin(d)).is_ok());
     }
@@ -380,7 +390,19 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         fe.out.line(&m);
     }
     nla::guard::flush_rejections();
+    if let Some((first, word, n)) = fe.rank_word {
+        let status = libi::job::combined_status(word);
+        if status != libi::job::combined_status(first) {
+            fe.out.line(&format!(
+                "exit status {status}: the statuses of the {n} ranks that failed, combined \
+                 (-print-all-exitcodes lists every rank's)"
+            ));
+        }
+    }
     fe.finish_output(&mut rx).await;
+    if opts.print_all_exitcodes {
+        fe.print_exit_codes();
+    }
     fe.status.unwrap_or(0)
 }
 
@@ -484,6 +506,7 @@ impl FrontEnd {
                     {
                         *n = n.saturating_sub(1);
                     }
+                    self.exit_words.insert(rank, end.wait_status());
                 }
                 if end.is_failure() && self.no_cleanup && !self.killing {
                     // -disable-auto-cleanup: say so, keep the first failure's status, let
@@ -492,7 +515,27 @@ impl FrontEnd {
                     self.status.get_or_insert(end.status());
                 } else if end.is_failure() {
                     let launch = matches!(end, RankEnd::SpawnFailed { .. });
-                    self.group_failed(g, end.status(), describe_end(rank, &host, &end), launch);
+                    let message = match end {
+                        RankEnd::Exited { clean_pmi: false, .. }
+                            if g == 0 && self.plan.job.singleton.is_some() =>
+                        {
+                            format!(
+                                "the singleton (rank {rank} on {host}) closed its PMI \
+                                 connection without finalize"
+                            )
+                        }
+                        _ => describe_end(rank, &host, &end),
+                    };
+                    // Ranks that end by our teardown's SIGTERM or SIGKILL (or exit with
+                    // 128 + those, as shells do) do not count among the failures.
+                    let ours = self.killing
+                        && matches!(
+                            end,
+                            RankEnd::Signaled { signal: libc::SIGTERM | libc::SIGKILL }
+                                | RankEnd::Exited { code: 143 | 137, .. }
+                        );
+                    let word = (!ours).then(|| end.status_word());
+                    self.group_failed(g, end.status(), message, launch, word);
                 }
             }
             Msg::Abort { rank, host, code, message } => {
@@ -509,8 +552,12 @@ impl FrontEnd {
                     self.fail(code, &m);
                 }
             }
-            Msg::Fatal { message, status, .. } => self.group_failed(g, status, message, false),
-            Msg::SubtreeLost { message, .. } => self.group_failed(g, STATUS_LAUNCH, message, true),
+            Msg::Fatal { message, status, .. } => {
+                self.group_failed(g, status, message, false, None)
+            }
+            Msg::SubtreeLost { message, .. } => {
+                self.group_failed(g, STATUS_LAUNCH, message, true, None)
+            }
             Msg::NodeUp { ranks, .. } => {
                 let gr = &mut self.groups[g];
                 gr.nodes_up += 1;
@@ -552,8 +599,16 @@ impl FrontEnd {
     /// an NLA that could not be started or was lost) before the spawn was answered fails
     /// the spawn: the spawner gets an error and the job goes on. Anything else — a spawned
     /// rank that ran and failed, even before every NLA of its group reported — fails the
-    /// job, as for the job's own ranks.
-    fn group_failed(&mut self, g: usize, status: i32, message: String, launch: bool) {
+    /// job, as for the job's own ranks. `word`: the wait status of a rank that failed (see
+    /// [`FrontEnd::rank_failed`]).
+    fn group_failed(
+        &mut self,
+        g: usize,
+        status: i32,
+        message: String,
+        launch: bool,
+        word: Option<i32>,
+    ) {
         let gr = &mut self.groups[g];
         if gr.abandoned {
             return;
@@ -572,9 +627,56 @@ impl FrontEnd {
             if !self.killing {
                 self.refuse_spawn(parent, req, &who, &message);
             }
+        } else if let Some(word) = word {
+            self.rank_failed(word, &message);
         } else {
             self.fail(status, &message);
         }
+    }
+
+    /// A rank failed with wait status `word`. The first failure of the job fails it; while
+    /// the job is torn down for a rank failure, every further rank failure is combined into
+    /// the status by Hydra's rule (the wait statuses OR'ed: ranks exiting 3 and 5 make 7).
+    fn rank_failed(&mut self, word: i32, message: &str) {
+        if !self.killing {
+            self.rank_word = Some((word, word, 1));
+            self.fail(libi::job::combined_status(word), message);
+        } else if let Some((_, w, n)) = self.rank_word.as_mut() {
+            *w |= word;
+            *n += 1;
+            self.status = Some(libi::job::combined_status(*w));
+        }
+    }
+
+    /// `-print-all-exitcodes`, as Hydra prints it on stdout: `[mpiexec@HOST] Exit codes: `,
+    /// then one line per host of the job, `[host] S,S,...`: the wait status of each of its
+    /// ranks in local order (exit code × 256, or the signal number).
+    fn print_exit_codes(&self) {
+        use std::io::Write;
+        let mut nodes: Vec<&NodePlan> =
+            self.plan.root.nodes().into_iter().filter(|p| p.node != 0).collect();
+        nodes.sort_by_key(|p| p.node);
+        let mut text = format!("[mpiexec@{}] Exit codes: ", self.plan.root.host);
+        let mut first = true;
+        for p in nodes {
+            let codes: Vec<String> = p
+                .ranks
+                .iter()
+                .filter_map(|r| self.exit_words.get(&r.rank))
+                .map(i32::to_string)
+                .collect();
+            if codes.is_empty() {
+                continue;
+            }
+            if !first {
+                text.push('\n');
+            }
+            first = false;
+            text.push_str(&format!("[{}] {}", p.host, codes.join(",")));
+        }
+        text.push('\n');
+        // A reader that is gone (EPIPE) has had everything it will get.
+        let _ = std::io::stdout().lock().write_all(text.as_bytes());
     }
 
     /// The job-wide name table: a second publish of a name and unknown names fail.

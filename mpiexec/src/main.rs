@@ -44,6 +44,9 @@ fn main() -> ExitCode {
             }
         }
     };
+    // MPICH's singleton init starts us with stdin closed: keep descriptors 0-2 taken, or the
+    // first socket we open would become our "stdin".
+    reserve_std_fds();
     nla::init_tracing(cl.global.verbose);
     nla::tune_allocator();
     let timeout = match std::env::var("MPIEXEC_TIMEOUT") {
@@ -64,17 +67,23 @@ fn main() -> ExitCode {
             Err(_) => "libi-nla".into(),
         },
     };
+    let local_host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into());
     let ctx = plan::Context {
         inherited: std::env::vars().collect(),
         cwd: std::env::current_dir().ok().map(|p| p.to_string_lossy().into_owned()),
         default_n: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1),
-        kvsname: format!("kvs_{}_0", std::process::id()),
+        kvs: plan::KvsNames::new(std::process::id(), rand::random::<u32>(), &local_host),
+        // The singleton started us: it is our parent.
+        singleton_exe: cl.global.singleton_port.and_then(|_| {
+            let exe = std::fs::read_link(format!("/proc/{}/exe", nix::unistd::getppid())).ok()?;
+            Some(exe.to_string_lossy().into_owned())
+        }),
         kill_grace_ms: 3000,
         nla_path,
-        local_host: nix::unistd::gethostname()
-            .ok()
-            .and_then(|h| h.into_string().ok())
-            .unwrap_or_else(|| "localhost".into()),
+        local_host,
         // Positive, nonzero, different between concurrent jobs on a node (MVAPICH names its
         // shared-memory files after it) and not guessable: pmgr_collective's ranks
         // authenticate their tree connections to each other with it (a v8 client never sends
@@ -119,6 +128,7 @@ fn main() -> ExitCode {
         advertise,
         report: cl.global.report.clone(),
         no_cleanup: cl.global.disable_auto_cleanup,
+        print_all_exitcodes: cl.global.print_all_exitcodes,
     };
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -162,6 +172,23 @@ pub fn info_text() -> String {
         s.push_str(&format!("    {:<30}{v}\n", format!("{k}:")));
     }
     s
+}
+
+/// Open /dev/null on whichever of descriptors 0, 1 and 2 is closed.
+fn reserve_std_fds() {
+    for fd in 0..3 {
+        // SAFETY: fcntl(F_GETFD) only queries; open/dup2/close act on descriptors we own.
+        unsafe {
+            if libc::fcntl(fd, libc::F_GETFD) >= 0 {
+                continue;
+            }
+            let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+            if null >= 0 && null != fd {
+                libc::dup2(null, fd);
+                libc::close(null);
+            }
+        }
+    }
 }
 
 /// `-localhost ADDR` (an address or a resolvable name) or `-iface IF` (its IPv4 address).

@@ -14,8 +14,7 @@ pub fn inherited_ok(name: &str) -> bool {
     !(name.starts_with("PMI_")
         || name.starts_with("PMIX_")
         || name.starts_with("PMI2_")
-        || name == "PRTE_LAUNCHED"
-        || name == "LIBI_JOB")
+        || name == "PRTE_LAUNCHED")
 }
 
 /// The environment of one executable's ranks, Hydra's rules: the executable's own mode
@@ -42,6 +41,48 @@ pub fn app_env(
     out
 }
 
+/// The KVS names of a job's process groups, in Hydra's form `kvs_<pid>_<group>_<random>_<host>`:
+/// unique across jobs (the random part: MPICH names its shared-memory segments after the
+/// kvsname, and a name that repeats after pid reuse reopens a stale segment) and across hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvsNames {
+    pid: u32,
+    random: u32,
+    host: String,
+}
+
+impl KvsNames {
+    /// The host part keeps only letters, digits, `-` and `.` (at most 64 of them), so that
+    /// a name never needs quoting in PMI and stays far below PMI-1's `kvsname_max` (256).
+    pub fn new(pid: u32, random: u32, host: &str) -> Self {
+        let host: String = host
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+            .take(64)
+            .collect();
+        KvsNames { pid, random, host: if host.is_empty() { "localhost".into() } else { host } }
+    }
+
+    /// The kvsname of process group `group` (0: the job itself, then one per spawn).
+    pub fn name(&self, group: usize) -> String {
+        format!("kvs_{}_{group}_{}_{}", self.pid, self.random, self.host)
+    }
+}
+
+/// The universe size ranks see (`MPI_UNIVERSE_SIZE`, PMI `get_universe_size`) for `-usize`
+/// (`None`: not given; `Some(0)`: SYSTEM; `Some(-1)`: INFINITE) in a job of `size` ranks over
+/// host lists of `slots` slots. As Hydra: unknown (-1, the attribute is not set) unless
+/// `-usize` says otherwise; SYSTEM is the host list's slots. A known universe is never
+/// smaller than the process group that sees it.
+pub fn universe_size(usize_opt: Option<i32>, slots: u32, size: u32) -> i32 {
+    let n = match usize_opt {
+        None | Some(-1) => return -1,
+        Some(0) => slots,
+        Some(n) => n.max(1) as u32,
+    };
+    n.max(size).min(i32::MAX as u32) as i32
+}
+
 /// The whole job as the front end plans it.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -58,6 +99,8 @@ pub struct Plan {
     pub max_conn: usize,
     /// `-usize N`: a spawn that would make more than N ranks run at once fails.
     pub universe_limit: Option<u32>,
+    /// The kvsnames of the job and of its spawned groups.
+    pub kvs: KvsNames,
 }
 
 /// Settings that do not come from the command line.
@@ -65,7 +108,9 @@ pub struct Context {
     pub inherited: Vec<(String, String)>,
     pub cwd: Option<String>,
     pub default_n: u32,
-    pub kvsname: String,
+    pub kvs: KvsNames,
+    /// Path of the singleton's program (`-pmi_args`), if it can be found: only a label.
+    pub singleton_exe: Option<String>,
     pub kill_grace_ms: u64,
     pub nla_path: String,
     pub local_host: String,
@@ -150,7 +195,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     }
     let total_slots: u32 = host_list.iter().map(|h| h.slots).sum();
     let lone = cl.execs.len() == 1;
-    let apps: Vec<AppSpec> = cl
+    let mut apps: Vec<AppSpec> = cl
         .execs
         .iter()
         .map(|e| AppSpec {
@@ -161,6 +206,20 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             wdir: e.wdir.clone().or_else(|| g.gwdir.clone()).or_else(|| ctx.cwd.clone()),
         })
         .collect();
+    if g.singleton_port.is_some() {
+        // Singleton init: one rank, the MPI process that started us, on this host. Its spawns
+        // get our environment (which is its own) and working directory.
+        apps = vec![AppSpec {
+            exe: ctx.singleton_exe.clone().unwrap_or_else(|| "singleton".into()),
+            args: Vec::new(),
+            nprocs: 1,
+            env: app_env(&ctx.inherited, &g.genv_mode, None, &g.genv, &[]),
+            wdir: g.gwdir.clone().or_else(|| ctx.cwd.clone()),
+        }];
+        if !explicit_hosts {
+            host_list = vec![Host { name: ctx.local_host.clone(), slots: ctx.default_n.max(1) }];
+        }
+    }
     let size: u64 = apps.iter().map(|a| a.nprocs as u64).sum();
     let size = u32::try_from(size).map_err(|_| format!("too many processes: {size}"))?;
     let mut app_of = Vec::with_capacity(size as usize);
@@ -196,12 +255,8 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     });
     let job = JobCommon {
         size,
-        // Hydra's default (SYSTEM): the slots of the host list, where spawned ranks go.
-        universe_size: match g.usize {
-            Some(n) if n != 0 => n,
-            _ => total_slots.max(size).min(i32::MAX as u32) as i32,
-        },
-        kvsname: ctx.kvsname.clone(),
+        universe_size: universe_size(g.usize, total_slots, size),
+        kvsname: ctx.kvs.name(0),
         preput,
         apps,
         launcher: LauncherSpec {
@@ -222,6 +277,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         verbose: g.verbose,
         binding: g.binding.clone(),
         spawned_by: None,
+        singleton: g.singleton_port,
     };
 
     // Launch tree over the front end (node 0) and one NLA per used host (nodes 1..).
@@ -253,6 +309,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         hosts: host_list,
         max_conn,
         universe_limit,
+        kvs: ctx.kvs.clone(),
     })
 }
 
@@ -312,7 +369,8 @@ mod tests {
             inherited: kv(&[("PATH", "/bin")]),
             cwd: Some("/w".into()),
             default_n: 2,
-            kvsname: "kvs_1_0".into(),
+            kvs: KvsNames::new(1, 77, "fe"),
+            singleton_exe: None,
             kill_grace_ms: 1000,
             nla_path: "/x/libi-nla".into(),
             local_host: "fe".into(),
@@ -458,6 +516,53 @@ mod tests {
         let p = plan(&cl("x"), &c).expect("plan");
         assert_eq!((p.job.size, p.nodes), (3, 2));
         assert_eq!(p.job.launcher.kind, LauncherKind::Ssh);
+    }
+
+    #[test]
+    fn universe_size_as_hydra() {
+        // not given or INFINITE: unknown (-1), whatever the host list
+        assert_eq!(plan(&cl("-n 3 a"), &ctx()).expect("plan").job.universe_size, -1);
+        let p = plan(&cl("-hosts a:2,b:2 -n 1 a"), &ctx()).expect("plan");
+        assert_eq!(p.job.universe_size, -1);
+        let p = plan(&cl("-usize INFINITE -n 1 a"), &ctx()).expect("plan");
+        assert_eq!(p.job.universe_size, -1);
+        // SYSTEM: the host list's slots (this machine: its cores), never less than the job
+        let p = plan(&cl("-hosts a:2,b:3 -usize SYSTEM -n 1 a"), &ctx()).expect("plan");
+        assert_eq!(p.job.universe_size, 5);
+        assert_eq!(plan(&cl("-usize SYSTEM -n 1 a"), &ctx()).expect("plan").job.universe_size, 2);
+        let p = plan(&cl("-hosts a:2 -usize SYSTEM -n 3 a"), &ctx()).expect("plan");
+        assert_eq!(p.job.universe_size, 3);
+        // N
+        let p = plan(&cl("-usize 7 -n 2 a"), &ctx()).expect("plan");
+        assert_eq!((p.job.universe_size, p.universe_limit), (7, Some(7)));
+    }
+
+    #[test]
+    fn kvsnames_are_hydra_style() {
+        let p = plan(&cl("-n 1 a"), &ctx()).expect("plan");
+        assert_eq!(p.job.kvsname, "kvs_1_0_77_fe");
+        assert_eq!(p.kvs.name(3), "kvs_1_3_77_fe");
+        let k = KvsNames::new(42, 4_000_000_000, "node 1=x;y_long");
+        assert_eq!(k.name(0), "kvs_42_0_4000000000_node1xylong");
+        assert!(KvsNames::new(1, 1, &"h".repeat(300)).name(9).len() < 100);
+        assert_eq!(KvsNames::new(1, 2, "").name(0), "kvs_1_0_2_localhost");
+    }
+
+    #[test]
+    fn singleton_job() {
+        let mut c = ctx();
+        c.singleton_exe = Some("/bin/app".into());
+        let p = plan(&cl("-pmi_args 5000 default_interface default_key 12"), &c).expect("plan");
+        assert_eq!(p.job.size, 1);
+        assert_eq!(p.job.singleton, Some(5000));
+        assert_eq!(p.job.universe_size, -1);
+        assert_eq!(p.job.apps[0].exe, "/bin/app");
+        assert_eq!(p.job.apps[0].wdir.as_deref(), Some("/w"));
+        assert_eq!(p.job.launcher.kind, LauncherKind::Fork);
+        assert_eq!(p.root.children.len(), 1);
+        assert_eq!(p.root.children[0].host, "fe");
+        assert_eq!(p.root.children[0].ranks, vec![RankSlot { rank: 0, app: 0 }]);
+        assert_eq!(plan(&cl("-n 1 a"), &ctx()).expect("plan").job.singleton, None);
     }
 
     #[test]

@@ -126,18 +126,21 @@ impl Spawner {
             preput.retain(|(k, _)| k != "PMI_process_mapping");
             preput.insert(0, ("PMI_process_mapping".into(), m));
         }
-        let kvsname = match base.job.kvsname.strip_suffix("_0") {
-            Some(stem) => format!("{stem}_{group}"),
-            None => format!("{}_{group}", base.job.kvsname),
+        // The group sees the job's universe size, never less than its own size.
+        let universe_size = match base.job.universe_size {
+            u if u < 0 => -1,
+            u => u.max(size.min(i32::MAX as u32) as i32),
         };
         let job = JobCommon {
             size,
-            kvsname,
+            universe_size,
+            kvsname: base.kvs.name(group),
             preput,
             apps,
             report: false,
             pmgr: None,
             spawned_by: Some(parent.kvsname.clone()),
+            singleton: None,
             ..parent.clone()
         };
         let root = nla_tree(per_node, &base.shape, &base.model, base.max_conn, &base.root.host);
@@ -166,7 +169,8 @@ mod tests {
             inherited: vec![("PATH".into(), "/bin".into())],
             cwd: Some("/w".into()),
             default_n: 2,
-            kvsname: "kvs_9_0".into(),
+            kvs: crate::plan::KvsNames::new(9, 5, "fe"),
+            singleton_exe: None,
             kill_grace_ms: 1000,
             nla_path: "/x/libi-nla".into(),
             local_host: "fe".into(),
@@ -210,8 +214,8 @@ mod tests {
         let mut h = Vec::new();
         hosts_of(&g.root, &mut h);
         assert_eq!(h, vec![("n2".into(), vec![0]), ("n3".into(), vec![1])]);
-        assert_eq!(g.job.kvsname, "kvs_9_1");
-        assert_eq!(g.job.spawned_by.as_deref(), Some("kvs_9_0"));
+        assert_eq!(g.job.kvsname, "kvs_9_1_5_fe");
+        assert_eq!(g.job.spawned_by.as_deref(), Some("kvs_9_0_5_fe"));
         assert_eq!(g.job.size, 2);
         assert!(g.job.preput.contains(&("PARENT_ROOT_PORT_NAME".into(), "tag#0".into())));
         assert_eq!(g.job.preput[0].0, "PMI_process_mapping");
@@ -222,7 +226,7 @@ mod tests {
         let mut h = Vec::new();
         hosts_of(&g.root, &mut h);
         assert_eq!(h, vec![("n1".into(), vec![1]), ("n2".into(), vec![2]), ("n4".into(), vec![0])]);
-        assert_eq!(g.job.kvsname, "kvs_9_2");
+        assert_eq!(g.job.kvsname, "kvs_9_2_5_fe");
         assert_eq!(g.job.apps.len(), 2);
         assert_eq!(g.job.preput[0].1, "(vector,(0,3,1))");
     }
@@ -269,9 +273,25 @@ mod tests {
             .err()
             .expect("bad hosts");
         assert!(e.contains("hosts"), "{e}");
-        // without -usize the universe is the host list's slots, not enforced
+        // without -usize the universe is unknown (as Hydra's), and not enforced; so is
+        // SYSTEM (the host list's slots), which a spawned group sees never less than its size
         let b = base("-launcher fork -hosts n1:3 -n 1 prog");
+        assert_eq!(b.job.universe_size, -1);
+        let g = Spawner::new(&b).plan(&b, &b.job, &req(vec![cmd("a", 9, &[])]), 1, 1);
+        assert_eq!(g.expect("spawn").job.universe_size, -1);
+        let b = base("-launcher fork -hosts n1:3 -usize SYSTEM -n 1 prog");
         assert_eq!(b.job.universe_size, 3);
-        assert!(Spawner::new(&b).plan(&b, &b.job, &req(vec![cmd("a", 9, &[])]), 1, 1).is_ok());
+        let g = Spawner::new(&b).plan(&b, &b.job, &req(vec![cmd("a", 2, &[])]), 1, 1);
+        assert_eq!(g.expect("spawn").job.universe_size, 3);
+        let g = Spawner::new(&b).plan(&b, &b.job, &req(vec![cmd("a", 9, &[])]), 1, 1);
+        assert_eq!(g.expect("spawn").job.universe_size, 9);
+        // a group spawned by a spawned group sees the job's universe too
+        let b = base("-launcher fork -usize 4 -n 1 prog");
+        let mut s = Spawner::new(&b);
+        let g = s.plan(&b, &b.job, &req(vec![cmd("a", 2, &[])]), 1, 1).expect("spawn");
+        assert_eq!(g.job.universe_size, 4);
+        let g = s.plan(&b, &g.job, &req(vec![cmd("a", 1, &[])]), 3, 2).expect("spawn");
+        assert_eq!(g.job.universe_size, 4);
+        assert_eq!(g.job.spawned_by.as_deref(), Some("kvs_9_1_5_fe"));
     }
 }

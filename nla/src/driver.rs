@@ -226,6 +226,9 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             }
         }
     }
+    if let Some(port) = core.job().singleton {
+        ranks.serve_singleton(port, &core.job().kvsname, &ev_tx).await;
+    }
     for (local, end) in std::mem::take(&mut ranks.failed_starts) {
         core.rank_ended(local, end, &mut fx);
     }
@@ -703,6 +706,8 @@ struct Ranks {
     failed_starts: Vec<(usize, ProcEnd)>,
     grace: Duration,
     killing: bool,
+    /// The local rank that is a singleton MPI process (not ours: connected, never signalled).
+    singleton: Option<usize>,
 }
 
 impl Ranks {
@@ -721,6 +726,7 @@ impl Ranks {
             failed_starts: Vec::new(),
             grace: Duration::from_millis(job.kill_grace_ms),
             killing: false,
+            singleton: None,
         };
         // Every rank's affinity mask, built before any clone (the child only applies it).
         let masks: Vec<Option<Vec<u64>>> = match crate::bind::node_cpus(job, plan) {
@@ -740,6 +746,10 @@ impl Ranks {
             }
         };
         for (local, slot) in plan.ranks.iter().enumerate() {
+            if job.singleton.is_some() && slot.rank == 0 {
+                node.singleton = Some(local);
+                continue;
+            }
             let mask = masks.get(local).and_then(|m| m.as_deref());
             match start_rank(job, plan, local, *slot, pmgr_port, mask) {
                 Ok(Started { mut child, pmi }) => {
@@ -777,9 +787,32 @@ impl Ranks {
         node
     }
 
+    /// Connect to the singleton (see [`crate::singleton`]) and serve it as its local rank.
+    async fn serve_singleton(&mut self, port: u16, kvsname: &str, ev: &UnboundedSender<Ev>) {
+        let Some(local) = self.singleton else { return };
+        match crate::singleton::connect(port, kvsname).await {
+            Ok(stream) => {
+                let (tx, rx) = unbounded_channel();
+                self.to_rank[local] = Some(tx);
+                tokio::spawn(singleton_task(local, stream, rx, ev.clone()));
+            }
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(0);
+                let reason = format!("cannot serve the singleton on port {port}: {e}");
+                self.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
+            }
+        }
+    }
+
     /// Signal the process group of every rank not reaped yet: its leader's pid is still
-    /// ours, so the group is the one the rank created (setsid in the child).
+    /// ours, so the group is the one the rank created (setsid in the child). A singleton is
+    /// not signalled: a teardown (SIGTERM, SIGKILL) closes its PMI connection.
     fn kill_all(&self, sig: i32) {
+        if sig == libc::SIGTERM || sig == libc::SIGKILL {
+            if let Some(Some(tx)) = self.singleton.and_then(|l| self.to_rank.get(l)) {
+                let _ = tx.send(ToRank::Close);
+            }
+        }
         for pid in self.pids.iter().flatten() {
             // SAFETY: plain kill(2) on a process group we created, led by an unreaped child.
             unsafe {
@@ -884,6 +917,49 @@ async fn rank_task(
             reason: format!("cannot wait for rank: {e}"),
         },
     };
+    let _ = ev.send(Ev::Ended(local, end));
+}
+
+/// The singleton's PMI connection (see [`crate::singleton`]). It is the process, as far as we
+/// can see: its end is the connection's end (clean after `finalize`). Closed by us for a
+/// teardown, it counts as ended by the teardown's SIGTERM.
+async fn singleton_task(
+    local: usize,
+    stream: tokio::net::TcpStream,
+    mut rx: UnboundedReceiver<ToRank>,
+    ev: UnboundedSender<Ev>,
+) {
+    let (mut rd, mut wr) = stream.into_split();
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut closed_by_us = false;
+    loop {
+        tokio::select! {
+            r = rd.read(&mut buf) => match r {
+                Ok(n) if n > 0 => { let _ = ev.send(Ev::Pmi(local, buf[..n].to_vec())); }
+                _ => break,
+            },
+            cmd = rx.recv() => match cmd {
+                Some(ToRank::Write(b)) => {
+                    match tokio::time::timeout(STALL_LIMIT, wr.write_all(&b)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => break,
+                        Err(_) => {
+                            let _ = ev.send(Ev::Stalled(local));
+                            closed_by_us = true;
+                            break;
+                        }
+                    }
+                }
+                Some(ToRank::Close) | None => {
+                    closed_by_us = true;
+                    break;
+                }
+            },
+        }
+    }
+    let _ = wr.shutdown().await;
+    let end = if closed_by_us { ProcEnd::Signaled(libc::SIGTERM) } else { ProcEnd::Exited(0) };
+    let _ = ev.send(Ev::PmiEof(local));
     let _ = ev.send(Ev::Ended(local, end));
 }
 

@@ -7,7 +7,8 @@
 //! * [`driver`]: the tokio driver (tree connection, rank processes, stdio, signals, timers);
 //! * [`spawn`]: how a rank process is started (environment, PMI_FD, process group);
 //! * [`stdio`]: rank output up the tree and stdin down to rank 0, bounded end to end;
-//! * [`reaper`]: exact cleanup (subreaper, claimed children, orphan reaping and sweep).
+//! * [`reaper`]: exact cleanup (subreaper, claimed children, orphan reaping and sweep);
+//! * [`singleton`]: serving an MPI process that started `mpiexec -pmi_args` itself.
 
 pub mod bind;
 pub mod core;
@@ -17,6 +18,7 @@ pub mod kvs;
 pub mod peer;
 pub mod pmgr_node;
 pub mod reaper;
+pub mod singleton;
 pub mod spawn;
 pub mod stdio;
 pub mod tree;

@@ -282,6 +282,12 @@ fn try_start(
     let raw = client_fd.as_raw_fd();
 
     let mut env: Vec<(String, String)> = app.env.clone();
+    // As under Hydra: gfortran programs do not buffer their preconnected units (stdout,
+    // stderr), so their output interleaves with C's as written. A value the rank's
+    // environment already has (-genv, -env, ours) is kept.
+    if !env.iter().any(|(k, _)| k == "GFORTRAN_UNBUFFERED_PRECONNECTED") {
+        env.push(("GFORTRAN_UNBUFFERED_PRECONNECTED".into(), "y".into()));
+    }
     let mut set = |k: &str, v: String| {
         env.retain(|(ek, _)| ek != k);
         env.push((k.to_string(), v));
@@ -293,7 +299,6 @@ fn try_start(
     set("PMI_HOSTNAME", plan.host.clone());
     set("MPI_LOCALRANKID", local.to_string());
     set("MPI_LOCALNRANKS", plan.ranks.len().to_string());
-    set("LIBI_JOB", job.kvsname.clone());
     if let (Some(id), Some(port)) = (job.pmgr, pmi_port) {
         // What a PMGR (pmgr_collective v8 / MVAPICH-1) client reads; shared memory off, or
         // clients of >= 1024 ranks never talk to the server (spec §2).

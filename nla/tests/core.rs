@@ -44,6 +44,7 @@ fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
             verbose: false,
             binding: Default::default(),
             spawned_by: None,
+            singleton: None,
         },
         plan: me,
     }

@@ -33,6 +33,7 @@ fn core(n: u32) -> NodeCore {
         verbose: false,
         spawned_by: None,
         binding: Default::default(),
+        singleton: None,
     };
     NodeCore::new(NodeSetup { job, plan }, true, false)
 }

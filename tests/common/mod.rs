@@ -99,6 +99,59 @@ fn run_with(program: &str, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) ->
     r
 }
 
+/// Run `program` directly (no mpiexec: an MPI singleton) with extra environment variables,
+/// in a process group of its own, killed with that group after 120 s (a failed test, not a
+/// hung one); assert nothing carrying the job's marker survives it.
+pub fn run_direct(program: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+    use std::os::unix::process::CommandExt;
+    let mark = format!(
+        "{}-{}",
+        std::process::id(),
+        MARK_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    );
+    let mut child = Command::new(program)
+        .args(args)
+        .env("LIBI_E2E_MARK", &mark)
+        .env("MPIEXEC_TIMEOUT", "120")
+        .envs(env.iter().copied())
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the program");
+    let pid = child.id() as i32;
+    let reader = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = pipe.read_to_end(&mut v);
+            String::from_utf8_lossy(&v).into_owned()
+        })
+    };
+    let out = reader(Box::new(child.stdout.take().expect("stdout")));
+    let err = reader(Box::new(child.stderr.take().expect("stderr")));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st.code().unwrap_or(-1);
+        }
+        if Instant::now() > deadline {
+            signal(-pid, 9);
+            let _ = child.wait();
+            break -2;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let r = Run {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    };
+    let left = leftovers(&mark, Duration::from_secs(5));
+    assert!(left.is_empty(), "processes left behind: {left:?}\nstderr: {}", r.stderr);
+    r
+}
+
 /// Pids of processes whose environment carries the marker, waiting up to `grace` for them
 /// to disappear.
 pub fn leftovers(mark: &str, grace: Duration) -> Vec<String> {
@@ -289,7 +342,7 @@ pub fn mpich5_program(name: &str) -> String {
         let out =
             Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("mpich5-{}", std::process::id()));
         std::fs::create_dir_all(&out).expect("create program dir");
-        for name in ["nameserv", "spawn", "spawn_fail"] {
+        for name in ["nameserv", "spawn", "spawn_fail", "universe", "taskmanager"] {
             let src =
                 Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/programs/{name}.c"));
             let st = Command::new(mpich5().join("bin/mpicc"))
