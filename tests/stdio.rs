@@ -54,6 +54,24 @@ fn max_rss_while(mark: &str, mut busy: impl FnMut() -> bool) -> u64 {
     max
 }
 
+/// libi-mpiexec with stdin closed and stdout and stderr piped to us.
+fn start_piped(mark: &str, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+    mpiexec(mark, args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start libi-mpiexec")
+}
+
+/// All a finished child wrote on stderr.
+fn stderr_text(child: &mut std::process::Child) -> String {
+    let mut err = String::new();
+    let _ = child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+    err
+}
+
 fn mpiexec(mark: &str, args: &[&str]) -> Command {
     let mut c = Command::new(MPIEXEC);
     c.args(args).env("LIBI_E2E_MARK", mark);
@@ -88,13 +106,7 @@ fn no_leftovers(mark: &str) {
 fn stopped_reader_timeout_still_fires() {
     let m = mark();
     let t = Instant::now();
-    let mut child = mpiexec(&m, &["-n", "1", "yes"])
-        .env("MPIEXEC_TIMEOUT", "2")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start");
+    let mut child = start_piped(&m, &["-n", "1", "yes"], &[("MPIEXEC_TIMEOUT", "2")]);
     // Hold the pipe open without reading it.
     let out = child.stdout.take();
     let mut done = None;
@@ -108,8 +120,7 @@ fn stopped_reader_timeout_still_fires() {
     let st = st.expect("libi-mpiexec did not exit while its stdout was not read");
     assert_eq!(st.code(), Some(124));
     assert!(max < RSS_LIMIT_MB, "RSS reached {max} MB");
-    let mut err = String::new();
-    let _ = child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+    let err = stderr_text(&mut child);
     assert!(err.contains("timed out"), "{err}");
     no_leftovers(&m);
 }
@@ -119,12 +130,7 @@ fn stopped_reader_timeout_still_fires() {
 #[test]
 fn sigterm_with_stopped_reader() {
     let m = mark();
-    let mut child = mpiexec(&m, &["-n", "2", "yes"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start");
+    let mut child = start_piped(&m, &["-n", "2", "yes"], &[]);
     let out = child.stdout.take();
     let t = Instant::now();
     let max = max_rss_while(&m, || t.elapsed() < Duration::from_millis(1500));
@@ -215,12 +221,7 @@ fn endless_stdin_is_bounded() {
 #[test]
 fn closed_stdout_ends_the_job() {
     let m = mark();
-    let mut child = mpiexec(&m, &["-n", "2", "yes"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start");
+    let mut child = start_piped(&m, &["-n", "2", "yes"], &[]);
     let mut out = child.stdout.take().expect("stdout");
     let mut first = [0u8; 2];
     out.read_exact(&mut first).expect("first line");
@@ -229,8 +230,7 @@ fn closed_stdout_ends_the_job() {
     let st =
         wait_deadline(&mut child, 20).expect("libi-mpiexec did not end after its stdout closed");
     assert_eq!(st.code(), Some(141));
-    let mut err = String::new();
-    let _ = child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+    let err = stderr_text(&mut child);
     assert!(err.is_empty(), "nothing said: {err}");
     no_leftovers(&m);
 }
