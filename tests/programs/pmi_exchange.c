@@ -7,67 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int fd;
-static char buf[8192];
-static size_t have;
-
-static void die(const char *what, const char *line)
-{
-    fprintf(stderr, "pmi_exchange: %s: %s\n", what, line ? line : "");
-    exit(1);
-}
-
-static void send_line(const char *line)
-{
-    size_t len = strlen(line), off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, line + off, len - off);
-        if (w <= 0)
-            die("write failed", line);
-        off += (size_t)w;
-    }
-}
-
-/* Read one reply line (without '\n') into out. */
-static void recv_line(char *out, size_t cap)
-{
-    for (;;) {
-        char *nl = memchr(buf, '\n', have);
-        if (nl) {
-            size_t n = (size_t)(nl - buf);
-            if (n >= cap)
-                die("reply too long", NULL);
-            memcpy(out, buf, n);
-            out[n] = 0;
-            memmove(buf, nl + 1, have - n - 1);
-            have -= n + 1;
-            return;
-        }
-        ssize_t r = read(fd, buf + have, sizeof(buf) - have);
-        if (r <= 0)
-            die("server closed the connection", NULL);
-        have += (size_t)r;
-    }
-}
-
-/* Value of key=... in a reply line ("value=" runs to end of line). */
-static const char *field(const char *line, const char *key)
-{
-    size_t k = strlen(key);
-    for (const char *p = line; (p = strstr(p, key)) != NULL; p++)
-        if ((p == line || p[-1] == ' ') && p[k] == '=')
-            return p + k + 1;
-    return NULL;
-}
-
-static void call(const char *req, char *reply, size_t cap, const char *expect_cmd)
-{
-    send_line(req);
-    recv_line(reply, cap);
-    if (strncmp(reply, expect_cmd, strlen(expect_cmd)) != 0)
-        die("unexpected reply", reply);
-}
+#define PMI_RAW_NAME "pmi_exchange"
+#include "pmi_raw.h"
 
 int main(int argc, char **argv)
 {
