@@ -283,8 +283,8 @@ fn silent_host() {
     eprintln!("teardown | host link cut (silent host) | status 255 | detected after {detect:.3} s");
 }
 
-/// MPI_Comm_spawn over ssh: the MPICH-5 spawn program (2, then 1+2 children, data over the
-/// intercommunicators) across 4 hosts; and a raw PMI spawn whose children report the host
+/// MPI_Comm_spawn over ssh: the MPICH-5 spawn program (2 children, which spawn a grandchild,
+/// and 1+2 children; data over the intercommunicators) across 4 hosts; and a raw PMI spawn whose children report the host
 /// they run on — the next hosts after the job's rank, reached by new NLAs over ssh.
 #[test]
 fn spawn_over_ssh() {
@@ -296,10 +296,12 @@ fn spawn_over_ssh() {
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let r = run(&a, b"");
     assert_eq!(r.status, 0, "{}", r.stderr);
+    // 2 children, a grandchild (nested spawn), 1 + 2 of spawn_multiple, rank 0's line.
     let mut lines: Vec<&str> = r.stdout.lines().collect();
     lines.sort();
-    assert_eq!(lines.len(), 6, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(lines.len(), 7, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(lines[0], "[0] parent ok", "{}", r.stdout);
+    assert!(r.stdout.contains("child g 0/1 app 0 ok"), "{}", r.stdout);
     no_remote_nlas(Duration::from_secs(5));
 
     let child = pmi_child(&format!(
