@@ -10,4 +10,4 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace
 export LIBI_REQUIRE_SSH_TESTS=1 LIBI_REQUIRE_SLURM_TESTS=1
-bash ci/with-slurm.sh -- bash ci/with-netns-hosts.sh 4 -- cargo test --workspace
+bash ci/with-slurm.sh -- bash ci/with-netns-hosts.sh 4 -- cargo test --workspace --no-fail-fast
