@@ -51,6 +51,21 @@ pub struct Run {
     pub stderr: String,
 }
 
+impl Run {
+    pub fn from_output(out: &std::process::Output) -> Run {
+        Run {
+            status: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// A marker unique to one job of this test process (see [`leftovers`]).
+pub fn new_mark() -> String {
+    format!("{}-{}", std::process::id(), MARK_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
+}
+
 static MARK_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Run libi-mpiexec with `args`, feeding `stdin`; assert nothing of the job survives it.
@@ -69,11 +84,7 @@ pub fn run_program(program: &str, args: &[&str], stdin: &[u8]) -> Run {
 }
 
 fn run_with(program: &str, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Run {
-    let mark = format!(
-        "{}-{}",
-        std::process::id(),
-        MARK_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-    );
+    let mark = new_mark();
     let mut child = Command::new(program)
         .args(args)
         .env("LIBI_E2E_MARK", &mark)
@@ -89,11 +100,7 @@ fn run_with(program: &str, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) ->
         let _ = i.write_all(stdin);
     }
     let out = child.wait_with_output().expect("wait libi-mpiexec");
-    let r = Run {
-        status: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
+    let r = Run::from_output(&out);
     let left = leftovers(&mark, Duration::from_secs(5));
     assert!(left.is_empty(), "processes left behind: {left:?}\nstderr: {}", r.stderr);
     r
@@ -104,11 +111,7 @@ fn run_with(program: &str, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) ->
 /// hung one); assert nothing carrying the job's marker survives it.
 pub fn run_direct(program: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
     use std::os::unix::process::CommandExt;
-    let mark = format!(
-        "{}-{}",
-        std::process::id(),
-        MARK_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-    );
+    let mark = new_mark();
     let mut child = Command::new(program)
         .args(args)
         .env("LIBI_E2E_MARK", &mark)
@@ -216,11 +219,7 @@ pub fn start(args: &[&str], env: &[(&str, &str)]) -> Live {
 
 /// As [`start`], with `prepare` applied to the command first (limits, signal dispositions).
 pub fn start_with(args: &[&str], env: &[(&str, &str)], prepare: impl FnOnce(&mut Command)) -> Live {
-    let mark = format!(
-        "{}-{}",
-        std::process::id(),
-        MARK_SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-    );
+    let mark = new_mark();
     let mut cmd = Command::new(MPIEXEC);
     cmd.args(args)
         .env("LIBI_E2E_MARK", &mark)
@@ -275,11 +274,7 @@ impl Live {
         let out = self.child.wait_with_output().expect("wait libi-mpiexec");
         let left = leftovers(&self.mark, Duration::from_secs(5));
         let teardown = since.elapsed().as_secs_f64();
-        let r = Run {
-            status: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        };
+        let r = Run::from_output(&out);
         assert!(left.is_empty(), "processes left behind: {left:?}\nstderr: {}", r.stderr);
         (r, teardown)
     }

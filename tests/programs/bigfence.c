@@ -68,14 +68,8 @@ int main(int argc, char **argv)
     int vlen = argc > 3 ? atoi(argv[3]) : 1000;
     if (vlen < 1 || vlen > 1024)
         die("VALUE_LEN must be 1..1024", argv[3]);
-    const char *e = getenv("PMI_FD");
-    if (!e)
-        die("PMI_FD not set", NULL);
-    fd = atoi(e);
-    int rank = atoi(getenv("PMI_RANK") ? getenv("PMI_RANK") : "-1");
-    int size = atoi(getenv("PMI_SIZE") ? getenv("PMI_SIZE") : "0");
-    if (size < 1)
-        die("PMI_SIZE not set", NULL);
+    int rank, size;
+    pmi_env(&rank, &size);
 
     call("cmd=init pmi_version=1 pmi_subversion=1\n", line, sizeof line, "cmd=response_to_init");
     if (rc_of(line) != 0)

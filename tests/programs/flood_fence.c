@@ -60,14 +60,8 @@ int main(int argc, char **argv)
 {
     char line[4096], req[4096], kvs[300];
     int fences = argc > 1 ? atoi(argv[1]) : 100;
-    const char *e = getenv("PMI_FD");
-    if (!e)
-        die("PMI_FD not set", NULL);
-    fd = atoi(e);
-    int rank = atoi(getenv("PMI_RANK") ? getenv("PMI_RANK") : "-1");
-    int size = atoi(getenv("PMI_SIZE") ? getenv("PMI_SIZE") : "0");
-    if (rank < 0 || size < 1)
-        die("PMI_RANK/PMI_SIZE not set", NULL);
+    int rank, size;
+    pmi_env(&rank, &size);
 
     pthread_t flooder;
     if (rank == 0 && pthread_create(&flooder, NULL, flood, NULL) != 0)

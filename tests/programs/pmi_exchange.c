@@ -14,12 +14,8 @@ int main(int argc, char **argv)
 {
     char line[4096], req[4096], kvs[300];
     int repeat = argc > 1 ? atoi(argv[1]) : 1;
-    const char *e = getenv("PMI_FD");
-    if (!e)
-        die("PMI_FD not set", NULL);
-    fd = atoi(e);
-    int rank = atoi(getenv("PMI_RANK") ? getenv("PMI_RANK") : "-1");
-    int size = atoi(getenv("PMI_SIZE") ? getenv("PMI_SIZE") : "0");
+    int rank, size;
+    pmi_env(&rank, &size);
 
     call("cmd=init pmi_version=1 pmi_subversion=1\n", line, sizeof line, "cmd=response_to_init");
     if (!field(line, "rc") || atoi(field(line, "rc")) != 0)

@@ -79,4 +79,18 @@ static void call(const char *req, char *reply, size_t cap, const char *expect_cm
         die("unexpected reply", reply);
 }
 
+/* PMI_FD, PMI_RANK and PMI_SIZE from the environment (fd is set); exits naming what is
+ * missing. */
+static void pmi_env(int *rank, int *size)
+{
+    const char *e = getenv("PMI_FD");
+    if (!e)
+        die("PMI_FD not set", NULL);
+    fd = atoi(e);
+    *rank = atoi(getenv("PMI_RANK") ? getenv("PMI_RANK") : "-1");
+    *size = atoi(getenv("PMI_SIZE") ? getenv("PMI_SIZE") : "0");
+    if (*rank < 0 || *size < 1)
+        die("PMI_RANK/PMI_SIZE not set", NULL);
+}
+
 #endif
