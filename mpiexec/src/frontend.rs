@@ -127,6 +127,8 @@ struct FrontEnd {
 
 /// Run the job; returns the exit status for `libi-mpiexec`.
 pub async fn run(plan: Plan, opts: Options) -> i32 {
+    // Descriptors for the child connections and launchers, before any other thread exists.
+    nla::reserve_fd_table(8 * plan.nodes + 64);
     let t0 = now();
     let started = Instant::now();
     let (tx, mut rx) = unbounded_channel::<Fe>();

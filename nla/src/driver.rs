@@ -156,6 +156,10 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             let _ = ev.send(Ev::ParentGone(why));
         });
     }
+    // Descriptors for the ranks (PMI socket, three pipes, a pidfd each), the children and
+    // some more, before any other thread exists.
+    let fds = 8 * setup.plan.ranks.len() + 4 * setup.plan.children.len() + 64;
+    crate::reserve_fd_table(fds);
     if keep_stdin {
         // Our launcher keeps our stdin open for the job: EOF means it (the ssh session, the
         // parent) is gone. A plain thread: a blocking read must not hold up the runtime.
