@@ -71,14 +71,7 @@ int main(int argc, char **argv)
     int rank, size;
     pmi_env(&rank, &size);
 
-    call("cmd=init pmi_version=1 pmi_subversion=1\n", line, sizeof line, "cmd=response_to_init");
-    if (rc_of(line) != 0)
-        die("init failed", line);
-    call("cmd=get_my_kvsname\n", line, sizeof line, "cmd=my_kvsname");
-    const char *k = field(line, "kvsname");
-    if (!k)
-        die("no kvsname", line);
-    snprintf(kvs, sizeof kvs, "%.*s", (int)strcspn(k, " "), k);
+    pmi_init(kvs, sizeof kvs);
 
     /* Pairs per rank: this rank's share of TOTAL_BYTES, ~VALUE_LEN + key bytes a pair. */
     long per = (long)((total / size + vlen + 9) / (vlen + 10));

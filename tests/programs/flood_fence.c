@@ -67,14 +67,7 @@ int main(int argc, char **argv)
     if (rank == 0 && pthread_create(&flooder, NULL, flood, NULL) != 0)
         die("pthread_create failed", NULL);
 
-    call("cmd=init pmi_version=1 pmi_subversion=1\n", line, sizeof line, "cmd=response_to_init");
-    if (!rc_ok(line))
-        die("init failed", line);
-    call("cmd=get_my_kvsname\n", line, sizeof line, "cmd=my_kvsname");
-    const char *k = field(line, "kvsname");
-    if (!k)
-        die("no kvsname", line);
-    snprintf(kvs, sizeof kvs, "%.*s", (int)strcspn(k, " "), k);
+    pmi_init(kvs, sizeof kvs);
 
     double start = now(), worst = 0;
     for (int f = 0; f < fences; f++) {

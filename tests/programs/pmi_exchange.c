@@ -17,15 +17,8 @@ int main(int argc, char **argv)
     int rank, size;
     pmi_env(&rank, &size);
 
-    call("cmd=init pmi_version=1 pmi_subversion=1\n", line, sizeof line, "cmd=response_to_init");
-    if (!field(line, "rc") || atoi(field(line, "rc")) != 0)
-        die("init failed", line);
+    pmi_init(kvs, sizeof kvs);
     call("cmd=get_maxes\n", line, sizeof line, "cmd=maxes");
-    call("cmd=get_my_kvsname\n", line, sizeof line, "cmd=my_kvsname");
-    const char *k = field(line, "kvsname");
-    if (!k)
-        die("no kvsname", line);
-    snprintf(kvs, sizeof kvs, "%.*s", (int)strcspn(k, " "), k);
 
     /* 64-byte value: v<rank>- then padding */
     char val[65];

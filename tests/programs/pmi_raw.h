@@ -93,4 +93,19 @@ static void pmi_env(int *rank, int *size)
         die("PMI_RANK/PMI_SIZE not set", NULL);
 }
 
+/* PMI-1 init (rc must be 0), then this job's kvsname into kvs. */
+static void pmi_init(char *kvs, size_t cap)
+{
+    char line[4096];
+    call("cmd=init pmi_version=1 pmi_subversion=1\n", line, sizeof line, "cmd=response_to_init");
+    const char *rc = field(line, "rc");
+    if (!rc || atoi(rc) != 0)
+        die("init failed", line);
+    call("cmd=get_my_kvsname\n", line, sizeof line, "cmd=my_kvsname");
+    const char *k = field(line, "kvsname");
+    if (!k)
+        die("no kvsname", line);
+    snprintf(kvs, cap, "%.*s", (int)strcspn(k, " "), k);
+}
+
 #endif
