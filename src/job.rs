@@ -119,6 +119,12 @@ pub struct JobCommon {
     /// there and serves it PMI-1 after the `singinit` handshake.
     #[serde(default)]
     pub singleton: Option<u16>,
+    /// Report every rank's end to the front end on its own (`-print-all-exitcodes` needs
+    /// each status). Otherwise ranks that end cleanly, or by the teardown's signals, are
+    /// counted per node and reported once per subtree ([`crate::msg::Msg::RanksDone`]):
+    /// the front end gets one message per child at the end instead of one per rank.
+    #[serde(default)]
+    pub each_end: bool,
 }
 
 /// One node of the NLA tree and everything below it.
@@ -136,6 +142,52 @@ pub struct NodePlan {
 
 impl NodePlan {
     /// Ranks in this subtree.
+    /// The NLA tree of a job: the front end (node 0, no ranks, `local_host`) and one NLA per
+    /// entry of `per_node` (nodes 1.., in order), shaped by the launch tree.
+    pub fn tree(
+        per_node: Vec<(String, Vec<RankSlot>)>,
+        shape: &crate::tree::Shape,
+        model: &crate::tree::LaunchModel,
+        max_conn: usize,
+        local_host: &str,
+    ) -> NodePlan {
+        let tree = crate::tree::Tree::build(shape, per_node.len() + 1, model);
+        let mut nodes: Vec<Option<NodePlan>> = std::iter::once(NodePlan {
+            node: 0,
+            host: local_host.to_string(),
+            ranks: Vec::new(),
+            children: Vec::new(),
+        })
+        .chain(per_node.into_iter().enumerate().map(|(i, (host, ranks))| NodePlan {
+            node: i as u32 + 1,
+            host,
+            ranks,
+            children: Vec::new(),
+        }))
+        .map(Some)
+        .collect();
+        // The NLA tree follows the launch tree, except that no process holds more than
+        // `max_conn` connections (ScELA's bound): where the launch tree fans out wider, the
+        // overflow is re-parented under earlier siblings (`CommTree`; identical to the launch
+        // tree when nothing exceeds the cap).
+        let comm = crate::tree::CommTree::from_launch(&tree, max_conn);
+        fn build(
+            comm: &crate::tree::CommTree,
+            node: usize,
+            nodes: &mut [Option<NodePlan>],
+        ) -> NodePlan {
+            let mut p = nodes[node].take().unwrap_or_else(|| NodePlan {
+                node: node as u32,
+                host: String::new(),
+                ranks: Vec::new(),
+                children: Vec::new(),
+            });
+            p.children = comm.children(node).iter().map(|&c| build(comm, c, nodes)).collect();
+            p
+        }
+        build(&comm, 0, &mut nodes)
+    }
+
     pub fn subtree_ranks(&self) -> usize {
         self.ranks.len() + self.children.iter().map(NodePlan::subtree_ranks).sum::<usize>()
     }

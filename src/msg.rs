@@ -85,6 +85,10 @@ pub enum Msg {
     StdinAck { bytes: u64 },
     /// A rank ended. `host` names where.
     RankEnded { rank: u32, host: String, end: RankEnd },
+    /// Ranks of the sender's subtree that ended cleanly (exit 0 after finalize) or by the
+    /// teardown's SIGTERM/SIGKILL, per node: `(node, clean, killed)`. Sent once, when the
+    /// subtree has no rank left (see `JobCommon::each_end`).
+    RanksDone { ends: Vec<(u32, u32, u32)> },
     /// A rank called abort.
     Abort { rank: u32, host: String, code: i32, message: Option<String> },
     /// Pairs put in this subtree during fence `epoch`, sent before the subtree entered it
@@ -102,8 +106,10 @@ pub enum Msg {
     /// A whole subtree is gone (its NLA could not be started or its connection broke):
     /// `ranks` ranks will never report their end.
     SubtreeLost { host: String, ranks: u32, message: String },
-    /// An NLA has started its ranks.
-    NodeUp { node: u32, host: String, ranks: u32 },
+    /// Every NLA of the sender's subtree (`nodes` of them) is up and has started its ranks
+    /// (`ranks` in all): one message per node per launch, sent when its subtree is up (at
+    /// the root: passed to the front end as it comes).
+    SubtreeUp { nodes: u32, ranks: u32 },
     /// An NLA's launch report (only with `--report`), sent before it exits.
     Report(Box<NodeReport>),
     /// This subtree's contributions to the current PMGR collective.
@@ -274,6 +280,15 @@ impl MsgCodec {
         };
         dst[start..start + HEAD].copy_from_slice(&len.to_be_bytes());
         Ok(())
+    }
+}
+
+/// Bytes `msg` takes on a tree link (length prefix and kind byte included), without
+/// encoding it: what the simulator charges a link for a message.
+pub fn wire_size(msg: &Msg) -> usize {
+    match msg {
+        Msg::Output { data, .. } => HEAD + OUTPUT_HEAD + data.len(),
+        m => HEAD + 1 + postcard::experimental::serialized_size(m).unwrap_or(0),
     }
 }
 
@@ -503,6 +518,7 @@ mod fuzz {
                     },
                     spawned_by: None,
                     singleton: None,
+                    each_end: false,
                 },
                 plan: NodePlan {
                     node: 1,

@@ -540,6 +540,16 @@ impl FrontEnd {
                     self.group_failed(g, end.status(), message, launch, word);
                 }
             }
+            Msg::RanksDone { ends } => {
+                // Clean ends (and the teardown's kills), counted per node.
+                if g == 0 {
+                    for (node, clean, killed) in ends {
+                        if let Some(n) = self.live.get_mut(&node) {
+                            *n = n.saturating_sub((clean + killed) as usize);
+                        }
+                    }
+                }
+            }
             Msg::Abort { rank, host, code, message } => {
                 // The rank's own words: any bytes, so escaped and capped.
                 let m = match message.as_deref() {
@@ -560,9 +570,9 @@ impl FrontEnd {
             Msg::SubtreeLost { message, .. } => {
                 self.group_failed(g, STATUS_LAUNCH, message, true, None)
             }
-            Msg::NodeUp { ranks, .. } => {
+            Msg::SubtreeUp { nodes, ranks } => {
                 let gr = &mut self.groups[g];
-                gr.nodes_up += 1;
+                gr.nodes_up += nodes as usize;
                 gr.ranks_up += ranks as usize;
                 if gr.nodes_up == gr.nodes {
                     if g == 0 {

@@ -6,7 +6,7 @@ use libi::hosts::{self, Host};
 use libi::job::{
     process_mapping, AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, RankSlot,
 };
-use libi::tree::{CommTree, LaunchModel, Shape, Tree, DEFAULT_MAX_CONN};
+use libi::tree::{LaunchModel, Shape, DEFAULT_MAX_CONN};
 
 /// Variables of the front end's environment that never reach ranks (spec §6, §12.12): an
 /// outer job's PMI/PMIx settings would confuse MPICH's PMI selection.
@@ -278,6 +278,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         binding: g.binding.clone(),
         spawned_by: None,
         singleton: g.singleton_port,
+        each_end: g.print_all_exitcodes,
     };
 
     // Launch tree over the front end (node 0) and one NLA per used host (nodes 1..).
@@ -322,37 +323,7 @@ pub fn nla_tree(
     max_conn: usize,
     local_host: &str,
 ) -> NodePlan {
-    let tree = Tree::build(shape, per_node.len() + 1, model);
-    let mut nodes: Vec<Option<NodePlan>> = std::iter::once(NodePlan {
-        node: 0,
-        host: local_host.to_string(),
-        ranks: Vec::new(),
-        children: Vec::new(),
-    })
-    .chain(per_node.into_iter().enumerate().map(|(i, (host, ranks))| NodePlan {
-        node: i as u32 + 1,
-        host,
-        ranks,
-        children: Vec::new(),
-    }))
-    .map(Some)
-    .collect();
-    // The NLA tree follows the launch tree, except that no process holds more than
-    // `max_conn` connections (ScELA's bound): where the launch tree fans out wider, the
-    // overflow is re-parented under earlier siblings (`CommTree`; identical to the launch
-    // tree when nothing exceeds the cap).
-    let comm = CommTree::from_launch(&tree, max_conn);
-    fn build(comm: &CommTree, node: usize, nodes: &mut [Option<NodePlan>]) -> NodePlan {
-        let mut p = nodes[node].take().unwrap_or_else(|| NodePlan {
-            node: node as u32,
-            host: String::new(),
-            ranks: Vec::new(),
-            children: Vec::new(),
-        });
-        p.children = comm.children(node).iter().map(|&c| build(comm, c, nodes)).collect();
-        p
-    }
-    build(&comm, 0, &mut nodes)
+    NodePlan::tree(per_node, shape, model, max_conn, local_host)
 }
 
 #[cfg(test)]

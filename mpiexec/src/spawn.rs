@@ -141,6 +141,7 @@ impl Spawner {
             pmgr: None,
             spawned_by: Some(parent.kvsname.clone()),
             singleton: None,
+            each_end: false,
             ..parent.clone()
         };
         let root = nla_tree(per_node, &base.shape, &base.model, base.max_conn, &base.root.host);

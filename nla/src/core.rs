@@ -130,8 +130,21 @@ pub struct NodeCore {
     /// Some completed fence left its pairs up the tree: misses must climb.
     lazy: bool,
     waiting: HashMap<String, Vec<Waiter>>,
-    /// Ranks of each child's subtree that have not reported their end.
+    /// Ranks of each child's subtree that have not reported their end, and their sum.
     child_left: Vec<usize>,
+    children_left: usize,
+    /// Ends not reported one by one (see `JobCommon::each_end`): this node's clean and
+    /// killed ranks, and what the children's subtrees reported, until the subtree is done.
+    own_clean: u32,
+    own_killed: u32,
+    done: Vec<(u32, u32, u32)>,
+    /// The parent ordered the teardown: ranks ending by SIGTERM/SIGKILL are its doing.
+    killed_by_parent: bool,
+    /// Launch progress not reported yet: (nodes, ranks) up in this subtree; whether this
+    /// node started its ranks and which children reported theirs.
+    up: (u32, u32),
+    self_up: bool,
+    child_up_seen: Vec<bool>,
     child_closed: Vec<bool>,
     ended: Vec<bool>,
     n_ended: usize,
@@ -186,6 +199,14 @@ impl NodeCore {
             if local_rank0 { None } else { plan.children.iter().position(|c| c.has_rank(0)) };
         NodeCore {
             child_left: plan.children.iter().map(NodePlan::subtree_ranks).collect(),
+            children_left: plan.children.iter().map(NodePlan::subtree_ranks).sum(),
+            own_clean: 0,
+            own_killed: 0,
+            done: Vec::new(),
+            killed_by_parent: false,
+            up: (0, 0),
+            self_up: false,
+            child_up_seen: vec![false; nc],
             child_closed: vec![false; nc],
             child_fenced: vec![false; nc],
             n_child_fenced: 0,
@@ -359,7 +380,7 @@ impl NodeCore {
 
     /// Ranks of this subtree that have not ended yet.
     pub fn ranks_left(&self) -> usize {
-        (self.conns.len() - self.n_ended) + self.child_left.iter().sum::<usize>()
+        (self.conns.len() - self.n_ended) + self.children_left
     }
 
     /// Every rank of the subtree ended and every child connection closed.
@@ -851,20 +872,65 @@ impl NodeCore {
             ProcEnd::Signaled(signal) => RankEnd::Signaled { signal },
             ProcEnd::SpawnFailed { errno, reason } => RankEnd::SpawnFailed { errno, reason },
         };
-        fx.push(Effect::ToParent(Msg::RankEnded {
-            rank: self.rank_of(local),
-            host: self.plan.host.clone(),
-            end,
-        }));
+        let ours = self.killed_by_parent
+            && matches!(
+                end,
+                RankEnd::Signaled { signal: libc::SIGTERM | libc::SIGKILL }
+                    | RankEnd::Exited { code: 143 | 137, .. }
+            );
+        if self.job.each_end || (end.is_failure() && !ours) {
+            fx.push(Effect::ToParent(Msg::RankEnded {
+                rank: self.rank_of(local),
+                host: self.plan.host.clone(),
+                end,
+            }));
+        } else if ours {
+            self.own_killed += 1;
+        } else {
+            self.own_clean += 1;
+        }
+        self.flush_done(fx);
+    }
+
+    /// Report the counted ends once the subtree has no rank left (at the root: at once, to
+    /// the front end's bookkeeping). One message per node per job instead of one per rank.
+    fn flush_done(&mut self, fx: &mut Vec<Effect>) {
+        if !self.is_root && self.ranks_left() > 0 {
+            return;
+        }
+        if self.own_clean + self.own_killed > 0 {
+            self.done.push((self.plan.node, self.own_clean, self.own_killed));
+            (self.own_clean, self.own_killed) = (0, 0);
+        }
+        if !self.done.is_empty() {
+            fx.push(Effect::ToParent(Msg::RanksDone { ends: std::mem::take(&mut self.done) }));
+        }
+    }
+
+    /// Report the subtree up once this node started its ranks and every child reported
+    /// (or was lost); at the root, pass every report on at once.
+    fn flush_up(&mut self, fx: &mut Vec<Effect>) {
+        let ready = self.is_root
+            || (self.self_up
+                && self.child_up_seen.iter().zip(&self.child_closed).all(|(u, c)| *u || *c));
+        if ready && self.up != (0, 0) {
+            let (nodes, ranks) = std::mem::take(&mut self.up);
+            fx.push(Effect::ToParent(Msg::SubtreeUp { nodes, ranks }));
+        }
+    }
+
+    /// Child `idx` accounted for `n` more ranks of its subtree.
+    fn child_ranks_ended(&mut self, idx: usize, n: usize) {
+        let n = n.min(self.child_left[idx]);
+        self.child_left[idx] -= n;
+        self.children_left -= n;
     }
 
     /// The driver started the local ranks.
     pub fn ranks_started(&mut self, fx: &mut Vec<Effect>) {
-        fx.push(Effect::ToParent(Msg::NodeUp {
-            node: self.plan.node,
-            host: self.plan.host.clone(),
-            ranks: self.conns.len() as u32,
-        }));
+        self.up = (self.up.0 + 1, self.up.1 + self.conns.len() as u32);
+        self.self_up = true;
+        self.flush_up(fx);
     }
 
     // ---------------------------------------------------------------- parent
@@ -884,6 +950,7 @@ impl NodeCore {
             }
             Msg::Kill => {
                 self.tearing_down = true;
+                self.killed_by_parent = true;
                 fx.push(Effect::KillRanks);
                 fx.push(Effect::ToChildren(Msg::Kill));
             }
@@ -991,12 +1058,25 @@ impl NodeCore {
                 }
             }
             Msg::RankEnded { .. } => {
-                self.child_left[idx] = self.child_left[idx].saturating_sub(1);
+                self.child_ranks_ended(idx, 1);
                 fx.push(Effect::ToParent(msg));
+                self.flush_done(fx);
+            }
+            Msg::SubtreeUp { nodes, ranks } => {
+                self.up = (self.up.0 + nodes, self.up.1 + ranks);
+                self.child_up_seen[idx] = true;
+                self.flush_up(fx);
+            }
+            Msg::RanksDone { mut ends } => {
+                let n: usize = ends.iter().map(|(_, c, k)| (*c + *k) as usize).sum();
+                self.child_ranks_ended(idx, n);
+                self.done.append(&mut ends);
+                self.flush_done(fx);
             }
             Msg::SubtreeLost { ranks, .. } => {
-                self.child_left[idx] = self.child_left[idx].saturating_sub(ranks as usize);
+                self.child_ranks_ended(idx, ranks as usize);
                 fx.push(Effect::ToParent(msg));
+                self.flush_done(fx);
             }
             Msg::Name { req, op } => {
                 self.requests.insert(req, (Waiter::Child(idx), Pending::Name(op.clone())));
@@ -1017,7 +1097,6 @@ impl NodeCore {
             | Msg::StdinAck { .. }
             | Msg::Abort { .. }
             | Msg::Fatal { .. }
-            | Msg::NodeUp { .. }
             | Msg::Report(_) => fx.push(Effect::ToParent(msg)),
             other => {
                 fx.push(Effect::Warn(format!("unexpected message from child {idx}: {other:?}")))
@@ -1109,7 +1188,8 @@ impl NodeCore {
             return;
         }
         self.child_closed[idx] = true;
-        let left = std::mem::take(&mut self.child_left[idx]);
+        let left = self.child_left[idx];
+        self.child_ranks_ended(idx, left);
         if left > 0 {
             let host = self.plan.children[idx].host.clone();
             self.tearing_down = true;
@@ -1123,6 +1203,8 @@ impl NodeCore {
         for waiters in self.waiting.values_mut() {
             waiters.retain(|w| *w != Waiter::Child(idx));
         }
+        self.flush_done(fx);
+        self.flush_up(fx);
     }
 }
 

@@ -45,6 +45,7 @@ fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
             binding: Default::default(),
             spawned_by: None,
             singleton: None,
+            each_end: false,
         },
         plan: me,
     }
@@ -170,15 +171,48 @@ fn exits_are_classified() {
         .into_iter()
         .filter_map(|m| if let Msg::RankEnded { end, .. } = m { Some(end.clone()) } else { None })
         .collect();
+    // Failures one by one, at once; the clean end counted and reported when the node is done.
     assert_eq!(
         ends,
-        vec![
-            RankEnd::Exited { code: 0, clean_pmi: false },
-            RankEnd::Exited { code: 0, clean_pmi: true },
-            RankEnd::Signaled { signal: 11 },
-        ]
+        vec![RankEnd::Exited { code: 0, clean_pmi: false }, RankEnd::Signaled { signal: 11 }]
     );
+    assert_eq!(to_parent(&fx).last(), Some(&&Msg::RanksDone { ends: vec![(1, 1, 0)] }));
     assert!(core.finished());
+}
+
+/// Clean ends, and ends by the teardown's signals, travel up as counts: one message per
+/// subtree when it is done, whatever its number of ranks; a child's counts are merged.
+/// With `each_end` (`-print-all-exitcodes`) every end goes up on its own.
+#[test]
+fn rank_ends_are_counted_per_subtree() {
+    let mut core = NodeCore::new(setup(&[0, 1, 2], &[&[3, 4]], 1 << 20), false, false);
+    let mut fx = Vec::new();
+    for l in 0..3 {
+        rank_lines(&mut core, l, INIT);
+        rank_lines(&mut core, l, "cmd=finalize\n");
+    }
+    core.rank_ended(0, ProcEnd::Exited(0), &mut fx);
+    core.rank_ended(1, ProcEnd::Exited(0), &mut fx);
+    assert!(to_parent(&fx).is_empty(), "nothing while ranks are left: {fx:?}");
+    core.parent_msg(Msg::Kill, &mut fx);
+    fx.clear();
+    core.rank_ended(2, ProcEnd::Signaled(15), &mut fx);
+    assert!(to_parent(&fx).is_empty(), "the child's ranks are left: {fx:?}");
+    core.child_msg(0, Msg::RanksDone { ends: vec![(2, 0, 2)] }, &mut fx);
+    assert_eq!(to_parent(&fx), vec![&Msg::RanksDone { ends: vec![(2, 0, 2), (1, 2, 1)] }]);
+    assert_eq!(core.ranks_left(), 0);
+
+    let mut s = setup(&[0, 1], &[], 1 << 20);
+    s.job.each_end = true;
+    let mut core = NodeCore::new(s, false, false);
+    let mut fx = Vec::new();
+    for l in 0..2 {
+        rank_lines(&mut core, l, INIT);
+        rank_lines(&mut core, l, "cmd=finalize\n");
+        core.rank_ended(l, ProcEnd::Exited(0), &mut fx);
+    }
+    let ended = to_parent(&fx).iter().filter(|m| matches!(m, Msg::RankEnded { .. })).count();
+    assert_eq!(ended, 2);
 }
 
 /// A rank that closes its PMI connection between init and finalize: the driver is asked to
@@ -723,4 +757,23 @@ proptest! {
             prop_assert!(core.ranks_left() <= before);
         }
     }
+}
+
+/// Launch progress travels up once per subtree: a node reports its subtree up when it
+/// started its ranks and every child reported (or was lost), counts merged.
+#[test]
+fn subtree_up_once_per_node() {
+    let mut core = NodeCore::new(setup(&[0, 1], &[&[2], &[3, 4]], 1 << 20), false, false);
+    let mut fx = Vec::new();
+    core.child_msg(0, Msg::SubtreeUp { nodes: 1, ranks: 1 }, &mut fx);
+    core.ranks_started(&mut fx);
+    assert!(to_parent(&fx).is_empty(), "child 1 has not reported: {fx:?}");
+    core.child_msg(1, Msg::SubtreeUp { nodes: 1, ranks: 2 }, &mut fx);
+    assert_eq!(to_parent(&fx), vec![&Msg::SubtreeUp { nodes: 3, ranks: 5 }]);
+    // a lost child counts as reported
+    let mut core = NodeCore::new(setup(&[0], &[&[1]], 1 << 20), false, false);
+    let mut fx = Vec::new();
+    core.ranks_started(&mut fx);
+    core.child_gone(0, "gone", &mut fx);
+    assert!(to_parent(&fx).contains(&&Msg::SubtreeUp { nodes: 1, ranks: 1 }), "{fx:?}");
 }

@@ -34,6 +34,7 @@ fn core(n: u32) -> NodeCore {
         spawned_by: None,
         binding: Default::default(),
         singleton: None,
+        each_end: false,
     };
     NodeCore::new(NodeSetup { job, plan }, true, false)
 }

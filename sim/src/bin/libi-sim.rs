@@ -1,0 +1,168 @@
+//! `libi-sim`: run the real node cores of libi in virtual time.
+//!
+//! ```text
+//! libi-sim --nodes 100000 --ppn 16 --workload mpich-init --tree greedy
+//! libi-sim --nodes 1000,10000,100000 --tree greedy,kary:16,binomial,flat \
+//!          --kvs-push-max 0,64K --batch none,64 --json out.json --svg launch.svg
+//! libi-sim --nodes 64 --ppn 4 --fault kill:5@0.02
+//! ```
+//!
+//! Lists (comma-separated) in `--nodes`, `--ppn`, `--tree`, `--kvs-push-max` and `--batch`
+//! make a sweep: every combination is run, one table row each.
+
+use clap::Parser;
+use libi::tree::Shape;
+use libi_sim::model::Costs;
+use libi_sim::report::{details, svg, table, Row};
+use libi_sim::workload::Trace;
+use libi_sim::{Cluster, Config, Fault};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "libi-sim",
+    version,
+    about = "Simulate a libi job: the real node cores, in virtual time"
+)]
+struct Args {
+    /// Agents (nodes with ranks); a comma-separated list runs each
+    #[arg(long, default_value = "64")]
+    nodes: String,
+    /// Ranks per agent (list allowed)
+    #[arg(long, default_value = "16")]
+    ppn: String,
+    /// Tree shapes: greedy, kary:K, binomial, flat, chain (list allowed)
+    #[arg(long, default_value = "greedy")]
+    tree: String,
+    /// Workload: mpich-init, exchange, fence, or a .pmitrace file
+    #[arg(long, default_value = "mpich-init")]
+    workload: String,
+    /// Fences pushing at most this many bytes of pairs down (0: every get climbs); list allowed
+    #[arg(long = "kvs-push-max", default_value = "64K")]
+    push_max: String,
+    /// Launch children in batches of B ("none" for no batching); list allowed
+    #[arg(long, default_value = "none")]
+    batch: String,
+    /// Cost model preset: fork (this machine) or ssh (LAN, the launch model's defaults)
+    #[arg(long, default_value = "fork")]
+    costs: String,
+    /// Override one cost: NAME=VALUE (seq, rem, slots, latency, bandwidth, cpu_msg,
+    /// cpu_byte, fork, rank_start, rank_step, pmi_latency, rank_exit, kill_delay, jitter)
+    #[arg(long = "cost", value_name = "NAME=VALUE")]
+    cost: Vec<String>,
+    /// Inject a fault: kill:NODE@T, drop:NODE@T, slow:NODE:FACTOR, never:NODE
+    #[arg(long = "fault")]
+    faults: Vec<String>,
+    /// Launch timeout (virtual seconds)
+    #[arg(long = "launch-timeout", default_value_t = 60.0)]
+    launch_timeout: f64,
+    /// Random seed (jitter)
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write every run as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<String>,
+    /// Write an SVG plot of launch time against nodes (per tree, with the model) to FILE
+    #[arg(long, value_name = "FILE")]
+    svg: Option<String>,
+    /// Print per-level traffic and the job's message for each run
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+fn list<T>(s: &str, what: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
+    s.split(',').map(|x| f(x.trim()).map_err(|e| format!("--{what} '{x}': {e}"))).collect()
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("libi-sim: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(a: &Args) -> Result<u8, String> {
+    let nodes = list(&a.nodes, "nodes", |x| {
+        x.parse::<usize>()
+            .ok()
+            .filter(|n| (1..=10_000_000).contains(n))
+            .ok_or("not a node count".into())
+    })?;
+    let ppns = list(&a.ppn, "ppn", |x| {
+        x.parse::<u32>().ok().filter(|n| (1..=4096).contains(n)).ok_or("not a rank count".into())
+    })?;
+    let shapes = list(&a.tree, "tree", |x| x.parse::<Shape>())?;
+    let pushes = list(&a.push_max, "kvs-push-max", libi::job::parse_bytes)?;
+    let batches = list(&a.batch, "batch", |x| match x {
+        "none" | "0" => Ok(None),
+        b => b.parse::<u32>().map(Some).map_err(|_| "not a batch size".into()),
+    })?;
+    let mut costs = match a.costs.as_str() {
+        "fork" => Costs::default(),
+        "ssh" => Costs::ssh_lan(),
+        c => return Err(format!("--costs '{c}': expected fork or ssh")),
+    };
+    for c in &a.cost {
+        let (k, v) =
+            c.split_once('=').ok_or_else(|| format!("--cost '{c}': expected NAME=VALUE"))?;
+        costs.set(k, v)?;
+    }
+    let faults = a.faults.iter().map(|f| f.parse::<Fault>()).collect::<Result<Vec<_>, _>>()?;
+    if !(a.launch_timeout.is_finite() && a.launch_timeout > 0.0) {
+        return Err("--launch-timeout must be a positive number of seconds".into());
+    }
+    let trace = Trace::load(&a.workload)?;
+    let mut rows = Vec::new();
+    let mut worst = 0u8;
+    for &n in &nodes {
+        for &ppn in &ppns {
+            for shape in &shapes {
+                for &push in &pushes {
+                    for &batch in &batches {
+                        let mut cfg = Config::new(n, ppn, trace.clone());
+                        cfg.shape = shape.clone();
+                        cfg.costs = costs;
+                        cfg.batch = batch;
+                        cfg.push_max = push;
+                        cfg.launch_timeout = a.launch_timeout;
+                        cfg.faults = faults.clone();
+                        cfg.seed = a.seed;
+                        let t0 = Instant::now();
+                        let outcome = Cluster::new(cfg)?.run();
+                        let wall = t0.elapsed().as_secs_f64();
+                        let rss_mib = libi::report::peak_rss_kib() as f64 / 1024.0;
+                        if a.verbose {
+                            eprint!("{}", details(&outcome));
+                        }
+                        if outcome.status != 0 {
+                            worst = 1;
+                        }
+                        rows.push(Row { outcome, push_max: push, batch, wall, rss_mib });
+                    }
+                }
+            }
+        }
+    }
+    print!("{}", table(&rows));
+    if rows.len() == 1 {
+        let o = &rows[0].outcome;
+        if let Some(m) = &o.message {
+            println!("job: status {}: {m}", o.status);
+        }
+    }
+    if let Some(path) = &a.json {
+        let text = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
+        std::fs::write(path, text).map_err(|e| format!("cannot write {path}: {e}"))?;
+    }
+    if let Some(path) = &a.svg {
+        let title = format!("libi-sim: launch of {} ranks/agent ({} costs)", a.ppn, a.costs);
+        std::fs::write(path, svg(&rows, &title))
+            .map_err(|e| format!("cannot write {path}: {e}"))?;
+    }
+    Ok(worst)
+}

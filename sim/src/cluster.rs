@@ -1,0 +1,1167 @@
+//! The simulated cluster: one real [`NodeCore`] per agent and one for the front end (the
+//! root, node 0), driven by a discrete-event queue in virtual time. There are no sockets and
+//! no processes: a tree message is moved from one core to another after the link's latency
+//! and transfer time, a rank is a replay of a PMI-1 conversation, a node's CPU is a queue
+//! (each event it handles costs `cpu_msg + cpu_byte × bytes`, one after the other).
+//!
+//! What is the real code here: every PMI answer, KVS and fence decision, every tree message
+//! and its size, failure classification and the job's failure messages (the node cores).
+//! What is modeled: the costs of [`Costs`], the child launch (SEQ/REM with `c` lanes and
+//! batches), rank processes.
+
+use crate::model::{ns, secs, Costs, Time};
+use crate::workload::{answer_cmd, answer_rc, Trace, Who};
+use libi::job::{
+    AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, NodeSetup, RankEnd, RankSlot,
+};
+use libi::msg::Msg;
+use libi::tree::Shape;
+use nla::core::{Effect, NodeCore, ProcEnd};
+use rand::{Rng, SeedableRng};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+/// A fault to inject.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// The agent of node `node` dies at `at` (its process and its ranks are gone).
+    Kill { node: u32, at: f64 },
+    /// The link between `node` and its parent breaks at `at`.
+    Drop { node: u32, at: f64 },
+    /// The link between `node` and its parent is `factor` times slower (latency and
+    /// transfer time).
+    Slow { node: u32, factor: f64 },
+    /// The agent of `node` never starts (its launch never connects back).
+    Never { node: u32 },
+}
+
+impl std::str::FromStr for Fault {
+    type Err = String;
+
+    /// `kill:NODE@T`, `drop:NODE@T`, `slow:NODE:FACTOR`, `never:NODE`.
+    fn from_str(s: &str) -> Result<Fault, String> {
+        let bad =
+            || format!("bad fault '{s}' (kill:NODE@T, drop:NODE@T, slow:NODE:FACTOR, never:NODE)");
+        let (kind, rest) = s.split_once(':').ok_or_else(bad)?;
+        let num = |v: &str| v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0);
+        let node = |v: &str| v.parse::<u32>().ok().filter(|n| *n > 0);
+        match kind {
+            "kill" | "drop" => {
+                let (n, t) = rest.split_once('@').ok_or_else(bad)?;
+                let (node, at) = (node(n).ok_or_else(bad)?, num(t).ok_or_else(bad)?);
+                Ok(if kind == "kill" { Fault::Kill { node, at } } else { Fault::Drop { node, at } })
+            }
+            "slow" => {
+                let (n, f) = rest.split_once(':').ok_or_else(bad)?;
+                let factor = num(f).filter(|f| *f >= 1.0).ok_or_else(bad)?;
+                Ok(Fault::Slow { node: node(n).ok_or_else(bad)?, factor })
+            }
+            "never" => Ok(Fault::Never { node: node(rest).ok_or_else(bad)? }),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// A simulation to run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Agents (nodes with ranks); the front end comes on top.
+    pub nodes: usize,
+    pub ppn: u32,
+    pub shape: Shape,
+    pub costs: Costs,
+    pub batch: Option<u32>,
+    /// `--kvs-push-max`: fences up to this many bytes of pairs push them to every agent.
+    pub push_max: u64,
+    pub launch_timeout: f64,
+    pub max_conn: usize,
+    pub faults: Vec<Fault>,
+    pub seed: u64,
+    pub workload: Trace,
+    /// Virtual seconds after which the run is stopped as hung.
+    pub limit: f64,
+}
+
+impl Config {
+    pub fn new(nodes: usize, ppn: u32, workload: Trace) -> Config {
+        Config {
+            nodes,
+            ppn,
+            shape: Shape::Greedy,
+            costs: Costs::default(),
+            batch: None,
+            push_max: 64 << 10,
+            launch_timeout: 60.0,
+            max_conn: libi::tree::DEFAULT_MAX_CONN,
+            faults: Vec::new(),
+            seed: 1,
+            workload,
+            limit: 3600.0,
+        }
+    }
+}
+
+/// Tree traffic of one node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Traffic {
+    pub msgs_in: u64,
+    pub bytes_in: u64,
+    pub msgs_out: u64,
+    pub bytes_out: u64,
+}
+
+/// Totals of one tree level.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Level {
+    pub level: u32,
+    pub nodes: u64,
+    pub msgs_in: u64,
+    pub bytes_in: u64,
+    pub max_msgs_in: u64,
+    pub max_bytes_in: u64,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Outcome {
+    pub nodes: usize,
+    pub ppn: u32,
+    pub ranks: u64,
+    pub shape: String,
+    pub workload: String,
+    /// Every agent connected and every rank started (the last `SubtreeUp` at the front end).
+    pub launch: Option<f64>,
+    /// When the root released each fence.
+    pub fences: Vec<f64>,
+    /// When the front end saw the job end, and with what.
+    pub end: Option<f64>,
+    pub status: i32,
+    pub message: Option<String>,
+    /// Ranks whose replay ended normally.
+    pub ranks_done: u64,
+    /// Ranks still waiting for an answer when the run ended (a hang, unless killed).
+    pub ranks_waiting: u64,
+    /// PMI answers that did not match the workload.
+    pub mismatches: u64,
+    pub first_mismatch: Option<String>,
+    pub fan_in_msgs: u64,
+    pub fan_in_bytes: u64,
+    pub levels: Vec<Level>,
+    pub tree_msgs: u64,
+    pub tree_bytes: u64,
+    pub pmi_requests: u64,
+    pub depth: u32,
+    /// Largest state held by one agent's core (KVS bytes + per-rank connection state), and
+    /// the mean over agents, in bytes.
+    pub peak_agent_bytes: u64,
+    pub mean_agent_bytes: u64,
+    pub warnings: Vec<String>,
+    pub events: u64,
+    /// The launch model's prediction for this tree and these costs.
+    pub model_launch: f64,
+    /// When the last agent had its setup (could launch its own children): what the launch
+    /// model predicts.
+    pub agents_up: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RState {
+    Idle,
+    Waiting,
+    Done,
+    Gone,
+}
+
+struct Rank {
+    step: u32,
+    peer_i: u32,
+    state: RState,
+    /// Step of the request in flight (for its expected answer).
+    asked: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum From {
+    Parent,
+    Child(u32),
+}
+
+enum Ev {
+    /// Child `idx` of `parent` connected back.
+    Hello {
+        parent: u32,
+        idx: u32,
+    },
+    /// Child `idx` of `parent` was launched `launch_timeout` ago.
+    LaunchTimeout {
+        parent: u32,
+        idx: u32,
+    },
+    /// Start the next launch batch of `node`.
+    NextBatch {
+        node: u32,
+    },
+    Link {
+        to: u32,
+        from: From,
+        msg: Msg,
+    },
+    Closed {
+        to: u32,
+        from: From,
+        why: &'static str,
+    },
+    RankStart {
+        node: u32,
+        local: u32,
+    },
+    FromRank {
+        node: u32,
+        local: u32,
+        bytes: Vec<u8>,
+    },
+    RankExit {
+        node: u32,
+        local: u32,
+        end: ProcEnd,
+    },
+    RanksStarted {
+        node: u32,
+    },
+    FailNow {
+        node: u32,
+        message: String,
+    },
+    PmiClose {
+        node: u32,
+        local: u32,
+    },
+    PmgrDrain {
+        node: u32,
+        local: u32,
+    },
+    Fault(usize),
+}
+
+/// A queue entry: the event itself waits in the slab (`Cluster::slots`), so that the heap
+/// moves 24-byte entries, not messages.
+struct Entry {
+    t: Time,
+    seq: u64,
+    slot: u32,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        (self.t, self.seq) == (o.t, o.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.t, self.seq).cmp(&(o.t, o.seq))
+    }
+}
+
+struct Node {
+    core: Option<NodeCore>,
+    parent: u32,
+    /// Index among the parent's children.
+    idx: u32,
+    level: u32,
+    children: Vec<u32>,
+    child_up: Vec<bool>,
+    child_lost: Vec<bool>,
+    queued: HashMap<u32, Vec<Msg>>,
+    /// Launch bookkeeping: next child to launch, launches of the batch not settled.
+    next_launch: u32,
+    in_batch: u32,
+    last_launch: Time,
+    busy: Time,
+    up_free: Time,
+    down_free: Time,
+    slow: f64,
+    dead: bool,
+    never: bool,
+    /// Connection to the parent broken.
+    cut: bool,
+    closed: bool,
+    first_rank: u32,
+    nranks: u32,
+    traffic: Traffic,
+    peak_bytes: u64,
+}
+
+/// A simulation in progress.
+pub struct Cluster {
+    cfg: Config,
+    queue: BinaryHeap<Reverse<Entry>>,
+    slots: Vec<Option<Ev>>,
+    free: Vec<u32>,
+    seq: u64,
+    now: Time,
+    nodes: Vec<Node>,
+    ranks: Vec<Rank>,
+    rng: rand::rngs::StdRng,
+    kvsname: String,
+    trace: std::rc::Rc<Trace>,
+    fx: Vec<Effect>,
+    out: Outcome,
+    // The front end's own bookkeeping (node 0's parent side).
+    nodes_up: usize,
+    ranks_ended: u64,
+    killing: bool,
+    fail_word: Option<i32>,
+}
+
+/// The front end's exit status for a launch failure (an NLA lost or never started).
+pub const STATUS_LAUNCH: i32 = 255;
+
+impl Cluster {
+    pub fn new(cfg: Config) -> Result<Cluster, String> {
+        if cfg.nodes == 0 || cfg.ppn == 0 {
+            return Err("need at least one node and one rank per node".into());
+        }
+        let size = cfg.nodes as u64 * cfg.ppn as u64;
+        let size32 = u32::try_from(size).map_err(|_| format!("{size} ranks is too many"))?;
+        let model = cfg.costs.launch_model(cfg.batch);
+        model.validate()?;
+        let per_node: Vec<(String, Vec<RankSlot>)> = (0..cfg.nodes as u32)
+            .map(|i| {
+                let ranks =
+                    (0..cfg.ppn).map(|r| RankSlot { rank: i * cfg.ppn + r, app: 0 }).collect();
+                (format!("n{}", i + 1), ranks)
+            })
+            .collect();
+        let root = NodePlan::tree(per_node, &cfg.shape, &model, cfg.max_conn, "fe");
+        let kvsname = "kvs_1_0_1_fe".to_string();
+        let job = JobCommon {
+            size: size32,
+            universe_size: -1,
+            kvsname: kvsname.clone(),
+            preput: vec![(
+                "PMI_process_mapping".into(),
+                format!("(vector,(0,{},{}))", cfg.nodes, cfg.ppn),
+            )],
+            apps: vec![AppSpec {
+                exe: "app".into(),
+                args: Vec::new(),
+                nprocs: size32,
+                env: Vec::new(),
+                wdir: None,
+            }],
+            launcher: LauncherSpec {
+                kind: LauncherKind::Fork,
+                exec: None,
+                nla_path: "libi-nla".into(),
+            },
+            kill_grace_ms: 1000,
+            launch_timeout_ms: (cfg.launch_timeout * 1000.0) as u64,
+            launch_batch: cfg.batch,
+            kvs_push_max: cfg.push_max,
+            kvs_max: 1 << 40,
+            report: false,
+            pmgr: None,
+            verbose: false,
+            binding: Default::default(),
+            spawned_by: None,
+            singleton: None,
+            each_end: false,
+        };
+        // Node table from the plan (node ids are the plan's: 0 = front end, 1.. agents).
+        let n = cfg.nodes + 1;
+        let mut nodes: Vec<Node> = (0..n)
+            .map(|i| Node {
+                core: None,
+                parent: 0,
+                idx: 0,
+                level: 0,
+                children: Vec::new(),
+                child_up: Vec::new(),
+                child_lost: Vec::new(),
+                queued: HashMap::new(),
+                next_launch: 0,
+                in_batch: 0,
+                last_launch: 0,
+                busy: 0,
+                up_free: 0,
+                down_free: 0,
+                slow: 1.0,
+                dead: false,
+                never: false,
+                cut: false,
+                closed: false,
+                first_rank: if i == 0 { 0 } else { (i as u32 - 1) * cfg.ppn },
+                nranks: if i == 0 { 0 } else { cfg.ppn },
+                traffic: Traffic::default(),
+                peak_bytes: 0,
+            })
+            .collect();
+        let mut stack = vec![(&root, 0u32)];
+        let mut depth = 0;
+        while let Some((p, level)) = stack.pop() {
+            depth = depth.max(level);
+            let me = p.node as usize;
+            nodes[me].level = level;
+            nodes[me].children = p.children.iter().map(|c| c.node).collect();
+            nodes[me].child_up = vec![false; p.children.len()];
+            nodes[me].child_lost = vec![false; p.children.len()];
+            for (i, c) in p.children.iter().enumerate() {
+                nodes[c.node as usize].parent = p.node;
+                nodes[c.node as usize].idx = i as u32;
+                stack.push((c, level + 1));
+            }
+        }
+        let eval = libi::tree::evaluate(&libi::tree::Tree::build(&cfg.shape, n, &model), &model);
+        for f in &cfg.faults {
+            let node = match f {
+                Fault::Kill { node, .. }
+                | Fault::Drop { node, .. }
+                | Fault::Slow { node, .. }
+                | Fault::Never { node } => *node,
+            };
+            if node as usize >= n {
+                return Err(format!("fault {f:?}: there is no node {node} (1..={})", cfg.nodes));
+            }
+        }
+        let out = Outcome {
+            nodes: cfg.nodes,
+            ppn: cfg.ppn,
+            ranks: size,
+            shape: cfg.shape.to_string(),
+            workload: cfg.workload.name.clone(),
+            depth,
+            model_launch: eval.total,
+            ..Outcome::default()
+        };
+        let ranks =
+            (0..size).map(|_| Rank { step: 0, peer_i: 0, state: RState::Idle, asked: 0 }).collect();
+        let trace = std::rc::Rc::new(cfg.workload.clone());
+        let mut c = Cluster {
+            rng: rand::rngs::StdRng::seed_from_u64(cfg.seed),
+            cfg,
+            queue: BinaryHeap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            seq: 0,
+            now: 0,
+            nodes,
+            ranks,
+            kvsname,
+            trace,
+            fx: Vec::new(),
+            out,
+            nodes_up: 0,
+            ranks_ended: 0,
+            killing: false,
+            fail_word: None,
+        };
+        for (i, f) in c.cfg.faults.clone().iter().enumerate() {
+            match *f {
+                Fault::Kill { at, .. } | Fault::Drop { at, .. } => c.push(ns(at), Ev::Fault(i)),
+                Fault::Slow { node, factor } => c.nodes[node as usize].slow = factor,
+                Fault::Never { node } => c.nodes[node as usize].never = true,
+            }
+        }
+        let core = NodeCore::new(NodeSetup { job, plan: root }, true, false);
+        c.nodes[0].core = Some(core);
+        c.start_launches(0, 0);
+        Ok(c)
+    }
+
+    fn push(&mut self, t: Time, ev: Ev) {
+        self.seq += 1;
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(ev);
+                i
+            }
+            None => {
+                self.slots.push(Some(ev));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.queue.push(Reverse(Entry { t, seq: self.seq, slot }));
+    }
+
+    fn jitter(&mut self, x: f64) -> f64 {
+        let j = self.cfg.costs.jitter;
+        if j > 0.0 {
+            x * (1.0 + self.rng.gen_range(-j..=j))
+        } else {
+            x
+        }
+    }
+
+    /// Run to the end (or the virtual time limit).
+    pub fn run(mut self) -> Outcome {
+        let limit = ns(self.cfg.limit);
+        while let Some(Reverse(Entry { t, slot, .. })) = self.queue.pop() {
+            let Some(ev) = self.slots[slot as usize].take() else { continue };
+            self.free.push(slot);
+            if t > limit {
+                self.out.warnings.push(format!("stopped at the time limit ({} s)", self.cfg.limit));
+                break;
+            }
+            self.now = t;
+            self.out.events += 1;
+            self.handle(t, ev);
+            if self.out.end.is_some() {
+                break;
+            }
+        }
+        self.finish()
+    }
+
+    fn finish(mut self) -> Outcome {
+        let mut levels: Vec<Level> = Vec::new();
+        let mut sum = 0u64;
+        for n in &self.nodes {
+            let l = n.level as usize;
+            if levels.len() <= l {
+                levels.resize_with(l + 1, Level::default);
+            }
+            let lv = &mut levels[l];
+            lv.level = l as u32;
+            lv.nodes += 1;
+            lv.msgs_in += n.traffic.msgs_in;
+            lv.bytes_in += n.traffic.bytes_in;
+            lv.max_msgs_in = lv.max_msgs_in.max(n.traffic.msgs_in);
+            lv.max_bytes_in = lv.max_bytes_in.max(n.traffic.bytes_in);
+            self.out.tree_msgs += n.traffic.msgs_out;
+            self.out.tree_bytes += n.traffic.bytes_out;
+            sum += n.peak_bytes;
+        }
+        let agents: Vec<&Node> = self.nodes.iter().skip(1).collect();
+        self.out.peak_agent_bytes = agents.iter().map(|n| n.peak_bytes).max().unwrap_or(0);
+        self.out.mean_agent_bytes = (sum - self.nodes[0].peak_bytes) / agents.len().max(1) as u64;
+        self.out.fan_in_msgs = self.nodes[0].traffic.msgs_in;
+        self.out.fan_in_bytes = self.nodes[0].traffic.bytes_in;
+        self.out.levels = levels;
+        for r in &self.ranks {
+            match r.state {
+                RState::Done => self.out.ranks_done += 1,
+                RState::Waiting | RState::Idle => self.out.ranks_waiting += 1,
+                RState::Gone => {}
+            }
+        }
+        if self.out.end.is_none() && self.out.message.is_none() {
+            self.out.message = Some("the job did not end".into());
+            self.out.status = -1;
+        }
+        self.out
+    }
+
+    /// Account CPU at `node` for an event arriving at `t` of `bytes`: when its handling ends.
+    fn cpu(&mut self, node: u32, t: Time, bytes: usize) -> Time {
+        let c = &self.cfg.costs;
+        let cost = ns(c.cpu_msg + c.cpu_byte * bytes as f64);
+        let n = &mut self.nodes[node as usize];
+        let start = t.max(n.busy);
+        n.busy = start + cost;
+        n.busy
+    }
+
+    fn handle(&mut self, t: Time, ev: Ev) {
+        match ev {
+            Ev::Hello { parent, idx } => self.hello(t, parent, idx),
+            Ev::LaunchTimeout { parent, idx } => {
+                let p = &self.nodes[parent as usize];
+                if p.dead || p.child_up[idx as usize] || p.child_lost[idx as usize] {
+                    return;
+                }
+                let secs = self.cfg.launch_timeout;
+                let why = format!("no connection within the launch timeout ({secs} s)");
+                self.child_lost(t, parent, idx, &why);
+            }
+            Ev::NextBatch { node } => {
+                self.launch_some(node, t);
+            }
+            Ev::Link { to, from, msg } => self.link(t, to, from, msg),
+            Ev::Closed { to, from, why } => {
+                let n = &self.nodes[to as usize];
+                if n.dead {
+                    return;
+                }
+                match from {
+                    From::Child(idx) => self.child_lost(t, to, idx, why),
+                    From::Parent => self.parent_lost(t, to, why),
+                }
+            }
+            Ev::RankStart { node, local } => {
+                if self.nodes[node as usize].dead {
+                    return;
+                }
+                self.rank_next(node, local, t);
+            }
+            Ev::FromRank { node, local, bytes } => {
+                let gid = (self.nodes[node as usize].first_rank + local) as usize;
+                if self.nodes[node as usize].dead || self.ranks[gid].state == RState::Gone {
+                    return;
+                }
+                self.out.pmi_requests += 1;
+                let done = self.cpu(node, t, bytes.len());
+                self.with_core(node, done, |c, fx| c.rank_data(local as usize, &bytes, fx));
+            }
+            Ev::RankExit { node, local, end } => {
+                if self.nodes[node as usize].dead {
+                    return;
+                }
+                let r = &mut self.ranks[(self.nodes[node as usize].first_rank + local) as usize];
+                if r.state == RState::Gone {
+                    return;
+                }
+                if r.state != RState::Done {
+                    r.state = RState::Gone;
+                }
+                let done = self.cpu(node, t, 0);
+                self.with_core(node, done, |c, fx| {
+                    c.rank_eof(local as usize, fx);
+                    c.rank_ended(local as usize, end, fx);
+                });
+                self.maybe_close(node, done);
+            }
+            Ev::RanksStarted { node } => {
+                let done = self.cpu(node, t, 0);
+                self.with_core(node, done, |c, fx| c.ranks_started(fx));
+            }
+            Ev::FailNow { node, message } => {
+                if !self.nodes[node as usize].dead {
+                    self.with_core(node, t, |c, fx| c.fail_now(message, fx));
+                }
+            }
+            Ev::PmiClose { node, local } => {
+                if !self.nodes[node as usize].dead {
+                    let r = &self.ranks[(self.nodes[node as usize].first_rank + local) as usize];
+                    let running = matches!(r.state, RState::Idle | RState::Waiting);
+                    self.with_core(node, t, |c, fx| {
+                        c.pmi_close_grace_over(local as usize, running, fx)
+                    });
+                }
+            }
+            Ev::PmgrDrain { node, local } => {
+                if !self.nodes[node as usize].dead {
+                    self.with_core(node, t, |c, fx| {
+                        c.pmgr_drain_over(local as usize, fx);
+                    });
+                }
+            }
+            Ev::Fault(i) => self.fault(t, i),
+        }
+    }
+
+    /// Run `f` on `node`'s core at time `t` and carry out its effects.
+    fn with_core(&mut self, node: u32, t: Time, f: impl FnOnce(&mut NodeCore, &mut Vec<Effect>)) {
+        let mut fx = std::mem::take(&mut self.fx);
+        if let Some(core) = self.nodes[node as usize].core.as_mut() {
+            f(core, &mut fx);
+        }
+        self.apply(node, t, &mut fx);
+        self.fx = fx;
+    }
+
+    // ------------------------------------------------------------------ launch
+
+    /// `node` has its setup at `t`: launch its children (all, or the first batch), then
+    /// start its ranks.
+    fn start_launches(&mut self, node: u32, t: Time) {
+        // Launches and forks run on the node's launch lane, not on its event loop: hellos,
+        // tree messages and PMI are handled meanwhile.
+        let lane_free = self.launch_some(node, t);
+        let nranks = self.nodes[node as usize].nranks;
+        let mut at = lane_free;
+        let fork = ns(self.cfg.costs.fork);
+        for local in 0..nranks {
+            at += fork;
+            let start = at + ns(self.jitter(self.cfg.costs.rank_start));
+            self.push(start, Ev::RankStart { node, local });
+        }
+        self.nodes[node as usize].last_launch = at;
+        if node != 0 {
+            self.push(at, Ev::RanksStarted { node });
+        }
+    }
+
+    /// Launch the next children of `node` from `t` (all that are left, or one batch):
+    /// returns when the parent's lanes are free again.
+    fn launch_some(&mut self, node: u32, t: Time) -> Time {
+        let (seq, slots) = (ns(self.cfg.costs.seq), self.cfg.costs.slots.max(1));
+        let batch = self.cfg.batch.filter(|b| *b > 0);
+        let nch = self.nodes[node as usize].children.len() as u32;
+        let mut start = t.max(self.nodes[node as usize].last_launch);
+        let mut i = 0u32;
+        let timeout = ns(self.cfg.launch_timeout);
+        while self.nodes[node as usize].next_launch < nch
+            && batch.is_none_or(|b| self.nodes[node as usize].in_batch < b)
+        {
+            let n = &mut self.nodes[node as usize];
+            let idx = n.next_launch;
+            n.next_launch += 1;
+            n.in_batch += 1;
+            if i > 0 && i.is_multiple_of(slots) {
+                start += seq;
+            }
+            i += 1;
+            let child = n.children[idx as usize];
+            let rem = ns(self.jitter(self.cfg.costs.rem));
+            if !self.nodes[child as usize].never {
+                self.push(start + rem, Ev::Hello { parent: node, idx });
+            }
+            self.push(start + timeout, Ev::LaunchTimeout { parent: node, idx });
+        }
+        let free = if i > 0 { start + seq } else { t };
+        self.nodes[node as usize].last_launch = free;
+        free
+    }
+
+    /// A launch of `node` settled (connected or given up): maybe the next batch.
+    fn settled(&mut self, node: u32, t: Time) {
+        let n = &mut self.nodes[node as usize];
+        n.in_batch = n.in_batch.saturating_sub(1);
+        if self.cfg.batch.is_some()
+            && n.in_batch == 0
+            && (n.next_launch as usize) < n.children.len()
+        {
+            self.push(t, Ev::NextBatch { node });
+        }
+    }
+
+    fn hello(&mut self, t: Time, parent: u32, idx: u32) {
+        let p = &self.nodes[parent as usize];
+        if p.dead || p.child_lost[idx as usize] || p.child_up[idx as usize] {
+            return;
+        }
+        self.nodes[parent as usize].child_up[idx as usize] = true;
+        self.settled(parent, t);
+        let done = self.cpu(parent, t, 0);
+        let setup =
+            self.nodes[parent as usize].core.as_ref().and_then(|c| c.child_setup(idx as usize));
+        if let Some(s) = setup {
+            self.send_down(parent, idx, done, Msg::Setup(Box::new(s)));
+        }
+        for m in self.nodes[parent as usize].queued.remove(&idx).unwrap_or_default() {
+            self.send_down(parent, idx, done, m);
+        }
+    }
+
+    // ------------------------------------------------------------------ links
+
+    fn send_up(&mut self, node: u32, t: Time, msg: Msg) {
+        let n = &self.nodes[node as usize];
+        if n.dead || n.cut || n.closed {
+            return;
+        }
+        let (parent, idx, slow) = (n.parent, n.idx, n.slow);
+        let size = libi::msg::wire_size(&msg);
+        let c = &self.cfg.costs;
+        let xfer = ns(size as f64 / c.bandwidth * slow);
+        let lat = ns(c.latency * slow);
+        let n = &mut self.nodes[node as usize];
+        let depart = t.max(n.up_free);
+        n.up_free = depart + xfer;
+        n.traffic.msgs_out += 1;
+        n.traffic.bytes_out += size as u64;
+        let at = n.up_free + lat;
+        let p = &mut self.nodes[parent as usize];
+        p.traffic.msgs_in += 1;
+        p.traffic.bytes_in += size as u64;
+        self.push(at, Ev::Link { to: parent, from: From::Child(idx), msg });
+    }
+
+    fn send_down(&mut self, node: u32, idx: u32, t: Time, msg: Msg) {
+        let n = &self.nodes[node as usize];
+        let i = idx as usize;
+        if n.dead || i >= n.children.len() || n.child_lost[i] {
+            return;
+        }
+        if !n.child_up[i] {
+            self.nodes[node as usize].queued.entry(idx).or_default().push(msg);
+            return;
+        }
+        let child = n.children[i];
+        let size = libi::msg::wire_size(&msg);
+        let slow = self.nodes[child as usize].slow;
+        let c = &self.cfg.costs;
+        let xfer = ns(size as f64 / c.bandwidth * slow);
+        let lat = ns(c.latency * slow);
+        let ch = &mut self.nodes[child as usize];
+        if ch.cut {
+            return;
+        }
+        let depart = t.max(ch.down_free);
+        ch.down_free = depart + xfer;
+        ch.traffic.msgs_in += 1;
+        ch.traffic.bytes_in += size as u64;
+        let at = ch.down_free + lat;
+        let n = &mut self.nodes[node as usize];
+        n.traffic.msgs_out += 1;
+        n.traffic.bytes_out += size as u64;
+        self.push(at, Ev::Link { to: child, from: From::Parent, msg });
+    }
+
+    fn link(&mut self, t: Time, to: u32, from: From, msg: Msg) {
+        if self.nodes[to as usize].dead {
+            return;
+        }
+        let size = libi::msg::wire_size(&msg);
+        let done = self.cpu(to, t, size);
+        match (from, msg) {
+            (From::Parent, Msg::Setup(setup)) => {
+                self.out.agents_up = self.out.agents_up.max(secs(done));
+                if std::env::var_os("LIBI_SIM_DEBUG").is_some() {
+                    let n = &self.nodes[to as usize];
+                    eprintln!(
+                        "setup node {to} parent {} idx {} at {:.6}",
+                        n.parent,
+                        n.idx,
+                        secs(done)
+                    );
+                }
+                self.nodes[to as usize].core = Some(NodeCore::new(*setup, false, false));
+                self.start_launches(to, done);
+            }
+            (From::Parent, msg) => self.with_core(to, done, |c, fx| c.parent_msg(msg, fx)),
+            (From::Child(idx), msg) => {
+                if !self.nodes[to as usize].child_lost[idx as usize] {
+                    self.with_core(to, done, |c, fx| c.child_msg(idx as usize, msg, fx));
+                }
+            }
+        }
+        self.note_memory(to);
+        self.maybe_close(to, done);
+    }
+
+    fn child_lost(&mut self, t: Time, node: u32, idx: u32, why: &str) {
+        let n = &mut self.nodes[node as usize];
+        if n.child_lost[idx as usize] {
+            return;
+        }
+        let was_up = n.child_up[idx as usize];
+        n.child_lost[idx as usize] = true;
+        n.queued.remove(&idx);
+        if !was_up {
+            self.settled(node, t);
+        }
+        let done = self.cpu(node, t, 0);
+        self.with_core(node, done, |c, fx| c.child_gone(idx as usize, why, fx));
+        self.maybe_close(node, done);
+    }
+
+    fn parent_lost(&mut self, t: Time, node: u32, _why: &str) {
+        let n = &mut self.nodes[node as usize];
+        if n.cut {
+            return;
+        }
+        n.cut = true;
+        let done = self.cpu(node, t, 0);
+        self.with_core(node, done, |c, fx| c.kill(fx));
+        self.maybe_close(node, done);
+    }
+
+    /// A finished agent exits: its connections close.
+    fn maybe_close(&mut self, node: u32, t: Time) {
+        if node == 0 {
+            return;
+        }
+        let n = &self.nodes[node as usize];
+        if n.closed || n.dead || n.core.as_ref().is_none_or(|c| c.ranks_left() != 0) {
+            return;
+        }
+        self.close_links(node, t, "connection closed");
+        self.nodes[node as usize].closed = true;
+    }
+
+    fn close_links(&mut self, node: u32, t: Time, why: &'static str) {
+        let n = &self.nodes[node as usize];
+        let lat = ns(self.cfg.costs.latency * n.slow);
+        let (parent, idx, cut) = (n.parent, n.idx, n.cut);
+        let kids: Vec<(u32, bool)> = n
+            .children
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (*c, n.child_up[i] && !n.child_lost[i]))
+            .collect();
+        if !cut {
+            let at = t.max(self.nodes[node as usize].up_free) + lat;
+            self.push(at, Ev::Closed { to: parent, from: From::Child(idx), why });
+        }
+        for (c, up) in kids {
+            if up {
+                self.push(t + lat, Ev::Closed { to: c, from: From::Parent, why });
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ ranks
+
+    fn who(&self, node: u32, local: u32) -> Who<'_> {
+        let n = &self.nodes[node as usize];
+        Who {
+            rank: n.first_rank + local,
+            size: self.out.ranks as u32,
+            node: node - 1,
+            kvsname: &self.kvsname,
+            local_first: n.first_rank,
+            local_count: n.nranks,
+            ppn: self.cfg.ppn,
+        }
+    }
+
+    /// Rank `local` of `node` sends its next request at `t` (or exits when done).
+    fn rank_next(&mut self, node: u32, local: u32, t: Time) {
+        let gid = (self.nodes[node as usize].first_rank + local) as usize;
+        let trace = self.trace.clone();
+        loop {
+            let r = &self.ranks[gid];
+            if matches!(r.state, RState::Done | RState::Gone) {
+                return;
+            }
+            let step = r.step as usize;
+            if step >= trace.steps.len() {
+                self.ranks[gid].state = RState::Done;
+                let at = t + ns(self.jitter(self.cfg.costs.rank_exit));
+                self.push(at, Ev::RankExit { node, local, end: ProcEnd::Exited(0) });
+                return;
+            }
+            let who = self.who(node, local);
+            let count = trace.peer_count(step, &who);
+            if r.peer_i >= count {
+                let r = &mut self.ranks[gid];
+                r.step += 1;
+                r.peer_i = 0;
+                continue;
+            }
+            let peer = trace.peer(step, r.peer_i, &who);
+            let bytes = trace.render(step, &who, peer, 0);
+            let one_way = trace.steps[step].one_way;
+            let r = &mut self.ranks[gid];
+            r.peer_i += 1;
+            r.asked = step as u32;
+            r.state = if one_way { RState::Idle } else { RState::Waiting };
+            let c = &self.cfg.costs;
+            let at = t + ns(c.rank_step + c.pmi_latency);
+            self.push(at, Ev::FromRank { node, local, bytes });
+            if !one_way {
+                return;
+            }
+        }
+    }
+
+    fn answer_rank(&mut self, t: Time, node: u32, local: u32, bytes: &[u8]) {
+        let gid = (self.nodes[node as usize].first_rank + local) as usize;
+        let r = &self.ranks[gid];
+        if r.state != RState::Waiting || self.nodes[node as usize].dead {
+            return;
+        }
+        let expect = self.cfg.workload.steps[r.asked as usize].expect.as_deref();
+        let got = answer_cmd(bytes);
+        let rc = answer_rc(bytes);
+        if expect.is_some_and(|e| Some(e) != got) || rc != 0 {
+            self.out.mismatches += 1;
+            if self.out.first_mismatch.is_none() {
+                self.out.first_mismatch = Some(format!(
+                    "rank {gid}: expected cmd={} rc=0, got '{}'",
+                    expect.unwrap_or("?"),
+                    String::from_utf8_lossy(bytes).trim_end()
+                ));
+            }
+            // As the replay client: a one-line message and exit 1.
+            self.ranks[gid].state = RState::Gone;
+            let at = t + ns(self.cfg.costs.rank_exit);
+            self.push(at, Ev::RankExit { node, local, end: ProcEnd::Exited(1) });
+            return;
+        }
+        self.ranks[gid].state = RState::Idle;
+        self.rank_next(node, local, t);
+    }
+
+    // ------------------------------------------------------------------ effects
+
+    fn apply(&mut self, node: u32, t: Time, fx: &mut Vec<Effect>) {
+        for e in fx.drain(..) {
+            match e {
+                Effect::ToRank(local, bytes) => {
+                    // The rank reads its answer and sends its next request at once: one event
+                    // (the next request's arrival) instead of two.
+                    let at = t + ns(self.cfg.costs.pmi_latency);
+                    self.answer_rank(at, node, local as u32, &bytes);
+                }
+                Effect::CloseRank(_) => {}
+                Effect::ToParent(m) if node == 0 => self.front_end(t, m),
+                Effect::ToParent(m) => self.send_up(node, t, m),
+                Effect::ToChild(idx, m) => self.send_down(node, idx as u32, t, m),
+                Effect::ToChildren(m) => {
+                    if node == 0 {
+                        if let Msg::FenceOut { .. } = &m {
+                            self.out.fences.push(secs(t));
+                        }
+                    }
+                    let n = self.nodes[node as usize].children.len() as u32;
+                    for idx in 0..n {
+                        self.send_down(node, idx, t, m.clone());
+                    }
+                }
+                Effect::KillRanks => {
+                    let n = &self.nodes[node as usize];
+                    let (first, count) = (n.first_rank, n.nranks);
+                    let at = t + ns(self.cfg.costs.kill_delay);
+                    for local in 0..count {
+                        let r = &mut self.ranks[(first + local) as usize];
+                        if matches!(r.state, RState::Idle | RState::Waiting) {
+                            r.state = RState::Gone;
+                            self.push(at, Ev::RankExit { node, local, end: ProcEnd::Signaled(15) });
+                        }
+                    }
+                }
+                Effect::SignalRanks(_) | Effect::Stdin(_) => {}
+                Effect::Warn(w) => {
+                    if self.out.warnings.len() < 100 {
+                        self.out.warnings.push(format!("node {node}: {w}"));
+                    }
+                }
+                Effect::ToPmgr(..) | Effect::ClosePmgr(_) => {}
+                Effect::FailSoon(message) => {
+                    let at = t + ns(nla::driver::PMGR_ABORT_GRACE.as_secs_f64());
+                    self.push(at, Ev::FailNow { node, message });
+                }
+                Effect::StartNla { host, .. } => {
+                    self.out.warnings.push(format!("spawn on {host}: not simulated"));
+                }
+                Effect::WatchPmiClose(local) => {
+                    self.push(t + ns(0.25), Ev::PmiClose { node, local: local as u32 });
+                }
+                Effect::WatchPmgrDrain(local) => {
+                    self.push(t + ns(2.0), Ev::PmgrDrain { node, local: local as u32 });
+                }
+            }
+        }
+    }
+
+    fn note_memory(&mut self, node: u32) {
+        let n = &mut self.nodes[node as usize];
+        if let Some(c) = &n.core {
+            let conn = std::mem::size_of::<pmi_wire::server::Connection>() as u64;
+            let b = c.kvs().bytes() + c.local_count() as u64 * conn;
+            n.peak_bytes = n.peak_bytes.max(b);
+        }
+    }
+
+    // ------------------------------------------------------------------ front end
+
+    /// A job event at the front end (what the root core sends "up").
+    fn front_end(&mut self, t: Time, m: Msg) {
+        match m {
+            Msg::SubtreeUp { nodes, .. } => {
+                self.nodes_up += nodes as usize;
+                if self.nodes_up == self.cfg.nodes {
+                    self.out.launch = Some(secs(t));
+                }
+            }
+            Msg::RankEnded { rank, host, end } => {
+                self.ranks_ended += 1;
+                if end.is_failure() {
+                    let ours = self.killing
+                        && matches!(
+                            end,
+                            RankEnd::Signaled { signal: 15 | 9 }
+                                | RankEnd::Exited { code: 143 | 137, .. }
+                        );
+                    if !ours {
+                        let word = end.status_word();
+                        match self.fail_word.as_mut() {
+                            Some(w) => {
+                                *w |= word;
+                                self.out.status = libi::job::combined_status(*w);
+                            }
+                            None => {
+                                self.fail_word = Some(word);
+                                let msg = describe_end(rank, &host, &end);
+                                self.fail(t, libi::job::combined_status(word), msg);
+                            }
+                        }
+                    }
+                }
+            }
+            Msg::RanksDone { ends } => {
+                self.ranks_ended += ends.iter().map(|(_, c, k)| (*c + *k) as u64).sum::<u64>();
+            }
+            Msg::Abort { rank, host, code, .. } => self.fail(
+                t,
+                code,
+                format!("rank {rank} on {host} called MPI_Abort with exit code {code}"),
+            ),
+            Msg::Fatal { message, status, .. } => self.fail(t, status, message),
+            Msg::SubtreeLost { ranks, message, .. } => {
+                self.ranks_ended += ranks as u64;
+                self.fail(t, STATUS_LAUNCH, message);
+            }
+            _ => {}
+        }
+        if self.ranks_ended >= self.out.ranks && self.out.end.is_none() {
+            self.out.end = Some(secs(t));
+        }
+    }
+
+    fn fail(&mut self, t: Time, status: i32, message: String) {
+        if self.killing {
+            return;
+        }
+        self.killing = true;
+        self.out.status = status;
+        self.out.message = Some(message);
+        self.with_core(0, t, |c, fx| c.kill(fx));
+    }
+
+    // ------------------------------------------------------------------ faults
+
+    fn fault(&mut self, t: Time, i: usize) {
+        match self.cfg.faults[i] {
+            Fault::Kill { node, .. } => {
+                if self.nodes[node as usize].dead {
+                    return;
+                }
+                self.close_links(node, t, "connection closed");
+                let n = &mut self.nodes[node as usize];
+                n.dead = true;
+                let (first, count) = (n.first_rank, n.nranks);
+                for r in &mut self.ranks[first as usize..(first + count) as usize] {
+                    r.state = RState::Gone;
+                }
+            }
+            Fault::Drop { node, .. } => {
+                let n = &self.nodes[node as usize];
+                if n.dead || n.cut {
+                    return;
+                }
+                let (parent, idx) = (n.parent, n.idx);
+                let lat = ns(self.cfg.costs.latency);
+                self.push(
+                    t + lat,
+                    Ev::Closed { to: parent, from: From::Child(idx), why: "connection reset" },
+                );
+                self.push(
+                    t + lat,
+                    Ev::Closed { to: node, from: From::Parent, why: "connection reset" },
+                );
+            }
+            Fault::Slow { .. } | Fault::Never { .. } => {}
+        }
+    }
+}
+
+/// What the front end prints for a rank that failed (as `libi-mpiexec`).
+fn describe_end(rank: u32, host: &str, end: &RankEnd) -> String {
+    match end {
+        RankEnd::Exited { code: 0, clean_pmi: false } => {
+            format!("rank {rank} on {host} exited without finalize")
+        }
+        RankEnd::Exited { code, .. } => format!("rank {rank} on {host} exited with code {code}"),
+        RankEnd::Signaled { signal } => format!("rank {rank} on {host} killed by signal {signal}"),
+        RankEnd::SpawnFailed { reason, .. } => format!("rank {rank} on {host}: {reason}"),
+    }
+}

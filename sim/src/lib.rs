@@ -1,0 +1,16 @@
+//! `libi-sim`: the real node cores of libi — every agent's [`nla::core::NodeCore`] and the
+//! front end's root core — in virtual time, on a discrete-event queue, with no sockets and
+//! no processes. It answers what the real code does at sizes we cannot run: 10k or 100k
+//! agents with millions of ranks, on one 2-core machine.
+//!
+//! * [`model`]: what launching, links, CPU and ranks cost ([`model::Costs`]);
+//! * [`workload`]: what simulated ranks say (PMI-1 conversations recorded from MPICH);
+//! * [`cluster`]: the simulation itself, its faults and its measurements;
+//! * [`report`]: tables, JSON and the SVG plot.
+
+pub mod cluster;
+pub mod model;
+pub mod report;
+pub mod workload;
+
+pub use cluster::{Cluster, Config, Fault, Outcome};

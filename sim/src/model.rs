@@ -1,0 +1,116 @@
+//! What things cost in virtual time. Every figure is in seconds (or bytes per second) and
+//! has a default measured on this project's machines (see `bench/results.md`, "Simulator
+//! validation", and `libi-sim calibrate`).
+
+use serde::{Deserialize, Serialize};
+
+/// The cost model of a simulated cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Costs {
+    /// Parent-side cost of one child launch (the launch model's `SEQ`): the parent's launch
+    /// lane is busy this long per child.
+    pub seq: f64,
+    /// From the start of a child's launch until its NLA's hello reaches the parent (the
+    /// launch model's `REM`).
+    pub rem: f64,
+    /// Concurrent launch lanes per parent (`c`).
+    pub slots: u32,
+    /// One-way latency of a tree link.
+    pub latency: f64,
+    /// Bandwidth of a tree link, each direction, bytes per second.
+    pub bandwidth: f64,
+    /// CPU time a node spends per message it handles (tree or PMI), and per byte of it.
+    pub cpu_msg: f64,
+    pub cpu_byte: f64,
+    /// CPU time an NLA spends starting one rank (fork/exec, pipes, binding).
+    pub fork: f64,
+    /// From a rank's start to its first PMI request (exec, dynamic loading, library init).
+    pub rank_start: f64,
+    /// A rank's own time between an answer and its next request.
+    pub rank_step: f64,
+    /// One-way latency of a rank's PMI socket.
+    pub pmi_latency: f64,
+    /// From a rank's last answer (finalize) to its exit being seen by its NLA.
+    pub rank_exit: f64,
+    /// From a teardown's SIGTERM to the rank's exit being seen.
+    pub kill_delay: f64,
+    /// Relative jitter (uniform ±) applied to `rem`, `rank_start` and `rank_exit`, drawn
+    /// from the run's seed.
+    pub jitter: f64,
+}
+
+impl Default for Costs {
+    /// Fork-launcher figures of this 2-core VM (`bench/sim-validate.sh`): an NLA starts in
+    /// about 3 ms and connects back over a Unix socket; a rank of the replay client starts
+    /// in about 1 ms.
+    fn default() -> Self {
+        Costs {
+            seq: 0.0012,
+            rem: 0.004,
+            slots: 1,
+            latency: 20e-6,
+            bandwidth: 1.0e9,
+            cpu_msg: 4e-6,
+            cpu_byte: 1e-9,
+            fork: 0.00035,
+            rank_start: 0.0012,
+            rank_step: 5e-6,
+            pmi_latency: 5e-6,
+            rank_exit: 0.0004,
+            kill_delay: 0.001,
+            jitter: 0.0,
+        }
+    }
+}
+
+impl Costs {
+    /// Figures for `ssh` across a LAN, as the launch model's defaults (SEQ 7 ms, REM 0.3 s).
+    pub fn ssh_lan() -> Self {
+        Costs { seq: 0.007, rem: 0.30, latency: 50e-6, bandwidth: 1.25e9, ..Costs::default() }
+    }
+
+    /// The launch model these costs imply (for the tree builder and the prediction).
+    pub fn launch_model(&self, batch: Option<u32>) -> libi::tree::LaunchModel {
+        libi::tree::LaunchModel::new(self.seq, self.rem).with_slots(self.slots).with_batch(batch)
+    }
+
+    /// Set one figure by name (`--cost name=value`).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let v: f64 =
+            value.parse().map_err(|_| format!("cost {name}: '{value}' is not a number"))?;
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(format!("cost {name}: {value} must be a finite number >= 0"));
+        }
+        match name {
+            "seq" => self.seq = v,
+            "rem" => self.rem = v,
+            "slots" => self.slots = (v as u32).max(1),
+            "latency" => self.latency = v,
+            "bandwidth" if v > 0.0 => self.bandwidth = v,
+            "cpu_msg" => self.cpu_msg = v,
+            "cpu_byte" => self.cpu_byte = v,
+            "fork" => self.fork = v,
+            "rank_start" => self.rank_start = v,
+            "rank_step" => self.rank_step = v,
+            "pmi_latency" => self.pmi_latency = v,
+            "rank_exit" => self.rank_exit = v,
+            "kill_delay" => self.kill_delay = v,
+            "jitter" if v < 1.0 => self.jitter = v,
+            _ => return Err(format!("unknown or invalid cost '{name}={value}'")),
+        }
+        Ok(())
+    }
+}
+
+/// Virtual time: nanoseconds since the job started.
+pub type Time = u64;
+
+/// Seconds to virtual time.
+pub fn ns(s: f64) -> Time {
+    (s * 1e9).round().max(0.0) as Time
+}
+
+/// Virtual time to seconds.
+pub fn secs(t: Time) -> f64 {
+    t as f64 / 1e9
+}

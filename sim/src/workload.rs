@@ -1,0 +1,291 @@
+//! What the simulated ranks say: a PMI-1 conversation replayed from a `.pmitrace` file
+//! (recorded from a real MPICH rank, see `sim/workloads/README.md`), with placeholders
+//! filled in per rank.
+//!
+//! ```text
+//! # comment
+//! > cmd=put kvsname={kvsname} key=P{rank}-bc value={fill:64}   send; wait for the answer
+//! >peers cmd=get kvsname={kvsname} key=P{peer}-bc              for every other rank
+//! >local …                                                     for every other rank of the node
+//! >leaders …                                                   for the first rank of every other node
+//! < cmd=get_result rc=0 …                                      the answer (only its cmd= is checked)
+//! ```
+
+use std::fmt::Write as _;
+
+/// Which ranks a request line is repeated for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repeat {
+    Once,
+    Peers,
+    Local,
+    Leaders,
+}
+
+/// One piece of a request template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    Rank,
+    Size,
+    Kvsname,
+    Appnum,
+    Peer,
+    Node,
+    Fill(usize),
+}
+
+/// One request line of a trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub repeat: Repeat,
+    pieces: Vec<Piece>,
+    /// The `cmd=` of the expected answer, if the trace gives one.
+    pub expect: Option<String>,
+    /// No answer comes (`abort`).
+    pub one_way: bool,
+}
+
+/// A parsed workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trace {
+    pub name: String,
+    pub steps: Vec<Step>,
+}
+
+/// Where a rank stands in the job, for placeholders.
+#[derive(Debug, Clone, Copy)]
+pub struct Who<'a> {
+    pub rank: u32,
+    pub size: u32,
+    pub node: u32,
+    pub kvsname: &'a str,
+    /// Ranks of this rank's node: `first..first+count`.
+    pub local_first: u32,
+    pub local_count: u32,
+    /// Ranks per node when every node has the same number (for `>leaders`).
+    pub ppn: u32,
+}
+
+/// The built-in workloads (their files are compiled in).
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("mpich-init", include_str!("../workloads/mpich4-init.pmitrace")),
+    ("exchange", include_str!("../workloads/exchange.pmitrace")),
+    ("fence", include_str!("../workloads/fence.pmitrace")),
+];
+
+impl Trace {
+    /// A built-in workload by name, or a `.pmitrace` file.
+    pub fn load(name: &str) -> Result<Trace, String> {
+        if let Some((n, text)) = BUILTIN.iter().find(|(n, _)| *n == name) {
+            return Trace::parse(n, text);
+        }
+        let text = std::fs::read_to_string(name).map_err(|e| {
+            let known: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+            format!("workload '{name}': {e} (built-in: {})", known.join(", "))
+        })?;
+        Trace::parse(name, &text)
+    }
+
+    pub fn parse(name: &str, text: &str) -> Result<Trace, String> {
+        let mut steps: Vec<Step> = Vec::new();
+        for (no, line) in text.lines().enumerate() {
+            let at = |m: String| format!("{name}:{}: {m}", no + 1);
+            let line = line.trim_end();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            if let Some(ans) = line.strip_prefix("< ") {
+                let cmd = ans
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("cmd="))
+                    .ok_or_else(|| at("an answer without cmd=".into()))?;
+                match steps.last_mut() {
+                    Some(s) if s.expect.is_none() => s.expect = Some(cmd.to_string()),
+                    _ => return Err(at("an answer without a request before it".into())),
+                }
+                continue;
+            }
+            let (tag, req) = line
+                .split_once(' ')
+                .filter(|(t, _)| t.starts_with('>'))
+                .ok_or_else(|| at(format!("expected '> request' or '< answer', got '{line}'")))?;
+            let repeat = match tag {
+                ">" => Repeat::Once,
+                ">peers" => Repeat::Peers,
+                ">local" => Repeat::Local,
+                ">leaders" => Repeat::Leaders,
+                t => return Err(at(format!("unknown request tag '{t}'"))),
+            };
+            let pieces = template(req).map_err(at)?;
+            if repeat != Repeat::Once && !pieces.contains(&Piece::Peer) {
+                return Err(at(format!("'{tag}' repeats a request that has no {{peer}}")));
+            }
+            let one_way = req.contains("cmd=abort");
+            steps.push(Step { repeat, pieces, expect: None, one_way });
+        }
+        if steps.is_empty() {
+            return Err(format!("{name}: no request in the workload"));
+        }
+        Ok(Trace { name: name.to_string(), steps })
+    }
+
+    /// The peers step `step` is repeated for, for rank `who`, as an iterator count and an
+    /// indexer (so that nothing per peer is stored).
+    pub fn peer_count(&self, step: usize, who: &Who) -> u32 {
+        match self.steps[step].repeat {
+            Repeat::Once => 1,
+            Repeat::Peers => who.size.saturating_sub(1),
+            Repeat::Local => who.local_count.saturating_sub(1),
+            Repeat::Leaders => (who.size.div_ceil(who.ppn.max(1))).saturating_sub(1),
+        }
+    }
+
+    /// The `i`-th peer of step `step` for `who`.
+    pub fn peer(&self, step: usize, i: u32, who: &Who) -> u32 {
+        match self.steps[step].repeat {
+            Repeat::Once => who.rank,
+            Repeat::Peers => (who.rank + 1 + i) % who.size.max(1),
+            Repeat::Local => {
+                let off = who.rank - who.local_first;
+                who.local_first + (off + 1 + i) % who.local_count.max(1)
+            }
+            Repeat::Leaders => {
+                let nodes = who.size.div_ceil(who.ppn.max(1));
+                ((who.node + 1 + i) % nodes) * who.ppn.max(1)
+            }
+        }
+    }
+
+    /// The request line (with its newline) of step `step` for `who` and `peer`.
+    pub fn render(&self, step: usize, who: &Who, peer: u32, appnum: u32) -> Vec<u8> {
+        let mut s = String::with_capacity(96);
+        for p in &self.steps[step].pieces {
+            match p {
+                Piece::Text(t) => s.push_str(t),
+                Piece::Rank => {
+                    let _ = write!(s, "{}", who.rank);
+                }
+                Piece::Size => {
+                    let _ = write!(s, "{}", who.size);
+                }
+                Piece::Kvsname => s.push_str(who.kvsname),
+                Piece::Appnum => {
+                    let _ = write!(s, "{appnum}");
+                }
+                Piece::Peer => {
+                    let _ = write!(s, "{peer}");
+                }
+                Piece::Node => {
+                    let _ = write!(s, "{}", who.node);
+                }
+                Piece::Fill(n) => {
+                    s.extend((0..*n).map(|i| (b'a' + ((i + who.rank as usize) % 26) as u8) as char))
+                }
+            }
+        }
+        s.push('\n');
+        s.into_bytes()
+    }
+}
+
+fn template(req: &str) -> Result<Vec<Piece>, String> {
+    let mut out = Vec::new();
+    let mut rest = req;
+    while let Some(open) = rest.find('{') {
+        if open > 0 {
+            out.push(Piece::Text(rest[..open].to_string()));
+        }
+        let close = rest[open..]
+            .find('}')
+            .map(|c| open + c)
+            .ok_or_else(|| format!("unclosed '{{' in '{req}'"))?;
+        let name = &rest[open + 1..close];
+        out.push(match name {
+            "rank" => Piece::Rank,
+            "size" => Piece::Size,
+            "kvsname" => Piece::Kvsname,
+            "appnum" => Piece::Appnum,
+            "peer" => Piece::Peer,
+            "node" => Piece::Node,
+            f => match f.strip_prefix("fill:").map(str::parse::<usize>) {
+                Some(Ok(n)) if n <= 1 << 20 => Piece::Fill(n),
+                _ => return Err(format!("unknown placeholder '{{{name}}}'")),
+            },
+        });
+        rest = &rest[close + 1..];
+    }
+    if !rest.is_empty() {
+        out.push(Piece::Text(rest.to_string()));
+    }
+    Ok(out)
+}
+
+/// The `cmd=` of an answer line.
+pub fn answer_cmd(bytes: &[u8]) -> Option<&str> {
+    let s = std::str::from_utf8(bytes).ok()?;
+    s.split_whitespace().find_map(|w| w.strip_prefix("cmd="))
+}
+
+/// The `rc=` of an answer line (absent counts as 0).
+pub fn answer_rc(bytes: &[u8]) -> i32 {
+    std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|s| s.split_whitespace().find_map(|w| w.strip_prefix("rc=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who(rank: u32) -> Who<'static> {
+        Who {
+            rank,
+            size: 8,
+            node: rank / 2,
+            kvsname: "kvs_1",
+            local_first: rank / 2 * 2,
+            local_count: 2,
+            ppn: 2,
+        }
+    }
+
+    #[test]
+    fn placeholders_and_repeats() {
+        let t = Trace::parse(
+            "t",
+            "# x\n> cmd=put kvsname={kvsname} key=k{rank} value={fill:3}\n< cmd=put_result rc=0\n>peers cmd=get kvsname={kvsname} key=k{peer}\n>leaders cmd=get kvsname={kvsname} key=k{peer}\n>local cmd=get kvsname={kvsname} key=k{peer}\n",
+        )
+        .expect("parse");
+        assert_eq!(t.steps.len(), 4);
+        assert_eq!(t.steps[0].expect.as_deref(), Some("put_result"));
+        let w = who(3);
+        assert_eq!(t.render(0, &w, 3, 0), b"cmd=put kvsname=kvs_1 key=k3 value=def\n".to_vec());
+        assert_eq!(t.peer_count(1, &w), 7);
+        let peers: Vec<u32> = (0..7).map(|i| t.peer(1, i, &w)).collect();
+        assert_eq!(peers, vec![4, 5, 6, 7, 0, 1, 2]);
+        let leaders: Vec<u32> = (0..t.peer_count(2, &w)).map(|i| t.peer(2, i, &w)).collect();
+        assert_eq!(leaders, vec![4, 6, 0]);
+        let local: Vec<u32> = (0..t.peer_count(3, &w)).map(|i| t.peer(3, i, &w)).collect();
+        assert_eq!(local, vec![2]);
+    }
+
+    #[test]
+    fn bad_traces_are_errors() {
+        assert!(Trace::parse("t", "").is_err());
+        assert!(Trace::parse("t", "< cmd=x\n").is_err());
+        assert!(Trace::parse("t", ">peers cmd=get key=k{rank}\n").is_err());
+        assert!(Trace::parse("t", "> cmd=get key={nope}\n").is_err());
+        assert!(Trace::parse("t", "> cmd=get key={rank\n").is_err());
+        assert!(Trace::parse("t", ">x cmd=get\n").is_err());
+    }
+
+    #[test]
+    fn builtins_parse() {
+        for (n, _) in BUILTIN {
+            Trace::load(n).expect(n);
+        }
+    }
+}
