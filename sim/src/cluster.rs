@@ -10,7 +10,7 @@
 //! batches), rank processes.
 
 use crate::model::{ns, secs, Costs, Time};
-use crate::workload::{answer_cmd, answer_rc, Trace, Who};
+use crate::workload::{answer_cmd, answer_rc, answer_value, Trace, Who};
 use libi::job::{
     AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, NodeSetup, RankEnd, RankSlot,
 };
@@ -139,6 +139,8 @@ pub struct Outcome {
     pub message: Option<String>,
     /// Ranks whose replay ended normally.
     pub ranks_done: u64,
+    /// When the last rank process ended (after the front end, under faults).
+    pub last_exit: f64,
     /// Ranks still waiting for an answer when the run ended (a hang, unless killed).
     pub ranks_waiting: u64,
     /// PMI answers that did not match the workload.
@@ -149,6 +151,10 @@ pub struct Outcome {
     pub levels: Vec<Level>,
     pub tree_msgs: u64,
     pub tree_bytes: u64,
+    /// Tree messages of the fences (`FenceIn[Part]` up, `FenceOut[Part]` down), and of gets
+    /// climbing the tree (`Get`, `GetResult`).
+    pub fence_msgs: u64,
+    pub get_msgs: u64,
     pub pmi_requests: u64,
     pub depth: u32,
     /// Largest state held by one agent's core (KVS bytes + per-rank connection state), and
@@ -166,9 +172,14 @@ pub struct Outcome {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RState {
+    /// Running, not waiting for an answer.
     Idle,
     Waiting,
+    /// Replay finished; its exit is on the way.
     Done,
+    /// Killed or failed; its exit is on the way.
+    Exiting,
+    /// Its exit was seen (or its node died).
     Gone,
 }
 
@@ -176,8 +187,9 @@ struct Rank {
     step: u32,
     peer_i: u32,
     state: RState,
-    /// Step of the request in flight (for its expected answer).
+    /// Step of the request in flight and the peer it names (for its expected answer).
     asked: u32,
+    peer: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,6 +300,8 @@ struct Node {
     slow: f64,
     dead: bool,
     never: bool,
+    /// A `drop` fault came before the connection: it breaks as soon as it is made.
+    drop_on_connect: bool,
     /// Connection to the parent broken.
     cut: bool,
     closed: bool,
@@ -318,6 +332,9 @@ pub struct Cluster {
     killing: bool,
     fail_word: Option<i32>,
 }
+
+/// What a parent sees of a child NLA killed before it connected (fork launcher).
+const KILLED_EARLY: &str = "its launcher exited (signal: 9 (SIGKILL)) before it connected";
 
 /// The front end's exit status for a launch failure (an NLA lost or never started).
 pub const STATUS_LAUNCH: i32 = 255;
@@ -394,6 +411,7 @@ impl Cluster {
                 slow: 1.0,
                 dead: false,
                 never: false,
+                drop_on_connect: false,
                 cut: false,
                 closed: false,
                 first_rank: if i == 0 { 0 } else { (i as u32 - 1) * cfg.ppn },
@@ -440,7 +458,7 @@ impl Cluster {
             ..Outcome::default()
         };
         let ranks =
-            (0..size).map(|_| Rank { step: 0, peer_i: 0, state: RState::Idle, asked: 0 }).collect();
+            (0..size).map(|_| Rank { step: 0, peer_i: 0, state: RState::Idle, asked: 0, peer: 0 }).collect();
         let trace = std::rc::Rc::new(cfg.workload.clone());
         let mut c = Cluster {
             rng: rand::rngs::StdRng::seed_from_u64(cfg.seed),
@@ -511,9 +529,6 @@ impl Cluster {
             self.now = t;
             self.out.events += 1;
             self.handle(t, ev);
-            if self.out.end.is_some() {
-                break;
-            }
         }
         self.finish()
     }
@@ -543,11 +558,26 @@ impl Cluster {
         self.out.fan_in_msgs = self.nodes[0].traffic.msgs_in;
         self.out.fan_in_bytes = self.nodes[0].traffic.bytes_in;
         self.out.levels = levels;
-        for r in &self.ranks {
+        for (gid, r) in self.ranks.iter().enumerate() {
+            // Ranks of an agent that never started or died have no process to wait.
+            let n = &self.nodes[gid / self.cfg.ppn as usize + 1];
+            if n.core.is_none() || n.dead {
+                continue;
+            }
             match r.state {
                 RState::Done => self.out.ranks_done += 1,
                 RState::Waiting | RState::Idle => self.out.ranks_waiting += 1,
-                RState::Gone => {}
+                RState::Gone | RState::Exiting => {}
+            }
+        }
+        if std::env::var_os("LIBI_SIM_DEBUG").is_some() {
+            eprintln!("front end accounted for {} ranks", self.ranks_ended);
+            for (i, n) in self.nodes.iter().enumerate() {
+                if let Some(c) = &n.core {
+                    if c.ranks_left() > 0 {
+                        eprintln!("node {i}: {} ranks left, dead {} cut {} closed {}", c.ranks_left(), n.dead, n.cut, n.closed);
+                    }
+                }
             }
         }
         if self.out.end.is_none() && self.out.message.is_none() {
@@ -589,8 +619,8 @@ impl Cluster {
                     return;
                 }
                 match from {
-                    From::Child(idx) => self.child_lost(t, to, idx, why),
-                    From::Parent => self.parent_lost(t, to, why),
+                    From::Child(idx) => self.child_lost(t, to, idx, &why),
+                    From::Parent => self.parent_lost(t, to, &why),
                 }
             }
             Ev::RankStart { node, local } => {
@@ -601,7 +631,9 @@ impl Cluster {
             }
             Ev::FromRank { node, local, bytes } => {
                 let gid = (self.nodes[node as usize].first_rank + local) as usize;
-                if self.nodes[node as usize].dead || self.ranks[gid].state == RState::Gone {
+                if self.nodes[node as usize].dead
+                    || matches!(self.ranks[gid].state, RState::Gone | RState::Exiting)
+                {
                     return;
                 }
                 self.out.pmi_requests += 1;
@@ -612,12 +644,12 @@ impl Cluster {
                 if self.nodes[node as usize].dead {
                     return;
                 }
+                self.out.last_exit = self.out.last_exit.max(secs(t));
                 let r = &mut self.ranks[(self.nodes[node as usize].first_rank + local) as usize];
-                if r.state == RState::Gone {
-                    return;
-                }
-                if r.state != RState::Done {
-                    r.state = RState::Gone;
+                match r.state {
+                    RState::Gone => return,
+                    RState::Done => {}
+                    _ => r.state = RState::Gone,
                 }
                 let done = self.cpu(node, t, 0);
                 self.with_core(node, done, |c, fx| {
@@ -709,7 +741,10 @@ impl Cluster {
             i += 1;
             let child = n.children[idx as usize];
             let rem = ns(self.jitter(self.cfg.costs.rem));
-            if !self.nodes[child as usize].never {
+            if self.nodes[child as usize].dead {
+                let why = KILLED_EARLY.into();
+                self.push(start + ns(self.cfg.costs.seq), Ev::Closed { to: node, from: From::Child(idx), why });
+            } else if !self.nodes[child as usize].never {
                 self.push(start + rem, Ev::Hello { parent: node, idx });
             }
             self.push(start + timeout, Ev::LaunchTimeout { parent: node, idx });
@@ -738,6 +773,13 @@ impl Cluster {
         }
         self.nodes[parent as usize].child_up[idx as usize] = true;
         self.settled(parent, t);
+        let child = self.nodes[parent as usize].children[idx as usize];
+        if std::mem::take(&mut self.nodes[child as usize].drop_on_connect) {
+            let lat = ns(self.cfg.costs.latency);
+            let why = || "connection reset".into();
+            self.push(t + lat, Ev::Closed { to: parent, from: From::Child(idx), why: why() });
+            self.push(t + lat, Ev::Closed { to: child, from: From::Parent, why: why() });
+        }
         let done = self.cpu(parent, t, 0);
         let setup =
             self.nodes[parent as usize].core.as_ref().and_then(|c| c.child_setup(idx as usize));
@@ -750,6 +792,16 @@ impl Cluster {
     }
 
     // ------------------------------------------------------------------ links
+
+    fn count_kind(&mut self, msg: &Msg) {
+        match msg {
+            Msg::FenceIn { .. } | Msg::FenceInPart { .. } | Msg::FenceOut { .. } | Msg::FenceOutPart { .. } => {
+                self.out.fence_msgs += 1
+            }
+            Msg::Get { .. } | Msg::GetResult { .. } => self.out.get_msgs += 1,
+            _ => {}
+        }
+    }
 
     fn send_up(&mut self, node: u32, t: Time, msg: Msg) {
         let n = &self.nodes[node as usize];
@@ -770,6 +822,7 @@ impl Cluster {
         let p = &mut self.nodes[parent as usize];
         p.traffic.msgs_in += 1;
         p.traffic.bytes_in += size as u64;
+        self.count_kind(&msg);
         self.push(at, Ev::Link { to: parent, from: From::Child(idx), msg });
     }
 
@@ -801,11 +854,14 @@ impl Cluster {
         let n = &mut self.nodes[node as usize];
         n.traffic.msgs_out += 1;
         n.traffic.bytes_out += size as u64;
+        self.count_kind(&msg);
         self.push(at, Ev::Link { to: child, from: From::Parent, msg });
     }
 
     fn link(&mut self, t: Time, to: u32, from: From, msg: Msg) {
-        if self.nodes[to as usize].dead {
+        let n = &self.nodes[to as usize];
+        // A connection that broke delivers nothing more.
+        if n.dead || (from == From::Parent && n.cut) {
             return;
         }
         let size = libi::msg::wire_size(&msg);
@@ -886,13 +942,13 @@ impl Cluster {
             .enumerate()
             .map(|(i, c)| (*c, n.child_up[i] && !n.child_lost[i]))
             .collect();
-        if !cut {
+        if !cut && node != 0 {
             let at = t.max(self.nodes[node as usize].up_free) + lat;
-            self.push(at, Ev::Closed { to: parent, from: From::Child(idx), why });
+            self.push(at, Ev::Closed { to: parent, from: From::Child(idx), why: why.into() });
         }
         for (c, up) in kids {
             if up {
-                self.push(t + lat, Ev::Closed { to: c, from: From::Parent, why });
+                self.push(t + lat, Ev::Closed { to: c, from: From::Parent, why: why.into() });
             }
         }
     }
@@ -918,7 +974,7 @@ impl Cluster {
         let trace = self.trace.clone();
         loop {
             let r = &self.ranks[gid];
-            if matches!(r.state, RState::Done | RState::Gone) {
+            if matches!(r.state, RState::Done | RState::Gone | RState::Exiting) {
                 return;
             }
             let step = r.step as usize;
@@ -942,6 +998,7 @@ impl Cluster {
             let r = &mut self.ranks[gid];
             r.peer_i += 1;
             r.asked = step as u32;
+            r.peer = peer;
             r.state = if one_way { RState::Idle } else { RState::Waiting };
             let c = &self.cfg.costs;
             let at = t + ns(c.rank_step + c.pmi_latency);
@@ -958,20 +1015,28 @@ impl Cluster {
         if r.state != RState::Waiting || self.nodes[node as usize].dead {
             return;
         }
-        let expect = self.cfg.workload.steps[r.asked as usize].expect.as_deref();
+        let (step, peer) = (r.asked as usize, r.peer);
+        let expect = self.cfg.workload.steps[step].expect.as_deref();
         let got = answer_cmd(bytes);
         let rc = answer_rc(bytes);
-        if expect.is_some_and(|e| Some(e) != got) || rc != 0 {
+        let value_ok = || {
+            let who = self.who(node, local);
+            match self.cfg.workload.expected_value(step, &who, peer) {
+                Some(v) => answer_value(bytes) == Some(v.as_str()),
+                None => true,
+            }
+        };
+        if expect.is_some_and(|e| Some(e) != got) || rc != 0 || !value_ok() {
             self.out.mismatches += 1;
             if self.out.first_mismatch.is_none() {
                 self.out.first_mismatch = Some(format!(
-                    "rank {gid}: expected cmd={} rc=0, got '{}'",
+                    "rank {gid}: expected cmd={} rc=0 (and the peer's value), got '{}'",
                     expect.unwrap_or("?"),
                     String::from_utf8_lossy(bytes).trim_end()
                 ));
             }
             // As the replay client: a one-line message and exit 1.
-            self.ranks[gid].state = RState::Gone;
+            self.ranks[gid].state = RState::Exiting;
             let at = t + ns(self.cfg.costs.rank_exit);
             self.push(at, Ev::RankExit { node, local, end: ProcEnd::Exited(1) });
             return;
@@ -1013,7 +1078,7 @@ impl Cluster {
                     for local in 0..count {
                         let r = &mut self.ranks[(first + local) as usize];
                         if matches!(r.state, RState::Idle | RState::Waiting) {
-                            r.state = RState::Gone;
+                            r.state = RState::Exiting;
                             self.push(at, Ev::RankExit { node, local, end: ProcEnd::Signaled(15) });
                         }
                     }
@@ -1104,6 +1169,9 @@ impl Cluster {
         }
         if self.ranks_ended >= self.out.ranks && self.out.end.is_none() {
             self.out.end = Some(secs(t));
+            // The front end exits: its connections close, and whatever still runs below is
+            // torn down by the agents (the run goes on until every process is gone).
+            self.close_links(0, t, "connection closed");
         }
     }
 
@@ -1125,6 +1193,19 @@ impl Cluster {
                 if self.nodes[node as usize].dead {
                     return;
                 }
+                if self.nodes[node as usize].core.is_none() {
+                    // Killed before it connected: under the fork launcher the NLA is its own
+                    // launcher, and its parent sees that process die — now, if it was
+                    // launched, else as soon as it is.
+                    let n = &mut self.nodes[node as usize];
+                    n.never = true;
+                    n.dead = true;
+                    let (parent, idx) = (n.parent, n.idx);
+                    if self.nodes[parent as usize].next_launch > idx {
+                        self.push(t, Ev::Closed { to: parent, from: From::Child(idx), why: KILLED_EARLY.into() });
+                    }
+                    return;
+                }
                 self.close_links(node, t, "connection closed");
                 let n = &mut self.nodes[node as usize];
                 n.dead = true;
@@ -1139,6 +1220,11 @@ impl Cluster {
                     return;
                 }
                 let (parent, idx) = (n.parent, n.idx);
+                if !self.nodes[parent as usize].child_up[idx as usize] {
+                    // Not connected yet: the connection breaks as soon as it is made.
+                    self.nodes[node as usize].drop_on_connect = true;
+                    return;
+                }
                 let lat = ns(self.cfg.costs.latency);
                 self.push(
                     t + lat,

@@ -42,6 +42,9 @@ pub struct Step {
     pieces: Vec<Piece>,
     /// The `cmd=` of the expected answer, if the trace gives one.
     pub expect: Option<String>,
+    /// The expected answer's template, when it says which `value=` must come back (rendered
+    /// for the peer: a `get` of another rank's key returns what that rank put).
+    answer: Option<Vec<Piece>>,
     /// No answer comes (`abort`).
     pub one_way: bool,
 }
@@ -101,7 +104,12 @@ impl Trace {
                     .find_map(|w| w.strip_prefix("cmd="))
                     .ok_or_else(|| at("an answer without cmd=".into()))?;
                 match steps.last_mut() {
-                    Some(s) if s.expect.is_none() => s.expect = Some(cmd.to_string()),
+                    Some(s) if s.expect.is_none() => {
+                        s.expect = Some(cmd.to_string());
+                        if ans.split_whitespace().any(|w| w.starts_with("value=")) {
+                            s.answer = Some(template(ans).map_err(at)?);
+                        }
+                    }
                     _ => return Err(at("an answer without a request before it".into())),
                 }
                 continue;
@@ -122,7 +130,7 @@ impl Trace {
                 return Err(at(format!("'{tag}' repeats a request that has no {{peer}}")));
             }
             let one_way = req.contains("cmd=abort");
-            steps.push(Step { repeat, pieces, expect: None, one_way });
+            steps.push(Step { repeat, pieces, expect: None, answer: None, one_way });
         }
         if steps.is_empty() {
             return Err(format!("{name}: no request in the workload"));
@@ -157,10 +165,28 @@ impl Trace {
         }
     }
 
+    /// The `value=` the answer to step `step` (asked of `peer`) must carry, if the trace
+    /// says.
+    pub fn expected_value(&self, step: usize, who: &Who, peer: u32) -> Option<String> {
+        let pieces = self.steps[step].answer.as_ref()?;
+        let as_peer = Who { rank: peer, ..*who };
+        let line = String::from_utf8(fill(pieces, &as_peer, peer, 0)).ok()?;
+        line.split_whitespace().find_map(|w| w.strip_prefix("value=")).map(str::to_string)
+    }
+
     /// The request line (with its newline) of step `step` for `who` and `peer`.
     pub fn render(&self, step: usize, who: &Who, peer: u32, appnum: u32) -> Vec<u8> {
+        let mut v = fill(&self.steps[step].pieces, who, peer, appnum);
+        v.push(b'\n');
+        v
+    }
+}
+
+/// A template with its placeholders filled in.
+fn fill(pieces: &[Piece], who: &Who, peer: u32, appnum: u32) -> Vec<u8> {
+    {
         let mut s = String::with_capacity(96);
-        for p in &self.steps[step].pieces {
+        for p in pieces {
             match p {
                 Piece::Text(t) => s.push_str(t),
                 Piece::Rank => {
@@ -184,7 +210,6 @@ impl Trace {
                 }
             }
         }
-        s.push('\n');
         s.into_bytes()
     }
 }
@@ -225,6 +250,12 @@ fn template(req: &str) -> Result<Vec<Piece>, String> {
 pub fn answer_cmd(bytes: &[u8]) -> Option<&str> {
     let s = std::str::from_utf8(bytes).ok()?;
     s.split_whitespace().find_map(|w| w.strip_prefix("cmd="))
+}
+
+/// The `value=` of an answer line.
+pub fn answer_value(bytes: &[u8]) -> Option<&str> {
+    let s = std::str::from_utf8(bytes).ok()?;
+    s.split_whitespace().find_map(|w| w.strip_prefix("value="))
 }
 
 /// The `rc=` of an answer line (absent counts as 0).
