@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{hello_lines, prog, run, MPIEXEC};
+use common::{hello_lines, prog, run, run_program, Run, MPIEXEC};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -642,4 +642,92 @@ fn port_range_bounds_listeners() {
     assert_eq!(r.status, 0, "{}", r.stderr);
     let r = common::run_env(&args, b"", &[("MPIEXEC_PORT_RANGE", "9:x")]);
     assert_eq!(r.status, 2, "{}", r.stderr);
+}
+
+/// A workload of `sim/workloads/`, the file the simulator replays.
+fn workload(name: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../sim/workloads")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Every rank of `r` replayed its trace and made `want(rank)` requests.
+fn replay_ok(r: &Run, n: usize, want: impl Fn(usize) -> usize, tag: &str) {
+    assert_eq!(r.status, 0, "{tag}: {}", r.stderr);
+    let mut seen = vec![false; n];
+    for l in r.stdout.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        assert!(w.len() == 6 && w[0] == "rank" && w[4] == "ok", "{tag}: line {l}");
+        let rank: usize = w[1].parse().expect("rank");
+        assert_eq!(w[3], n.to_string(), "{tag}: {l}");
+        assert_eq!(w[5], want(rank).to_string(), "{tag}: requests of rank {rank}");
+        seen[rank] = true;
+    }
+    assert!(seen.iter().all(|s| *s), "{tag}: {}", r.stdout);
+}
+
+/// The recorded MPICH conversations replayed by tests/programs/pmi_replay.c over simulated
+/// nodes: every answer is the expected one, and each rank makes as many requests as the real
+/// MPICH rank did in the same job shape (4 nodes x 2 ranks, and 3 nodes x 1 rank).
+#[test]
+fn pmi_replay_recorded_workloads() {
+    let h = hosts(4, 2);
+    let with = |trace: &str| {
+        let (p, t) = (prog("pmi_replay"), workload(trace));
+        run(&["-launcher", "fork", "-hosts", &h, "-n", "8", &p, &t], b"")
+    };
+    // MPICH 4: 4 setup gets, the node map, 4 barriers, card and shm-name put or get, finalize,
+    // and a slice of size/ppn = 4 cards per rank.
+    replay_ok(&with("mpich4-init.pmitrace"), 8, |_| 16, "mpich4 4x2");
+    // MPICH 5: node leaders put 10 keys and get 10 per leader; the others only barrier.
+    replay_ok(&with("mpich5-init.pmitrace"), 8, |r| if r % 2 == 0 { 60 } else { 10 }, "mpich5");
+    replay_ok(&with("exchange.pmitrace"), 8, |_| 15, "exchange");
+    // One rank per node: no node bcast and its barrier; every rank gets every card.
+    let h3 = hosts(3, 1);
+    let r = run(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            &h3,
+            "-n",
+            "3",
+            &prog("pmi_replay"),
+            &workload("mpich4-init.pmitrace"),
+        ],
+        b"",
+    );
+    replay_ok(&r, 3, |_| 13, "mpich4 3x1");
+}
+
+/// The replay checks the answers: a trace expecting the wrong one fails the job with one
+/// line naming the rank, the trace line and the answer.
+#[test]
+fn pmi_replay_reports_a_wrong_answer() {
+    let d = scratch("replay-wrong");
+    let t = d.join("wrong.pmitrace");
+    std::fs::write(&t, "> cmd=init pmi_version=1 pmi_subversion=1\n< cmd=maxes\n").expect("write");
+    let r = run(&["-n", "2", &prog("pmi_replay"), &t.to_string_lossy()], b"");
+    assert_eq!(r.status, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("pmi_replay: rank 0: trace line 1: unexpected answer: cmd=response_to_init"),
+        "{}",
+        r.stderr
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The same MPICH 4 conversation against Debian's mpiexec.hydra: our trace is valid PMI-1
+/// for Hydra's server too (one node: each rank gets its own card only).
+#[test]
+fn pmi_replay_under_hydra() {
+    let r = run_program(
+        "mpiexec.hydra",
+        &["-n", "4", &prog("pmi_replay"), &workload("mpich4-init.pmitrace")],
+        b"",
+    );
+    replay_ok(&r, 4, |_| 13, "hydra mpich4");
 }

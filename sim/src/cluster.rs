@@ -90,7 +90,7 @@ impl Config {
             shape: Shape::Greedy,
             costs: Costs::default(),
             batch: None,
-            push_max: 64 << 10,
+            push_max: 1 << 20,
             launch_timeout: 60.0,
             max_conn: libi::tree::DEFAULT_MAX_CONN,
             faults: Vec::new(),
@@ -457,8 +457,9 @@ impl Cluster {
             model_launch: eval.total,
             ..Outcome::default()
         };
-        let ranks =
-            (0..size).map(|_| Rank { step: 0, peer_i: 0, state: RState::Idle, asked: 0, peer: 0 }).collect();
+        let ranks = (0..size)
+            .map(|_| Rank { step: 0, peer_i: 0, state: RState::Idle, asked: 0, peer: 0 })
+            .collect();
         let trace = std::rc::Rc::new(cfg.workload.clone());
         let mut c = Cluster {
             rng: rand::rngs::StdRng::seed_from_u64(cfg.seed),
@@ -575,7 +576,13 @@ impl Cluster {
             for (i, n) in self.nodes.iter().enumerate() {
                 if let Some(c) = &n.core {
                     if c.ranks_left() > 0 {
-                        eprintln!("node {i}: {} ranks left, dead {} cut {} closed {}", c.ranks_left(), n.dead, n.cut, n.closed);
+                        eprintln!(
+                            "node {i}: {} ranks left, dead {} cut {} closed {}",
+                            c.ranks_left(),
+                            n.dead,
+                            n.cut,
+                            n.closed
+                        );
                     }
                 }
             }
@@ -743,7 +750,10 @@ impl Cluster {
             let rem = ns(self.jitter(self.cfg.costs.rem));
             if self.nodes[child as usize].dead {
                 let why = KILLED_EARLY.into();
-                self.push(start + ns(self.cfg.costs.seq), Ev::Closed { to: node, from: From::Child(idx), why });
+                self.push(
+                    start + ns(self.cfg.costs.seq),
+                    Ev::Closed { to: node, from: From::Child(idx), why },
+                );
             } else if !self.nodes[child as usize].never {
                 self.push(start + rem, Ev::Hello { parent: node, idx });
             }
@@ -795,9 +805,10 @@ impl Cluster {
 
     fn count_kind(&mut self, msg: &Msg) {
         match msg {
-            Msg::FenceIn { .. } | Msg::FenceInPart { .. } | Msg::FenceOut { .. } | Msg::FenceOutPart { .. } => {
-                self.out.fence_msgs += 1
-            }
+            Msg::FenceIn { .. }
+            | Msg::FenceInPart { .. }
+            | Msg::FenceOut { .. }
+            | Msg::FenceOutPart { .. } => self.out.fence_msgs += 1,
             Msg::Get { .. } | Msg::GetResult { .. } => self.out.get_msgs += 1,
             _ => {}
         }
@@ -965,6 +976,7 @@ impl Cluster {
             local_first: n.first_rank,
             local_count: n.nranks,
             ppn: self.cfg.ppn,
+            nodes: self.cfg.nodes as u32,
         }
     }
 
@@ -1018,7 +1030,7 @@ impl Cluster {
         let (step, peer) = (r.asked as usize, r.peer);
         let expect = self.cfg.workload.steps[step].expect.as_deref();
         let got = answer_cmd(bytes);
-        let rc = answer_rc(bytes);
+        let rc_ok = (answer_rc(bytes) != 0) == self.cfg.workload.steps[step].expect_fail;
         let value_ok = || {
             let who = self.who(node, local);
             match self.cfg.workload.expected_value(step, &who, peer) {
@@ -1026,7 +1038,7 @@ impl Cluster {
                 None => true,
             }
         };
-        if expect.is_some_and(|e| Some(e) != got) || rc != 0 || !value_ok() {
+        if expect.is_some_and(|e| Some(e) != got) || !rc_ok || !value_ok() {
             self.out.mismatches += 1;
             if self.out.first_mismatch.is_none() {
                 self.out.first_mismatch = Some(format!(
@@ -1202,7 +1214,14 @@ impl Cluster {
                     n.dead = true;
                     let (parent, idx) = (n.parent, n.idx);
                     if self.nodes[parent as usize].next_launch > idx {
-                        self.push(t, Ev::Closed { to: parent, from: From::Child(idx), why: KILLED_EARLY.into() });
+                        self.push(
+                            t,
+                            Ev::Closed {
+                                to: parent,
+                                from: From::Child(idx),
+                                why: KILLED_EARLY.into(),
+                            },
+                        );
                     }
                     return;
                 }

@@ -20,6 +20,19 @@ pub enum Repeat {
     Peers,
     Local,
     Leaders,
+    /// MPICH 4's allgather over node-shared memory: with `L` ranks on the node and local
+    /// index `l`, ranks `l*c .. min(size, (l+1)*c)` where `c = ceil(size / L)`.
+    Slice,
+}
+
+/// A condition on the rank's place in the job (`?cond,...` before a line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cond {
+    Leader,
+    LocalGt1,
+    SizeGt1,
+    NodesGt1,
+    SizeGtNodes,
 }
 
 /// One piece of a request template.
@@ -32,6 +45,7 @@ enum Piece {
     Appnum,
     Peer,
     Node,
+    Leader,
     Fill(usize),
 }
 
@@ -47,6 +61,10 @@ pub struct Step {
     answer: Option<Vec<Piece>>,
     /// No answer comes (`abort`).
     pub one_way: bool,
+    /// The answer must carry a non-zero `rc` (a key nobody set).
+    pub expect_fail: bool,
+    /// Played only when every condition holds (`bool`: negated).
+    when: Vec<(Cond, bool)>,
 }
 
 /// A parsed workload.
@@ -68,11 +86,14 @@ pub struct Who<'a> {
     pub local_count: u32,
     /// Ranks per node when every node has the same number (for `>leaders`).
     pub ppn: u32,
+    /// Nodes of the job.
+    pub nodes: u32,
 }
 
 /// The built-in workloads (their files are compiled in).
 pub const BUILTIN: &[(&str, &str)] = &[
     ("mpich-init", include_str!("../workloads/mpich4-init.pmitrace")),
+    ("mpich5-init", include_str!("../workloads/mpich5-init.pmitrace")),
     ("exchange", include_str!("../workloads/exchange.pmitrace")),
     ("fence", include_str!("../workloads/fence.pmitrace")),
 ];
@@ -106,6 +127,10 @@ impl Trace {
                 match steps.last_mut() {
                     Some(s) if s.expect.is_none() => {
                         s.expect = Some(cmd.to_string());
+                        s.expect_fail = ans
+                            .split_whitespace()
+                            .find_map(|w| w.strip_prefix("rc="))
+                            .is_some_and(|rc| rc != "0");
                         if ans.split_whitespace().any(|w| w.starts_with("value=")) {
                             s.answer = Some(template(ans).map_err(at)?);
                         }
@@ -113,6 +138,36 @@ impl Trace {
                     _ => return Err(at("an answer without a request before it".into())),
                 }
                 continue;
+            }
+            let (when, line) = match line.strip_prefix('?') {
+                Some(rest) => {
+                    let (conds, rest) = rest
+                        .split_once(' ')
+                        .ok_or_else(|| at(format!("a condition without a line: '{line}'")))?;
+                    let when = conds
+                        .split(',')
+                        .map(|c| {
+                            let (neg, c) = match c.strip_prefix('!') {
+                                Some(c) => (true, c),
+                                None => (false, c),
+                            };
+                            let cond = match c {
+                                "leader" => Cond::Leader,
+                                "local>1" => Cond::LocalGt1,
+                                "size>1" => Cond::SizeGt1,
+                                "nodes>1" => Cond::NodesGt1,
+                                "size>nodes" => Cond::SizeGtNodes,
+                                _ => return Err(at(format!("unknown condition '{c}'"))),
+                            };
+                            Ok((cond, neg))
+                        })
+                        .collect::<Result<Vec<_>, String>>()?;
+                    (when, rest)
+                }
+                None => (Vec::new(), line),
+            };
+            if line.starts_with('<') {
+                return Err(at("a condition belongs on the request line, not the answer".into()));
             }
             let (tag, req) = line
                 .split_once(' ')
@@ -123,6 +178,7 @@ impl Trace {
                 ">peers" => Repeat::Peers,
                 ">local" => Repeat::Local,
                 ">leaders" => Repeat::Leaders,
+                ">slice" => Repeat::Slice,
                 t => return Err(at(format!("unknown request tag '{t}'"))),
             };
             let pieces = template(req).map_err(at)?;
@@ -130,7 +186,15 @@ impl Trace {
                 return Err(at(format!("'{tag}' repeats a request that has no {{peer}}")));
             }
             let one_way = req.contains("cmd=abort");
-            steps.push(Step { repeat, pieces, expect: None, answer: None, one_way });
+            steps.push(Step {
+                repeat,
+                pieces,
+                expect: None,
+                answer: None,
+                one_way,
+                expect_fail: false,
+                when,
+            });
         }
         if steps.is_empty() {
             return Err(format!("{name}: no request in the workload"));
@@ -141,7 +205,21 @@ impl Trace {
     /// The peers step `step` is repeated for, for rank `who`, as an iterator count and an
     /// indexer (so that nothing per peer is stored).
     pub fn peer_count(&self, step: usize, who: &Who) -> u32 {
+        let holds = |c: Cond| match c {
+            Cond::Leader => who.rank == who.local_first,
+            Cond::LocalGt1 => who.local_count > 1,
+            Cond::SizeGt1 => who.size > 1,
+            Cond::NodesGt1 => who.nodes > 1,
+            Cond::SizeGtNodes => who.size > who.nodes,
+        };
+        if !self.steps[step].when.iter().all(|&(c, neg)| holds(c) != neg) {
+            return 0;
+        }
         match self.steps[step].repeat {
+            Repeat::Slice => {
+                let (l, c) = slice(who);
+                who.size.min(l * c + c).saturating_sub(l * c)
+            }
             Repeat::Once => 1,
             Repeat::Peers => who.size.saturating_sub(1),
             Repeat::Local => who.local_count.saturating_sub(1),
@@ -152,6 +230,7 @@ impl Trace {
     /// The `i`-th peer of step `step` for `who`.
     pub fn peer(&self, step: usize, i: u32, who: &Who) -> u32 {
         match self.steps[step].repeat {
+            Repeat::Slice => slice(who).0 * slice(who).1 + i,
             Repeat::Once => who.rank,
             Repeat::Peers => (who.rank + 1 + i) % who.size.max(1),
             Repeat::Local => {
@@ -182,6 +261,11 @@ impl Trace {
     }
 }
 
+/// This rank's local index and the slice length of `>slice`.
+fn slice(who: &Who) -> (u32, u32) {
+    (who.rank - who.local_first, who.size.div_ceil(who.local_count.max(1)))
+}
+
 /// A template with its placeholders filled in.
 fn fill(pieces: &[Piece], who: &Who, peer: u32, appnum: u32) -> Vec<u8> {
     {
@@ -202,11 +286,16 @@ fn fill(pieces: &[Piece], who: &Who, peer: u32, appnum: u32) -> Vec<u8> {
                 Piece::Peer => {
                     let _ = write!(s, "{peer}");
                 }
+                Piece::Leader => {
+                    let _ = write!(s, "{}", who.local_first);
+                }
                 Piece::Node => {
                     let _ = write!(s, "{}", who.node);
                 }
                 Piece::Fill(n) => {
-                    s.extend((0..*n).map(|i| (b'a' + ((i + who.rank as usize) % 26) as u8) as char))
+                    // As the replay client (tests/programs/pmi_replay.c) fills them.
+                    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+                    s.extend((0..*n).map(|i| DIGITS[(i + who.rank as usize) % 36] as char))
                 }
             }
         }
@@ -233,6 +322,7 @@ fn template(req: &str) -> Result<Vec<Piece>, String> {
             "appnum" => Piece::Appnum,
             "peer" => Piece::Peer,
             "node" => Piece::Node,
+            "leader" => Piece::Leader,
             f => match f.strip_prefix("fill:").map(str::parse::<usize>) {
                 Some(Ok(n)) if n <= 1 << 20 => Piece::Fill(n),
                 _ => return Err(format!("unknown placeholder '{{{name}}}'")),
@@ -280,7 +370,28 @@ mod tests {
             local_first: rank / 2 * 2,
             local_count: 2,
             ppn: 2,
+            nodes: 4,
         }
+    }
+
+    /// MPICH 4's slices cover every rank once per node; conditions pick lines per rank.
+    #[test]
+    fn slices_and_conditions() {
+        let t = Trace::parse(
+            "t",
+            "?leader > cmd=put key=b{rank} value=x\n?!leader,size>nodes > cmd=get key=b{leader}\n>slice cmd=get key=c{peer}\n",
+        )
+        .expect("parse");
+        let mut got = Vec::new();
+        for r in [2u32, 3] {
+            let w = who(r);
+            assert_eq!(t.peer_count(0, &w), u32::from(r == 2));
+            assert_eq!(t.peer_count(1, &w), u32::from(r == 3));
+            got.extend((0..t.peer_count(2, &w)).map(|i| t.peer(2, i, &w)));
+        }
+        assert_eq!(got, (0..8).collect::<Vec<_>>());
+        assert_eq!(t.render(1, &who(3), 3, 0), b"cmd=get key=b2\n".to_vec());
+        assert!(Trace::parse("t", "?bogus > cmd=x\n").is_err());
     }
 
     #[test]
@@ -293,7 +404,7 @@ mod tests {
         assert_eq!(t.steps.len(), 4);
         assert_eq!(t.steps[0].expect.as_deref(), Some("put_result"));
         let w = who(3);
-        assert_eq!(t.render(0, &w, 3, 0), b"cmd=put kvsname=kvs_1 key=k3 value=def\n".to_vec());
+        assert_eq!(t.render(0, &w, 3, 0), b"cmd=put kvsname=kvs_1 key=k3 value=345\n".to_vec());
         assert_eq!(t.peer_count(1, &w), 7);
         let peers: Vec<u32> = (0..7).map(|i| t.peer(1, i, &w)).collect();
         assert_eq!(peers, vec![4, 5, 6, 7, 0, 1, 2]);

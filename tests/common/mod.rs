@@ -35,6 +35,7 @@ pub fn programs() -> &'static Path {
         build("hello_b", "hello.c", "mpicc", &["-DPROG=\"other\""]);
         build("fail", "fail.c", "mpicc", &[]);
         build("pmi_exchange", "pmi_exchange.c", "cc", &[]);
+        build("pmi_replay", "pmi_replay.c", "cc", &[]);
         build("pmi_close", "pmi_close.c", "cc", &[]);
         build("bigfence", "bigfence.c", "cc", &[]);
         out

@@ -39,7 +39,7 @@ struct Args {
     #[arg(long, default_value = "mpich-init")]
     workload: String,
     /// Fences pushing at most this many bytes of pairs down (0: every get climbs); list allowed
-    #[arg(long = "kvs-push-max", default_value = "64K")]
+    #[arg(long = "kvs-push-max", default_value = "1M")]
     push_max: String,
     /// Launch children in batches of B ("none" for no batching); list allowed
     #[arg(long, default_value = "none")]
