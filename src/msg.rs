@@ -32,6 +32,11 @@ pub const FENCE_CHUNK: usize = 4 << 20;
 /// prefixes, rounded up.
 pub const PAIR_OVERHEAD: usize = 8;
 
+/// A KVS value as nodes hold and pass it: shared, so that a pair stored in a node's KVS and
+/// sent on to its children (a pushed release goes to every child) is one allocation, not
+/// one per copy.
+pub type Value = std::sync::Arc<str>;
+
 /// The bytes a pair takes in a fence chunk.
 pub fn pair_cost(key: &str, value: &str) -> usize {
     key.len() + value.len() + PAIR_OVERHEAD
@@ -94,11 +99,11 @@ pub enum Msg {
     /// Pairs put in this subtree during fence `epoch`, sent before the subtree entered it
     /// (each part at most [`FENCE_CHUNK`] bytes): a big fence streams up as its pairs are
     /// put, and is merged part by part. `top`: the subtree's biggest KVS contributor so far.
-    FenceInPart { epoch: u64, pairs: Vec<(String, String)>, top: KvsTop },
+    FenceInPart { epoch: u64, pairs: Vec<(String, Value)>, top: KvsTop },
     /// Every rank below this subtree entered fence `epoch`; `pairs` are the pairs put since
     /// the previous fence (merged over the subtree, a key once) that no `FenceInPart` carried
     /// (at most [`FENCE_CHUNK`] bytes). `top` as in `FenceInPart`.
-    FenceIn { epoch: u64, pairs: Vec<(String, String)>, top: KvsTop },
+    FenceIn { epoch: u64, pairs: Vec<(String, Value)>, top: KvsTop },
     /// A key missed in this subtree's caches: look it up further up.
     Get { key: String },
     /// A node could not do its job (launch failure, protocol failure): fail the whole job.
@@ -128,14 +133,14 @@ pub enum Msg {
     Redirect { node: u32, parent: String },
     /// Part of fence `epoch`'s release, ahead of its `FenceOut` (each part at most
     /// [`FENCE_CHUNK`] bytes): pushed pairs, or stale keys, as in `FenceOut`.
-    FenceOutPart { epoch: u64, pairs: Vec<(String, String)>, stale: Vec<String> },
+    FenceOutPart { epoch: u64, pairs: Vec<(String, Value)>, stale: Vec<String> },
     /// Fence `epoch` completed everywhere. `pushed`: the `pairs` of this message and of the
     /// `FenceOutPart`s before it are all pairs put in that epoch; otherwise there are no
     /// pairs, they stay up the tree and missing keys are fetched with `Get`. `stale`: keys
     /// overwritten in this epoch that caches must drop (also split over the parts).
-    FenceOut { epoch: u64, pushed: bool, pairs: Vec<(String, String)>, stale: Vec<String> },
+    FenceOut { epoch: u64, pushed: bool, pairs: Vec<(String, Value)>, stale: Vec<String> },
     /// Answer to `Get` (`None`: not found anywhere).
-    GetResult { key: String, value: Option<String> },
+    GetResult { key: String, value: Option<Value> },
     /// The outcome of the current PMGR collective, restricted to the receiver's subtree.
     PmgrDown(Box<pmgr::collective::Outcome>),
     /// Answer to `Name`: `ok` (publish/unpublish) and the port (lookup).
@@ -360,7 +365,7 @@ mod tests {
             Msg::Kill,
             Msg::FenceInPart {
                 epoch: 1,
-                pairs: vec![("k".into(), "v".repeat(300))],
+                pairs: vec![("k".into(), "v".repeat(300).into())],
                 top: KvsTop::default(),
             },
         ];
@@ -443,8 +448,8 @@ mod fuzz {
         "[ -~]{0,12}"
     }
 
-    fn pairs() -> impl Strategy<Value = Vec<(String, String)>> {
-        proptest::collection::vec((text(), text()), 0..4)
+    fn pairs() -> impl Strategy<Value = Vec<(String, super::Value)>> {
+        proptest::collection::vec((text(), text().prop_map(super::Value::from)), 0..4)
     }
 
     fn msg() -> impl Strategy<Value = Msg> {
@@ -479,7 +484,7 @@ mod fuzz {
                 }),
             text().prop_map(|key| Msg::Get { key }),
             (text(), proptest::option::of(text()))
-                .prop_map(|(key, value)| Msg::GetResult { key, value }),
+                .prop_map(|(key, value)| Msg::GetResult { key, value: value.map(Into::into) }),
             (text(), any::<u32>(), text()).prop_map(|(host, ranks, message)| Msg::SubtreeLost {
                 host,
                 ranks,

@@ -34,7 +34,7 @@
 use crate::kvs::{Kvs, Written};
 use crate::pmgr_node::{PmgrEffect, PmgrNode};
 use libi::job::{human_bytes, JobCommon, NodePlan, NodeSetup, RankEnd, SpawnCmd, SpawnRequest};
-use libi::msg::{pair_cost, KvsTop, Msg, NameOp, FENCE_CHUNK, PAIR_OVERHEAD};
+use libi::msg::{pair_cost, KvsTop, Msg, NameOp, Value, FENCE_CHUNK, PAIR_OVERHEAD};
 use libi::report::{Counters, FenceRecord, NodeReport};
 use pmi_wire::server::{Action, ConnConfig, Connection, Eof, Phase};
 use pmi_wire::v1::ParseError;
@@ -176,7 +176,7 @@ impl NodeCore {
         let NodeSetup { job, plan } = setup;
         let mut kvs = Kvs::default();
         for (k, v) in &job.preput {
-            kvs.store(k.clone(), v.clone());
+            kvs.store(k.clone(), v.as_str().into());
         }
         let conns: Vec<Connection> = plan
             .ranks
@@ -526,10 +526,10 @@ impl NodeCore {
             return;
         }
         let w = if self.is_root {
-            self.root_merge(key, value)
+            self.root_merge(key, value.into())
         } else {
             self.pending_cost += pair_cost(&key, &value);
-            let w = self.kvs.write(key.clone(), value, self.epoch, true);
+            let w = self.kvs.write(key.clone(), value.into(), self.epoch, true);
             if w.queued {
                 self.pending.push(key);
             }
@@ -707,8 +707,7 @@ impl NodeCore {
         if pushed {
             let mut seen = HashSet::new();
             for key in push_keys.unwrap_or_default() {
-                if let Some(v) = self.kvs.get(&key).filter(|_| !seen.contains(&key)) {
-                    let value = v.to_string();
+                if let Some(value) = self.kvs.value(&key).filter(|_| !seen.contains(&key)) {
                     seen.insert(key.clone());
                     parts.extend(chunks.pair(key, value));
                 }
@@ -727,7 +726,7 @@ impl NodeCore {
     }
 
     /// Apply what a release carries: pushed pairs, stale keys (the root holds both already).
-    fn apply_release(&mut self, pairs: &[(String, String)], stale: &[String]) {
+    fn apply_release(&mut self, pairs: &[(String, Value)], stale: &[String]) {
         if self.is_root {
             return;
         }
@@ -942,7 +941,7 @@ impl NodeCore {
             m @ Msg::FenceOut { .. } => self.fence_out(m, fx),
             m @ Msg::FenceOutPart { .. } => self.fence_out_part(m, fx),
             Msg::GetResult { key, value } => {
-                self.answer_waiters(&key, value.as_deref(), fx);
+                self.answer_waiters(&key, value.as_ref(), fx);
                 if let Some(v) = value {
                     self.kvs.cache(key, v);
                     self.check_kvs(fx);
@@ -1013,16 +1012,16 @@ impl NodeCore {
         }
     }
 
-    fn answer_waiters(&mut self, key: &str, value: Option<&str>, fx: &mut Vec<Effect>) {
+    fn answer_waiters(&mut self, key: &str, value: Option<&Value>, fx: &mut Vec<Effect>) {
         for w in self.waiting.remove(key).unwrap_or_default() {
             match w {
                 Waiter::Rank(local) => {
-                    let reply = self.conns[local].answer_get(key, value);
+                    let reply = self.conns[local].answer_get(key, value.map(|v| &**v));
                     fx.push(Effect::ToRank(local, reply));
                 }
                 Waiter::Child(c) => fx.push(Effect::ToChild(
                     c,
-                    Msg::GetResult { key: key.to_string(), value: value.map(str::to_string) },
+                    Msg::GetResult { key: key.to_string(), value: value.cloned() },
                 )),
             }
         }
@@ -1049,7 +1048,7 @@ impl NodeCore {
             }
             Msg::Get { key } => {
                 self.counters.gets_for_children += 1;
-                if let Some(v) = self.kvs.get(&key).map(str::to_string) {
+                if let Some(v) = self.kvs.value(&key) {
                     fx.push(Effect::ToChild(idx, Msg::GetResult { key, value: Some(v) }));
                 } else if self.is_root {
                     fx.push(Effect::ToChild(idx, Msg::GetResult { key, value: None }));
@@ -1109,7 +1108,7 @@ impl NodeCore {
         &mut self,
         idx: usize,
         epoch: u64,
-        pairs: Vec<(String, String)>,
+        pairs: Vec<(String, Value)>,
         top: KvsTop,
         close: bool,
         fx: &mut Vec<Effect>,
@@ -1137,7 +1136,7 @@ impl NodeCore {
     /// Merge a child's fence pairs. At the root they are all here now (the epoch's size and,
     /// while it may be pushed, its keys are noted). Elsewhere they go on up: a part at once,
     /// as it came; the pairs of a `FenceIn` join this node's pending ones.
-    fn child_pairs(&mut self, pairs: Vec<(String, String)>, close: bool, fx: &mut Vec<Effect>) {
+    fn child_pairs(&mut self, pairs: Vec<(String, Value)>, close: bool, fx: &mut Vec<Effect>) {
         let epoch = self.epoch;
         if self.is_root {
             for (k, v) in pairs {
@@ -1168,7 +1167,7 @@ impl NodeCore {
 
     /// At the root, where every pair of the epoch arrives: store it, note its size and
     /// (while the epoch may still be pushed down) its key, and whether it replaced a value.
-    fn root_merge(&mut self, k: String, v: String) -> Written {
+    fn root_merge(&mut self, k: String, v: Value) -> Written {
         self.epoch_bytes += (k.len() + v.len()) as u64;
         if self.epoch_bytes > self.job.kvs_push_max {
             self.push_keys = None;
@@ -1209,14 +1208,14 @@ impl NodeCore {
 }
 
 /// A chunk of fence data: pairs and stale keys.
-type Chunk = (Vec<(String, String)>, Vec<String>);
+type Chunk = (Vec<(String, Value)>, Vec<String>);
 
 /// Splits fence data into chunks of at most `max` bytes (each pair or key counted with
 /// [`PAIR_OVERHEAD`]; an item bigger than `max` gets a chunk of its own).
 struct Chunks {
     max: usize,
     cost: usize,
-    pairs: Vec<(String, String)>,
+    pairs: Vec<(String, Value)>,
     stale: Vec<String>,
 }
 
@@ -1226,7 +1225,7 @@ impl Chunks {
     }
 
     /// Add a pair; returns the full chunk it did not fit in, if any.
-    fn pair(&mut self, key: String, value: String) -> Option<Chunk> {
+    fn pair(&mut self, key: String, value: Value) -> Option<Chunk> {
         let full = self.make_room(pair_cost(&key, &value));
         self.pairs.push((key, value));
         full

@@ -2,13 +2,15 @@
 //! answers fetched from up the tree — in one map, each key once, with what the fence needs to
 //! know about it, and the number of bytes held (keys plus values) the KVS limit is checked on.
 
+use libi::msg::Value;
 use std::collections::HashMap;
 
-/// Keys and values are boxed `str`s (no spare capacity; 8 bytes less a field than `String`):
-/// with small pairs the map's own bytes are most of a node's memory.
+/// Keys are boxed `str`s (no spare capacity; 8 bytes less a field than `String`): with small
+/// pairs the map's own bytes are most of a node's memory. Values are shared ([`Value`]): the
+/// copy a fence passes on to the parent or the children is the same allocation.
 #[derive(Debug)]
 struct Entry {
-    value: Box<str>,
+    value: Value,
     /// Fence epoch in which this subtree last wrote the key (0: never).
     written: u64,
     /// Fetched from up the tree (a cache entry).
@@ -56,6 +58,11 @@ impl Kvs {
         self.map.get(key).map(|e| &*e.value)
     }
 
+    /// The shared value of `key` (to pass on without a copy).
+    pub fn value(&self, key: &str) -> Option<Value> {
+        self.map.get(key).map(|e| e.value.clone())
+    }
+
     pub fn contains(&self, key: &str) -> bool {
         self.map.contains_key(key)
     }
@@ -67,12 +74,12 @@ impl Kvs {
 
     /// A pair put in this subtree during fence `epoch` (by a local rank, or merged from a
     /// child). `pend`: it is to be sent up with this node's fence data.
-    pub fn write(&mut self, key: String, value: String, epoch: u64, pend: bool) -> Written {
+    pub fn write(&mut self, key: String, value: Value, epoch: u64, pend: bool) -> Written {
         match self.map.get_mut(key.as_str()) {
             Some(e) => {
                 let (old, new) = (e.value.len() as u64, value.len() as u64);
                 self.bytes = self.bytes - old + new;
-                e.value = value.into_boxed_str();
+                e.value = value;
                 e.written = epoch;
                 e.cached = false;
                 let queued = pend && !e.pending;
@@ -82,7 +89,7 @@ impl Kvs {
             None => {
                 let grew = size(&key, &value);
                 self.bytes += grew;
-                let e = Entry { value: value.into(), written: epoch, cached: false, pending: pend };
+                let e = Entry { value, written: epoch, cached: false, pending: pend };
                 self.map.insert(key.into(), e);
                 Written { grew, replaced: false, queued: pend }
             }
@@ -90,16 +97,16 @@ impl Kvs {
     }
 
     /// A pair that arrived with a fence release (pushed down).
-    pub fn store(&mut self, key: String, value: String) {
+    pub fn store(&mut self, key: String, value: Value) {
         match self.map.get_mut(key.as_str()) {
             Some(e) => {
                 self.bytes = self.bytes - e.value.len() as u64 + value.len() as u64;
-                e.value = value.into();
+                e.value = value;
                 e.cached = false;
             }
             None => {
                 self.bytes += size(&key, &value);
-                let e = Entry { value: value.into(), written: 0, cached: false, pending: false };
+                let e = Entry { value, written: 0, cached: false, pending: false };
                 self.map.insert(key.into(), e);
             }
         }
@@ -107,16 +114,16 @@ impl Kvs {
 
     /// An answer fetched from up the tree. A value written here in the meantime is newer
     /// and stays.
-    pub fn cache(&mut self, key: String, value: String) {
+    pub fn cache(&mut self, key: String, value: Value) {
         match self.map.get_mut(key.as_str()) {
             Some(e) if !e.cached => {}
             Some(e) => {
                 self.bytes = self.bytes - e.value.len() as u64 + value.len() as u64;
-                e.value = value.into();
+                e.value = value;
             }
             None => {
                 self.bytes += size(&key, &value);
-                let e = Entry { value: value.into(), written: 0, cached: true, pending: false };
+                let e = Entry { value, written: 0, cached: true, pending: false };
                 self.map.insert(key.into(), e);
             }
         }
@@ -133,12 +140,12 @@ impl Kvs {
     }
 
     /// Take `key` off the pending list: its current value, to be sent up.
-    pub fn unpend(&mut self, key: &str) -> Option<String> {
+    pub fn unpend(&mut self, key: &str) -> Option<Value> {
         let e = self.map.get_mut(key)?;
         if !std::mem::replace(&mut e.pending, false) {
             return None;
         }
-        Some(e.value.to_string())
+        Some(e.value.clone())
     }
 }
 

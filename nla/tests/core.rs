@@ -357,7 +357,7 @@ fn assert_frames_fit(fx: &[Effect], max: usize) {
 }
 
 /// The pairs of every fence message up, in order; checks that the FenceIn comes last.
-fn fence_up(fx: &[Effect]) -> (Vec<(String, String)>, usize, bool) {
+fn fence_up(fx: &[Effect]) -> (Vec<(String, libi::msg::Value)>, usize, bool) {
     let (mut pairs, mut parts, mut closed) = (Vec::new(), 0, false);
     for m in to_parent(fx) {
         match m {
@@ -406,12 +406,12 @@ fn big_fence_goes_up_in_bounded_parts() {
     // the child's big fence: parts of its own, then its FenceIn
     let top = KvsTop { rank: 2, bytes: 1_000_000 };
     for p in 0..20 {
-        let pairs: Vec<(String, String)> = (0..50)
+        let pairs: Vec<(String, libi::msg::Value)> = (0..50)
             .map(|i| {
                 let key = format!("c{p}-{i}");
                 let value = value_for(&key, 1000);
                 want.insert(key.clone(), value.clone());
-                (key, value)
+                (key, value.into())
             })
             .collect();
         let mut cfx = Vec::new();
@@ -430,7 +430,7 @@ fn big_fence_goes_up_in_bounded_parts() {
     let (pairs, _, closed) = fence_up(&fx);
     assert!(closed, "the fence closed");
     assert_eq!(pairs.len(), want.len(), "every pair once");
-    let got: HashMap<String, String> = pairs.into_iter().collect();
+    let got: HashMap<String, String> = pairs.into_iter().map(|(k, v)| (k, v.to_string())).collect();
     assert_eq!(got, want);
     assert_eq!(core.kvs().len(), want.len() + 1, "stored once (plus the preput pair)");
     match to_parent(&fx).last() {
@@ -452,12 +452,12 @@ fn big_release_goes_down_in_bounded_parts() {
     let mut fx = Vec::new();
     for child in 0..2 {
         for p in 0..10 {
-            let pairs: Vec<(String, String)> = (0..100)
+            let pairs: Vec<(String, libi::msg::Value)> = (0..100)
                 .map(|i| {
                     let key = format!("n{child}p{p}k{i}");
                     let value = value_for(&key, 900);
                     want.insert(key.clone(), value.clone());
-                    (key, value)
+                    (key, value.into())
                 })
                 .collect();
             let top = KvsTop { rank: child as u32, bytes: 1 };
@@ -507,7 +507,7 @@ fn big_release_goes_down_in_bounded_parts() {
 fn many_stale_keys_go_down_in_bounded_parts() {
     let mut root = NodeCore::new(setup(&[], &[&[0]], 0), true, false);
     root.set_fence_chunk(4096);
-    let pairs: Vec<(String, String)> =
+    let pairs: Vec<(String, libi::msg::Value)> =
         (0..3000).map(|i| (format!("key{i:05}"), "v".into())).collect();
     let top = KvsTop { rank: 0, bytes: 1 };
     let mut fx = Vec::new();
@@ -552,7 +552,7 @@ fn repeated_put_is_stored_once_last_value_wins() {
     let (pairs, parts, closed) = fence_up(&fx);
     assert!(closed);
     assert_eq!(parts, 0);
-    assert_eq!(pairs, vec![("a".to_string(), "3".to_string())], "sent up once, last value");
+    assert_eq!(pairs, vec![("a".to_string(), "3".into())], "sent up once, last value");
     let fx = rank_lines(&mut core, 1, "cmd=get kvsname=kvs key=a\n");
     assert_eq!(replies(&fx, 1), vec!["cmd=get_result rc=0 msg=success value=3\n"]);
 }
@@ -592,7 +592,7 @@ fn kvs_limit_total_names_the_biggest_contributor() {
     let mut s = setup(&[], &[&[0], &[1, 2]], 1 << 20);
     s.job.kvs_max = 3000;
     let mut root = NodeCore::new(s, true, false);
-    let pairs = |n: &str| vec![(n.to_string(), "x".repeat(999))];
+    let pairs = |n: &str| vec![(n.to_string(), libi::msg::Value::from("x".repeat(999)))];
     let mut fx = Vec::new();
     root.child_msg(
         0,
@@ -666,7 +666,7 @@ fn tree_msg() -> impl Strategy<Value = Msg> {
         }),
         (0u64..4, 0u64..100).prop_map(|(epoch, bytes)| Msg::FenceInPart {
             epoch,
-            pairs: vec![("c".into(), "1".into()), ("k".into(), "x".repeat(bytes as usize))],
+            pairs: vec![("c".into(), "1".into()), ("k".into(), "x".repeat(bytes as usize).into())],
             top: KvsTop { rank: 4, bytes }
         }),
         (0u64..4).prop_map(|epoch| Msg::FenceOutPart {

@@ -34,7 +34,8 @@ fn core(n: u32) -> NodeCore {
         spawned_by: None,
         binding: Default::default(),
         singleton: None,
-        each_end: false,
+        // Every end on its own: these tests judge each exit.
+        each_end: true,
     };
     NodeCore::new(NodeSetup { job, plan }, true, false)
 }

@@ -80,6 +80,9 @@ pub struct Config {
     pub workload: Trace,
     /// Virtual seconds after which the run is stopped as hung.
     pub limit: f64,
+    /// The launch model the tree is planned for (`libi-mpiexec --launch-model`); `None`:
+    /// the one the costs imply (greedy is then optimal for the simulated costs).
+    pub plan_model: Option<libi::tree::LaunchModel>,
 }
 
 impl Config {
@@ -97,6 +100,7 @@ impl Config {
             seed: 1,
             workload,
             limit: 3600.0,
+            plan_model: None,
         }
     }
 }
@@ -165,6 +169,9 @@ pub struct Outcome {
     pub events: u64,
     /// The launch model's prediction for this tree and these costs.
     pub model_launch: f64,
+    /// When the last agent's hello reached its parent (every agent connected: the launch
+    /// report's `launch_time`).
+    pub agents_connected: f64,
     /// When the last agent had its setup (could launch its own children): what the launch
     /// model predicts.
     pub agents_up: f64,
@@ -212,6 +219,21 @@ enum Ev {
     /// Start the next launch batch of `node`.
     NextBatch {
         node: u32,
+    },
+    /// `left` of a process's CPU work, then `then` (shared cores only).
+    Work {
+        left: Time,
+        then: Box<Ev>,
+    },
+    /// The launch lane of `node`: the `i`-th launch of the current batch.
+    Launch {
+        node: u32,
+        i: u32,
+    },
+    /// The launch lane of `node`: start local rank `local`.
+    Fork {
+        node: u32,
+        local: u32,
     },
     Link {
         to: u32,
@@ -293,7 +315,9 @@ struct Node {
     /// Launch bookkeeping: next child to launch, launches of the batch not settled.
     next_launch: u32,
     in_batch: u32,
-    last_launch: Time,
+    /// When the launch lane is free; whether the ranks were started.
+    lane_free: Time,
+    forked: bool,
     busy: Time,
     up_free: Time,
     down_free: Time,
@@ -317,6 +341,8 @@ pub struct Cluster {
     queue: BinaryHeap<Reverse<Entry>>,
     slots: Vec<Option<Ev>>,
     free: Vec<u32>,
+    /// Free times of the shared cores (empty: every node has its own CPU).
+    pool: Vec<Time>,
     seq: u64,
     now: Time,
     nodes: Vec<Node>,
@@ -332,6 +358,9 @@ pub struct Cluster {
     killing: bool,
     fail_word: Option<i32>,
 }
+
+/// The time slice of shared cores (see `Cluster::work_then`).
+const SLICE: Time = 250_000;
 
 /// What a parent sees of a child NLA killed before it connected (fork launcher).
 const KILLED_EARLY: &str = "its launcher exited (signal: 9 (SIGKILL)) before it connected";
@@ -355,7 +384,8 @@ impl Cluster {
                 (format!("n{}", i + 1), ranks)
             })
             .collect();
-        let root = NodePlan::tree(per_node, &cfg.shape, &model, cfg.max_conn, "fe");
+        let plan_model = cfg.plan_model.unwrap_or(model);
+        let root = NodePlan::tree(per_node, &cfg.shape, &plan_model, cfg.max_conn, "fe");
         let kvsname = "kvs_1_0_1_fe".to_string();
         let job = JobCommon {
             size: size32,
@@ -404,7 +434,8 @@ impl Cluster {
                 queued: HashMap::new(),
                 next_launch: 0,
                 in_batch: 0,
-                last_launch: 0,
+                lane_free: 0,
+                forked: false,
                 busy: 0,
                 up_free: 0,
                 down_free: 0,
@@ -435,7 +466,8 @@ impl Cluster {
                 stack.push((c, level + 1));
             }
         }
-        let eval = libi::tree::evaluate(&libi::tree::Tree::build(&cfg.shape, n, &model), &model);
+        let tree = libi::tree::Tree::build(&cfg.shape, n, &plan_model);
+        let eval = libi::tree::evaluate(&tree, &model);
         for f in &cfg.faults {
             let node = match f {
                 Fault::Kill { node, .. }
@@ -461,12 +493,14 @@ impl Cluster {
             .map(|_| Rank { step: 0, peer_i: 0, state: RState::Idle, asked: 0, peer: 0 })
             .collect();
         let trace = std::rc::Rc::new(cfg.workload.clone());
+        let cores = cfg.costs.cores as usize;
         let mut c = Cluster {
             rng: rand::rngs::StdRng::seed_from_u64(cfg.seed),
             cfg,
             queue: BinaryHeap::new(),
             slots: Vec::new(),
             free: Vec::new(),
+            pool: vec![0; cores],
             seq: 0,
             now: 0,
             nodes,
@@ -489,7 +523,8 @@ impl Cluster {
         }
         let core = NodeCore::new(NodeSetup { job, plan: root }, true, false);
         c.nodes[0].core = Some(core);
-        c.start_launches(0, 0);
+        let t0 = ns(c.cfg.costs.fe_start);
+        c.start_launches(0, t0);
         Ok(c)
     }
 
@@ -598,10 +633,34 @@ impl Cluster {
     fn cpu(&mut self, node: u32, t: Time, bytes: usize) -> Time {
         let c = &self.cfg.costs;
         let cost = ns(c.cpu_msg + c.cpu_byte * bytes as f64);
-        let n = &mut self.nodes[node as usize];
-        let start = t.max(n.busy);
-        n.busy = start + cost;
-        n.busy
+        let start = t.max(self.nodes[node as usize].busy);
+        let end = self.work(start, cost);
+        self.nodes[node as usize].busy = end;
+        end
+    }
+
+    /// A process's own CPU work of `d` from `t`, then `then`. With shared cores it runs in
+    /// slices of [`SLICE`], each queued for a core when the previous one ends, so that
+    /// processes share the cores roughly as the kernel's scheduler does.
+    fn work_then(&mut self, t: Time, d: Time, then: Ev) {
+        if self.pool.is_empty() {
+            self.push(t + d, then);
+        } else {
+            self.push(t, Ev::Work { left: d, then: Box::new(then) });
+        }
+    }
+
+    /// `d` of CPU work that can start at `t`: when it is done. With shared cores
+    /// (`Costs::cores`) it takes the core that frees first; otherwise it runs at once.
+    fn work(&mut self, t: Time, d: Time) -> Time {
+        match self.pool.iter_mut().min() {
+            Some(free) => {
+                let start = t.max(*free);
+                *free = start + d;
+                *free
+            }
+            None => t + d,
+        }
     }
 
     fn handle(&mut self, t: Time, ev: Ev) {
@@ -617,8 +676,20 @@ impl Cluster {
                 self.child_lost(t, parent, idx, &why);
             }
             Ev::NextBatch { node } => {
-                self.launch_some(node, t);
+                let at = t.max(self.nodes[node as usize].lane_free);
+                self.push(at, Ev::Launch { node, i: 0 });
             }
+            Ev::Launch { node, i } => self.launch_step(node, i, t),
+            Ev::Work { left, then } => {
+                let q = left.min(SLICE);
+                let end = self.work(t, q);
+                if left > q {
+                    self.push(end, Ev::Work { left: left - q, then });
+                } else {
+                    self.push(end, *then);
+                }
+            }
+            Ev::Fork { node, local } => self.fork_step(node, local, t),
             Ev::Link { to, from, msg } => self.link(t, to, from, msg),
             Ev::Closed { to, from, why } => {
                 let n = &self.nodes[to as usize];
@@ -626,8 +697,8 @@ impl Cluster {
                     return;
                 }
                 match from {
-                    From::Child(idx) => self.child_lost(t, to, idx, &why),
-                    From::Parent => self.parent_lost(t, to, &why),
+                    From::Child(idx) => self.child_lost(t, to, idx, why),
+                    From::Parent => self.parent_lost(t, to, why),
                 }
             }
             Ev::RankStart { node, local } => {
@@ -707,61 +778,77 @@ impl Cluster {
     // ------------------------------------------------------------------ launch
 
     /// `node` has its setup at `t`: launch its children (all, or the first batch), then
-    /// start its ranks.
+    /// start its ranks. Launches and forks run one after the other on the node's launch
+    /// lane (a thread of its own in the driver), not on its event loop: hellos, tree
+    /// messages and PMI are handled meanwhile. Each step is an event, so that with shared
+    /// cores the lane takes its CPU when it runs, interleaved with everything else.
     fn start_launches(&mut self, node: u32, t: Time) {
-        // Launches and forks run on the node's launch lane, not on its event loop: hellos,
-        // tree messages and PMI are handled meanwhile.
-        let lane_free = self.launch_some(node, t);
-        let nranks = self.nodes[node as usize].nranks;
-        let mut at = lane_free;
-        let fork = ns(self.cfg.costs.fork);
-        for local in 0..nranks {
-            at += fork;
-            let start = at + ns(self.jitter(self.cfg.costs.rank_start));
-            self.push(start, Ev::RankStart { node, local });
-        }
-        self.nodes[node as usize].last_launch = at;
-        if node != 0 {
-            self.push(at, Ev::RanksStarted { node });
-        }
+        self.push(t, Ev::Launch { node, i: 0 });
     }
 
-    /// Launch the next children of `node` from `t` (all that are left, or one batch):
-    /// returns when the parent's lanes are free again.
-    fn launch_some(&mut self, node: u32, t: Time) -> Time {
+    /// The lane of `node` at `t`, `i` launches into the current batch: launch the next
+    /// child, or start the ranks once the batch is out.
+    fn launch_step(&mut self, node: u32, i: u32, t: Time) {
         let (seq, slots) = (ns(self.cfg.costs.seq), self.cfg.costs.slots.max(1));
         let batch = self.cfg.batch.filter(|b| *b > 0);
-        let nch = self.nodes[node as usize].children.len() as u32;
-        let mut start = t.max(self.nodes[node as usize].last_launch);
-        let mut i = 0u32;
-        let timeout = ns(self.cfg.launch_timeout);
-        while self.nodes[node as usize].next_launch < nch
-            && batch.is_none_or(|b| self.nodes[node as usize].in_batch < b)
-        {
-            let n = &mut self.nodes[node as usize];
-            let idx = n.next_launch;
-            n.next_launch += 1;
-            n.in_batch += 1;
-            if i > 0 && i.is_multiple_of(slots) {
-                start += seq;
-            }
-            i += 1;
-            let child = n.children[idx as usize];
-            let rem = ns(self.jitter(self.cfg.costs.rem));
-            if self.nodes[child as usize].dead {
-                let why = KILLED_EARLY.into();
-                self.push(
-                    start + ns(self.cfg.costs.seq),
-                    Ev::Closed { to: node, from: From::Child(idx), why },
-                );
-            } else if !self.nodes[child as usize].never {
-                self.push(start + rem, Ev::Hello { parent: node, idx });
-            }
-            self.push(start + timeout, Ev::LaunchTimeout { parent: node, idx });
+        let n = &mut self.nodes[node as usize];
+        if n.dead {
+            return;
         }
-        let free = if i > 0 { start + seq } else { t };
-        self.nodes[node as usize].last_launch = free;
-        free
+        let more =
+            (n.next_launch as usize) < n.children.len() && batch.is_none_or(|b| n.in_batch < b);
+        if !more {
+            n.lane_free = t;
+            if !std::mem::replace(&mut n.forked, true) {
+                self.push(t, Ev::Fork { node, local: 0 });
+            }
+            return;
+        }
+        let idx = n.next_launch;
+        n.next_launch += 1;
+        n.in_batch += 1;
+        let child = n.children[idx as usize];
+        // The launch takes SEQ of its lane (c lanes without shared cores: launches go out
+        // in groups of c, as the launch model says).
+        let (done, next) = if self.pool.is_empty() {
+            (t + seq, if (i + 1).is_multiple_of(slots) { t + seq } else { t })
+        } else {
+            let done = self.work(t, seq);
+            (done, done)
+        };
+        let rem = ns(self.jitter(self.cfg.costs.rem));
+        if self.nodes[child as usize].dead {
+            self.push(done, Ev::Closed { to: node, from: From::Child(idx), why: KILLED_EARLY });
+        } else if !self.nodes[child as usize].never {
+            if self.pool.is_empty() {
+                self.push(t + rem, Ev::Hello { parent: node, idx });
+            } else {
+                self.work_then(done, rem, Ev::Hello { parent: node, idx });
+            }
+        }
+        self.push(t + ns(self.cfg.launch_timeout), Ev::LaunchTimeout { parent: node, idx });
+        self.nodes[node as usize].lane_free = done;
+        self.push(next, Ev::Launch { node, i: i + 1 });
+    }
+
+    /// Start local rank `local` of `node` at `t` (its fork on the lane, then its own start).
+    fn fork_step(&mut self, node: u32, local: u32, t: Time) {
+        let n = &self.nodes[node as usize];
+        if n.dead {
+            return;
+        }
+        if local >= n.nranks {
+            self.nodes[node as usize].lane_free = t;
+            if node != 0 {
+                self.push(t, Ev::RanksStarted { node });
+            }
+            return;
+        }
+        let forked = self.work(t, ns(self.cfg.costs.fork));
+        let rank_start = ns(self.jitter(self.cfg.costs.rank_start));
+        self.work_then(forked, rank_start, Ev::RankStart { node, local });
+        self.nodes[node as usize].lane_free = forked;
+        self.push(forked, Ev::Fork { node, local: local + 1 });
     }
 
     /// A launch of `node` settled (connected or given up): maybe the next batch.
@@ -782,11 +869,12 @@ impl Cluster {
             return;
         }
         self.nodes[parent as usize].child_up[idx as usize] = true;
+        self.out.agents_connected = self.out.agents_connected.max(secs(t));
         self.settled(parent, t);
         let child = self.nodes[parent as usize].children[idx as usize];
         if std::mem::take(&mut self.nodes[child as usize].drop_on_connect) {
             let lat = ns(self.cfg.costs.latency);
-            let why = || "connection reset".into();
+            let why = || "connection reset";
             self.push(t + lat, Ev::Closed { to: parent, from: From::Child(idx), why: why() });
             self.push(t + lat, Ev::Closed { to: child, from: From::Parent, why: why() });
         }
@@ -955,11 +1043,11 @@ impl Cluster {
             .collect();
         if !cut && node != 0 {
             let at = t.max(self.nodes[node as usize].up_free) + lat;
-            self.push(at, Ev::Closed { to: parent, from: From::Child(idx), why: why.into() });
+            self.push(at, Ev::Closed { to: parent, from: From::Child(idx), why });
         }
         for (c, up) in kids {
             if up {
-                self.push(t + lat, Ev::Closed { to: c, from: From::Parent, why: why.into() });
+                self.push(t + lat, Ev::Closed { to: c, from: From::Parent, why });
             }
         }
     }
@@ -1013,7 +1101,8 @@ impl Cluster {
             r.peer = peer;
             r.state = if one_way { RState::Idle } else { RState::Waiting };
             let c = &self.cfg.costs;
-            let at = t + ns(c.rank_step + c.pmi_latency);
+            let (step, lat) = (ns(c.rank_step), ns(c.pmi_latency));
+            let at = self.work(t, step) + lat;
             self.push(at, Ev::FromRank { node, local, bytes });
             if !one_way {
                 return;
@@ -1216,11 +1305,7 @@ impl Cluster {
                     if self.nodes[parent as usize].next_launch > idx {
                         self.push(
                             t,
-                            Ev::Closed {
-                                to: parent,
-                                from: From::Child(idx),
-                                why: KILLED_EARLY.into(),
-                            },
+                            Ev::Closed { to: parent, from: From::Child(idx), why: KILLED_EARLY },
                         );
                     }
                     return;

@@ -34,6 +34,11 @@ pub struct Costs {
     pub rank_exit: f64,
     /// From a teardown's SIGTERM to the rank's exit being seen.
     pub kill_delay: f64,
+    /// Cores shared by every simulated node and rank (0: each node has CPUs of its own).
+    /// The validation runs use the machine's cores: every agent runs on one host there.
+    pub cores: u32,
+    /// From the front end's start to its first launch (planning, listening).
+    pub fe_start: f64,
     /// Relative jitter (uniform ±) applied to `rem`, `rank_start` and `rank_exit`, drawn
     /// from the run's seed.
     pub jitter: f64,
@@ -58,6 +63,8 @@ impl Default for Costs {
             pmi_latency: 5e-6,
             rank_exit: 0.0004,
             kill_delay: 0.001,
+            cores: 0,
+            fe_start: 0.0,
             jitter: 0.0,
         }
     }
@@ -96,6 +103,8 @@ impl Costs {
             "rank_exit" => self.rank_exit = v,
             "kill_delay" => self.kill_delay = v,
             "jitter" if v < 1.0 => self.jitter = v,
+            "cores" => self.cores = v as u32,
+            "fe_start" => self.fe_start = v,
             _ => return Err(format!("unknown or invalid cost '{name}={value}'")),
         }
         Ok(())

@@ -202,6 +202,14 @@ impl Trace {
         Ok(Trace { name: name.to_string(), steps })
     }
 
+    /// The same workload without its `>slice` lines (MPICH 4's allgather of business
+    /// cards, which makes every node fetch every card: nodes × ranks gets in all).
+    pub fn without_slices(mut self) -> Trace {
+        self.steps.retain(|s| s.repeat != Repeat::Slice);
+        self.name.push_str("-noslice");
+        self
+    }
+
     /// The peers step `step` is repeated for, for rank `who`, as an iterator count and an
     /// indexer (so that nothing per peer is stored).
     pub fn peer_count(&self, step: usize, who: &Who) -> u32 {

@@ -38,6 +38,11 @@ struct Args {
     /// Workload: mpich-init, exchange, fence, or a .pmitrace file
     #[arg(long, default_value = "mpich-init")]
     workload: String,
+    /// Leave out the workload's `>slice` gets (MPICH 4's allgather of business cards: every
+    /// node fetches every card, nodes x ranks gets; beyond a few thousand nodes no launcher
+    /// can serve it, see bench/results.md)
+    #[arg(long = "skip-slice")]
+    skip_slice: bool,
     /// Fences pushing at most this many bytes of pairs down (0: every get climbs); list allowed
     #[arg(long = "kvs-push-max", default_value = "1M")]
     push_max: String,
@@ -48,9 +53,14 @@ struct Args {
     #[arg(long, default_value = "fork")]
     costs: String,
     /// Override one cost: NAME=VALUE (seq, rem, slots, latency, bandwidth, cpu_msg,
-    /// cpu_byte, fork, rank_start, rank_step, pmi_latency, rank_exit, kill_delay, jitter)
+    /// cpu_byte, fork, rank_start, rank_step, pmi_latency, rank_exit, kill_delay, cores,
+    /// fe_start, jitter)
     #[arg(long = "cost", value_name = "NAME=VALUE")]
     cost: Vec<String>,
+    /// Plan the tree for this launch model "SEQ,REM" (as libi-mpiexec's --launch-model;
+    /// "default" for its default 0.007,0.3) instead of the simulated costs
+    #[arg(long = "plan-model", value_name = "SEQ,REM")]
+    plan_model: Option<String>,
     /// Inject a fault: kill:NODE@T, drop:NODE@T, slow:NODE:FACTOR, never:NODE
     #[arg(long = "fault")]
     faults: Vec<String>,
@@ -112,11 +122,28 @@ fn run(a: &Args) -> Result<u8, String> {
             c.split_once('=').ok_or_else(|| format!("--cost '{c}': expected NAME=VALUE"))?;
         costs.set(k, v)?;
     }
+    let plan_model = match a.plan_model.as_deref() {
+        None => None,
+        Some("default") => Some(libi::tree::LaunchModel::DEFAULT),
+        Some(m) => {
+            let (s, r) =
+                m.split_once(',').ok_or_else(|| format!("--plan-model '{m}': expected SEQ,REM"))?;
+            let num = |x: &str| {
+                x.trim().parse::<f64>().map_err(|_| format!("--plan-model '{m}': not a number"))
+            };
+            let model = libi::tree::LaunchModel::new(num(s)?, num(r)?);
+            model.validate()?;
+            Some(model)
+        }
+    };
     let faults = a.faults.iter().map(|f| f.parse::<Fault>()).collect::<Result<Vec<_>, _>>()?;
     if !(a.launch_timeout.is_finite() && a.launch_timeout > 0.0) {
         return Err("--launch-timeout must be a positive number of seconds".into());
     }
-    let trace = Trace::load(&a.workload)?;
+    let mut trace = Trace::load(&a.workload)?;
+    if a.skip_slice {
+        trace = trace.without_slices();
+    }
     let mut rows = Vec::new();
     let mut worst = 0u8;
     for &n in &nodes {
@@ -132,6 +159,7 @@ fn run(a: &Args) -> Result<u8, String> {
                         cfg.launch_timeout = a.launch_timeout;
                         cfg.faults = faults.clone();
                         cfg.seed = a.seed;
+                        cfg.plan_model = plan_model;
                         let t0 = Instant::now();
                         let outcome = Cluster::new(cfg)?.run();
                         let wall = t0.elapsed().as_secs_f64();

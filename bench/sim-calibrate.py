@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Calibrate libi-sim's cost model against real runs: fits the costs (coordinate search in
+log space on the squared log error of launch, first fence and total of every case) to the
+measured runs of bench/data/sim-validate.json (bench/sim-validate.sh), with every agent and
+rank sharing this machine's cores (`cores=2`). Prints the fitted costs as --cost arguments
+and the comparison table. Usage: bench/sim-calibrate.py [VALIDATION.json] [--rounds N]"""
+import json, math, os, subprocess, sys, tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+argv = sys.argv[1:]
+rounds = 4
+if "--rounds" in argv:
+    i = argv.index("--rounds"); rounds = int(argv[i + 1]); del argv[i:i + 2]
+path = argv[0] if argv else os.path.join(root, "bench/data/sim-validate.json")
+sim = os.environ.get("LIBI_SIM", os.path.join(root, "target/release/libi-sim"))
+data = json.load(open(path))
+cases = data["cases"]
+
+# Starting point: the figures measured directly (spawn floor, hello timings).
+p = {"fe_start": 0.004, "seq": 0.0012, "rem": 0.003, "fork": 0.00035, "rank_start": 0.0012,
+     "cpu_msg": 20e-6, "cpu_byte": 1e-9, "rank_step": 5e-6, "rank_exit": 0.0004}
+fixed = ["--cost", "cores=2"]
+
+def run_case(c, params):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        cmd = [sim, "--nodes", str(c["agents"]), "--ppn", str(c["ppn"]), "--tree",
+               data.get("tree", "greedy"), "--workload", "mpich-init", "--plan-model", "default", "--json", f.name] + fixed
+        for k, v in params.items():
+            cmd += ["--cost", f"{k}={v:.9g}"]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        o = json.load(open(f.name))[0]
+    return (o["launch"], (o["fences"] or [float("nan")])[0], o["end"])
+
+def loss(params):
+    with ThreadPoolExecutor(2) as ex:
+        outs = list(ex.map(lambda c: run_case(c, params), cases))
+    err = 0.0
+    for c, (l, f, t) in zip(cases, outs):
+        for real, s in ((c["launch_s"], l), (c["first_fence_s"], f), (c["total_s"], t)):
+            err += math.log(max(s, 1e-6) / real) ** 2
+    return err
+
+best = loss(p)
+print(f"start: loss {best:.3f}", file=sys.stderr)
+step = 2.0
+for r in range(rounds):
+    improved = False
+    for k in list(p):
+        for f in (step, 1 / step):
+            q = dict(p); q[k] = p[k] * f
+            l = loss(q)
+            if l < best - 1e-6:
+                best, p, improved = l, q, True
+                print(f"round {r}: {k}={q[k]:.3g} loss {l:.3f}", file=sys.stderr)
+                break
+    if not improved:
+        step = math.sqrt(step)
+        if step < 1.05:
+            break
+print(" ".join(fixed + [a for k, v in p.items() for a in ("--cost", f"{k}={v:.3g}")]))
