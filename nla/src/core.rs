@@ -129,7 +129,7 @@ pub struct NodeCore {
     n_child_fenced: usize,
     /// Some completed fence left its pairs up the tree: misses must climb.
     lazy: bool,
-    waiting: HashMap<String, Vec<Waiter>>,
+    waiting: HashMap<String, Vec<Waiter>, foldhash::fast::RandomState>,
     /// Ranks of each child's subtree that have not reported their end, and their sum.
     child_left: Vec<usize>,
     children_left: usize,
@@ -226,7 +226,7 @@ impl NodeCore {
             entered: vec![false; n],
             n_entered: 0,
             lazy: false,
-            waiting: HashMap::new(),
+            waiting: HashMap::default(),
             ended: vec![false; n],
             n_ended: 0,
             stdin_child,

@@ -18,8 +18,7 @@ use libi::msg::Msg;
 use libi::tree::Shape;
 use nla::core::{Effect, NodeCore, ProcEnd};
 use rand::{Rng, SeedableRng};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 
 /// A fault to inject.
 #[derive(Debug, Clone, PartialEq)]
@@ -277,31 +276,7 @@ enum Ev {
     Fault(usize),
 }
 
-/// A queue entry: the event itself waits in the slab (`Cluster::slots`), so that the heap
-/// moves 24-byte entries, not messages.
-struct Entry {
-    t: Time,
-    seq: u64,
-    slot: u32,
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, o: &Self) -> bool {
-        (self.t, self.seq) == (o.t, o.seq)
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Entry {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.t, self.seq).cmp(&(o.t, o.seq))
-    }
-}
-
+/// One agent (or the front end, node 0) and its simulated surroundings.
 struct Node {
     core: Option<NodeCore>,
     parent: u32,
@@ -338,7 +313,7 @@ struct Node {
 /// A simulation in progress.
 pub struct Cluster {
     cfg: Config,
-    queue: BinaryHeap<Reverse<Entry>>,
+    queue: crate::queue::RadixQueue<u32>,
     slots: Vec<Option<Ev>>,
     free: Vec<u32>,
     /// Free times of the shared cores (empty: every node has its own CPU).
@@ -497,7 +472,7 @@ impl Cluster {
         let mut c = Cluster {
             rng: rand::rngs::StdRng::seed_from_u64(cfg.seed),
             cfg,
-            queue: BinaryHeap::new(),
+            queue: crate::queue::RadixQueue::default(),
             slots: Vec::new(),
             free: Vec::new(),
             pool: vec![0; cores],
@@ -540,7 +515,7 @@ impl Cluster {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.queue.push(Reverse(Entry { t, seq: self.seq, slot }));
+        self.queue.push(t, self.seq, slot);
     }
 
     fn jitter(&mut self, x: f64) -> f64 {
@@ -555,7 +530,7 @@ impl Cluster {
     /// Run to the end (or the virtual time limit).
     pub fn run(mut self) -> Outcome {
         let limit = ns(self.cfg.limit);
-        while let Some(Reverse(Entry { t, slot, .. })) = self.queue.pop() {
+        while let Some((t, slot)) = self.queue.pop() {
             let Some(ev) = self.slots[slot as usize].take() else { continue };
             self.free.push(slot);
             if t > limit {

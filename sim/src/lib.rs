@@ -6,10 +6,12 @@
 //! * [`model`]: what launching, links, CPU and ranks cost ([`model::Costs`]);
 //! * [`workload`]: what simulated ranks say (PMI-1 conversations recorded from MPICH);
 //! * [`cluster`]: the simulation itself, its faults and its measurements;
+//! * [`queue`]: the event queue (a radix heap);
 //! * [`report`]: tables, JSON and the SVG plot.
 
 pub mod cluster;
 pub mod model;
+pub mod queue;
 pub mod report;
 pub mod workload;
 
