@@ -85,7 +85,7 @@ mod tests {
                 if pop {
                     let want = reference.pop_first();
                     let got = q.pop();
-                    prop_assert_eq!(got.map(|(t, s)| (t, s)), want);
+                    prop_assert_eq!(got, want);
                     if let Some((t, _)) = want {
                         now = t;
                     }
