@@ -59,9 +59,6 @@ enum Fe {
     /// While the job is torn down: is our output still being read?
     StalledCheck,
     Tick,
-    ChildrenTimeout,
-    /// The grace of group `g`'s `Effect::FailSoon` is over.
-    FailNow(usize, String),
 }
 
 /// One process group: the job itself (group 0) or the ranks of one `MPI_Comm_spawn`. Each
@@ -212,25 +209,34 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
     let total_ranks = fe.plan.job.size as usize;
     let mut last_sigint: Option<Instant> = None;
     let mut progress_shown = false;
-    let mut waiting_children = false;
     loop {
         fe.drain().await;
         if fe.groups.iter().all(|g| g.core.finished()) {
             break;
         }
-        if fe.groups.iter().all(|g| g.core.ranks_left() == 0) && !waiting_children {
-            // Every rank ended: give the NLAs a moment to close (and send their reports).
-            waiting_children = true;
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                let _ = tx.send(Fe::ChildrenTimeout);
-            });
-        }
         if rx.is_empty() {
             fe.out.commit();
         }
-        let Some(ev) = rx.recv().await else { break };
+        // The root cores' timers (a failure's grace, the wait for the NLAs to close once
+        // every rank ended): wait for the next event or the earliest deadline.
+        let due = fe.groups.iter().filter_map(|g| g.core.poll_timeout()).reduce(f64::min);
+        let ev = match due {
+            Some(at) => {
+                let wait = Duration::from_secs_f64((at - now()).max(0.0));
+                match tokio::time::timeout(wait, rx.recv()).await {
+                    Ok(ev) => ev,
+                    Err(_) => {
+                        let t = now();
+                        for g in &mut fe.groups {
+                            g.core.handle_timeout(t, &mut g.fx);
+                        }
+                        continue;
+                    }
+                }
+            }
+            None => rx.recv().await,
+        };
+        let Some(ev) = ev else { break };
         match ev {
             Fe::Tree(g, TreeEv::Join { host, listen, conn }) => {
                 let Some(gr) = fe.groups.get_mut(g) else { continue };
@@ -288,12 +294,6 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
             Fe::GraceOver => {
                 warn!("the NLAs did not finish tearing the job down in time");
                 break;
-            }
-            Fe::ChildrenTimeout => break,
-            Fe::FailNow(g, m) => {
-                if let Some(gr) = fe.groups.get_mut(g) {
-                    gr.core.fail_now(m, &mut gr.fx)
-                }
             }
             Fe::Tick => {
                 let g0 = &fe.groups[0];
@@ -471,13 +471,6 @@ impl FrontEnd {
                     Effect::ToChild(idx, msg) => self.groups[g].children.send(idx, msg).await,
                     Effect::ToChildren(msg) => self.groups[g].children.broadcast(&msg).await,
                     Effect::Warn(w) => warn!("{w}"),
-                    Effect::FailSoon(m) => {
-                        let tx = self.tx.clone();
-                        tokio::spawn(async move {
-                            tokio::time::sleep(nla::driver::PMGR_ABORT_GRACE).await;
-                            let _ = tx.send(Fe::FailNow(g, m));
-                        });
-                    }
                     Effect::ToRank(..)
                     | Effect::CloseRank(_)
                     | Effect::KillRanks
@@ -485,9 +478,7 @@ impl FrontEnd {
                     | Effect::Stdin(_)
                     | Effect::ToPmgr(..)
                     | Effect::ClosePmgr(_)
-                    | Effect::StartNla { .. }
-                    | Effect::WatchPmiClose(_)
-                    | Effect::WatchPmgrDrain(_) => {}
+                    | Effect::StartNla { .. } => {}
                 }
             }
         }

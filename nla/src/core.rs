@@ -40,6 +40,10 @@ use pmi_wire::server::{Action, ConnConfig, Connection, Eof, Phase};
 use pmi_wire::v1::ParseError;
 use std::collections::{HashMap, HashSet};
 
+/// Where the core reads the time: seconds on the job's clock (`libi::report::now` in the
+/// drivers, virtual time in the simulator).
+pub type Clock = std::sync::Arc<dyn Fn() -> f64 + Send + Sync>;
+
 /// What the driver must do.
 #[derive(Debug, PartialEq)]
 pub enum Effect {
@@ -53,7 +57,8 @@ pub enum Effect {
     ToChild(usize, Msg),
     /// Send a message to every child.
     ToChildren(Msg),
-    /// Tear down every local rank (TERM, then KILL after the grace period).
+    /// Tear down every local rank: SIGTERM now (the core sends [`Effect::SignalRanks`] with
+    /// SIGKILL when the job's kill grace is over, see [`Timer::KillHard`]).
     KillRanks,
     /// Deliver a signal to every local rank.
     SignalRanks(i32),
@@ -65,20 +70,63 @@ pub enum Effect {
     ToPmgr(u64, Vec<u8>),
     /// Close PMGR connection `conn`.
     ClosePmgr(u64),
-    /// Fail the job with this message after a short grace (an abort record may still come):
-    /// call [`NodeCore::fail_now`] then.
-    FailSoon(String),
     /// Start an NLA of a spawned process group on this host (`libi-nla --rendezvous
     /// front_end --host host`).
     StartNla { host: String, front_end: String },
-    /// Local rank `local` closed its PMI connection between `init` and `finalize`. A rank
-    /// that crashes closes it a moment before its exit is seen, so the exit gets a short
-    /// grace: then call [`NodeCore::pmi_close_grace_over`].
-    WatchPmiClose(usize),
-    /// Local rank `local` exited while a PMGR connection of its own may still hold bytes
-    /// not read yet (its `CLOSE`, an abort record): its exit is judged once they are in, or
-    /// after a short wait: then call [`NodeCore::pmgr_drain_over`].
-    WatchPmgrDrain(usize),
+}
+
+/// Every timeout of an NLA and of the front end's root core, with what it bounds. The
+/// core's own timers ([`Timer`]) are set and fired here ([`NodeCore::poll_timeout`],
+/// [`NodeCore::handle_timeout`]); the rest bound I/O in the drivers, which take their
+/// values from here.
+pub mod limits {
+    use std::time::Duration;
+
+    /// A PMGR failure waits this long for an abort record that may explain it, then fails
+    /// the job ([`super::Timer::FailNow`]).
+    pub const PMGR_ABORT_GRACE: Duration = Duration::from_millis(1500);
+    /// A rank that closed its PMI connection half-way has this long to exit before the close
+    /// itself fails the job: a crashing rank's socket closes just before its exit is seen
+    /// ([`super::Timer::PmiClose`]).
+    pub const PMI_CLOSE_GRACE: Duration = Duration::from_millis(250);
+    /// A rank's exit waits this long for its PMGR connections to say their last: their EOF
+    /// comes as the process is gone, unless something it left behind holds them
+    /// ([`super::Timer::PmgrDrain`]).
+    pub const PMGR_EXIT_DRAIN: Duration = Duration::from_secs(2);
+    /// Once every rank of the subtree ended, the children get this long to close their
+    /// connections before the NLA stops waiting for them ([`super::Timer::ChildrenWait`]).
+    pub const CHILDREN_EXIT: Duration = Duration::from_secs(5);
+    /// An NLA serving PMGR waits this long, once every rank ended, for PMGR input still
+    /// queued in its reader tasks (driver).
+    pub const PMGR_FINAL_SWEEP: Duration = Duration::from_millis(30);
+    /// An NLA waits this long for its setup after saying hello (driver).
+    pub const SETUP_WAIT: Duration = Duration::from_secs(120);
+    /// An NLA's last messages up (reports) get this long to be written (driver).
+    pub const FINAL_SEND: Duration = Duration::from_secs(60);
+    /// An NLA (or the front end) waits this long at exit for the launchers it started.
+    pub const LAUNCHERS_EXIT: Duration = Duration::from_secs(5);
+    /// A rank that reads neither its PMI replies nor its stdin for this long is stalled
+    /// (driver: the write gives up and the core is told, [`super::NodeCore::rank_stalled`]).
+    pub const STALL_LIMIT: Duration = Duration::from_secs(5);
+}
+
+/// A timer of the core: what happens when it fires.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Timer {
+    /// Fail the job with this message unless it is failing already (a PMGR failure after its
+    /// [`limits::PMGR_ABORT_GRACE`]).
+    FailNow(String),
+    /// Local rank `local` closed PMI half-way [`limits::PMI_CLOSE_GRACE`] ago: if it still
+    /// runs, the job fails naming it.
+    PmiClose(usize),
+    /// Local rank `local` exited [`limits::PMGR_EXIT_DRAIN`] ago with a PMGR connection
+    /// still undecided: judge its exit with what came.
+    PmgrDrain(usize),
+    /// The kill grace after the teardown's SIGTERM is over: SIGKILL what still runs.
+    KillHard,
+    /// Every rank ended [`limits::CHILDREN_EXIT`] ago and some child connection is still
+    /// open: stop waiting for it (the node is finished).
+    ChildrenWait,
 }
 
 /// How a rank process ended, before PMI state is taken into account.
@@ -154,7 +202,12 @@ pub struct NodeCore {
     fence_enter: Vec<f64>,
     fences: Vec<FenceRecord>,
     report: bool,
-    clock: fn() -> f64,
+    clock: Clock,
+    /// Pending timers, earliest last (a handful at a time: never one per rank at the root).
+    timers: Vec<(f64, Timer)>,
+    /// The SIGKILL of the teardown was sent; the children were given up on.
+    killed_hard: bool,
+    children_given_up: bool,
     /// At the root: keys of the current epoch that replaced an existing value.
     overwritten: HashSet<String>,
     /// PMI-2 node attributes (node-local, never leave the node).
@@ -235,7 +288,10 @@ impl NodeCore {
             fence_enter: vec![0.0; n],
             fences: Vec::new(),
             report,
-            clock: libi::report::now,
+            clock: std::sync::Arc::new(libi::report::now),
+            timers: Vec::new(),
+            killed_hard: false,
+            children_given_up: false,
             overwritten: HashSet::new(),
             node_attrs: HashMap::new(),
             attr_waiters: HashMap::new(),
@@ -307,7 +363,9 @@ impl NodeCore {
                         fx.push(Effect::ToParent(Msg::Fatal { host, message, status }));
                     }
                 }
-                PmgrEffect::FailSoon(m) => fx.push(Effect::FailSoon(m)),
+                PmgrEffect::FailSoon(m) => {
+                    self.set_timer(limits::PMGR_ABORT_GRACE, Timer::FailNow(m))
+                }
             }
         }
         // Exits that waited for what their PMGR connections still had to say.
@@ -337,6 +395,74 @@ impl NodeCore {
     pub fn fail_now(&mut self, message: String, fx: &mut Vec<Effect>) {
         if !self.tearing_down {
             self.fail(message, fx);
+        }
+    }
+
+    // ---------------------------------------------------------------- time
+
+    /// Read the time from `clock` from now on.
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+    }
+
+    fn now(&self) -> f64 {
+        (self.clock)()
+    }
+
+    fn set_timer(&mut self, after: std::time::Duration, timer: Timer) {
+        let at = self.now() + after.as_secs_f64();
+        let pos = self.timers.partition_point(|(t, _)| *t > at);
+        self.timers.insert(pos, (at, timer));
+    }
+
+    /// The timers pending, earliest first (deadline on the core's clock, and what fires).
+    pub fn timers(&self) -> impl Iterator<Item = (f64, &Timer)> {
+        self.timers.iter().rev().map(|(t, timer)| (*t, timer))
+    }
+
+    /// When the earliest timer is due (on the core's clock), if any: the driver calls
+    /// [`NodeCore::handle_timeout`] then.
+    pub fn poll_timeout(&self) -> Option<f64> {
+        self.timers.last().map(|(t, _)| *t)
+    }
+
+    /// Fire every timer due at `now`, in order.
+    pub fn handle_timeout(&mut self, now: f64, fx: &mut Vec<Effect>) {
+        while self.timers.last().is_some_and(|(t, _)| *t <= now) {
+            let Some((_, timer)) = self.timers.pop() else { break };
+            self.fire(timer, fx);
+        }
+    }
+
+    fn fire(&mut self, timer: Timer, fx: &mut Vec<Effect>) {
+        match timer {
+            Timer::FailNow(m) => self.fail_now(m, fx),
+            Timer::PmiClose(local) => {
+                let running = !self.ended.get(local).copied().unwrap_or(true)
+                    && !self.pmgr_exits.contains_key(&local);
+                self.pmi_close_grace_over(local, running, fx)
+            }
+            Timer::PmgrDrain(local) => {
+                self.pmgr_drain_over(local, fx);
+            }
+            Timer::KillHard => {
+                if !std::mem::replace(&mut self.killed_hard, true)
+                    && self.n_ended < self.conns.len()
+                {
+                    fx.push(Effect::SignalRanks(libc::SIGKILL));
+                }
+            }
+            Timer::ChildrenWait => self.children_given_up = true,
+        }
+    }
+
+    /// Every rank ended: give the children [`limits::CHILDREN_EXIT`] to close.
+    fn watch_children(&mut self) {
+        if self.ranks_left() == 0
+            && !self.child_closed.iter().all(|c| *c)
+            && !self.timers.iter().any(|(_, t)| *t == Timer::ChildrenWait)
+        {
+            self.set_timer(limits::CHILDREN_EXIT, Timer::ChildrenWait);
         }
     }
 
@@ -385,7 +511,7 @@ impl NodeCore {
 
     /// Every rank of the subtree ended and every child connection closed.
     pub fn finished(&self) -> bool {
-        self.ranks_left() == 0 && self.child_closed.iter().all(|c| *c)
+        self.ranks_left() == 0 && (self.children_given_up || self.child_closed.iter().all(|c| *c))
     }
 
     pub fn counters(&self) -> &Counters {
@@ -437,7 +563,7 @@ impl NodeCore {
                 if !self.entered[local] {
                     self.entered[local] = true;
                     self.n_entered += 1;
-                    self.fence_enter[local] = (self.clock)();
+                    self.fence_enter[local] = self.now();
                 }
                 self.maybe_fence_in(fx);
             }
@@ -775,7 +901,7 @@ impl NodeCore {
         self.n_entered = 0;
         self.n_child_fenced = 0;
         self.child_fenced.iter_mut().for_each(|f| *f = false);
-        let now = (self.clock)();
+        let now = self.now();
         for local in 0..self.conns.len() {
             if std::mem::replace(&mut self.entered[local], false) {
                 if self.report {
@@ -808,10 +934,10 @@ impl NodeCore {
     }
 
     /// The rank's PMI socket reached EOF (the process may still be running).
-    pub fn rank_eof(&mut self, local: usize, fx: &mut Vec<Effect>) {
+    pub fn rank_eof(&mut self, local: usize, _fx: &mut Vec<Effect>) {
         let Some(conn) = self.conns.get_mut(local) else { return };
         if conn.eof() == Eof::BeforeFinalize && !self.ended[local] && !self.tearing_down {
-            fx.push(Effect::WatchPmiClose(local));
+            self.set_timer(limits::PMI_CLOSE_GRACE, Timer::PmiClose(local));
         }
     }
 
@@ -850,7 +976,7 @@ impl NodeCore {
             && self.pmgr.as_ref().is_some_and(|p| p.undecided(rank))
         {
             self.pmgr_exits.insert(local, end);
-            fx.push(Effect::WatchPmgrDrain(local));
+            self.set_timer(limits::PMGR_EXIT_DRAIN, Timer::PmgrDrain(local));
             return;
         }
         self.judge_end(local, end, fx);
@@ -894,6 +1020,7 @@ impl NodeCore {
     /// Report the counted ends once the subtree has no rank left (at the root: at once, to
     /// the front end's bookkeeping). One message per node per job instead of one per rank.
     fn flush_done(&mut self, fx: &mut Vec<Effect>) {
+        self.watch_children();
         if !self.is_root && self.ranks_left() > 0 {
             return;
         }
@@ -949,8 +1076,12 @@ impl NodeCore {
             }
             Msg::Kill => {
                 self.tearing_down = true;
-                self.killed_by_parent = true;
+                let first = !std::mem::replace(&mut self.killed_by_parent, true);
                 fx.push(Effect::KillRanks);
+                if first && !self.conns.is_empty() {
+                    let grace = std::time::Duration::from_millis(self.job.kill_grace_ms);
+                    self.set_timer(grace, Timer::KillHard);
+                }
                 fx.push(Effect::ToChildren(Msg::Kill));
             }
             Msg::Signal { signal } => {

@@ -1,5 +1,5 @@
 //! The tokio driver around [`NodeCore`]: the parent connection, the rank processes and their
-//! PMI sockets and stdio, kill/grace timers. No protocol decisions are made here.
+//! PMI sockets and stdio. No decisions are made here: the core decides, and its timers (`NodeCore::poll_timeout`) wake this loop.
 
 use crate::core::{Effect, NodeCore, ProcEnd};
 use crate::guard::{AcceptBackoff, MAX_PENDING, PMGR_REJECTS};
@@ -22,14 +22,8 @@ use tokio::sync::{watch, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-/// A rank whose PMI replies cannot be written for this long has stopped reading them
-/// (lock-step clients read every reply at once): it is disconnected and the job fails.
-const STALL_LIMIT: Duration = Duration::from_secs(5);
-
-/// How long an NLA whose job is over waits for its launchers (child NLAs) to exit.
-const LAUNCHERS_EXIT: Duration = Duration::from_secs(5);
-/// How long an NLA whose job is over waits for its parent to take what it still has to send.
-const FINAL_SEND: Duration = Duration::from_secs(60);
+// Every timeout's value and what it bounds: `crate::core::limits`.
+use crate::core::limits::{FINAL_SEND, LAUNCHERS_EXIT, PMGR_FINAL_SWEEP, SETUP_WAIT, STALL_LIMIT};
 
 /// Events reaching the central loop.
 enum Ev {
@@ -43,8 +37,6 @@ enum Ev {
     /// The parent's connection carried something we cannot decode.
     ParentBroken(String),
     Tree(TreeEv),
-    GraceOver,
-    ChildrenTimeout,
     /// A rank stopped reading its PMI replies.
     Stalled(usize),
     /// A PMGR connection was accepted and authenticated: its id, write half, and the local
@@ -52,12 +44,6 @@ enum Ev {
     PmgrConn(u64, tokio::net::tcp::OwnedWriteHalf, u32),
     PmgrData(u64, Vec<u8>),
     PmgrEof(u64),
-    /// The grace of an `Effect::FailSoon` is over.
-    FailNow(String),
-    /// The grace of an `Effect::WatchPmiClose` is over.
-    PmiCloseGraceOver(usize),
-    /// The wait of an `Effect::WatchPmgrDrain` is over.
-    PmgrDrainOver(usize),
 }
 
 /// Command for a rank task.
@@ -93,7 +79,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 pid: std::process::id(),
             };
             wr.send(hello).await.map_err(io_err)?;
-            let setup = match tokio::time::timeout(Duration::from_secs(120), rd.next()).await {
+            let setup = match tokio::time::timeout(SETUP_WAIT, rd.next()).await {
                 Ok(Some(Ok(Msg::Setup(s)))) => *s,
                 Ok(Some(Ok(other))) => return Err(proto(format!("expected setup, got {other:?}"))),
                 Ok(Some(Err(e))) => return Err(proto(e.to_string())),
@@ -239,7 +225,6 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     core.ranks_started(&mut fx);
 
     let mut parent_gone = false;
-    let mut waiting_children = false;
     // Bytes of each child's output forwarded and not acknowledged yet.
     let mut forwarded = vec![0u64; children.len()];
     loop {
@@ -255,31 +240,10 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                         let _ = tx.send(None);
                     }
                 }
-                Effect::FailSoon(m) => {
-                    let tx = ev_tx.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(PMGR_ABORT_GRACE).await;
-                        let _ = tx.send(Ev::FailNow(m));
-                    });
-                }
                 Effect::StartNla { host, front_end } => {
                     start_group_nla(&host, &front_end, &secret, core.job().verbose)
                 }
-                Effect::WatchPmiClose(local) => {
-                    let tx = ev_tx.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(PMI_CLOSE_GRACE).await;
-                        let _ = tx.send(Ev::PmiCloseGraceOver(local));
-                    });
-                }
-                Effect::WatchPmgrDrain(local) => {
-                    let tx = ev_tx.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(PMGR_EXIT_DRAIN).await;
-                        let _ = tx.send(Ev::PmgrDrainOver(local));
-                    });
-                }
-                e => apply(e, &mut ranks, &mut children, &up, &ev_tx, parent_gone).await,
+                e => apply(e, &mut ranks, &mut children, &up, parent_gone).await,
             }
         }
         if core.finished() {
@@ -298,22 +262,24 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             }
             break;
         }
-        if core.ranks_left() == 0 && !waiting_children {
-            // Every rank ended; children exit on their own. Do not wait for ever.
-            waiting_children = true;
-            let tx = ev_tx.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                let _ = tx.send(Ev::ChildrenTimeout);
-            });
-        }
-        let Some(ev) = ev_rx.recv().await else { break };
+        // The core's timers: wait for the next event or the earliest deadline.
+        let ev = match core.poll_timeout() {
+            Some(at) => {
+                let wait = Duration::from_secs_f64((at - libi::report::now()).max(0.0));
+                match tokio::time::timeout(wait, ev_rx.recv()).await {
+                    Ok(ev) => ev,
+                    Err(_) => {
+                        core.handle_timeout(libi::report::now(), &mut fx);
+                        continue;
+                    }
+                }
+            }
+            None => ev_rx.recv().await,
+        };
+        let Some(ev) = ev else { break };
         match ev {
             Ev::Pmi(local, data) => core.rank_data(local, &data, &mut fx),
             Ev::PmiEof(local) => core.rank_eof(local, &mut fx),
-            Ev::PmiCloseGraceOver(local) => {
-                core.pmi_close_grace_over(local, ranks.running(local), &mut fx)
-            }
             Ev::Up(UpEvent::ChildDone(idx, bytes)) => {
                 // Acknowledged in batches of a quarter window.
                 if let Some(n) = forwarded.get_mut(idx) {
@@ -372,14 +338,10 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 up.send_with(m, Done::Child(idx, n));
             }
             Ev::Tree(t) => children.on_event(t, &mut core, &mut fx).await,
-            Ev::GraceOver => ranks.kill_all(libc::SIGKILL),
             Ev::Stalled(local) => core.rank_stalled(local, &mut fx),
-            ev @ (Ev::PmgrConn(..)
-            | Ev::PmgrData(..)
-            | Ev::PmgrEof(_)
-            | Ev::PmgrDrainOver(_)
-            | Ev::FailNow(_)) => pmgr_event(ev, &mut core, &mut pmgr_writers, &mut fx),
-            Ev::ChildrenTimeout => break,
+            ev @ (Ev::PmgrConn(..) | Ev::PmgrData(..) | Ev::PmgrEof(_)) => {
+                pmgr_event(ev, &mut core, &mut pmgr_writers, &mut fx)
+            }
         }
     }
     if report && !parent_gone {
@@ -422,7 +384,6 @@ async fn apply(
     ranks: &mut Ranks,
     children: &mut Children,
     up: &UpLink,
-    ev: &UnboundedSender<Ev>,
     parent_gone: bool,
 ) {
     match e {
@@ -447,12 +408,6 @@ async fn apply(
             if !ranks.killing {
                 ranks.killing = true;
                 ranks.kill_all(libc::SIGTERM);
-                let ev = ev.clone();
-                let grace = ranks.grace;
-                tokio::spawn(async move {
-                    tokio::time::sleep(grace).await;
-                    let _ = ev.send(Ev::GraceOver);
-                });
             }
         }
         Effect::SignalRanks(sig) => ranks.kill_all(sig),
@@ -466,12 +421,7 @@ async fn apply(
             }
         }
         Effect::Warn(w) => warn!("{w}"),
-        Effect::ToPmgr(..)
-        | Effect::ClosePmgr(_)
-        | Effect::FailSoon(_)
-        | Effect::StartNla { .. }
-        | Effect::WatchPmiClose(_)
-        | Effect::WatchPmgrDrain(_) => {}
+        Effect::ToPmgr(..) | Effect::ClosePmgr(_) | Effect::StartNla { .. } => {}
     }
 }
 
@@ -530,31 +480,9 @@ fn pmgr_event(
         }
         Ev::PmgrData(id, data) => core.pmgr_data(id, &data, fx),
         Ev::PmgrEof(id) => core.pmgr_eof(id, fx),
-        Ev::PmgrDrainOver(local) => {
-            let waited = core.pmgr_drain_over(local, fx);
-            if waited {
-                debug!(local, "a rank's PMGR connection stayed open after its exit");
-            }
-        }
-        Ev::FailNow(m) => core.fail_now(m, fx),
         _ => {}
     }
 }
-
-/// How long an NLA serving PMGR waits, once every rank ended, for queued PMGR input.
-const PMGR_FINAL_SWEEP: Duration = Duration::from_millis(30);
-
-/// How long a rank that closed its PMI connection half-way has to exit before the close
-/// itself fails the job: a crashing rank's socket closes just before its exit is seen.
-const PMI_CLOSE_GRACE: Duration = Duration::from_millis(250);
-
-/// How long a PMGR failure waits for an abort record that may explain it.
-pub const PMGR_ABORT_GRACE: Duration = Duration::from_millis(1500);
-
-/// How long a rank's exit waits for its PMGR connections to say their last (see
-/// `NodeCore::rank_ended`): their EOF comes as the process is gone, unless something it left
-/// behind holds them.
-const PMGR_EXIT_DRAIN: Duration = Duration::from_secs(2);
 
 /// The local ranks whose processes may use the PMGR port: global rank and pid (a session
 /// leader), from start until reaped.
@@ -708,7 +636,6 @@ struct Ranks {
     pids: Vec<Option<i32>>,
     stdin: Option<UnboundedSender<Vec<u8>>>,
     failed_starts: Vec<(usize, ProcEnd)>,
-    grace: Duration,
     killing: bool,
     /// The local rank that is a singleton MPI process (not ours: connected, never signalled).
     singleton: Option<usize>,
@@ -728,7 +655,6 @@ impl Ranks {
             pids: vec![None; n],
             stdin: None,
             failed_starts: Vec::new(),
-            grace: Duration::from_millis(job.kill_grace_ms),
             killing: false,
             singleton: None,
         };
@@ -823,11 +749,6 @@ impl Ranks {
                 libc::kill(-pid, sig);
             }
         }
-    }
-
-    /// Does local rank `local`'s process still run (exited, maybe not reported yet)?
-    fn running(&self, local: usize) -> bool {
-        self.pids.get(local).copied().flatten().is_some_and(reaper::running)
     }
 }
 

@@ -6,9 +6,11 @@ use libi::job::{
     AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, NodeSetup, RankEnd, RankSlot,
 };
 use libi::msg::{codec_with_max, KvsTop, Msg};
-use nla::core::{Effect, NodeCore, ProcEnd};
+use nla::core::{Effect, NodeCore, ProcEnd, Timer};
 use proptest::prelude::*;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
     let plan = |node: u32, ranks: &[u32]| NodePlan {
@@ -215,12 +217,22 @@ fn rank_ends_are_counted_per_subtree() {
     assert_eq!(ended, 2);
 }
 
-/// A rank that closes its PMI connection between init and finalize: the driver is asked to
-/// watch for its exit; if it still runs after the grace, the job fails naming it. Closing
-/// before init or after finalize, or exiting within the grace, is judged by the exit alone.
+/// A core reading a clock the test moves (seconds).
+fn fake_clock(core: &mut NodeCore) -> Arc<AtomicU64> {
+    let ms = Arc::new(AtomicU64::new(0));
+    let c = ms.clone();
+    core.set_clock(Arc::new(move || c.load(Ordering::Relaxed) as f64 / 1000.0));
+    ms
+}
+
+/// A rank that closes its PMI connection between init and finalize gets the PMI-close grace
+/// (a timer of the core); if it still runs when the grace is over, the job fails naming it.
+/// Closing before init or after finalize, or exiting within the grace, is judged by the exit
+/// alone.
 #[test]
 fn pmi_closed_half_way() {
     let mut core = NodeCore::new(setup(&[0, 1, 2, 3], &[], 1 << 20), false, false);
+    let clock = fake_clock(&mut core);
     for local in 0..3 {
         rank_lines(&mut core, local, INIT);
     }
@@ -228,18 +240,24 @@ fn pmi_closed_half_way() {
     let mut fx = Vec::new();
     core.rank_eof(1, &mut fx); // after finalize
     core.rank_eof(3, &mut fx); // never initialized
-    assert!(fx.is_empty(), "{fx:?}");
+    assert!(fx.is_empty() && core.poll_timeout().is_none(), "{fx:?}");
     // rank 2 crashes: EOF, then its exit within the grace
     core.rank_eof(2, &mut fx);
-    assert_eq!(fx, vec![Effect::WatchPmiClose(2)]);
+    assert!(fx.is_empty(), "{fx:?}");
+    assert_eq!(core.timers().collect::<Vec<_>>(), vec![(0.25, &Timer::PmiClose(2))]);
+    clock.store(100, Ordering::Relaxed);
+    core.rank_ended(2, ProcEnd::Signaled(11), &mut fx);
     fx.clear();
-    core.pmi_close_grace_over(2, false, &mut fx);
-    assert!(fx.is_empty(), "an exit came: judged by it: {fx:?}");
     // rank 0 closes and runs on
     core.rank_eof(0, &mut fx);
-    assert_eq!(fx, vec![Effect::WatchPmiClose(0)]);
-    fx.clear();
-    core.pmi_close_grace_over(0, true, &mut fx);
+    assert_eq!(core.poll_timeout(), Some(0.25));
+    clock.store(300, Ordering::Relaxed);
+    core.handle_timeout(0.3, &mut fx);
+    assert!(fx.is_empty(), "an exit came for rank 2: judged by it: {fx:?}");
+    assert_eq!(core.poll_timeout(), Some(0.35));
+    core.handle_timeout(0.34, &mut fx);
+    assert!(fx.is_empty(), "not due yet: {fx:?}");
+    core.handle_timeout(0.35, &mut fx);
     match to_parent(&fx).as_slice() {
         [Msg::Fatal { host, message, status: 1 }] => {
             assert_eq!(host, "h1");
@@ -254,8 +272,58 @@ fn pmi_closed_half_way() {
     core2.kill(&mut fx);
     fx.clear();
     core2.rank_eof(0, &mut fx);
-    core2.pmi_close_grace_over(0, true, &mut fx);
+    assert!(!core2.timers().any(|(_, t)| *t == Timer::PmiClose(0)));
     assert!(fx.is_empty(), "{fx:?}");
+}
+
+/// The teardown: SIGTERM at once (`KillRanks`), SIGKILL when the job's kill grace is over,
+/// only if a rank is left.
+#[test]
+fn kill_escalates_after_the_grace() {
+    let mut s = setup(&[0, 1], &[], 1 << 20);
+    s.job.kill_grace_ms = 1000;
+    let mut core = NodeCore::new(s, false, false);
+    let clock = fake_clock(&mut core);
+    let mut fx = Vec::new();
+    core.parent_msg(Msg::Kill, &mut fx);
+    assert!(fx.contains(&Effect::KillRanks), "{fx:?}");
+    assert_eq!(core.poll_timeout(), Some(1.0));
+    core.parent_msg(Msg::Kill, &mut fx);
+    assert_eq!(core.timers().count(), 1, "a second Kill sets no second timer");
+    fx.clear();
+    clock.store(500, Ordering::Relaxed);
+    core.rank_ended(0, ProcEnd::Signaled(15), &mut fx);
+    fx.clear();
+    core.handle_timeout(1.0, &mut fx);
+    assert_eq!(fx, vec![Effect::SignalRanks(libc::SIGKILL)]);
+    // every rank gone by then: no SIGKILL
+    let mut core = NodeCore::new(setup(&[0], &[], 1 << 20), false, false);
+    fake_clock(&mut core);
+    let mut fx = Vec::new();
+    core.parent_msg(Msg::Kill, &mut fx);
+    core.rank_ended(0, ProcEnd::Signaled(15), &mut fx);
+    fx.clear();
+    core.handle_timeout(10.0, &mut fx);
+    assert!(fx.is_empty(), "{fx:?}");
+}
+
+/// Once every rank of the subtree ended, an open child connection is waited for
+/// `limits::CHILDREN_EXIT`, then given up on: the node is finished.
+#[test]
+fn every_rank_ended_children_get_a_bounded_wait() {
+    let mut core = NodeCore::new(setup(&[0], &[&[1]], 1 << 20), false, false);
+    let clock = fake_clock(&mut core);
+    let mut fx = Vec::new();
+    rank_lines(&mut core, 0, INIT);
+    rank_lines(&mut core, 0, "cmd=finalize\n");
+    core.child_msg(0, Msg::RanksDone { ends: vec![(2, 1, 0)] }, &mut fx);
+    clock.store(2000, Ordering::Relaxed);
+    core.rank_ended(0, ProcEnd::Exited(0), &mut fx);
+    assert_eq!(core.ranks_left(), 0);
+    assert!(!core.finished(), "the child's connection is open");
+    assert_eq!(core.poll_timeout(), Some(7.0));
+    core.handle_timeout(7.0, &mut fx);
+    assert!(core.finished(), "given up on after the wait");
 }
 
 #[test]
@@ -632,7 +700,8 @@ enum Ev {
     /// EOF on a rank's PMI socket.
     Eof(usize),
     /// The grace after a close is over (does the rank run?).
-    CloseGraceOver(usize, bool),
+    /// Every timer of the core fires.
+    Timers,
 }
 
 fn soup() -> impl Strategy<Value = Vec<u8>> {
@@ -717,7 +786,7 @@ fn event() -> impl Strategy<Value = Ev> {
         1 => ((0usize..4), -1i32..3).prop_map(|(l, c)| Ev::Ended(l, c)),
         1 => (0usize..3).prop_map(Ev::ChildGone),
         1 => (0usize..4).prop_map(Ev::Eof),
-        1 => ((0usize..4), any::<bool>()).prop_map(|(l, running)| Ev::CloseGraceOver(l, running)),
+        1 => Just(Ev::Timers),
     ]
 }
 
@@ -743,11 +812,11 @@ proptest! {
                 Ev::Ended(l, c) => core.rank_ended(l, ProcEnd::Exited(c), &mut fx),
                 Ev::ChildGone(c) => core.child_gone(c, "gone", &mut fx),
                 Ev::Eof(l) => core.rank_eof(l, &mut fx),
-                Ev::CloseGraceOver(l, running) => core.pmi_close_grace_over(l, running, &mut fx),
+                Ev::Timers => core.handle_timeout(f64::INFINITY, &mut fx),
             }
             for e in &fx {
                 match e {
-                    Effect::ToRank(l, _) | Effect::CloseRank(l) | Effect::WatchPmiClose(l) => {
+                    Effect::ToRank(l, _) | Effect::CloseRank(l) => {
                         prop_assert!(*l < 3)
                     }
                     Effect::ToChild(c, _) => prop_assert!(*c < 2),

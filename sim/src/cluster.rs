@@ -92,7 +92,7 @@ impl Config {
             shape: Shape::Greedy,
             costs: Costs::default(),
             batch: None,
-            push_max: 1 << 20,
+            push_max: 16 << 20,
             launch_timeout: 60.0,
             max_conn: libi::tree::DEFAULT_MAX_CONN,
             faults: Vec::new(),
@@ -237,7 +237,7 @@ enum Ev {
     Link {
         to: u32,
         from: From,
-        msg: Msg,
+        msg: Box<Msg>,
     },
     Closed {
         to: u32,
@@ -261,17 +261,9 @@ enum Ev {
     RanksStarted {
         node: u32,
     },
-    FailNow {
+    /// A timer of `node`'s core is due (the core's `poll_timeout`).
+    Timer {
         node: u32,
-        message: String,
-    },
-    PmiClose {
-        node: u32,
-        local: u32,
-    },
-    PmgrDrain {
-        node: u32,
-        local: u32,
     },
     Fault(usize),
 }
@@ -299,6 +291,8 @@ struct Node {
     slow: f64,
     dead: bool,
     never: bool,
+    /// When the core's next timer is queued.
+    timer_at: Option<Time>,
     /// A `drop` fault came before the connection: it breaks as soon as it is made.
     drop_on_connect: bool,
     /// Connection to the parent broken.
@@ -313,9 +307,9 @@ struct Node {
 /// A simulation in progress.
 pub struct Cluster {
     cfg: Config,
-    queue: crate::queue::RadixQueue<u32>,
-    slots: Vec<Option<Ev>>,
-    free: Vec<u32>,
+    queue: crate::queue::RadixQueue<Ev>,
+    /// The virtual time the cores read (ns).
+    clock: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Free times of the shared cores (empty: every node has its own CPU).
     pool: Vec<Time>,
     seq: u64,
@@ -418,6 +412,7 @@ impl Cluster {
                 dead: false,
                 never: false,
                 drop_on_connect: false,
+                timer_at: None,
                 cut: false,
                 closed: false,
                 first_rank: if i == 0 { 0 } else { (i as u32 - 1) * cfg.ppn },
@@ -441,8 +436,25 @@ impl Cluster {
                 stack.push((c, level + 1));
             }
         }
-        let tree = libi::tree::Tree::build(&cfg.shape, n, &plan_model);
-        let eval = libi::tree::evaluate(&tree, &model);
+        // The launch model's prediction for the tree actually launched (the plan's: the
+        // shape, with fan-outs above `max_conn` re-parented), children in launch order.
+        let model_launch = {
+            let mut at = vec![0.0f64; n];
+            let mut total = 0.0f64;
+            let mut stack = vec![0usize];
+            while let Some(p) = stack.pop() {
+                let mut t = at[p] + model.rem;
+                for (i, &c) in nodes[p].children.iter().enumerate() {
+                    if i > 0 {
+                        t += model.sibling_gap(i as u64 - 1);
+                    }
+                    at[c as usize] = t;
+                    total = total.max(t);
+                    stack.push(c as usize);
+                }
+            }
+            total
+        };
         for f in &cfg.faults {
             let node = match f {
                 Fault::Kill { node, .. }
@@ -461,21 +473,20 @@ impl Cluster {
             shape: cfg.shape.to_string(),
             workload: cfg.workload.name.clone(),
             depth,
-            model_launch: eval.total,
+            model_launch,
             ..Outcome::default()
         };
         let ranks = (0..size)
             .map(|_| Rank { step: 0, peer_i: 0, state: RState::Idle, asked: 0, peer: 0 })
             .collect();
-        let trace = std::rc::Rc::new(cfg.workload.clone());
+        let trace = std::rc::Rc::new(cfg.workload.clone().fix_for(&kvsname));
         let cores = cfg.costs.cores as usize;
         let mut c = Cluster {
             rng: rand::rngs::StdRng::seed_from_u64(cfg.seed),
             cfg,
             queue: crate::queue::RadixQueue::default(),
-            slots: Vec::new(),
-            free: Vec::new(),
             pool: vec![0; cores],
+            clock: Default::default(),
             seq: 0,
             now: 0,
             nodes,
@@ -496,7 +507,7 @@ impl Cluster {
                 Fault::Never { node } => c.nodes[node as usize].never = true,
             }
         }
-        let core = NodeCore::new(NodeSetup { job, plan: root }, true, false);
+        let core = c.new_core(NodeSetup { job, plan: root }, true);
         c.nodes[0].core = Some(core);
         let t0 = ns(c.cfg.costs.fe_start);
         c.start_launches(0, t0);
@@ -505,17 +516,7 @@ impl Cluster {
 
     fn push(&mut self, t: Time, ev: Ev) {
         self.seq += 1;
-        let slot = match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = Some(ev);
-                i
-            }
-            None => {
-                self.slots.push(Some(ev));
-                (self.slots.len() - 1) as u32
-            }
-        };
-        self.queue.push(t, self.seq, slot);
+        self.queue.push(t, self.seq, ev);
     }
 
     fn jitter(&mut self, x: f64) -> f64 {
@@ -530,9 +531,7 @@ impl Cluster {
     /// Run to the end (or the virtual time limit).
     pub fn run(mut self) -> Outcome {
         let limit = ns(self.cfg.limit);
-        while let Some((t, slot)) = self.queue.pop() {
-            let Some(ev) = self.slots[slot as usize].take() else { continue };
-            self.free.push(slot);
+        while let Some((t, ev)) = self.queue.pop() {
             if t > limit {
                 self.out.warnings.push(format!("stopped at the time limit ({} s)", self.cfg.limit));
                 break;
@@ -665,7 +664,7 @@ impl Cluster {
                 }
             }
             Ev::Fork { node, local } => self.fork_step(node, local, t),
-            Ev::Link { to, from, msg } => self.link(t, to, from, msg),
+            Ev::Link { to, from, msg } => self.link(t, to, from, *msg),
             Ev::Closed { to, from, why } => {
                 let n = &self.nodes[to as usize];
                 if n.dead {
@@ -715,39 +714,48 @@ impl Cluster {
                 let done = self.cpu(node, t, 0);
                 self.with_core(node, done, |c, fx| c.ranks_started(fx));
             }
-            Ev::FailNow { node, message } => {
-                if !self.nodes[node as usize].dead {
-                    self.with_core(node, t, |c, fx| c.fail_now(message, fx));
+            Ev::Timer { node } => {
+                let n = &mut self.nodes[node as usize];
+                if n.dead || n.timer_at != Some(t) {
+                    return;
                 }
-            }
-            Ev::PmiClose { node, local } => {
-                if !self.nodes[node as usize].dead {
-                    let r = &self.ranks[(self.nodes[node as usize].first_rank + local) as usize];
-                    let running = matches!(r.state, RState::Idle | RState::Waiting);
-                    self.with_core(node, t, |c, fx| {
-                        c.pmi_close_grace_over(local as usize, running, fx)
-                    });
-                }
-            }
-            Ev::PmgrDrain { node, local } => {
-                if !self.nodes[node as usize].dead {
-                    self.with_core(node, t, |c, fx| {
-                        c.pmgr_drain_over(local as usize, fx);
-                    });
-                }
+                n.timer_at = None;
+                // The deadline was rounded to whole ns: fire what is due within that.
+                self.with_core(node, t, |c, fx| c.handle_timeout(secs(t + 1), fx));
             }
             Ev::Fault(i) => self.fault(t, i),
         }
     }
 
     /// Run `f` on `node`'s core at time `t` and carry out its effects.
+    /// The core sees the virtual time `t`; its next timer is queued if it is new.
     fn with_core(&mut self, node: u32, t: Time, f: impl FnOnce(&mut NodeCore, &mut Vec<Effect>)) {
         let mut fx = std::mem::take(&mut self.fx);
+        self.clock.store(t, std::sync::atomic::Ordering::Relaxed);
+        let mut due = None;
         if let Some(core) = self.nodes[node as usize].core.as_mut() {
             f(core, &mut fx);
+            due = core.poll_timeout().map(|at| ns(at).max(t));
+        }
+        if let Some(at) = due {
+            let n = &mut self.nodes[node as usize];
+            if n.timer_at.is_none_or(|cur| at < cur) {
+                n.timer_at = Some(at);
+                self.push(at, Ev::Timer { node });
+            }
         }
         self.apply(node, t, &mut fx);
         self.fx = fx;
+    }
+
+    /// A core on the simulation's virtual clock.
+    fn new_core(&self, setup: NodeSetup, is_root: bool) -> NodeCore {
+        let mut core = NodeCore::new(setup, is_root, false);
+        let clock = self.clock.clone();
+        core.set_clock(std::sync::Arc::new(move || {
+            secs(clock.load(std::sync::atomic::Ordering::Relaxed))
+        }));
+        core
     }
 
     // ------------------------------------------------------------------ launch
@@ -821,7 +829,12 @@ impl Cluster {
         }
         let forked = self.work(t, ns(self.cfg.costs.fork));
         let rank_start = ns(self.jitter(self.cfg.costs.rank_start));
-        self.work_then(forked, rank_start, Ev::RankStart { node, local });
+        if self.pool.is_empty() {
+            // The rank's first request, sent when it has started (one event, not two).
+            self.rank_next(node, local, forked + rank_start);
+        } else {
+            self.work_then(forked, rank_start, Ev::RankStart { node, local });
+        }
         self.nodes[node as usize].lane_free = forked;
         self.push(forked, Ev::Fork { node, local: local + 1 });
     }
@@ -897,7 +910,7 @@ impl Cluster {
         p.traffic.msgs_in += 1;
         p.traffic.bytes_in += size as u64;
         self.count_kind(&msg);
-        self.push(at, Ev::Link { to: parent, from: From::Child(idx), msg });
+        self.push(at, Ev::Link { to: parent, from: From::Child(idx), msg: Box::new(msg) });
     }
 
     fn send_down(&mut self, node: u32, idx: u32, t: Time, msg: Msg) {
@@ -929,7 +942,7 @@ impl Cluster {
         n.traffic.msgs_out += 1;
         n.traffic.bytes_out += size as u64;
         self.count_kind(&msg);
-        self.push(at, Ev::Link { to: child, from: From::Parent, msg });
+        self.push(at, Ev::Link { to: child, from: From::Parent, msg: Box::new(msg) });
     }
 
     fn link(&mut self, t: Time, to: u32, from: From, msg: Msg) {
@@ -952,7 +965,7 @@ impl Cluster {
                         secs(done)
                     );
                 }
-                self.nodes[to as usize].core = Some(NodeCore::new(*setup, false, false));
+                self.nodes[to as usize].core = Some(self.new_core(*setup, false));
                 self.start_launches(to, done);
             }
             (From::Parent, msg) => self.with_core(to, done, |c, fx| c.parent_msg(msg, fx)),
@@ -1068,7 +1081,7 @@ impl Cluster {
                 continue;
             }
             let peer = trace.peer(step, r.peer_i, &who);
-            let bytes = trace.render(step, &who, peer, 0);
+            let bytes = trace.request(step, &who, peer);
             let one_way = trace.steps[step].one_way;
             let r = &mut self.ranks[gid];
             r.peer_i += 1;
@@ -1166,18 +1179,8 @@ impl Cluster {
                     }
                 }
                 Effect::ToPmgr(..) | Effect::ClosePmgr(_) => {}
-                Effect::FailSoon(message) => {
-                    let at = t + ns(nla::driver::PMGR_ABORT_GRACE.as_secs_f64());
-                    self.push(at, Ev::FailNow { node, message });
-                }
                 Effect::StartNla { host, .. } => {
                     self.out.warnings.push(format!("spawn on {host}: not simulated"));
-                }
-                Effect::WatchPmiClose(local) => {
-                    self.push(t + ns(0.25), Ev::PmiClose { node, local: local as u32 });
-                }
-                Effect::WatchPmgrDrain(local) => {
-                    self.push(t + ns(2.0), Ev::PmgrDrain { node, local: local as u32 });
                 }
             }
         }
@@ -1328,5 +1331,14 @@ fn describe_end(rank: u32, host: &str, end: &RankEnd) -> String {
         RankEnd::Exited { code, .. } => format!("rank {rank} on {host} exited with code {code}"),
         RankEnd::Signaled { signal } => format!("rank {rank} on {host} killed by signal {signal}"),
         RankEnd::SpawnFailed { reason, .. } => format!("rank {rank} on {host}: {reason}"),
+    }
+}
+
+#[cfg(test)]
+mod size {
+    /// Events wait in the queue's buckets by value: keep them small.
+    #[test]
+    fn events_are_small() {
+        assert!(std::mem::size_of::<super::Ev>() <= 48, "{}", std::mem::size_of::<super::Ev>());
     }
 }

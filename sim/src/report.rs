@@ -93,14 +93,20 @@ pub fn details(o: &Outcome) -> String {
 }
 
 /// SVG: launch time against nodes (log x), one line per tree shape (simulated: solid with
-/// dots; the launch model's prediction: dashed).
+/// dots; the launch model's prediction: dashed). The launch time plotted is what the model
+/// predicts: when the last agent could launch (had its setup).
 pub fn svg(rows: &[Row], title: &str) -> String {
     let (w, h, ml, mr, mt, mb) = (760.0, 460.0, 70.0, 170.0, 40.0, 50.0);
     let pts: Vec<(&str, f64, f64, f64)> = rows
         .iter()
         .filter_map(|r| {
             let o = &r.outcome;
-            o.launch.map(|l| (o.shape.as_str(), o.nodes as f64, l, o.model_launch))
+            (o.agents_up > 0.0).then_some((
+                o.shape.as_str(),
+                o.nodes as f64,
+                o.agents_up,
+                o.model_launch,
+            ))
         })
         .collect();
     let mut s = String::new();

@@ -61,6 +61,8 @@ pub struct Step {
     answer: Option<Vec<Piece>>,
     /// No answer comes (`abort`).
     pub one_way: bool,
+    /// A PMI-2 frame rather than a PMI-1 line.
+    pub pmi2: bool,
     /// The answer must carry a non-zero `rc` (a key nobody set).
     pub expect_fail: bool,
     /// Played only when every condition holds (`bool`: negated).
@@ -72,6 +74,10 @@ pub struct Step {
 pub struct Trace {
     pub name: String,
     pub steps: Vec<Step>,
+    /// Requests that do not depend on the rank (only on the kvsname), rendered for
+    /// `fixed_kvsname`.
+    fixed: Vec<Option<Vec<u8>>>,
+    fixed_kvsname: String,
 }
 
 /// Where a rank stands in the job, for placeholders.
@@ -96,6 +102,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("mpich5-init", include_str!("../workloads/mpich5-init.pmitrace")),
     ("exchange", include_str!("../workloads/exchange.pmitrace")),
     ("fence", include_str!("../workloads/fence.pmitrace")),
+    ("pmi2", include_str!("../workloads/pmi2.pmitrace")),
 ];
 
 impl Trace {
@@ -120,18 +127,16 @@ impl Trace {
                 continue;
             }
             if let Some(ans) = line.strip_prefix("< ") {
-                let cmd = ans
-                    .split_whitespace()
+                let cmd = fields(ans.as_bytes())
                     .find_map(|w| w.strip_prefix("cmd="))
                     .ok_or_else(|| at("an answer without cmd=".into()))?;
                 match steps.last_mut() {
                     Some(s) if s.expect.is_none() => {
                         s.expect = Some(cmd.to_string());
-                        s.expect_fail = ans
-                            .split_whitespace()
+                        s.expect_fail = fields(ans.as_bytes())
                             .find_map(|w| w.strip_prefix("rc="))
                             .is_some_and(|rc| rc != "0");
-                        if ans.split_whitespace().any(|w| w.starts_with("value=")) {
+                        if fields(ans.as_bytes()).any(|w| w.starts_with("value=")) {
                             s.answer = Some(template(ans).map_err(at)?);
                         }
                     }
@@ -173,7 +178,12 @@ impl Trace {
                 .split_once(' ')
                 .filter(|(t, _)| t.starts_with('>'))
                 .ok_or_else(|| at(format!("expected '> request' or '< answer', got '{line}'")))?;
-            let repeat = match tag {
+            // `>2…`: a PMI-2 frame (6-byte length header, `;`-separated body, no newline).
+            let (pmi2, tag) = match tag.strip_prefix(">2") {
+                Some(rest) => (true, format!(">{rest}")),
+                None => (false, tag.to_string()),
+            };
+            let repeat = match tag.as_str() {
                 ">" => Repeat::Once,
                 ">peers" => Repeat::Peers,
                 ">local" => Repeat::Local,
@@ -187,6 +197,7 @@ impl Trace {
             }
             let one_way = req.contains("cmd=abort");
             steps.push(Step {
+                pmi2,
                 repeat,
                 pieces,
                 expect: None,
@@ -199,13 +210,42 @@ impl Trace {
         if steps.is_empty() {
             return Err(format!("{name}: no request in the workload"));
         }
-        Ok(Trace { name: name.to_string(), steps })
+        let fixed = vec![None; steps.len()];
+        Ok(Trace { name: name.to_string(), steps, fixed, fixed_kvsname: String::new() })
+    }
+
+    /// Render once the requests that are the same for every rank of a job named `kvsname`.
+    pub fn fix_for(mut self, kvsname: &str) -> Trace {
+        let who = Who {
+            rank: 0,
+            size: 1,
+            node: 0,
+            kvsname,
+            local_first: 0,
+            local_count: 1,
+            ppn: 1,
+            nodes: 1,
+        };
+        self.fixed = (0..self.steps.len())
+            .map(|i| {
+                let st = &self.steps[i];
+                let constant = st.repeat == Repeat::Once
+                    && st.pieces.iter().all(|p| matches!(p, Piece::Text(_) | Piece::Kvsname));
+                constant.then(|| self.render(i, &who, 0, 0))
+            })
+            .collect();
+        self.fixed_kvsname = kvsname.to_string();
+        self
     }
 
     /// The same workload without its `>slice` lines (MPICH 4's allgather of business
     /// cards, which makes every node fetch every card: nodes × ranks gets in all).
     pub fn without_slices(mut self) -> Trace {
-        self.steps.retain(|s| s.repeat != Repeat::Slice);
+        let keep: Vec<bool> = self.steps.iter().map(|s| s.repeat != Repeat::Slice).collect();
+        let mut it = keep.iter();
+        self.steps.retain(|_| *it.next().unwrap_or(&true));
+        let mut it = keep.iter();
+        self.fixed.retain(|_| *it.next().unwrap_or(&true));
         self.name.push_str("-noslice");
         self
     }
@@ -258,14 +298,31 @@ impl Trace {
         let pieces = self.steps[step].answer.as_ref()?;
         let as_peer = Who { rank: peer, ..*who };
         let line = String::from_utf8(fill(pieces, &as_peer, peer, 0)).ok()?;
-        line.split_whitespace().find_map(|w| w.strip_prefix("value=")).map(str::to_string)
+        let value = fields(line.as_bytes()).find_map(|w| w.strip_prefix("value="))?;
+        Some(value.to_string())
+    }
+
+    /// The request of step `step` for `who` and `peer` (rendered once per trace when it is
+    /// the same for every rank).
+    pub fn request(&self, step: usize, who: &Who, peer: u32) -> Vec<u8> {
+        match &self.fixed[step] {
+            Some(b) => b.clone(),
+            None => self.render(step, who, peer, 0),
+        }
     }
 
     /// The request line (with its newline) of step `step` for `who` and `peer`.
     pub fn render(&self, step: usize, who: &Who, peer: u32, appnum: u32) -> Vec<u8> {
-        let mut v = fill(&self.steps[step].pieces, who, peer, appnum);
-        v.push(b'\n');
-        v
+        let body = fill(&self.steps[step].pieces, who, peer, appnum);
+        if self.steps[step].pmi2 {
+            let mut v = format!("{:<6}", body.len()).into_bytes();
+            v.extend_from_slice(&body);
+            v
+        } else {
+            let mut v = body;
+            v.push(b'\n');
+            v
+        }
     }
 }
 
@@ -344,25 +401,24 @@ fn template(req: &str) -> Result<Vec<Piece>, String> {
     Ok(out)
 }
 
+/// The `key=value` fields of an answer (a PMI-1 line or a PMI-2 frame's body).
+fn fields(bytes: &[u8]) -> impl Iterator<Item = &str> {
+    std::str::from_utf8(bytes).unwrap_or("").split(|c: char| c.is_whitespace() || c == ';')
+}
+
 /// The `cmd=` of an answer line.
 pub fn answer_cmd(bytes: &[u8]) -> Option<&str> {
-    let s = std::str::from_utf8(bytes).ok()?;
-    s.split_whitespace().find_map(|w| w.strip_prefix("cmd="))
+    fields(bytes).find_map(|w| w.strip_prefix("cmd="))
 }
 
 /// The `value=` of an answer line.
 pub fn answer_value(bytes: &[u8]) -> Option<&str> {
-    let s = std::str::from_utf8(bytes).ok()?;
-    s.split_whitespace().find_map(|w| w.strip_prefix("value="))
+    fields(bytes).find_map(|w| w.strip_prefix("value="))
 }
 
 /// The `rc=` of an answer line (absent counts as 0).
 pub fn answer_rc(bytes: &[u8]) -> i32 {
-    std::str::from_utf8(bytes)
-        .ok()
-        .and_then(|s| s.split_whitespace().find_map(|w| w.strip_prefix("rc=")))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    fields(bytes).find_map(|w| w.strip_prefix("rc=")).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 #[cfg(test)]

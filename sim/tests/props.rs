@@ -19,7 +19,13 @@ fn shape() -> impl Strategy<Value = Shape> {
 }
 
 fn workload() -> impl Strategy<Value = &'static str> {
-    prop_oneof![Just("mpich-init"), Just("exchange"), Just("fence")]
+    prop_oneof![
+        Just("mpich-init"),
+        Just("exchange"),
+        Just("fence"),
+        Just("pmi2"),
+        Just("mpich5-init")
+    ]
 }
 
 #[derive(Debug, Clone)]

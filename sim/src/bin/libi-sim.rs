@@ -44,7 +44,7 @@ struct Args {
     #[arg(long = "skip-slice")]
     skip_slice: bool,
     /// Fences pushing at most this many bytes of pairs down (0: every get climbs); list allowed
-    #[arg(long = "kvs-push-max", default_value = "1M")]
+    #[arg(long = "kvs-push-max", default_value = "16M")]
     push_max: String,
     /// Launch children in batches of B ("none" for no batching); list allowed
     #[arg(long, default_value = "none")]
@@ -87,6 +87,8 @@ fn list<T>(s: &str, what: &str, f: impl Fn(&str) -> Result<T, String>) -> Result
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Millions of small allocations come and go: keep freed memory for reuse.
+    nla::tune_allocator();
     match run(&args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
