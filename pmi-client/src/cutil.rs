@@ -1,8 +1,6 @@
 //! C-boundary helpers (shared by libpmi and libpmi2): panics never cross into C, pointers
 //! are checked for null, strings are copied with their NUL within the caller's capacity.
 
-#![allow(dead_code)] // shared by libpmi and libpmi2 (included by path); each uses a part
-
 use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard};
@@ -84,6 +82,8 @@ pub unsafe fn put_int(p: *mut c_int, v: c_int) -> bool {
     true
 }
 
+/// The integer in environment variable `name` (surrounding blanks allowed); `None` when it
+/// is unset or not a number, so a caller falls back to its default instead of failing.
 pub fn env_int(name: &str) -> Option<i32> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
 }
