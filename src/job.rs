@@ -331,11 +331,11 @@ mod errno {
     pub const EMFILE: i32 = 24;
 }
 
-/// Process mapping in the explicit-triplet form every MPICH accepts (spec §8.1). `runs` is the
-/// rank order as (node id, consecutive ranks on it); runs on consecutive node ids with the
-/// same count merge into one `(start,n,count)` block. Returns `None` when the value would be
-/// too long for MPICH 4.0 clients (> 600 bytes) or the layout is empty; the key is then
-/// omitted and MPICH falls back to exchanging hostnames.
+/// Process mapping in the explicit-triplet form every MPICH accepts (`docs/spec/pmi-wire.md`
+/// §8.1). `runs` is the rank order as (node id, consecutive ranks on it); runs on consecutive
+/// node ids with the same count merge into one `(start,n,count)` block. Returns `None` when the
+/// value would be too long for MPICH 4.0 clients (> 600 bytes) or the layout is empty; the key
+/// is then omitted and MPICH falls back to exchanging hostnames.
 pub fn process_mapping(runs: &[(usize, u32)]) -> Option<String> {
     let mut blocks: Vec<(usize, usize, u32)> = Vec::new();
     for &(node, count) in runs.iter().filter(|r| r.1 > 0) {

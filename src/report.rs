@@ -1,14 +1,12 @@
 //! The launch report (`libi-mpiexec --report FILE.json`): when each NLA's launch started and
 //! when it connected back, when each rank entered and left each fence, and the KVS cache
 //! counters of each NLA. `libi-tree calibrate` fits SEQ and REM from it; `libi-tree plot`
-//! draws measured against modeled launch times.
+//! draws measured against modeled launch times (both in the `libi-tree` crate).
 //!
 //! Times inside the processes are Unix-epoch microseconds of the process that took them;
 //! the front end rewrites them as seconds since its own start when it writes the file.
 
 use serde::{Deserialize, Serialize};
-
-pub use crate::calibrate::{calibrate, Fit};
 
 /// One child launch, as its parent saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

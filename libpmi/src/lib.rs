@@ -12,16 +12,13 @@
 
 #![allow(clippy::missing_safety_doc)] // C API: the contract is in include/pmi.h
 
-mod cutil;
-mod transport;
-
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int};
 use std::sync::Mutex;
 
-use cutil::{cstr, env_int, guard, lock, put_cstr, put_cstr_trunc, put_int};
+use pmi_client::cutil::{cstr, env_int, guard, lock, put_cstr, put_cstr_trunc, put_int};
+use pmi_client::Transport;
 use pmi_wire::v1::{GetMiss, Reply, Request, KEYLEN_MAX, KVSNAME_MAX, VALLEN_MAX};
-use transport::Transport;
 
 pub const PMI_SUCCESS: c_int = 0;
 pub const PMI_FAIL: c_int = -1;

@@ -1,10 +1,9 @@
 //! libpmi against a real PMI-1 server (pmi-wire's Connection over a socketpair), then as a
 //! singleton. One test function: the library state and `PMI_FD` are process-wide.
 
-#[path = "support/server.rs"]
-mod common_server;
-
 use std::ffi::{c_char, c_int, CStr, CString};
+
+use libi_test_servers::pmi as pmi_server;
 
 use pmi::*;
 use pmi_wire::server::Action;
@@ -24,7 +23,7 @@ fn get(kvs: &CStr, key: &str) -> (c_int, String) {
 #[test]
 fn over_pmi_fd_then_singleton() {
     // --- with a server
-    let server = common_server::start();
+    let server = pmi_server::start();
     let (mut spawned, mut rank, mut size, mut usize_) = (-1, -1, -1, -1);
     // SAFETY: valid out-pointers throughout.
     unsafe {
@@ -43,7 +42,7 @@ fn over_pmi_fd_then_singleton() {
     assert_eq!(unsafe { PMI_KVS_Get_my_name(name.as_mut_ptr(), 256) }, PMI_SUCCESS);
     // SAFETY: NUL-terminated by the library.
     let kvs = unsafe { CStr::from_ptr(name.as_ptr()) }.to_owned();
-    assert_eq!(kvs.to_str().expect("utf8"), common_server::KVSNAME);
+    assert_eq!(kvs.to_str().expect("utf8"), pmi_server::KVSNAME);
     // SAFETY: valid C strings.
     unsafe {
         assert_eq!(PMI_KVS_Put(kvs.as_ptr(), c("k").as_ptr(), c("v=1").as_ptr()), PMI_SUCCESS);

@@ -14,19 +14,14 @@
 
 #![allow(clippy::missing_safety_doc)] // C API: the contract is in include/pmi2.h
 
-#[path = "../../libpmi/src/cutil.rs"]
-mod cutil;
-#[path = "../../libpmi/src/transport.rs"]
-mod transport;
-
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Mutex;
 
-use cutil::{cstr, env_int, guard, lock, put_cstr, put_cstr_trunc, put_int};
+use pmi_client::cutil::{cstr, env_int, guard, lock, put_cstr, put_cstr_trunc, put_int};
+use pmi_client::Transport;
 use pmi_wire::v1;
 use pmi_wire::v2::{Align, Reply, Request, KEYLEN_MAX, VALLEN_MAX};
-use transport::Transport;
 
 pub const PMI2_SUCCESS: c_int = 0;
 pub const PMI2_FAIL: c_int = -1;

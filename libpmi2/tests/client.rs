@@ -1,10 +1,9 @@
 //! libpmi2 against a real PMI-2 server (pmi-wire's Connection over a socketpair), then as a
 //! singleton. One test function: the library state and `PMI_FD` are process-wide.
 
-#[path = "../../libpmi/tests/support/server.rs"]
-mod common_server;
-
 use std::ffi::{c_char, c_int, CStr, CString};
+
+use libi_test_servers::pmi as pmi_server;
 
 use pmi2::*;
 use pmi_wire::server::Action;
@@ -53,7 +52,7 @@ fn session(singleton: bool) {
     // SAFETY: NUL-terminated by the library.
     let id = unsafe { CStr::from_ptr(id.as_ptr()) }.to_string_lossy().into_owned();
     if !singleton {
-        assert_eq!(id, common_server::KVSNAME);
+        assert_eq!(id, pmi_server::KVSNAME);
     }
     // SAFETY: valid C strings (and one null).
     unsafe {
@@ -96,7 +95,7 @@ fn session(singleton: bool) {
 
 #[test]
 fn over_pmi_fd_then_singleton() {
-    let server = common_server::start();
+    let server = pmi_server::start();
     session(false);
     let seen = server.join().expect("server");
     assert!(seen.contains(&Action::BarrierIn), "{seen:?}");

@@ -8,8 +8,8 @@ use libi::job::{
 };
 use libi::tree::{LaunchModel, Shape, DEFAULT_MAX_CONN};
 
-/// Variables of the front end's environment that never reach ranks (spec §6, §12.12): an
-/// outer job's PMI/PMIx settings would confuse MPICH's PMI selection.
+/// Variables of the front end's environment that never reach ranks (`docs/spec/pmi-wire.md`
+/// §6, §12.12): an outer job's PMI/PMIx settings would confuse MPICH's PMI selection.
 pub fn inherited_ok(name: &str) -> bool {
     !(name.starts_with("PMI_")
         || name.starts_with("PMIX_")

@@ -1,15 +1,15 @@
 //! Who is at the other end of a loopback TCP connection to this NLA.
 //!
-//! A PMGR v8 client sends its version and its rank and nothing else (spec §3.2: no job id,
-//! no secret, no credential; `MPIRUN_ID` never reaches the server), so the PMGR port cannot
-//! authenticate a connection by what it says. It authenticates it by who holds it: the
-//! client's socket is found in `/proc/net/tcp` by the connection's two ports (its owner's
-//! uid and its inode), and the inode among the open files of the local ranks' processes. A
-//! rank is a session leader (`setsid` at start), so "the processes of rank r" are those whose
-//! session is the rank's pid: the rank, and whatever it started that did not leave its
-//! session. Anything else — another user, another job, a process of this job's user outside
-//! the ranks' sessions, a client that closed its socket before it could be identified — is
-//! not a rank of this node.
+//! A PMGR v8 client sends its version and its rank and nothing else
+//! (`docs/spec/pmgr-wire.md` §3.2: no job id, no secret, no credential; `MPIRUN_ID` never
+//! reaches the server), so the PMGR port cannot authenticate a connection by what it says.
+//! It authenticates it by who holds it: the client's socket is found in `/proc/net/tcp` by
+//! the connection's two ports (its owner's uid and its inode), and the inode among the open
+//! files of the local ranks' processes. A rank is a session leader (`setsid` at start), so
+//! "the processes of rank r" are those whose session is the rank's pid: the rank, and
+//! whatever it started that did not leave its session. Anything else — another user,
+//! another job, a process of this job's user outside the ranks' sessions, a client that
+//! closed its socket before it could be identified — is not a rank of this node.
 //!
 //! The client must still hold its socket when we look: a connection is identified as soon
 //! as it is accepted, before anything is read from it. Cost: reading `/proc/net/tcp`, then

@@ -17,7 +17,8 @@ pub struct Started {
     pub pmi: StdUnixStream,
 }
 
-/// Variables that must never leak from an outer job into our ranks (spec §6, §12.12).
+/// Variables that must never leak from an outer job into our ranks (`docs/spec/pmi-wire.md` §6,
+/// §12.12).
 pub fn is_scrubbed(name: &str) -> bool {
     name.starts_with("PMI_")
         || name.starts_with("PMIX_")
@@ -301,7 +302,8 @@ fn try_start(
     set("MPI_LOCALNRANKS", plan.ranks.len().to_string());
     if let (Some(id), Some(port)) = (job.pmgr, pmi_port) {
         // What a PMGR (pmgr_collective v8 / MVAPICH-1) client reads; shared memory off, or
-        // clients of >= 1024 ranks never talk to the server (spec §2).
+        // clients of >= 1024 ranks never talk to the server
+        // (`docs/spec/pmgr-wire.md` §2).
         set("MPIRUN_HOST", "127.0.0.1".into());
         set("MPIRUN_PORT", port.to_string());
         set("MPIRUN_RANK", slot.rank.to_string());

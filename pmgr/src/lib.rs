@@ -8,7 +8,7 @@
 //! * [`client`] — the client library (`pmgr_init` … `pmgr_finalize` as a safe Rust API); the
 //!   C ABI (`libpmgr_collective.so`) is the `pmgr-capi` crate in `capi/`.
 //!
-//! See `shared/spec/pmgr-wire.md`.
+//! See `docs/spec/pmgr-wire.md`.
 
 pub mod client;
 pub mod collective;

@@ -1,6 +1,6 @@
 //! PMGR_COLLECTIVE protocol version 8: per-connection server state machine over bytes (no I/O).
 //!
-//! Spec: `shared/spec/pmgr-wire.md` §3. Every integer is a native-endian 4-byte C `int`.
+//! Spec: `docs/spec/pmgr-wire.md` §3. Every integer is a native-endian 4-byte C `int`.
 //!
 //! # Usage (driver side)
 //!

@@ -1,14 +1,10 @@
 //! The Rust client library against the in-process test server (several NLAs, loopback TCP).
 
-mod support {
-    pub mod server;
-}
-
 use std::time::Duration;
 
+use libi_test_servers::pmgr::{env_for, TestServer};
 use pmgr::client::{Config, Pmgr, ReduceOp};
 use pmgr::wire::Op;
-use support::server::{env_for, TestServer};
 
 fn config(srv: &TestServer, rank: u32) -> Config {
     let env = env_for(srv, rank, 4242);

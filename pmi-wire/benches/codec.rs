@@ -18,7 +18,7 @@ fn cfg() -> ConnConfig {
     }
 }
 
-/// What one MPICH 4.0 rank sends from MPI_Init to MPI_Finalize (spec §9).
+/// What one MPICH 4.0 rank sends from MPI_Init to MPI_Finalize (`docs/spec/pmi-wire.md` §9).
 fn session() -> Vec<u8> {
     let hex: String = (0..600).map(|i| b"0123456789ABCDEF"[i % 16] as char).collect();
     format!(

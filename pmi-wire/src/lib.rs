@@ -11,7 +11,7 @@
 //!   by the client libraries `libpmi2`).
 //! * [`server`]: the per-connection server state machine (PMI-1 and PMI-2 on one socket).
 //!
-//! Wire facts come from `shared/spec/pmi-wire.md`; section numbers there are cited in the docs.
+//! Wire facts come from `docs/spec/pmi-wire.md`; section numbers there are cited in the docs.
 
 pub mod server;
 pub mod v1;

@@ -425,7 +425,7 @@ impl Suite {
                     } else if v > 1024 {
                         self.fail(
                             "maxes",
-                            format!("vallen_max={v} > 1024: MPICH/MVAPICH2 misbehave with larger maxima (spec 12.10)"),
+                            format!("vallen_max={v} > 1024: MPICH/MVAPICH2 misbehave with larger maxima (docs/spec/pmi-wire.md §12.10)"),
                         );
                     } else {
                         self.pass(

@@ -1,7 +1,8 @@
-//! `PMI_process_mapping` (spec §8.1): `(vector,` block {`,` block} `)` where a block is an
-//! explicit triplet `(start_node,n_nodes,ranks_per_node)`, a bare node id `d` (= `(d,1,1)`)
-//! or a repeat `[ blocks ]xN` (the last two are MPICH ≥ 4.1's compressed forms). Whitespace is
-//! ignored. Like MPICH, a mapping that covers fewer ranks than the job wraps around.
+//! `PMI_process_mapping` (`docs/spec/pmi-wire.md` §8.1): `(vector,` block {`,` block} `)`
+//! where a block is an explicit triplet `(start_node,n_nodes,ranks_per_node)`, a bare node id
+//! `d` (= `(d,1,1)`) or a repeat `[ blocks ]xN` (the last two are MPICH ≥ 4.1's compressed
+//! forms). Whitespace is ignored. Like MPICH, a mapping that covers fewer ranks than the job
+//! wraps around.
 
 /// The parsed mapping.
 #[derive(Debug, Clone, PartialEq, Eq)]

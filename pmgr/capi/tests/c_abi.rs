@@ -2,13 +2,10 @@
 //! `libpmgr_collective.so`, run it as 4 processes with `MPIRUN_*` against the in-process test
 //! server (two NLAs), and as a singleton.
 
-#[path = "../../tests/support/server.rs"]
-mod server;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use server::{env_for, TestServer};
+use libi_test_servers::pmgr::{env_for, TestServer};
 
 fn lib_dir() -> PathBuf {
     // target/<profile>/deps/c_abi-<hash> -> target/<profile>

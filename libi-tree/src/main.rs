@@ -19,9 +19,9 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
-use libi::calibrate::{calibrate, compare, Fit, NodeTimes};
 use libi::report::Report;
 use libi::tree::{evaluate, rank_shapes, LaunchModel, Shape, Tree};
+use libi_tree::calibrate::{calibrate, compare, Fit, NodeTimes};
 use serde::Serialize;
 
 /// Largest `--nodes` accepted (keeps a typo from allocating gigabytes).

@@ -1,8 +1,6 @@
 //! The client end of `PMI_FD` (shared by libpmi and libpmi2): blocking writes, PMI-1 lines
 //! and PMI-2 frames read with a carry-over buffer. No panicking paths.
 
-#![allow(dead_code)] // shared by libpmi and libpmi2 (included by path); each uses a part
-
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::FromRawFd;
@@ -12,6 +10,8 @@ use pmi_wire::v2;
 /// Longest PMI-1 reply line accepted.
 const MAX_LINE: usize = 1 << 20;
 
+/// The connection to the process manager: the `PMI_FD` socket plus the bytes read past the
+/// last reply (a reply may arrive in pieces, or two in one read).
 pub struct Transport {
     file: File,
     buf: Vec<u8>,
@@ -35,6 +35,7 @@ impl Transport {
         Ok(Some(Transport { file, buf: Vec::new() }))
     }
 
+    /// Write one whole request (PMI-1 line or PMI-2 frame).
     pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.file.write_all(bytes)
     }

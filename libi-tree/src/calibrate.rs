@@ -28,8 +28,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
-use crate::report::{LaunchRecord, Report};
-use crate::tree::{evaluate, LaunchModel, Tree};
+use libi::report::{LaunchRecord, Report};
+use libi::tree::{evaluate, LaunchModel, Tree};
 
 /// A least-squares fit of the launch model's constants.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -62,7 +62,7 @@ impl Fit {
 
 /// One `(x, y)` sample per launch record: `x = order - 1`, `y = connected - ready(parent)`.
 ///
-/// Errors (one line) when a record names a parent with no [`NodeReport`](crate::report::NodeReport),
+/// Errors (one line) when a record names a parent with no [`NodeReport`](libi::report::NodeReport),
 /// when two node reports share a node id, when a time is not finite, when `order` is 0, or
 /// when a launch "connected" before it started (the child never connected back).
 pub fn samples(report: &Report) -> Result<Vec<(f64, f64)>, String> {
@@ -293,8 +293,8 @@ fn check_record(rec: &LaunchRecord) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::NodeReport;
-    use crate::tree::Shape;
+    use libi::report::NodeReport;
+    use libi::tree::Shape;
 
     /// A report of `shape` over `n` tree nodes (root = front end = node 0) whose times follow
     /// the model exactly, plus `noise(node)` on every `connected`; every NLA's `ready` is its

@@ -1,8 +1,6 @@
 //! C-boundary helpers (shared by libpmi and libpmi2): panics never cross into C, pointers
 //! are checked for null, strings are copied with their NUL within the caller's capacity.
 
-#![allow(dead_code)] // shared by libpmi and libpmi2 (included by path); each uses a part
-
 use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard};
@@ -84,6 +82,66 @@ pub unsafe fn put_int(p: *mut c_int, v: c_int) -> bool {
     true
 }
 
+/// The integer in environment variable `name` (surrounding blanks allowed); `None` when it
+/// is unset or not a number, so a caller falls back to its default instead of failing.
 pub fn env_int(name: &str) -> Option<i32> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+
+    #[test]
+    fn put_cstr_fits_or_writes_nothing_but_an_empty_string() {
+        let mut buf = [b'x' as c_char; 4];
+        // SAFETY: 4 writable bytes.
+        assert!(unsafe { put_cstr(buf.as_mut_ptr(), 4, "abc") });
+        // SAFETY: NUL-terminated above.
+        assert_eq!(unsafe { cstr(buf.as_ptr()) }.as_deref(), Some("abc"));
+        // "abcd" + NUL needs 5 bytes: refused, and the buffer holds "".
+        // SAFETY: 4 writable bytes.
+        assert!(!unsafe { put_cstr(buf.as_mut_ptr(), 4, "abcd") });
+        assert_eq!(buf[0], 0);
+        // SAFETY: null is allowed; cap 0 writes nothing.
+        assert!(!unsafe { put_cstr(std::ptr::null_mut(), 4, "a") });
+        assert!(!unsafe { put_cstr(buf.as_mut_ptr(), 0, "") });
+    }
+
+    #[test]
+    fn put_cstr_trunc_keeps_what_fits() {
+        let mut buf = [b'x' as c_char; 4];
+        // SAFETY: 4 writable bytes.
+        assert_eq!(unsafe { put_cstr_trunc(buf.as_mut_ptr(), 4, "abcdef") }, 3);
+        // SAFETY: NUL-terminated above.
+        assert_eq!(unsafe { cstr(buf.as_ptr()) }.as_deref(), Some("abc"));
+        // SAFETY: null and cap 0 write nothing.
+        assert_eq!(unsafe { put_cstr_trunc(std::ptr::null_mut(), 4, "a") }, 0);
+        assert_eq!(unsafe { put_cstr_trunc(buf.as_mut_ptr(), 0, "a") }, 0);
+    }
+
+    #[test]
+    fn null_pointers_and_panics_do_not_escape() {
+        // SAFETY: null is part of the contract.
+        assert_eq!(unsafe { cstr(std::ptr::null()) }, None);
+        let s = CString::new(vec![b'a', 0xff]).expect("no NUL inside");
+        // SAFETY: a valid C string; invalid UTF-8 is replaced, not an error.
+        assert_eq!(unsafe { cstr(s.as_ptr()) }.as_deref(), Some("a\u{fffd}"));
+        let mut v = 0;
+        // SAFETY: null is allowed; &mut v is valid.
+        assert!(!unsafe { put_int(std::ptr::null_mut(), 1) });
+        assert!(unsafe { put_int(&mut v, 7) });
+        assert_eq!(v, 7);
+        assert_eq!(guard(-1, || panic!("inside a C call")), -1);
+        assert_eq!(guard(-1, || 5), 5);
+        // A panic while holding the lock poisons it; `lock` still hands the value out.
+        let m = Mutex::new(1);
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            let _g = m.lock();
+            panic!("poison");
+        }));
+        assert!(m.is_poisoned());
+        assert_eq!(*lock(&m), 1);
+    }
 }

@@ -4,8 +4,6 @@
 //! NLA merges and resolves, and sends each NLA the `Outcome` restricted to its ranks.
 //! Connections that do not hand-shake as a new local rank are read as abort records.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::io::Write;
