@@ -25,7 +25,7 @@ fixed = ["--cost", "cores=2"]
 def run_case(c, params):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [sim, "--nodes", str(c["agents"]), "--ppn", str(c["ppn"]), "--tree",
-               data.get("tree", "greedy"), "--workload", "mpich-init", "--plan-model", "default", "--json", f.name] + fixed
+               data.get("tree", "greedy"), "--workload", "mpich-init", "--plan-model", "default", "--kvs-push-max", data.get("kvs_push_max", "1M"), "--json", f.name] + fixed
         for k, v in params.items():
             cmd += ["--cost", f"{k}={v:.9g}"]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)

@@ -21,7 +21,7 @@ worst = 0.0
 for c in data["cases"]:
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [sim, "--nodes", str(c["agents"]), "--ppn", str(c["ppn"]),
-               "--tree", data.get("tree", "greedy"), "--workload", "mpich-init", "--plan-model", "default",
+               "--tree", data.get("tree", "greedy"), "--workload", "mpich-init", "--plan-model", "default", "--kvs-push-max", data.get("kvs_push_max", "1M"),
                "--json", f.name] + extra
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         o = json.load(open(f.name))[0]

@@ -13,8 +13,8 @@ $SIM --nodes 1000,10000,100000 --ppn 16 --workload mpich-init --skip-slice --tre
 echo "== 2. The whole MPICH 4 sequence (card allgather included): every node fetches every card"
 $SIM --nodes 64,256,1000 --ppn 16 --workload mpich-init --tree greedy \
      --kvs-push-max 0,16M --json bench/data/sim-scale-allgather.json
-echo "== 3. Launch batching (greedy, 16 ranks/agent, fence workload)"
-$SIM --nodes 1000,10000 --ppn 16 --workload fence --tree greedy --batch none,16,128 --kvs-push-max 0 \
+echo "== 3. Launch batching (ssh costs, 16 ranks/agent, fence workload)"
+$SIM --nodes 1000,10000 --ppn 16 --workload fence --costs ssh --tree greedy,flat --batch none,16,128 --kvs-push-max 0 \
      --json bench/data/sim-scale-batch.json
 echo "== 4. Launch against the launch model, ssh costs (SEQ 7 ms, REM 0.3 s), 16 ranks/agent"
 $SIM --nodes 100,300,1000,3000,10000,30000,100000 --ppn 16 --workload fence --costs ssh \

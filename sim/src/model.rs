@@ -71,6 +71,26 @@ impl Default for Costs {
 }
 
 impl Costs {
+    /// Every agent and rank on this project's 2-core VM, fork launcher: the costs fitted by
+    /// `bench/sim-calibrate.py` to the real runs of `bench/sim-validate.sh` (the validation
+    /// table of `bench/results.md`). The CPU figures are per process sharing 2 cores, which
+    /// is why they differ from [`Costs::default`].
+    pub fn this_vm() -> Self {
+        Costs {
+            cores: 2,
+            fe_start: 0.004,
+            seq: 0.0012,
+            rem: 0.0015,
+            fork: 5.47e-6,
+            rank_start: 0.0006,
+            cpu_msg: 4e-5,
+            cpu_byte: 1.25e-10,
+            rank_step: 1.25e-6,
+            rank_exit: 0.00905,
+            ..Costs::default()
+        }
+    }
+
     /// Figures for `ssh` across a LAN, as the launch model's defaults (SEQ 7 ms, REM 0.3 s).
     pub fn ssh_lan() -> Self {
         Costs { seq: 0.007, rem: 0.30, latency: 50e-6, bandwidth: 1.25e9, ..Costs::default() }

@@ -49,7 +49,8 @@ struct Args {
     /// Launch children in batches of B ("none" for no batching); list allowed
     #[arg(long, default_value = "none")]
     batch: String,
-    /// Cost model preset: fork (this machine) or ssh (LAN, the launch model's defaults)
+    /// Cost model preset: fork (an agent per machine, fork-launcher figures), vm (every agent
+    /// on this 2-core VM: the validated figures), ssh (LAN, the launch model's defaults)
     #[arg(long, default_value = "fork")]
     costs: String,
     /// Override one cost: NAME=VALUE (seq, rem, slots, latency, bandwidth, cpu_msg,
@@ -117,7 +118,8 @@ fn run(a: &Args) -> Result<u8, String> {
     let mut costs = match a.costs.as_str() {
         "fork" => Costs::default(),
         "ssh" => Costs::ssh_lan(),
-        c => return Err(format!("--costs '{c}': expected fork or ssh")),
+        "vm" => Costs::this_vm(),
+        c => return Err(format!("--costs '{c}': expected fork, vm or ssh")),
     };
     for c in &a.cost {
         let (k, v) =
