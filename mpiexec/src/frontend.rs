@@ -218,8 +218,14 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
             fe.out.commit();
         }
         // The root cores' timers (a failure's grace, the wait for the NLAs to close once
-        // every rank ended): wait for the next event or the earliest deadline.
-        let due = fe.groups.iter().filter_map(|g| g.core.poll_timeout()).reduce(f64::min);
+        // every rank ended) and the launch deadlines: wait for the next event or the
+        // earliest deadline.
+        let due = fe
+            .groups
+            .iter()
+            .flat_map(|g| [g.core.poll_timeout(), g.children.poll_timeout()])
+            .flatten()
+            .reduce(f64::min);
         let ev = match due {
             Some(at) => {
                 let wait = Duration::from_secs_f64((at - now()).max(0.0));
@@ -229,6 +235,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
                         let t = now();
                         for g in &mut fe.groups {
                             g.core.handle_timeout(t, &mut g.fx);
+                            g.children.handle_timeout(t, &mut g.core, &mut g.fx).await;
                         }
                         continue;
                     }
@@ -420,7 +427,7 @@ impl FrontEnd {
         };
         let report = setup.job.report;
         let mut core = NodeCore::new(setup, true, report);
-        let mut children = Children::new(core.plan());
+        let mut children = Children::new(&core);
         let rendezvous = Rendezvous::new(core.plan());
         let (job, root) = (core.job(), core.plan());
         let nodes = root.subtree_nodes() - 1;

@@ -166,7 +166,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     let mut fx = Vec::new();
 
     // Children first (the tree's order), then the local ranks.
-    let mut children = Children::new(core.plan());
+    let mut children = Children::new(&core);
     if !children.is_empty() {
         let tree_ev: EvSink = {
             let tx = ev_tx.clone();
@@ -262,14 +262,19 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             }
             break;
         }
-        // The core's timers: wait for the next event or the earliest deadline.
-        let ev = match core.poll_timeout() {
+        // The core's and the launch lifecycle's timers: wait for the next event or the
+        // earliest deadline.
+        let due =
+            [core.poll_timeout(), children.poll_timeout()].into_iter().flatten().reduce(f64::min);
+        let ev = match due {
             Some(at) => {
                 let wait = Duration::from_secs_f64((at - libi::report::now()).max(0.0));
                 match tokio::time::timeout(wait, ev_rx.recv()).await {
                     Ok(ev) => ev,
                     Err(_) => {
-                        core.handle_timeout(libi::report::now(), &mut fx);
+                        let t = libi::report::now();
+                        core.handle_timeout(t, &mut fx);
+                        children.handle_timeout(t, &mut core, &mut fx).await;
                         continue;
                     }
                 }

@@ -6,6 +6,7 @@
 //! * [`core`]: the pure node state machine (KVS, fences, exit classification);
 //! * [`driver`]: the tokio driver (tree connection, rank processes, stdio, signals, timers);
 //! * [`spawn`]: how a rank process is started (environment, PMI_FD, process group);
+//! * [`launch`]: the child-launch lifecycle (order, batches, deadlines, give-ups), pure;
 //! * [`stdio`]: rank output up the tree and stdin down to rank 0, bounded end to end;
 //! * [`reaper`]: exact cleanup (subreaper, claimed children, orphan reaping and sweep);
 //! * [`singleton`]: serving an MPI process that started `mpiexec -pmi_args` itself.
@@ -15,6 +16,7 @@ pub mod core;
 pub mod driver;
 pub mod guard;
 pub mod kvs;
+pub mod launch;
 pub mod peer;
 pub mod pmgr_node;
 pub mod reaper;

@@ -4,6 +4,7 @@
 
 use crate::core::{Effect, NodeCore};
 use crate::guard::{AcceptBackoff, MAX_PENDING, TREE_REJECTS};
+use crate::launch::{GiveUp, Launches};
 use futures::{SinkExt, StreamExt};
 use libi::job::{LauncherKind, LauncherSpec, NodePlan};
 use libi::launch::nla_command;
@@ -95,11 +96,6 @@ pub enum TreeEv {
     Gone(usize, String),
     /// The launcher process of child `idx` exited.
     LauncherExited { idx: usize, status: Option<ExitStatus>, stderr_tail: String },
-    /// Child `idx` was launched `launch_timeout` ago.
-    LaunchDeadline(usize),
-    /// Child `idx`'s launcher exited a while ago: if its connection is still open, the NLA
-    /// is silent and counts as lost.
-    LauncherGoneDeadline(usize),
     /// An NLA started by a resource manager's step joined (see `Msg::Join`).
     Join { host: String, listen: String, conn: Box<PendingConn> },
 }
@@ -465,18 +461,11 @@ pub fn describe(e: &io::Error) -> String {
 pub struct Children {
     sinks: Vec<Option<Sink>>,
     queued: Vec<Vec<Msg>>,
-    connected: Vec<bool>,
-    /// The connection ended, or the child was given up.
-    gone: Vec<bool>,
     pids: Vec<Option<u32>>,
-    /// How a child's launcher ended while the child was still connected (for messages).
-    launcher_end: Vec<Option<String>>,
     ev: Option<EvSink>,
     ctx: Option<LaunchCtx>,
-    /// Next child to launch, children whose launch is under way, how many of them.
-    next: usize,
-    in_flight: Vec<bool>,
-    in_batch: usize,
+    /// Every decision of the launch lifecycle (order, batches, deadlines, give-ups).
+    life: Launches,
     /// Launch records (for the report).
     pub launches: Vec<LaunchRecord>,
 }
@@ -489,20 +478,20 @@ struct LaunchCtx {
 }
 
 impl Children {
-    pub fn new(plan: &NodePlan) -> Self {
+    /// The children of `core`'s node, launched by its job's rules (`launch_batch`,
+    /// `launch_timeout_ms`).
+    pub fn new(core: &NodeCore) -> Self {
+        let plan = core.plan();
+        let batch = core.job().launch_batch;
+        let launch_timeout = Duration::from_millis(core.job().launch_timeout_ms);
         let n = plan.children.len();
         Children {
             sinks: (0..n).map(|_| None).collect(),
             queued: vec![Vec::new(); n],
-            connected: vec![false; n],
-            gone: vec![false; n],
             pids: vec![None; n],
-            launcher_end: vec![None; n],
             ev: None,
             ctx: None,
-            next: 0,
-            in_flight: vec![false; n],
-            in_batch: 0,
+            life: Launches::new(n, batch, launch_timeout),
             launches: plan
                 .children
                 .iter()
@@ -541,7 +530,21 @@ impl Children {
     }
 
     pub fn up(&self) -> usize {
-        self.connected.iter().filter(|c| **c).count()
+        (0..self.len()).filter(|&i| self.life.is_connected(i)).count()
+    }
+
+    /// When the earliest launch deadline is due: the driver calls
+    /// [`Children::handle_timeout`] then.
+    pub fn poll_timeout(&self) -> Option<f64> {
+        self.life.poll_timeout()
+    }
+
+    /// Give up the children whose deadline passed at `now`.
+    pub async fn handle_timeout(&mut self, now: f64, core: &mut NodeCore, fx: &mut Vec<Effect>) {
+        for g in self.life.handle_timeout(now, |i| core.child_ranks_left(i)) {
+            self.gave_up(g, core, fx);
+        }
+        self.launch_more(core, fx).await;
     }
 
     /// Launch the children in launch order (the tree's order); each must connect back within
@@ -566,46 +569,23 @@ impl Children {
         let (Some(ev), Some(ctx)) = (self.ev.clone(), self.ctx.clone()) else { return };
         let spec = core.job().launcher.clone();
         let verbose = core.job().verbose;
-        let timeout = Duration::from_millis(core.job().launch_timeout_ms);
-        let batch = core.job().launch_batch.map(|b| b.max(1) as usize);
-        let plans = core.plan().children.clone();
-        while self.next < plans.len() && batch.is_none_or(|b| self.in_batch < b) {
-            let idx = self.next;
-            self.next += 1;
+        while let Some(idx) = self.life.next_launch(now()) {
             self.launches[idx].start = now();
-            let deadline = |ev: EvSink| {
-                tokio::spawn(async move {
-                    tokio::time::sleep(timeout).await;
-                    ev(TreeEv::LaunchDeadline(idx));
-                });
-            };
             if spec.kind.joins() {
                 // Slurm's step (or the job's NLAs) starts every NLA; we only hold them to
                 // the deadline.
-                deadline(ev.clone());
                 continue;
             }
-            match launch_child(&spec, &plans[idx], idx, &ctx.addr, verbose, &ctx.secret, ev.clone())
-                .await
+            let plan = &core.plan().children[idx];
+            match launch_child(&spec, plan, idx, &ctx.addr, verbose, &ctx.secret, ev.clone()).await
             {
-                Ok(pid) => {
-                    self.pids[idx] = pid;
-                    self.in_flight[idx] = true;
-                    self.in_batch += 1;
-                    deadline(ev.clone());
-                }
+                Ok(pid) => self.pids[idx] = pid,
                 Err(e) => {
-                    self.gone[idx] = true;
-                    core.child_gone(idx, &e.to_string(), fx);
+                    if let Some(g) = self.life.launch_failed(idx, e.to_string()) {
+                        self.gave_up(g, core, fx);
+                    }
                 }
             }
-        }
-    }
-
-    /// Child `idx` connected or was given up: its launch is over.
-    fn settled(&mut self, idx: usize) {
-        if std::mem::replace(&mut self.in_flight[idx], false) {
-            self.in_batch -= 1;
         }
     }
 
@@ -623,20 +603,15 @@ impl Children {
 
     /// Has child `idx` connected, or been given up?
     pub fn taken(&self, idx: usize) -> bool {
-        self.connected.get(idx).copied().unwrap_or(true) || self.gone[idx]
+        self.life.taken(idx)
     }
 
-    /// Give up on child `idx`: stop its launcher, count its subtree as lost.
-    fn give_up(&mut self, idx: usize, why: &str, core: &mut NodeCore, fx: &mut Vec<Effect>) {
-        if std::mem::replace(&mut self.gone[idx], true) {
-            return;
-        }
+    /// Carry out a give-up decided by the lifecycle: stop its launcher if it must be, count
+    /// its subtree as lost.
+    fn gave_up(&mut self, g: GiveUp, core: &mut NodeCore, fx: &mut Vec<Effect>) {
+        let GiveUp { idx, why, kill_launcher } = g;
         self.sinks[idx] = None;
-        self.settled(idx);
-        // A child whose ranks all ended closes its connection as it exits: its launcher
-        // exits by itself (and is waited for). One given up with ranks left is killed.
-        let lost = core.child_ranks_left(idx) > 0 || !self.connected[idx];
-        if let Some(pid) = self.pids[idx].filter(|_| lost).map(|p| p as i32) {
+        if let Some(pid) = self.pids[idx].filter(|_| kill_launcher).map(|p| p as i32) {
             self.pids[idx] = None;
             // Only while the launcher is not reaped: then its group is still the one it made.
             if crate::reaper::is_claimed(pid) {
@@ -646,28 +621,24 @@ impl Children {
                 }
             }
         }
-        core.child_gone(idx, why, fx);
+        core.child_gone(idx, &why, fx);
     }
 
     /// Handle a tree event; messages for the node state machine go to `core`.
     pub async fn on_event(&mut self, e: TreeEv, core: &mut NodeCore, fx: &mut Vec<Effect>) {
         self.on_event_inner(e, core, fx).await;
-        if self.in_batch == 0 && self.next < self.launches.len() && self.ctx.is_some() {
-            self.launch_more(core, fx).await;
-        }
+        self.launch_more(core, fx).await;
     }
 
     async fn on_event_inner(&mut self, e: TreeEv, core: &mut NodeCore, fx: &mut Vec<Effect>) {
         match e {
             TreeEv::Hello { idx, host, conn, at } => {
-                if self.taken(idx) {
+                if !self.life.connected(idx) {
                     // Dropped unread: whatever it sends is never taken for the child's.
                     warn!("child {idx} of this node ({host}) connected twice or too late; dropped");
                     return;
                 }
                 let PendingConn { rd, wr: sink } = *conn;
-                self.connected[idx] = true;
-                self.settled(idx);
                 self.launches[idx].connected = at;
                 debug!(idx, %host, "child NLA connected");
                 let Some(setup) = core.child_setup(idx) else { return };
@@ -681,29 +652,24 @@ impl Children {
                 }
             }
             TreeEv::Msg(idx, m) => {
-                if !self.gone.get(idx).copied().unwrap_or(true) {
+                if !self.life.is_gone(idx) {
                     core.child_msg(idx, m, fx);
                 }
             }
             TreeEv::Gone(idx, why) => {
-                if idx >= self.gone.len() {
-                    return;
+                if let Some(g) = self.life.closed(idx, &why, core.child_ranks_left(idx)) {
+                    self.gave_up(g, core, fx);
                 }
-                let why = match &self.launcher_end[idx] {
-                    Some(l) => format!("{why} after {l}"),
-                    None => why,
-                };
-                self.give_up(idx, &why, core, fx);
             }
             TreeEv::LauncherExited { idx: STEP, status, stderr_tail } => {
-                for idx in 0..self.gone.len() {
+                for idx in 0..self.len() {
                     let ev =
                         TreeEv::LauncherExited { idx, status, stderr_tail: stderr_tail.clone() };
                     Box::pin(self.on_event_inner(ev, core, fx)).await;
                 }
             }
             TreeEv::LauncherExited { idx, status, stderr_tail } => {
-                if idx >= self.gone.len() {
+                if idx >= self.len() {
                     return;
                 }
                 self.pids[idx] = None;
@@ -715,35 +681,8 @@ impl Children {
                 if !stderr_tail.is_empty() {
                     what.push_str(&format!(": {stderr_tail}"));
                 }
-                if !self.connected[idx] {
-                    self.give_up(idx, &format!("{what} before it connected"), core, fx);
-                } else if !self.gone[idx] {
-                    // Normally the NLA closes its connection as it exits (and that close
-                    // comes with everything it sent). An ssh session that dropped leaves the
-                    // NLA to notice (stdin EOF) and close; wait for that, but not for ever.
-                    self.launcher_end[idx] = Some(what);
-                    if let Some(ev) = self.ev.clone() {
-                        tokio::spawn(async move {
-                            tokio::time::sleep(Duration::from_secs(10)).await;
-                            ev(TreeEv::LauncherGoneDeadline(idx));
-                        });
-                    }
-                }
-            }
-            TreeEv::LaunchDeadline(idx) => {
-                if idx < self.gone.len() && !self.connected[idx] && !self.gone[idx] {
-                    let secs = core.job().launch_timeout_ms as f64 / 1000.0;
-                    let why = format!("no connection within the launch timeout ({secs} s)");
-                    self.give_up(idx, &why, core, fx);
-                }
-            }
-            TreeEv::LauncherGoneDeadline(idx) => {
-                if idx < self.gone.len() && !self.gone[idx] {
-                    let why = match &self.launcher_end[idx] {
-                        Some(l) => format!("{l}, and the NLA went silent"),
-                        None => "the NLA went silent".into(),
-                    };
-                    self.give_up(idx, &why, core, fx);
+                if let Some(g) = self.life.launcher_exited(idx, what, now()) {
+                    self.gave_up(g, core, fx);
                 }
             }
             TreeEv::Join { host, .. } => {
@@ -775,7 +714,7 @@ impl Children {
                     }
                 }
             }
-            Some(None) if !self.connected[idx] && !self.gone[idx] => self.queued[idx].push(msg),
+            Some(None) if !self.life.taken(idx) => self.queued[idx].push(msg),
             _ => {}
         }
     }

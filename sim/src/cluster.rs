@@ -17,6 +17,7 @@ use libi::job::{
 use libi::msg::Msg;
 use libi::tree::Shape;
 use nla::core::{Effect, NodeCore, ProcEnd};
+use nla::launch::{GiveUp, Launches};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 
@@ -210,15 +211,6 @@ enum Ev {
         parent: u32,
         idx: u32,
     },
-    /// Child `idx` of `parent` was launched `launch_timeout` ago.
-    LaunchTimeout {
-        parent: u32,
-        idx: u32,
-    },
-    /// Start the next launch batch of `node`.
-    NextBatch {
-        node: u32,
-    },
     /// `left` of a process's CPU work, then `then` (shared cores only).
     Work {
         left: Time,
@@ -261,6 +253,12 @@ enum Ev {
     RanksStarted {
         node: u32,
     },
+    /// The launcher of child `idx` of `parent` exited (`what`: how).
+    LauncherExited {
+        parent: u32,
+        idx: u32,
+        what: &'static str,
+    },
     /// A timer of `node`'s core is due (the core's `poll_timeout`).
     Timer {
         node: u32,
@@ -280,8 +278,6 @@ struct Node {
     child_lost: Vec<bool>,
     queued: HashMap<u32, Vec<Msg>>,
     /// Launch bookkeeping: next child to launch, launches of the batch not settled.
-    next_launch: u32,
-    in_batch: u32,
     /// When the launch lane is free; whether the ranks were started.
     lane_free: Time,
     forked: bool,
@@ -291,8 +287,10 @@ struct Node {
     slow: f64,
     dead: bool,
     never: bool,
-    /// When the core's next timer is queued.
+    /// When the core's (or the launch lifecycle's) next timer is queued.
     timer_at: Option<Time>,
+    /// The real launch lifecycle (`nla::launch`): order, batches, deadlines, give-ups.
+    life: Option<Launches>,
     /// A `drop` fault came before the connection: it breaks as soon as it is made.
     drop_on_connect: bool,
     /// Connection to the parent broken.
@@ -332,7 +330,7 @@ pub struct Cluster {
 const SLICE: Time = 250_000;
 
 /// What a parent sees of a child NLA killed before it connected (fork launcher).
-const KILLED_EARLY: &str = "its launcher exited (signal: 9 (SIGKILL)) before it connected";
+const KILLED_EARLY: &str = "its launcher exited (signal: 9 (SIGKILL))";
 
 /// The front end's exit status for a launch failure (an NLA lost or never started).
 pub const STATUS_LAUNCH: i32 = 255;
@@ -401,8 +399,6 @@ impl Cluster {
                 child_up: Vec::new(),
                 child_lost: Vec::new(),
                 queued: HashMap::new(),
-                next_launch: 0,
-                in_batch: 0,
                 lane_free: 0,
                 forked: false,
                 busy: 0,
@@ -413,6 +409,7 @@ impl Cluster {
                 never: false,
                 drop_on_connect: false,
                 timer_at: None,
+                life: None,
                 cut: false,
                 closed: false,
                 first_rank: if i == 0 { 0 } else { (i as u32 - 1) * cfg.ppn },
@@ -508,6 +505,7 @@ impl Cluster {
             }
         }
         let core = c.new_core(NodeSetup { job, plan: root }, true);
+        c.nodes[0].life = Some(c.new_life(&core));
         c.nodes[0].core = Some(core);
         let t0 = ns(c.cfg.costs.fe_start);
         c.start_launches(0, t0);
@@ -640,20 +638,20 @@ impl Cluster {
     fn handle(&mut self, t: Time, ev: Ev) {
         match ev {
             Ev::Hello { parent, idx } => self.hello(t, parent, idx),
-            Ev::LaunchTimeout { parent, idx } => {
-                let p = &self.nodes[parent as usize];
-                if p.dead || p.child_up[idx as usize] || p.child_lost[idx as usize] {
+            Ev::Launch { node, i } => self.launch_step(node, i, t),
+            Ev::LauncherExited { parent, idx, what } => {
+                let p = &mut self.nodes[parent as usize];
+                if p.dead {
                     return;
                 }
-                let secs = self.cfg.launch_timeout;
-                let why = format!("no connection within the launch timeout ({secs} s)");
-                self.child_lost(t, parent, idx, &why);
+                let g = p
+                    .life
+                    .as_mut()
+                    .and_then(|l| l.launcher_exited(idx as usize, what.into(), secs(t)));
+                if let Some(g) = g {
+                    self.gave_up(t, parent, g);
+                }
             }
-            Ev::NextBatch { node } => {
-                let at = t.max(self.nodes[node as usize].lane_free);
-                self.push(at, Ev::Launch { node, i: 0 });
-            }
-            Ev::Launch { node, i } => self.launch_step(node, i, t),
             Ev::Work { left, then } => {
                 let q = left.min(SLICE);
                 let end = self.work(t, q);
@@ -721,7 +719,17 @@ impl Cluster {
                 }
                 n.timer_at = None;
                 // The deadline was rounded to whole ns: fire what is due within that.
-                self.with_core(node, t, |c, fx| c.handle_timeout(secs(t + 1), fx));
+                let now = secs(t + 1);
+                let gave_up = match (&mut n.life, &n.core) {
+                    (Some(life), Some(core)) => {
+                        life.handle_timeout(now, |i| core.child_ranks_left(i))
+                    }
+                    _ => Vec::new(),
+                };
+                for g in gave_up {
+                    self.gave_up(t, node, g);
+                }
+                self.with_core(node, t, |c, fx| c.handle_timeout(now, fx));
             }
             Ev::Fault(i) => self.fault(t, i),
         }
@@ -732,23 +740,40 @@ impl Cluster {
     fn with_core(&mut self, node: u32, t: Time, f: impl FnOnce(&mut NodeCore, &mut Vec<Effect>)) {
         let mut fx = std::mem::take(&mut self.fx);
         self.clock.store(t, std::sync::atomic::Ordering::Relaxed);
-        let mut due = None;
         if let Some(core) = self.nodes[node as usize].core.as_mut() {
             f(core, &mut fx);
-            due = core.poll_timeout().map(|at| ns(at).max(t));
         }
+        self.arm(node, t);
+        self.apply(node, t, &mut fx);
+        self.fx = fx;
+    }
+
+    /// Queue `node`'s next timer (its core's or its launch lifecycle's) if it is earlier
+    /// than the one queued.
+    fn arm(&mut self, node: u32, t: Time) {
+        let n = &mut self.nodes[node as usize];
+        let due = [
+            n.core.as_ref().and_then(NodeCore::poll_timeout),
+            n.life.as_ref().and_then(Launches::poll_timeout),
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::min)
+        .map(|at| ns(at).max(t));
         if let Some(at) = due {
-            let n = &mut self.nodes[node as usize];
             if n.timer_at.is_none_or(|cur| at < cur) {
                 n.timer_at = Some(at);
                 self.push(at, Ev::Timer { node });
             }
         }
-        self.apply(node, t, &mut fx);
-        self.fx = fx;
     }
 
     /// A core on the simulation's virtual clock.
+    fn new_life(&self, core: &NodeCore) -> Launches {
+        let timeout = std::time::Duration::from_millis(core.job().launch_timeout_ms);
+        Launches::new(core.plan().children.len(), core.job().launch_batch, timeout)
+    }
+
     fn new_core(&self, setup: NodeSetup, is_root: bool) -> NodeCore {
         let mut core = NodeCore::new(setup, is_root, false);
         let clock = self.clock.clone();
@@ -773,23 +798,20 @@ impl Cluster {
     /// child, or start the ranks once the batch is out.
     fn launch_step(&mut self, node: u32, i: u32, t: Time) {
         let (seq, slots) = (ns(self.cfg.costs.seq), self.cfg.costs.slots.max(1));
-        let batch = self.cfg.batch.filter(|b| *b > 0);
         let n = &mut self.nodes[node as usize];
         if n.dead {
             return;
         }
-        let more =
-            (n.next_launch as usize) < n.children.len() && batch.is_none_or(|b| n.in_batch < b);
-        if !more {
-            n.lane_free = t;
+        let Some(idx) = n.life.as_mut().and_then(|l| l.next_launch(secs(t))) else {
+            n.lane_free = n.lane_free.max(t);
             if !std::mem::replace(&mut n.forked, true) {
                 self.push(t, Ev::Fork { node, local: 0 });
             }
             return;
-        }
-        let idx = n.next_launch;
-        n.next_launch += 1;
-        n.in_batch += 1;
+        };
+        self.arm(node, t);
+        let idx = idx as u32;
+        let n = &mut self.nodes[node as usize];
         let child = n.children[idx as usize];
         // The launch takes SEQ of its lane (c lanes without shared cores: launches go out
         // in groups of c, as the launch model says).
@@ -801,7 +823,7 @@ impl Cluster {
         };
         let rem = ns(self.jitter(self.cfg.costs.rem));
         if self.nodes[child as usize].dead {
-            self.push(done, Ev::Closed { to: node, from: From::Child(idx), why: KILLED_EARLY });
+            self.push(done, Ev::LauncherExited { parent: node, idx, what: KILLED_EARLY });
         } else if !self.nodes[child as usize].never {
             if self.pool.is_empty() {
                 self.push(t + rem, Ev::Hello { parent: node, idx });
@@ -809,7 +831,6 @@ impl Cluster {
                 self.work_then(done, rem, Ev::Hello { parent: node, idx });
             }
         }
-        self.push(t + ns(self.cfg.launch_timeout), Ev::LaunchTimeout { parent: node, idx });
         self.nodes[node as usize].lane_free = done;
         self.push(next, Ev::Launch { node, i: i + 1 });
     }
@@ -841,19 +862,16 @@ impl Cluster {
 
     /// A launch of `node` settled (connected or given up): maybe the next batch.
     fn settled(&mut self, node: u32, t: Time) {
-        let n = &mut self.nodes[node as usize];
-        n.in_batch = n.in_batch.saturating_sub(1);
-        if self.cfg.batch.is_some()
-            && n.in_batch == 0
-            && (n.next_launch as usize) < n.children.len()
-        {
-            self.push(t, Ev::NextBatch { node });
+        if self.cfg.batch.is_some() {
+            let at = t.max(self.nodes[node as usize].lane_free);
+            self.push(at, Ev::Launch { node, i: 0 });
         }
     }
 
     fn hello(&mut self, t: Time, parent: u32, idx: u32) {
-        let p = &self.nodes[parent as usize];
-        if p.dead || p.child_lost[idx as usize] || p.child_up[idx as usize] {
+        let p = &mut self.nodes[parent as usize];
+        // The lifecycle drops a second hello, or one after the child was given up.
+        if p.dead || !p.life.as_mut().is_some_and(|l| l.connected(idx as usize)) {
             return;
         }
         self.nodes[parent as usize].child_up[idx as usize] = true;
@@ -965,7 +983,9 @@ impl Cluster {
                         secs(done)
                     );
                 }
-                self.nodes[to as usize].core = Some(self.new_core(*setup, false));
+                let core = self.new_core(*setup, false);
+                self.nodes[to as usize].life = Some(self.new_life(&core));
+                self.nodes[to as usize].core = Some(core);
                 self.start_launches(to, done);
             }
             (From::Parent, msg) => self.with_core(to, done, |c, fx| c.parent_msg(msg, fx)),
@@ -979,19 +999,27 @@ impl Cluster {
         self.maybe_close(to, done);
     }
 
+    /// Child `idx`'s connection ended (`why`).
     fn child_lost(&mut self, t: Time, node: u32, idx: u32, why: &str) {
+        let n = &mut self.nodes[node as usize];
+        let left = n.core.as_ref().map_or(0, |c| c.child_ranks_left(idx as usize));
+        if let Some(g) = n.life.as_mut().and_then(|l| l.closed(idx as usize, why, left)) {
+            self.gave_up(t, node, g);
+        }
+    }
+
+    /// The lifecycle gave child `g.idx` up: its subtree is lost to the core.
+    fn gave_up(&mut self, t: Time, node: u32, g: GiveUp) {
+        let idx = g.idx as u32;
         let n = &mut self.nodes[node as usize];
         if n.child_lost[idx as usize] {
             return;
         }
-        let was_up = n.child_up[idx as usize];
         n.child_lost[idx as usize] = true;
         n.queued.remove(&idx);
-        if !was_up {
-            self.settled(node, t);
-        }
+        self.settled(node, t);
         let done = self.cpu(node, t, 0);
-        self.with_core(node, done, |c, fx| c.child_gone(idx as usize, why, fx));
+        self.with_core(node, done, |c, fx| c.child_gone(idx as usize, &g.why, fx));
         self.maybe_close(node, done);
     }
 
@@ -1280,11 +1308,12 @@ impl Cluster {
                     n.never = true;
                     n.dead = true;
                     let (parent, idx) = (n.parent, n.idx);
-                    if self.nodes[parent as usize].next_launch > idx {
-                        self.push(
-                            t,
-                            Ev::Closed { to: parent, from: From::Child(idx), why: KILLED_EARLY },
-                        );
+                    let launched = self.nodes[parent as usize]
+                        .life
+                        .as_ref()
+                        .is_some_and(|l| l.launched(idx as usize));
+                    if launched {
+                        self.push(t, Ev::LauncherExited { parent, idx, what: KILLED_EARLY });
                     }
                     return;
                 }
