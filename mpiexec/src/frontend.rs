@@ -11,8 +11,10 @@ use libi::job::{LauncherKind, NodePlan};
 use libi::job::{NodeSetup, RankEnd, SpawnRequest};
 use libi::msg::{Msg, NameOp, Stream};
 use libi::report::{now, NodeReport, Report};
-use nla::core::{Effect, NodeCore};
-use nla::tree::{accept_loop, listen, spawn_launcher, Children, EvSink, PendingConn, TreeEv, STEP};
+use libi_node::core::{Effect, NodeCore};
+use libi_node::tree::{
+    accept_loop, listen, spawn_launcher, Children, EvSink, PendingConn, TreeEv, STEP,
+};
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::net::IpAddr;
@@ -125,7 +127,7 @@ struct FrontEnd {
 /// Run the job; returns the exit status for `libi-mpiexec`.
 pub async fn run(plan: Plan, opts: Options) -> i32 {
     // Descriptors for the child connections and launchers, before any other thread exists.
-    nla::reserve_fd_table(8 * plan.nodes + 64);
+    libi_node::reserve_fd_table(8 * plan.nodes + 64);
     let t0 = now();
     let started = Instant::now();
     let (tx, mut rx) = unbounded_channel::<Fe>();
@@ -167,7 +169,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         no_cleanup: opts.no_cleanup,
     };
     // Our own diagnostics queue behind the ranks' output on the stderr writer.
-    nla::set_stderr_sink(fe.out.stderr_sink());
+    libi_node::set_stderr_sink(fe.out.stderr_sink());
     let setup = NodeSetup { job: fe.plan.job.clone(), plan: fe.plan.root.clone() };
     fe.out.place(0, &setup.plan);
     match fe.start_group(setup).await {
@@ -398,7 +400,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         );
         fe.out.line(&m);
     }
-    nla::guard::flush_rejections();
+    libi_node::guard::flush_rejections();
     if let Some((first, word, n)) = fe.rank_word {
         let status = libi::job::combined_status(word);
         if status != libi::job::combined_status(first) {

@@ -47,8 +47,8 @@ fn main() -> ExitCode {
     // MPICH's singleton init starts us with stdin closed: keep descriptors 0-2 taken, or the
     // first socket we open would become our "stdin".
     reserve_std_fds();
-    nla::init_tracing(cl.global.verbose);
-    nla::tune_allocator();
+    libi_node::init_tracing(cl.global.verbose);
+    libi_node::tune_allocator();
     let timeout = match std::env::var("MPIEXEC_TIMEOUT") {
         Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u64>() {
             Ok(0) => None,
@@ -87,7 +87,7 @@ fn main() -> ExitCode {
         // Positive, nonzero, different between concurrent jobs on a node (MVAPICH names its
         // shared-memory files after it) and not guessable: pmgr_collective's ranks
         // authenticate their tree connections to each other with it (a v8 client never sends
-        // it to the server, which identifies its ranks otherwise: see `nla/src/peer.rs`).
+        // it to the server, which identifies its ranks otherwise: see `node/src/peer.rs`).
         job_id: rand::Rng::gen_range(&mut rand::rngs::OsRng, 1..=i32::MAX),
         slurm,
         rm_hosts,
@@ -110,7 +110,7 @@ fn main() -> ExitCode {
     // error now, not a failed start later.
     if plan.job.launcher.kind == libi::job::LauncherKind::Fork {
         for node in plan.root.nodes().into_iter().filter(|n| !n.ranks.is_empty()) {
-            if let Err(m) = nla::bind::node_cpus(&plan.job, node) {
+            if let Err(m) = libi_node::bind::node_cpus(&plan.job, node) {
                 eprintln!("libi-mpiexec: {m}");
                 return ExitCode::from(2);
             }
@@ -137,7 +137,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    nla::driver::raise_fd_limit();
+    libi_node::driver::raise_fd_limit();
     let status = rt.block_on(frontend::run(plan, opts));
     // Do not wait for the stdin thread.
     std::process::exit(status & 0xff);

@@ -16,8 +16,8 @@ use libi::job::{
 };
 use libi::msg::Msg;
 use libi::tree::Shape;
-use nla::core::{Effect, NodeCore, ProcEnd};
-use nla::launch::{GiveUp, Launches};
+use libi_node::core::{Effect, NodeCore, ProcEnd};
+use libi_node::launch::{GiveUp, Launches};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 
@@ -289,7 +289,7 @@ struct Node {
     never: bool,
     /// When the core's (or the launch lifecycle's) next timer is queued.
     timer_at: Option<Time>,
-    /// The real launch lifecycle (`nla::launch`): order, batches, deadlines, give-ups.
+    /// The real launch lifecycle (`libi_node::launch`): order, batches, deadlines, give-ups.
     life: Option<Launches>,
     /// A `drop` fault came before the connection: it breaks as soon as it is made.
     drop_on_connect: bool,

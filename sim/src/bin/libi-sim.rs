@@ -89,7 +89,7 @@ fn list<T>(s: &str, what: &str, f: impl Fn(&str) -> Result<T, String>) -> Result
 fn main() -> ExitCode {
     let args = Args::parse();
     // Millions of small allocations come and go: keep freed memory for reuse.
-    nla::tune_allocator();
+    libi_node::tune_allocator();
     match run(&args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

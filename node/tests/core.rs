@@ -6,7 +6,7 @@ use libi::job::{
     AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, NodeSetup, RankEnd, RankSlot,
 };
 use libi::msg::{codec_with_max, KvsTop, Msg};
-use nla::core::{Effect, NodeCore, ProcEnd, Timer};
+use libi_node::core::{Effect, NodeCore, ProcEnd, Timer};
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

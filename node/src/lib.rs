@@ -1,9 +1,11 @@
-//! libi-nla, the Node Launch Agent: one per node. It connects back to its parent, receives its
-//! part of the job, forks the local ranks (one socketpair each as `PMI_FD`), serves PMI to
-//! them and forwards what it cannot answer up the tree.
+//! libi-node, the node runtime: what every node of a job's tree runs — each Node Launch
+//! Agent (`libi-nla`, one per node: it connects back to its parent, receives its part of the
+//! job, forks the local ranks with one socketpair each as `PMI_FD`, serves PMI to them and
+//! forwards what it cannot answer up the tree) and the front end, which is the tree's root.
+//! The pure parts (`core`, `launch`, `kvs`) are also what `libi-sim` drives.
 //!
 //! * [`bind`]: the cpu set of each local rank (`-bind-to`, `-map-by`);
-//! * [`core`]: the pure node state machine (KVS, fences, exit classification);
+//! * [`core`]: the pure node state machine (KVS, fences, exit classification, every timer);
 //! * [`driver`]: the tokio driver (tree connection, rank processes, stdio, signals, timers);
 //! * [`spawn`]: how a rank process is started (environment, PMI_FD, process group);
 //! * [`launch`]: the child-launch lifecycle (order, batches, deadlines, give-ups), pure;

@@ -33,8 +33,8 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    nla::init_tracing(args.verbose);
-    nla::tune_allocator();
+    libi_node::init_tracing(args.verbose);
+    libi_node::tune_allocator();
     let mut secret = String::new();
     if std::io::stdin().lock().read_line(&mut secret).is_err() || secret.trim().is_empty() {
         eprintln!("libi-nla: no job secret on stdin (libi-nla is started by libi-mpiexec)");
@@ -48,17 +48,19 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    nla::driver::raise_fd_limit();
+    libi_node::driver::raise_fd_limit();
     let parent = match (args.parent, args.node, args.rendezvous) {
-        (Some(addr), Some(node), _) => nla::driver::Parent::Direct { addr, node },
-        (_, _, Some(front_end)) => nla::driver::Parent::Rendezvous { front_end, host: args.host },
+        (Some(addr), Some(node), _) => libi_node::driver::Parent::Direct { addr, node },
+        (_, _, Some(front_end)) => {
+            libi_node::driver::Parent::Rendezvous { front_end, host: args.host }
+        }
         _ => {
             eprintln!("libi-nla: give --parent ADDR --node ID or --rendezvous ADDR");
             return ExitCode::from(2);
         }
     };
     let who = args.node.map(|n| format!("node {n}")).unwrap_or_else(|| "joining NLA".into());
-    match rt.block_on(nla::driver::run(parent, secret, args.keep_stdin)) {
+    match rt.block_on(libi_node::driver::run(parent, secret, args.keep_stdin)) {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
             eprintln!("libi-nla: {who}: {e}");
