@@ -88,8 +88,6 @@ fn list<T>(s: &str, what: &str, f: impl Fn(&str) -> Result<T, String>) -> Result
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    // Millions of small allocations come and go: keep freed memory for reuse.
-    libi_node::tune_allocator();
     match run(&args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -198,3 +196,8 @@ fn run(a: &Args) -> Result<u8, String> {
     }
     Ok(worst)
 }
+
+/// Tens of millions of small allocations come and go (PMI lines, answers, tree messages):
+/// mimalloc's thread-local free lists take a third less time than glibc's here.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
