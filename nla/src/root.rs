@@ -1001,3 +1001,626 @@ pub fn signal_name(sig: i32) -> String {
         .map(|s| s.as_str().to_string())
         .unwrap_or_else(|_| format!("signal {sig}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use libi::job::RankSlot;
+
+    /// The front end (node 0 on `root`) over n1 (ranks 0, 1) and n2 (ranks 2, 3).
+    fn plan() -> NodePlan {
+        let node = |node: u32, host: &str, ranks: Vec<u32>| NodePlan {
+            node,
+            host: host.into(),
+            ranks: ranks.into_iter().map(|rank| RankSlot { rank, app: 0 }).collect(),
+            children: Vec::new(),
+        };
+        NodePlan {
+            children: vec![node(1, "n1", vec![0, 1]), node(2, "n2", vec![2, 3])],
+            ..node(0, "root", vec![])
+        }
+    }
+
+    fn cfg() -> RootConfig {
+        RootConfig { grace: 3.0, ..RootConfig::default() }
+    }
+
+    /// A root core whose job (group 0) started at time 0.
+    fn started(cfg: RootConfig) -> RootCore {
+        let mut c = RootCore::new(cfg, &plan(), 4, 0.0);
+        assert_eq!(c.job_started(0.0, 2, "kvs0".into()), 0);
+        c
+    }
+
+    fn host_of(rank: u32) -> &'static str {
+        if rank < 2 {
+            "n1"
+        } else {
+            "n2"
+        }
+    }
+
+    fn end(c: &mut RootCore, now: f64, g: usize, rank: u32, end: RankEnd) {
+        c.root_msg(now, g, Msg::RankEnded { rank, host: host_of(rank).into(), end });
+    }
+
+    fn exited(code: i32) -> RankEnd {
+        RankEnd::Exited { code, clean_pmi: true }
+    }
+
+    fn signaled(signal: i32) -> RankEnd {
+        RankEnd::Signaled { signal }
+    }
+
+    fn prints(fx: &[Effect]) -> Vec<String> {
+        fx.iter()
+            .filter_map(|e| match e {
+                Effect::Print(m) => Some(m.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn kills(fx: &[Effect]) -> Vec<usize> {
+        fx.iter()
+            .filter_map(|e| match e {
+                Effect::KillGroup(g) => Some(*g),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// (group, message) of every `ToGroup`.
+    fn to_groups(fx: &[Effect]) -> Vec<(usize, Msg)> {
+        fx.iter()
+            .filter_map(|e| match e {
+                Effect::ToGroup(g, m) => Some((*g, m.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The trees finished at `now`, the launchers exited: returns the effects from there
+    /// to the end of the run (the core is in [`Phase::Flush`]).
+    fn finish(c: &mut RootCore, now: f64) -> Vec<Effect> {
+        c.take_effects();
+        c.tree_state(now, true, 0);
+        assert_eq!(c.phase(), Phase::Close);
+        c.launchers_done(now);
+        assert_eq!(c.phase(), Phase::Flush);
+        c.take_effects()
+    }
+
+    fn quiet() -> Streams {
+        Streams::default()
+    }
+
+    /// A stream with output queued that wrote nothing for `idle` seconds.
+    fn waiting(idle: f64) -> StreamState {
+        StreamState { broken: false, queued: true, idle }
+    }
+
+    #[test]
+    fn first_rank_failure_tears_down_and_later_ones_are_ored() {
+        let mut c = started(cfg());
+        end(&mut c, 1.0, 0, 0, exited(3));
+        let fx = c.take_effects();
+        assert_eq!(prints(&fx), ["rank 0 on n1 exited with code 3"]);
+        assert_eq!(kills(&fx), [0]);
+        assert_eq!(c.status(), 3);
+        end(&mut c, 1.1, 0, 2, exited(5));
+        assert_eq!(c.status(), 7);
+        assert!(prints(&c.take_effects()).is_empty(), "one line for the job's failure");
+        let fx = finish(&mut c, 2.0);
+        assert_eq!(
+            prints(&fx),
+            ["exit status 7: the statuses of the 2 ranks that failed, combined \
+              (-print-all-exitcodes lists every rank's)"]
+        );
+    }
+
+    #[test]
+    fn segfault_and_exit_2_make_139() {
+        let mut c = started(cfg());
+        end(&mut c, 1.0, 0, 1, signaled(libc::SIGSEGV));
+        assert_eq!(prints(&c.take_effects()), ["rank 1 on n1 was killed by signal 11 (SIGSEGV)"]);
+        assert_eq!(c.status(), 139);
+        end(&mut c, 1.0, 0, 3, exited(2));
+        assert_eq!(c.status(), 139);
+        // One combined status that equals the first's: no second line.
+        assert!(prints(&finish(&mut c, 2.0)).is_empty());
+    }
+
+    #[test]
+    fn ranks_ended_by_our_teardown_do_not_count() {
+        let mut c = started(cfg());
+        end(&mut c, 1.0, 0, 0, exited(3));
+        for (rank, e) in [
+            (1, signaled(libc::SIGTERM)),
+            (2, signaled(libc::SIGKILL)),
+            (3, exited(143)),
+            (3, exited(137)),
+        ] {
+            end(&mut c, 1.5, 0, rank, e);
+            assert_eq!(c.status(), 3);
+        }
+        assert!(prints(&finish(&mut c, 2.0)).is_empty());
+    }
+
+    #[test]
+    fn a_sigterm_we_did_not_send_fails_the_job() {
+        let mut c = started(cfg());
+        end(&mut c, 1.0, 0, 2, signaled(libc::SIGTERM));
+        assert_eq!(c.status(), 143);
+        assert_eq!(kills(&c.take_effects()), [0]);
+    }
+
+    #[test]
+    fn timeout_is_124_with_its_message() {
+        let mut c = started(RootConfig { timeout: Some(5.0), ..cfg() });
+        assert_eq!(c.poll_timeout(), Some(5.0));
+        c.handle_timeout(4.9, &quiet());
+        assert!(c.take_effects().is_empty());
+        c.handle_timeout(5.0, &quiet());
+        let fx = c.take_effects();
+        assert_eq!(prints(&fx), ["job timed out after 5 s (MPIEXEC_TIMEOUT); killing it"]);
+        assert_eq!(kills(&fx), [0]);
+        assert_eq!(c.status(), STATUS_TIMEOUT);
+        // What the teardown does to the ranks does not change it.
+        end(&mut c, 5.1, 0, 0, signaled(libc::SIGTERM));
+        end(&mut c, 5.1, 0, 1, exited(2));
+        assert_eq!(c.status(), STATUS_TIMEOUT);
+        // The deadline is gone; the teardown's own timers are armed instead (its first
+        // output check ran with it).
+        assert_eq!(c.poll_timeout(), Some(5.0 + STALLED_CHECK));
+    }
+
+    #[test]
+    fn a_second_sigint_within_2_s_kills_the_job() {
+        let mut c = started(cfg());
+        c.root_msg(0.0, 0, Msg::NodeUp { node: 1, host: "n1".into(), ranks: 2 });
+        c.take_effects();
+        let forwarded = |fx: &[Effect]| {
+            fx.iter()
+                .filter(|e| {
+                    matches!(
+                        e,
+                        Effect::GroupEffect(
+                            0,
+                            NodeEffect::ToChildren(Msg::Signal { signal: libc::SIGINT })
+                        )
+                    )
+                })
+                .count()
+        };
+        c.signal(1.0, libc::SIGINT);
+        let fx = c.take_effects();
+        assert_eq!((forwarded(&fx), kills(&fx).len()), (1, 0));
+        // 2.5 s later: a first SIGINT again.
+        c.signal(3.5, libc::SIGINT);
+        let fx = c.take_effects();
+        assert_eq!((forwarded(&fx), kills(&fx).len()), (1, 0));
+        assert_eq!(c.status(), 0);
+        c.signal(4.0, libc::SIGINT);
+        let fx = c.take_effects();
+        assert_eq!(prints(&fx), ["second SIGINT: killing the job"]);
+        assert_eq!((forwarded(&fx), kills(&fx)), (0, vec![0]));
+        assert_eq!(c.status(), 130);
+    }
+
+    #[test]
+    fn sigterm_and_sighup_end_the_job_other_signals_are_forwarded() {
+        for (sig, line) in [
+            (libc::SIGTERM, "received SIGTERM: terminating the job"),
+            (libc::SIGHUP, "received SIGHUP: terminating the job"),
+        ] {
+            let mut c = started(cfg());
+            c.signal(1.0, sig);
+            let fx = c.take_effects();
+            assert_eq!((prints(&fx), kills(&fx)), (vec![line.to_string()], vec![0]));
+            assert_eq!(c.status(), 128 + sig);
+        }
+        let mut c = started(cfg());
+        c.signal(1.0, libc::SIGUSR1);
+        let fx = c.take_effects();
+        assert!(matches!(
+            fx.as_slice(),
+            [Effect::GroupEffect(0, NodeEffect::ToChildren(Msg::Signal { signal: libc::SIGUSR1 }))]
+        ));
+        assert_eq!(c.status(), 0);
+    }
+
+    #[test]
+    fn output_is_acknowledged_in_quarter_windows() {
+        let mut c = started(cfg());
+        let piece = Bytes::from(vec![b'x'; (OUTPUT_WINDOW / 8) as usize]);
+        c.rank_output(0, 1, 2, Stream::Stdout, piece.clone(), &quiet());
+        c.rank_output(0, 1, 2, Stream::Stdout, piece, &quiet());
+        assert!(matches!(
+            c.take_effects().as_slice(),
+            [Effect::Output { from: Some(1), .. }, Effect::Output { from: Some(1), .. }]
+        ));
+        c.output_written(0, 1, OUTPUT_WINDOW / 8);
+        assert!(c.take_effects().is_empty());
+        c.output_written(0, 1, OUTPUT_WINDOW / 8);
+        let fx = c.take_effects();
+        assert!(
+            matches!(fx.as_slice(), [Effect::Ack { g: 0, idx: 1, bytes }] if *bytes == OUTPUT_WINDOW / 4)
+        );
+    }
+
+    #[test]
+    fn stalled_output_is_dropped_only_while_tearing_down() {
+        let mut c = started(cfg());
+        let data = Bytes::from_static(b"0123456789");
+        let stalled = Streams { stdout: waiting(10.0), ..quiet() };
+        // While the job runs, a stopped reader holds the ranks back (nothing dropped).
+        c.rank_output(0, 0, 0, Stream::Stdout, data.clone(), &stalled);
+        assert!(matches!(c.take_effects().as_slice(), [Effect::Output { .. }]));
+        c.signal(10.0, libc::SIGTERM);
+        c.take_effects();
+        // The first check is when the teardown starts.
+        assert_eq!(c.poll_timeout(), Some(10.0));
+        c.handle_timeout(10.0, &Streams { stdout: waiting(0.4), ..quiet() });
+        assert!(c.take_effects().is_empty(), "0.4 s without a write is not a stall");
+        assert_eq!(c.poll_timeout(), Some(10.0 + STALLED_CHECK));
+        // Not written for 0.4 s: still written; for 0.5 s: dropped and acknowledged.
+        c.rank_output(
+            0,
+            0,
+            0,
+            Stream::Stdout,
+            data.clone(),
+            &Streams { stdout: waiting(0.4), ..quiet() },
+        );
+        assert!(matches!(c.take_effects().as_slice(), [Effect::Output { .. }]));
+        c.rank_output(
+            0,
+            1,
+            0,
+            Stream::Stdout,
+            data.clone(),
+            &Streams { stdout: waiting(0.5), ..quiet() },
+        );
+        assert!(matches!(c.take_effects().as_slice(), [Effect::Ack { g: 0, idx: 1, bytes: 10 }]));
+        // A stall of stdout does not drop stderr output.
+        c.rank_output(0, 1, 0, Stream::Stderr, data.clone(), &stalled);
+        assert!(matches!(c.take_effects().as_slice(), [Effect::Output { .. }]));
+        // A broken stream drops too, but that is not counted as dropped (nobody to tell).
+        let broken = StreamState { broken: true, ..StreamState::default() };
+        c.rank_output(0, 1, 0, Stream::Stdout, data, &Streams { stdout: broken, ..quiet() });
+        assert!(matches!(c.take_effects().as_slice(), [Effect::Ack { bytes: 10, .. }]));
+        // The next check finds stdout stalled: everything still owed is acknowledged.
+        c.handle_timeout(10.25, &Streams { stdout: waiting(0.6), ..quiet() });
+        let mut acks: Vec<_> = c
+            .take_effects()
+            .into_iter()
+            .map(|e| match e {
+                Effect::Ack { g, idx, bytes } => (g, idx, bytes),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        acks.sort();
+        assert_eq!(acks, [(0, 0, 20), (0, 1, 10)]);
+        let fx = finish(&mut c, 11.0);
+        assert_eq!(
+            prints(&fx),
+            ["10 bytes of the ranks' output were dropped: our output was not being read while \
+              the job was torn down"]
+        );
+    }
+
+    #[test]
+    fn broken_output_tears_down_with_141_silently() {
+        let mut c = started(cfg());
+        c.output_broken(1.0);
+        let fx = c.take_effects();
+        assert_eq!((prints(&fx).len(), kills(&fx)), (0, vec![0]));
+        assert_eq!(c.status(), STATUS_BROKEN_OUTPUT);
+        assert_eq!(STATUS_BROKEN_OUTPUT, 141);
+    }
+
+    #[test]
+    fn name_table() {
+        let mut c = started(cfg());
+        let mut op = |op: NameOp| {
+            c.root_msg(0.0, 0, Msg::Name { req: 9, op });
+            match to_groups(&c.take_effects()).as_slice() {
+                [(0, Msg::NameResult { req: 9, ok, port })] => (*ok, port.clone()),
+                other => panic!("{other:?}"),
+            }
+        };
+        let publish = |port: &str| NameOp::Publish { service: "svc".into(), port: port.into() };
+        let lookup = || NameOp::Lookup { service: "svc".into() };
+        let unpublish = || NameOp::Unpublish { service: "svc".into() };
+        assert_eq!(op(lookup()), (false, None));
+        assert_eq!(op(publish("p1")), (true, None));
+        assert_eq!(op(publish("p2")), (false, None), "a name is published once");
+        assert_eq!(op(lookup()), (true, Some("p1".into())));
+        assert_eq!(op(unpublish()), (true, None));
+        assert_eq!(op(unpublish()), (false, None));
+        assert_eq!(op(lookup()), (false, None));
+        assert_eq!(op(publish("p3")), (true, None));
+    }
+
+    fn request(rank: u32) -> Box<SpawnRequest> {
+        Box::new(SpawnRequest { rank, app: 0, host: "n1".into(), cmds: Vec::new() })
+    }
+
+    /// Rank 1 of the job asks to spawn (request 7); the new group (1 NLA) starts.
+    fn spawned(c: &mut RootCore) -> usize {
+        c.root_msg(1.0, 0, Msg::Spawn { req: 7, spawn: request(1) });
+        let who = match c.take_effects().as_slice() {
+            [Effect::Spawn { g: 0, req: 7, who, .. }] => who.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(who, "rank 1 on n1");
+        c.spawn_started(1.0, 0, 7, who, 1, "kvs1".into(), None, "addr")
+    }
+
+    #[test]
+    fn a_spawn_is_answered_when_its_ranks_run() {
+        let mut c = started(cfg());
+        let g = spawned(&mut c);
+        assert_eq!(g, 1);
+        assert!(to_groups(&c.take_effects()).is_empty());
+        c.root_msg(1.2, g, Msg::NodeUp { node: 1, host: "n1".into(), ranks: 2 });
+        let answer = Msg::SpawnResult { req: 7, rc: 0, jobid: Some("kvs1".into()) };
+        assert_eq!(to_groups(&c.take_effects()), [(0, answer)]);
+    }
+
+    #[test]
+    fn a_failed_spawn_launch_fails_the_spawn_not_the_job() {
+        let mut c = started(cfg());
+        let g = spawned(&mut c);
+        let lost = Msg::SubtreeLost { host: "n1".into(), ranks: 2, message: "lost n1".into() };
+        c.root_msg(1.5, g, lost);
+        let fx = c.take_effects();
+        assert_eq!(prints(&fx), ["spawn by rank 1 on n1 failed: lost n1"]);
+        assert_eq!(kills(&fx), [g]);
+        assert_eq!(to_groups(&fx), [(0, Msg::SpawnResult { req: 7, rc: -1, jobid: None })]);
+        assert!(c.abandoned(g) && !c.killing() && c.status() == 0);
+        // Its ranks' ends and aborts do not fail the job either.
+        end(&mut c, 1.6, g, 0, exited(9));
+        c.root_msg(1.6, g, Msg::Abort { rank: 0, host: "n1".into(), code: 4, message: None });
+        assert!(c.take_effects().is_empty());
+        assert_eq!(c.status(), 0);
+    }
+
+    #[test]
+    fn a_spawned_rank_that_fails_fails_the_job() {
+        let mut c = started(cfg());
+        let g = spawned(&mut c);
+        end(&mut c, 1.5, g, 0, exited(4));
+        let fx = c.take_effects();
+        assert_eq!(prints(&fx), ["rank 0 of spawn 1 on n1 exited with code 4"]);
+        assert_eq!(kills(&fx), [0, 1]);
+        assert_eq!(c.status(), 4);
+    }
+
+    #[test]
+    fn refused_spawns_and_none_while_tearing_down() {
+        let mut c = started(cfg());
+        c.spawn_refused(0, 3, "rank 1 on n1", "nothing to spawn");
+        let fx = c.take_effects();
+        assert_eq!(prints(&fx), ["spawn by rank 1 on n1 failed: nothing to spawn"]);
+        assert_eq!(to_groups(&fx), [(0, Msg::SpawnResult { req: 3, rc: -1, jobid: None })]);
+        c.signal(2.0, libc::SIGTERM);
+        c.take_effects();
+        c.root_msg(2.1, 0, Msg::Spawn { req: 4, spawn: request(0) });
+        assert!(c.take_effects().is_empty());
+    }
+
+    #[test]
+    fn the_jobs_nlas_start_a_spawn_where_they_still_run_ranks() {
+        let mut c = started(cfg());
+        let hosts = ["n2".to_string(), "n1".to_string()];
+        assert_eq!(c.spawn_agents(&hosts), Some(vec![(2, "n2".into()), (1, "n1".into())]));
+        assert_eq!(c.spawn_agents(&["elsewhere".into()]), None);
+        let g = c.spawn_started(1.0, 0, 1, "w".into(), 2, "k".into(), c.spawn_agents(&hosts), "a");
+        let starts = to_groups(&c.take_effects());
+        assert_eq!(starts.len(), 2);
+        assert!(
+            matches!(&starts[0], (0, Msg::StartNla { target: 2, front_end, .. }) if front_end == "a")
+        );
+        assert_eq!(g, 1);
+        // n2's ranks ended (cleanly): its NLA may go away, so it cannot start one.
+        end(&mut c, 2.0, 0, 2, exited(0));
+        assert!(c.spawn_agents(&hosts).is_some());
+        end(&mut c, 2.0, 0, 3, exited(0));
+        assert_eq!(c.spawn_agents(&hosts), None);
+        assert!(c.spawn_agents(&["n1".into()]).is_some());
+        let joins = started(RootConfig { launcher_joins: true, ..cfg() });
+        assert_eq!(joins.spawn_agents(&["n1".into()]), None);
+    }
+
+    #[test]
+    fn disable_auto_cleanup_keeps_the_first_status_and_the_job() {
+        let mut c = started(RootConfig { no_cleanup: true, ..cfg() });
+        end(&mut c, 1.0, 0, 0, exited(3));
+        let fx = c.take_effects();
+        assert_eq!(
+            (prints(&fx), kills(&fx)),
+            (vec!["rank 0 on n1 exited with code 3".into()], vec![])
+        );
+        assert_eq!(c.status(), 3);
+        end(&mut c, 2.0, 0, 2, exited(5));
+        assert_eq!(prints(&c.take_effects()), ["rank 2 on n2 exited with code 5"]);
+        assert_eq!(c.status(), 3);
+        assert!(!c.killing());
+        // An abort still ends the job (and its code replaces nothing: the first status
+        // stays).
+        c.root_msg(2.5, 0, Msg::Abort { rank: 1, host: "n1".into(), code: 6, message: None });
+        let fx = c.take_effects();
+        assert_eq!(prints(&fx), ["rank 1 on n1 called MPI_Abort with exit code 6"]);
+        assert_eq!(kills(&fx), [0]);
+        assert_eq!(c.status(), 6);
+    }
+
+    #[test]
+    fn abort_messages_are_escaped_and_named() {
+        let mut c = started(cfg());
+        let message = Some("bad\nthing".to_string());
+        c.root_msg(1.0, 0, Msg::Abort { rank: 2, host: "n2".into(), code: 17, message });
+        assert_eq!(
+            prints(&c.take_effects()),
+            ["rank 2 on n2 called MPI_Abort with exit code 17: bad\\x0athing"]
+        );
+        assert_eq!(c.status(), 17);
+    }
+
+    #[test]
+    fn teardown_gives_up_after_grace_plus_slack() {
+        let mut c = started(cfg());
+        end(&mut c, 1.0, 0, 0, exited(1));
+        c.take_effects();
+        let limit = 1.0 + 3.0 + TEARDOWN_SLACK;
+        let mut t = 1.0;
+        while let Some(next) = c.poll_timeout().filter(|&n| n < limit) {
+            t = next;
+            c.handle_timeout(t, &quiet());
+            assert_eq!(c.phase(), Phase::Run);
+        }
+        assert!(t < limit);
+        assert_eq!(c.poll_timeout(), Some(limit));
+        c.handle_timeout(limit, &quiet());
+        let fx = c.take_effects();
+        assert!(matches!(fx.as_slice(), [Effect::Warn(_), Effect::CloseTree]));
+        assert_eq!(c.phase(), Phase::Close);
+    }
+
+    #[test]
+    fn the_nlas_get_5_s_to_close_once_every_rank_ended() {
+        let mut c = started(cfg());
+        c.tree_state(1.0, false, 2);
+        assert_eq!(c.poll_timeout(), None);
+        c.tree_state(2.0, false, 0);
+        assert_eq!(c.poll_timeout(), Some(2.0 + CHILDREN_WAIT));
+        // Not re-armed later.
+        c.tree_state(3.0, false, 0);
+        assert_eq!(c.poll_timeout(), Some(2.0 + CHILDREN_WAIT));
+        c.handle_timeout(6.9, &quiet());
+        assert_eq!(c.phase(), Phase::Run);
+        c.handle_timeout(7.0, &quiet());
+        assert_eq!(c.phase(), Phase::Close);
+        assert!(matches!(c.take_effects().as_slice(), [Effect::CloseTree]));
+        // The launchers get LAUNCHER_WAIT, then the end is written.
+        assert_eq!(c.poll_timeout(), Some(7.0 + LAUNCHER_WAIT));
+        c.signal(8.0, libc::SIGINT);
+        assert!(c.take_effects().is_empty(), "signals wait while the links close");
+        c.handle_timeout(12.0, &quiet());
+        assert_eq!(c.phase(), Phase::Flush);
+        assert!(matches!(
+            c.take_effects().as_slice(),
+            [Effect::StopLaunchers, Effect::WriteReport, Effect::CloseOutput]
+        ));
+        c.output_finished();
+        assert_eq!(c.phase(), Phase::Flush);
+        c.output_finished();
+        assert_eq!(c.phase(), Phase::Done);
+        assert_eq!(c.status(), 0);
+    }
+
+    #[test]
+    fn flushing_stops_for_a_stalled_reader_only_after_a_failure() {
+        let stalled = Streams { stderr: waiting(1.0), ..quiet() };
+        let mut ok = started(cfg());
+        finish(&mut ok, 1.0);
+        ok.handle_timeout(1.0, &stalled);
+        ok.handle_timeout(5.0, &stalled);
+        assert_eq!(ok.phase(), Phase::Flush, "a job that succeeded waits for its reader");
+        let mut failed = started(cfg());
+        end(&mut failed, 1.0, 0, 0, exited(2));
+        finish(&mut failed, 1.5);
+        failed.handle_timeout(1.5, &quiet());
+        assert_eq!(failed.phase(), Phase::Flush);
+        failed.handle_timeout(1.5 + FLUSH_CHECK, &stalled);
+        assert_eq!((failed.phase(), failed.status()), (Phase::Done, 2));
+        // A signal ends the wait; it sets the status only when none is set.
+        ok.signal(6.0, libc::SIGINT);
+        assert_eq!((ok.phase(), ok.status()), (Phase::Done, 130));
+    }
+
+    #[test]
+    fn progress_line_only_on_a_terminal_and_after_a_second() {
+        assert_eq!(started(cfg()).poll_timeout(), None, "no terminal: no redraws");
+        let mut c = started(RootConfig { progress: true, ..cfg() });
+        let terminal = |c: &mut RootCore, t: f64| {
+            assert_eq!(c.poll_timeout(), Some(t));
+            c.handle_timeout(t, &quiet());
+            c.take_effects()
+                .into_iter()
+                .map(|e| match e {
+                    Effect::Terminal(s) => s,
+                    other => panic!("{other:?}"),
+                })
+                .collect::<Vec<_>>()
+        };
+        for t in [0.25, 0.5, 0.75, 1.0] {
+            assert!(terminal(&mut c, t).is_empty());
+        }
+        assert_eq!(terminal(&mut c, 1.25), ["\rlibi-mpiexec: started 0/4 ranks on 0/2 nodes "]);
+        c.root_msg(1.3, 0, Msg::NodeUp { node: 1, host: "n1".into(), ranks: 2 });
+        c.root_msg(1.4, 0, Msg::NodeUp { node: 2, host: "n2".into(), ranks: 2 });
+        assert_eq!(c.launch_time(), Some(1.4));
+        assert_eq!(terminal(&mut c, 1.5), ["\rlibi-mpiexec: started 4/4 ranks on 2/2 nodes \n"]);
+        assert!(terminal(&mut c, 1.75).is_empty());
+    }
+
+    #[test]
+    fn a_progress_line_is_ended_when_the_run_ends() {
+        let mut c = started(RootConfig { progress: true, ..cfg() });
+        for t in [0.25, 0.5, 0.75, 1.0, 1.25] {
+            c.handle_timeout(t, &quiet());
+        }
+        c.take_effects();
+        c.tree_state(1.3, true, 0);
+        assert!(matches!(
+            c.take_effects().as_slice(),
+            [Effect::Terminal(s), Effect::CloseTree] if s.ends_with('\n')
+        ));
+    }
+
+    #[test]
+    fn print_all_exitcodes_lists_wait_statuses_per_host() {
+        let mut c = started(RootConfig { print_all_exitcodes: true, no_cleanup: true, ..cfg() });
+        end(&mut c, 1.0, 0, 0, exited(0));
+        end(&mut c, 1.0, 0, 1, exited(3));
+        end(&mut c, 1.0, 0, 2, signaled(libc::SIGSEGV));
+        end(&mut c, 1.0, 0, 3, exited(0));
+        finish(&mut c, 2.0);
+        c.output_finished();
+        c.output_finished();
+        let fx = c.take_effects();
+        assert!(matches!(
+            fx.as_slice(),
+            [Effect::Stdout(s)] if s == "[mpiexec@root] Exit codes: [n1] 0,768\n[n2] 11,0\n"
+        ));
+        assert_eq!(c.status(), 3);
+    }
+
+    #[test]
+    fn a_job_that_could_not_start_is_255() {
+        let mut c =
+            RootCore::new(RootConfig { print_all_exitcodes: true, ..cfg() }, &plan(), 4, 0.0);
+        c.start_failed("cannot listen".into());
+        assert!(matches!(
+            c.take_effects().as_slice(),
+            [Effect::Print(m), Effect::CloseOutput] if m == "cannot listen"
+        ));
+        c.signal(0.5, libc::SIGINT);
+        assert_eq!((c.phase(), c.status()), (Phase::Done, STATUS_LAUNCH));
+        assert!(c.take_effects().is_empty(), "no exit codes for a job that never ran");
+    }
+
+    #[test]
+    fn singleton_without_finalize_is_named_as_such() {
+        let mut c = started(RootConfig { singleton: true, ..cfg() });
+        end(&mut c, 1.0, 0, 0, RankEnd::Exited { code: 0, clean_pmi: false });
+        assert_eq!(
+            prints(&c.take_effects()),
+            ["the singleton (rank 0 on n1) closed its PMI connection without finalize"]
+        );
+        assert_eq!(c.status(), 1);
+    }
+}
