@@ -19,9 +19,8 @@ use libi::job::{NodeSetup, SpawnRequest};
 use libi::msg::{Msg, Stream};
 use libi::report::{now, NodeReport, Report};
 use nla::core::{Effect, NodeCore};
-use nla::root::{self, Phase, RootConfig, RootCore, Streams};
+use nla::root::{self, Join, Phase, RootConfig, RootCore, Streams};
 use nla::tree::{accept_loop, listen, spawn_launcher, Children, EvSink, PendingConn, TreeEv, STEP};
-use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -63,7 +62,8 @@ enum Fe {
 struct Group {
     core: NodeCore,
     children: Children,
-    rendezvous: Rendezvous,
+    /// Under Slurm, where the NLAs that join go (see [`root::Rendezvous`]).
+    rendezvous: root::Rendezvous<Box<PendingConn>>,
     /// The srun step under Slurm: its pid and whether it exited.
     step: Option<(Option<u32>, bool)>,
     fx: Vec<Effect>,
@@ -200,7 +200,21 @@ impl FrontEnd {
                 Fe::Tree(g, TreeEv::Join { host, listen, conn }) => {
                     let Some(gr) = self.groups.get_mut(g) else { continue };
                     let Group { rendezvous, children, core, fx, .. } = gr;
-                    rendezvous.join(host, listen, conn, children, core, fx).await
+                    let connected =
+                        |node| core.child_index(node).is_some_and(|i| children.taken(i));
+                    for join in rendezvous.join(host, listen, conn, connected) {
+                        match join {
+                            Join::Adopt { node, host, conn } => {
+                                if let Some(idx) = core.child_index(node) {
+                                    children.adopt(idx, host, conn, core, fx).await;
+                                }
+                            }
+                            Join::Redirect { conn, node, parent } => {
+                                redirect(conn, node, parent).await
+                            }
+                            Join::Drop(why) => warn!("{why}"),
+                        }
+                    }
                 }
                 Fe::Tree(g, TreeEv::Msg(idx, Msg::Output { rank, stream, data })) => {
                     // Flow-controlled output of a child: the root core decides whether it
@@ -308,7 +322,7 @@ impl FrontEnd {
         let report = setup.job.report;
         let mut core = NodeCore::new(setup, true, report);
         let mut children = Children::new(core.plan());
-        let rendezvous = Rendezvous::new(core.plan());
+        let rendezvous = root::Rendezvous::new(core.plan());
         let (job, root) = (core.job(), core.plan());
         let mut fx = Vec::new();
         let hosts: Vec<&str> = root.children.iter().map(|c| c.host.as_str()).collect();
@@ -535,70 +549,6 @@ fn all_hosts(root: &NodePlan) -> Vec<String> {
     let mut all: Vec<&NodePlan> = root.nodes().into_iter().filter(|p| p.node != 0).collect();
     all.sort_by_key(|p| p.node);
     all.into_iter().map(|p| p.host.clone()).collect()
-}
-
-/// NLAs started by one srun step join the front end: each says which host it runs on and
-/// where it listens. The front end adopts its own children in the NLA tree and redirects
-/// every other NLA to its parent's listen address (as soon as that parent has joined).
-struct Rendezvous {
-    node_of_host: HashMap<String, u32>,
-    parent_of: HashMap<u32, u32>,
-    listen: HashMap<u32, String>,
-    pending: HashMap<u32, Vec<(u32, Box<PendingConn>)>>,
-}
-
-impl Rendezvous {
-    fn new(root: &NodePlan) -> Self {
-        let mut r = Rendezvous {
-            node_of_host: HashMap::new(),
-            parent_of: HashMap::new(),
-            listen: HashMap::new(),
-            pending: HashMap::new(),
-        };
-        for p in root.nodes() {
-            for c in &p.children {
-                r.node_of_host.insert(c.host.clone(), c.node);
-                r.parent_of.insert(c.node, p.node);
-            }
-        }
-        r
-    }
-
-    async fn join(
-        &mut self,
-        host: String,
-        listen: String,
-        conn: Box<PendingConn>,
-        children: &mut Children,
-        core: &mut NodeCore,
-        fx: &mut Vec<Effect>,
-    ) {
-        let Some(&node) = self.node_of_host.get(&host) else {
-            warn!("dropped a join from {host}: not a host of this job");
-            return;
-        };
-        // A host whose NLA already joined or connected: the connection is dropped unread (it
-        // carries the job's secret, but it is not that NLA's).
-        let connected = core.child_index(node).is_some_and(|idx| children.taken(idx));
-        if self.listen.contains_key(&node) || connected {
-            warn!("dropped a second join from {host}");
-            return;
-        }
-        self.listen.insert(node, listen.clone());
-        let parent = self.parent_of.get(&node).copied().unwrap_or(0);
-        if parent == 0 {
-            if let Some(idx) = core.child_index(node) {
-                children.adopt(idx, host, conn, core, fx).await;
-            }
-        } else if let Some(addr) = self.listen.get(&parent).cloned() {
-            redirect(conn, node, addr).await;
-        } else {
-            self.pending.entry(parent).or_default().push((node, conn));
-        }
-        for (child, conn) in self.pending.remove(&node).unwrap_or_default() {
-            redirect(conn, child, listen.clone()).await;
-        }
-    }
 }
 
 async fn redirect(mut conn: Box<PendingConn>, node: u32, parent: String) {

@@ -969,6 +969,82 @@ impl RootCore {
     }
 }
 
+/// What to do with an NLA's join (see [`Rendezvous`]).
+#[derive(Debug)]
+pub enum Join<C> {
+    /// The NLA of `node` is a child of the root: adopt its connection as that child's link.
+    Adopt { node: u32, host: String, conn: C },
+    /// Tell the NLA of `node` to connect to its parent at `parent` instead, and close.
+    Redirect { conn: C, node: u32, parent: String },
+    /// Not a join to act on (a stranger, a second join): drop the connection unread, and
+    /// log why.
+    Drop(String),
+}
+
+/// NLAs started by one launcher step (srun) join the front end: each says which host it
+/// runs on and where it listens. The front end adopts its own children in the NLA tree and
+/// redirects every other NLA to its parent's listen address, as soon as that parent has
+/// joined (until then the join waits here). `C` is the driver's connection.
+pub struct Rendezvous<C> {
+    node_of_host: HashMap<String, u32>,
+    parent_of: HashMap<u32, u32>,
+    listen: HashMap<u32, String>,
+    pending: HashMap<u32, Vec<(u32, C)>>,
+}
+
+impl<C> Rendezvous<C> {
+    /// The joins of the tree below `root` (a group's root node plan).
+    pub fn new(root: &NodePlan) -> Self {
+        let mut r = Rendezvous {
+            node_of_host: HashMap::new(),
+            parent_of: HashMap::new(),
+            listen: HashMap::new(),
+            pending: HashMap::new(),
+        };
+        for p in root.nodes() {
+            for c in &p.children {
+                r.node_of_host.insert(c.host.clone(), c.node);
+                r.parent_of.insert(c.node, p.node);
+            }
+        }
+        r
+    }
+
+    /// The NLA on `host`, listening at `listen`, joined over `conn`; `connected(node)`:
+    /// that node's NLA already has a link to the root. Returns what to do, in order (this
+    /// join, then the joins that waited for this NLA to be their parent).
+    pub fn join(
+        &mut self,
+        host: String,
+        listen: String,
+        conn: C,
+        connected: impl Fn(u32) -> bool,
+    ) -> Vec<Join<C>> {
+        let Some(&node) = self.node_of_host.get(&host) else {
+            return vec![Join::Drop(format!("dropped a join from {host}: not a host of this job"))];
+        };
+        // A host whose NLA already joined or connected: the connection is dropped unread
+        // (it carries the job's secret, but it is not that NLA's).
+        if self.listen.contains_key(&node) || connected(node) {
+            return vec![Join::Drop(format!("dropped a second join from {host}"))];
+        }
+        self.listen.insert(node, listen.clone());
+        let mut out = Vec::new();
+        let parent = self.parent_of.get(&node).copied().unwrap_or(0);
+        if parent == 0 {
+            out.push(Join::Adopt { node, host, conn });
+        } else if let Some(addr) = self.listen.get(&parent).cloned() {
+            out.push(Join::Redirect { conn, node, parent: addr });
+        } else {
+            self.pending.entry(parent).or_default().push((node, conn));
+        }
+        for (child, conn) in self.pending.remove(&node).unwrap_or_default() {
+            out.push(Join::Redirect { conn, node: child, parent: listen.clone() });
+        }
+        out
+    }
+}
+
 /// `rank N` in the job, `rank N of spawn G` in a spawned group.
 fn rank_name(g: usize, rank: u32) -> String {
     if g == 0 {
@@ -1622,5 +1698,41 @@ mod tests {
             ["the singleton (rank 0 on n1) closed its PMI connection without finalize"]
         );
         assert_eq!(c.status(), 1);
+    }
+
+    #[test]
+    fn rendezvous_adopts_root_children_and_redirects_the_others_to_their_parent() {
+        // root -> n1 -> (n3, n4); root -> n2.
+        let leaf = |node: u32, host: &str| NodePlan {
+            node,
+            host: host.into(),
+            ranks: Vec::new(),
+            children: Vec::new(),
+        };
+        let n1 = NodePlan { children: vec![leaf(3, "n3"), leaf(4, "n4")], ..leaf(1, "n1") };
+        let root = NodePlan { children: vec![n1, leaf(2, "n2")], ..leaf(0, "root") };
+        let mut r: Rendezvous<&str> = Rendezvous::new(&root);
+        let none = |_: u32| false;
+        // n3 joins before its parent: it waits.
+        assert!(r.join("n3".into(), "n3:1".into(), "c3", none).is_empty());
+        let out = r.join("n1".into(), "n1:1".into(), "c1", none);
+        assert!(matches!(
+            out.as_slice(),
+            [Join::Adopt { node: 1, conn: "c1", .. }, Join::Redirect { conn: "c3", node: 3, parent }]
+                if parent == "n1:1"
+        ));
+        let out = r.join("n4".into(), "n4:1".into(), "c4", none);
+        assert!(matches!(
+            out.as_slice(),
+            [Join::Redirect { conn: "c4", node: 4, parent }] if parent == "n1:1"
+        ));
+        assert!(matches!(
+            r.join("n1".into(), "x".into(), "again", none).as_slice(),
+            [Join::Drop(_)]
+        ));
+        assert!(matches!(r.join("zz".into(), "x".into(), "who", none).as_slice(), [Join::Drop(_)]));
+        // n2 already has a link (it connected directly): a join is dropped.
+        let out = r.join("n2".into(), "n2:1".into(), "c2", |n| n == 2);
+        assert!(matches!(out.as_slice(), [Join::Drop(_)]));
     }
 }
