@@ -15,7 +15,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Bytes written to a stream in one go at most (when that much is queued).
 const BATCH_MAX: usize = 1 << 20;
@@ -549,20 +549,17 @@ impl Output {
         }
     }
 
-    /// Writing to the stream failed.
-    pub fn broken(&self, stream: Stream) -> bool {
-        self.writer(stream).state.broken.load(Ordering::Relaxed)
-    }
-
-    /// A stream is broken, or has items waiting and wrote nothing for `stall`.
-    pub fn stuck(&self, stream: Stream, stall: Duration) -> bool {
+    /// What the root core needs to know of a stream to decide whether it is being read
+    /// (see [`libi_node::root::StreamState::stuck`]).
+    pub fn state(&self, stream: Stream) -> libi_node::root::StreamState {
         let w = &self.writer(stream).state;
-        if w.broken.load(Ordering::Relaxed) {
-            return true;
-        }
         let now = self.epoch.elapsed().as_millis() as u64;
         let idle = now.saturating_sub(w.progress_ms.load(Ordering::Relaxed));
-        w.queued.load(Ordering::Relaxed) > 0 && idle >= stall.as_millis() as u64
+        libi_node::root::StreamState {
+            broken: w.broken.load(Ordering::Relaxed),
+            queued: w.queued.load(Ordering::Relaxed) > 0,
+            idle: idle as f64 / 1e3,
+        }
     }
 
     /// Nothing more will be written: each writer ends once its queue is written.

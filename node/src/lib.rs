@@ -10,6 +10,7 @@
 //! * [`spawn`]: how a rank process is started (environment, PMI_FD, process group);
 //! * [`launch`]: the child-launch lifecycle (order, batches, deadlines, give-ups), pure;
 //! * [`stdio`]: rank output up the tree and stdin down to rank 0, bounded end to end;
+//! * [`root`]: the front end's job policy (exit status, teardown, spawn groups), pure;
 //! * [`reaper`]: exact cleanup (subreaper, claimed children, orphan reaping and sweep);
 //! * [`singleton`]: serving an MPI process that started `mpiexec -pmi_args` itself.
 
@@ -22,6 +23,7 @@ pub mod launch;
 pub mod peer;
 pub mod pmgr_node;
 pub mod reaper;
+pub mod root;
 pub mod singleton;
 pub mod spawn;
 pub mod stdio;
