@@ -18,6 +18,7 @@ use libi::msg::Msg;
 use libi::tree::Shape;
 use libi_node::core::{Effect, NodeCore, ProcEnd};
 use libi_node::launch::{GiveUp, Launches};
+use libi_node::root::describe_end;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 
@@ -333,7 +334,7 @@ const SLICE: Time = 250_000;
 const KILLED_EARLY: &str = "its launcher exited (signal: 9 (SIGKILL))";
 
 /// The front end's exit status for a launch failure (an NLA lost or never started).
-pub const STATUS_LAUNCH: i32 = 255;
+pub use libi_node::root::STATUS_LAUNCH;
 
 impl Cluster {
     pub fn new(cfg: Config) -> Result<Cluster, String> {
@@ -913,22 +914,8 @@ impl Cluster {
         if n.dead || n.cut || n.closed {
             return;
         }
-        let (parent, idx, slow) = (n.parent, n.idx, n.slow);
-        let size = libi::msg::wire_size(&msg);
-        let c = &self.cfg.costs;
-        let xfer = ns(size as f64 / c.bandwidth * slow);
-        let lat = ns(c.latency * slow);
-        let n = &mut self.nodes[node as usize];
-        let depart = t.max(n.up_free);
-        n.up_free = depart + xfer;
-        n.traffic.msgs_out += 1;
-        n.traffic.bytes_out += size as u64;
-        let at = n.up_free + lat;
-        let p = &mut self.nodes[parent as usize];
-        p.traffic.msgs_in += 1;
-        p.traffic.bytes_in += size as u64;
-        self.count_kind(&msg);
-        self.push(at, Ev::Link { to: parent, from: From::Child(idx), msg: Box::new(msg) });
+        let (parent, idx) = (n.parent, n.idx);
+        self.transmit(node, parent, node, true, t, msg, From::Child(idx));
     }
 
     fn send_down(&mut self, node: u32, idx: u32, t: Time, msg: Msg) {
@@ -942,25 +929,42 @@ impl Cluster {
             return;
         }
         let child = n.children[i];
-        let size = libi::msg::wire_size(&msg);
-        let slow = self.nodes[child as usize].slow;
-        let c = &self.cfg.costs;
-        let xfer = ns(size as f64 / c.bandwidth * slow);
-        let lat = ns(c.latency * slow);
-        let ch = &mut self.nodes[child as usize];
-        if ch.cut {
+        if self.nodes[child as usize].cut {
             return;
         }
-        let depart = t.max(ch.down_free);
-        ch.down_free = depart + xfer;
-        ch.traffic.msgs_in += 1;
-        ch.traffic.bytes_in += size as u64;
-        let at = ch.down_free + lat;
-        let n = &mut self.nodes[node as usize];
-        n.traffic.msgs_out += 1;
-        n.traffic.bytes_out += size as u64;
+        self.transmit(node, child, child, false, t, msg, From::Parent);
+    }
+
+    /// `msg` from `sender` to `receiver` over the link between `child` and its parent
+    /// (`up`: toward the parent), sent at `t`: it waits for what that direction still
+    /// carries, takes size / bandwidth, then the latency (both times the link's slowness).
+    #[allow(clippy::too_many_arguments)]
+    fn transmit(
+        &mut self,
+        sender: u32,
+        receiver: u32,
+        child: u32,
+        up: bool,
+        t: Time,
+        msg: Msg,
+        from: From,
+    ) {
+        let size = libi::msg::wire_size(&msg);
+        let c = &self.cfg.costs;
+        let slow = self.nodes[child as usize].slow;
+        let (xfer, lat) = (ns(size as f64 / c.bandwidth * slow), ns(c.latency * slow));
+        let ch = &mut self.nodes[child as usize];
+        let free = if up { &mut ch.up_free } else { &mut ch.down_free };
+        *free = t.max(*free) + xfer;
+        let at = *free + lat;
+        let s = &mut self.nodes[sender as usize].traffic;
+        s.msgs_out += 1;
+        s.bytes_out += size as u64;
+        let r = &mut self.nodes[receiver as usize].traffic;
+        r.msgs_in += 1;
+        r.bytes_in += size as u64;
         self.count_kind(&msg);
-        self.push(at, Ev::Link { to: child, from: From::Parent, msg: Box::new(msg) });
+        self.push(at, Ev::Link { to: receiver, from, msg: Box::new(msg) });
     }
 
     fn link(&mut self, t: Time, to: u32, from: From, msg: Msg) {
@@ -1348,18 +1352,6 @@ impl Cluster {
             }
             Fault::Slow { .. } | Fault::Never { .. } => {}
         }
-    }
-}
-
-/// What the front end prints for a rank that failed (as `libi-mpiexec`).
-fn describe_end(rank: u32, host: &str, end: &RankEnd) -> String {
-    match end {
-        RankEnd::Exited { code: 0, clean_pmi: false } => {
-            format!("rank {rank} on {host} exited without finalize")
-        }
-        RankEnd::Exited { code, .. } => format!("rank {rank} on {host} exited with code {code}"),
-        RankEnd::Signaled { signal } => format!("rank {rank} on {host} killed by signal {signal}"),
-        RankEnd::SpawnFailed { reason, .. } => format!("rank {rank} on {host}: {reason}"),
     }
 }
 
