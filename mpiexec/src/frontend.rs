@@ -19,6 +19,7 @@ use libi::job::{NodeSetup, SpawnRequest};
 use libi::msg::{Msg, Stream};
 use libi::report::{now, NodeReport, Report};
 use libi_node::core::{Effect, NodeCore};
+use libi_node::effect::NodeIo;
 use libi_node::root::{self, Join, Phase, RootConfig, RootCore, Streams};
 use libi_node::tree::{
     accept_loop, listen, spawn_launcher, Children, EvSink, PendingConn, TreeEv, STEP,
@@ -67,6 +68,35 @@ struct Group {
     /// The srun step under Slurm: its pid and whether it exited.
     step: Option<(Option<u32>, bool)>,
     fx: Vec<Effect>,
+}
+
+/// The I/O of a group's root node ([`libi_node::effect`]): its parent is the root core, its
+/// children are the group's top NLAs; it has no ranks, no PMGR clients and no parent to
+/// start NLAs for, so those effects have nothing to act on.
+struct RootIo<'a> {
+    root: &'a mut RootCore,
+    children: &'a mut Children,
+    g: usize,
+    now: f64,
+}
+
+impl NodeIo for RootIo<'_> {
+    fn to_rank(&mut self, _: usize, _: Vec<u8>) {}
+    fn close_rank(&mut self, _: usize) {}
+    fn to_parent(&mut self, msg: Msg) {
+        self.root.root_msg(self.now, self.g, msg)
+    }
+    async fn to_child(&mut self, idx: usize, msg: Msg) {
+        self.children.send(idx, msg).await
+    }
+    async fn to_children(&mut self, msg: Msg) {
+        self.children.broadcast(&msg).await
+    }
+    fn signal_ranks(&mut self, _: i32) {}
+    fn stdin(&mut self, _: Vec<u8>) {}
+    fn to_pmgr(&mut self, _: u64, _: Vec<u8>) {}
+    fn close_pmgr(&mut self, _: u64) {}
+    fn start_nla(&mut self, _: &str, _: &str) {}
 }
 
 /// Everything the front end's driver holds while the job runs.
@@ -373,24 +403,10 @@ impl FrontEnd {
 
     /// Apply an effect of group `g`'s root node.
     async fn node_effect(&mut self, g: usize, e: Effect) {
-        match e {
-            Effect::ToParent(msg) => {
-                let now = self.clock();
-                self.root.root_msg(now, g, msg)
-            }
-            Effect::ToChild(idx, msg) => self.groups[g].children.send(idx, msg).await,
-            Effect::ToChildren(msg) => self.groups[g].children.broadcast(&msg).await,
-            Effect::Warn(w) => warn!("{w}"),
-            // A root node has no ranks, no PMGR clients and no parent to start NLAs for.
-            Effect::ToRank(..)
-            | Effect::CloseRank(_)
-            | Effect::KillRanks
-            | Effect::SignalRanks(_)
-            | Effect::Stdin(_)
-            | Effect::ToPmgr(..)
-            | Effect::ClosePmgr(_)
-            | Effect::StartNla { .. } => {}
-        }
+        let now = self.clock();
+        let Some(group) = self.groups.get_mut(g) else { return };
+        let mut io = RootIo { root: &mut self.root, children: &mut group.children, g, now };
+        libi_node::effect::apply_one(&mut io, e).await
     }
 
     /// Apply the root core's effects until it has none left.

@@ -1076,9 +1076,12 @@ impl NodeCore {
             }
             Msg::Kill => {
                 self.tearing_down = true;
-                let first = !std::mem::replace(&mut self.killed_by_parent, true);
+                // Once: the ranks got their SIGTERM and the children their `Kill`.
+                if std::mem::replace(&mut self.killed_by_parent, true) {
+                    return;
+                }
                 fx.push(Effect::KillRanks);
-                if first && !self.conns.is_empty() {
+                if !self.conns.is_empty() {
                     let grace = std::time::Duration::from_millis(self.job.kill_grace_ms);
                     self.set_timer(grace, Timer::KillHard);
                 }

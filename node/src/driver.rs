@@ -2,6 +2,7 @@
 //! PMI sockets and stdio. No decisions are made here: the core decides, and its timers (`NodeCore::poll_timeout`) wake this loop.
 
 use crate::core::{Effect, NodeCore, ProcEnd};
+use crate::effect::NodeIo;
 use crate::guard::{AcceptBackoff, MAX_PENDING, PMGR_REJECTS};
 use crate::peer::{tcp_peer, Sessions};
 use crate::reaper;
@@ -228,23 +229,17 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     // Bytes of each child's output forwarded and not acknowledged yet.
     let mut forwarded = vec![0u64; children.len()];
     loop {
-        for e in fx.drain(..) {
-            match e {
-                Effect::ToPmgr(id, bytes) => {
-                    if let Some(tx) = pmgr_writers.get(&id) {
-                        let _ = tx.send(Some(bytes));
-                    }
-                }
-                Effect::ClosePmgr(id) => {
-                    if let Some(tx) = pmgr_writers.remove(&id) {
-                        let _ = tx.send(None);
-                    }
-                }
-                Effect::StartNla { host, front_end } => {
-                    start_group_nla(&host, &front_end, &secret, core.job().verbose)
-                }
-                e => apply(e, &mut ranks, &mut children, &up, parent_gone).await,
-            }
+        {
+            let mut io = NlaIo {
+                ranks: &mut ranks,
+                children: &mut children,
+                up: &up,
+                parent_gone,
+                pmgr: &mut pmgr_writers,
+                secret: &secret,
+                verbose: core.job().verbose,
+            };
+            crate::effect::apply(&mut io, &mut fx).await;
         }
         if core.finished() {
             // A PMGR client sends its abort record on a connection of its own and may exit
@@ -384,49 +379,73 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     Ok(0)
 }
 
-async fn apply(
-    e: Effect,
-    ranks: &mut Ranks,
-    children: &mut Children,
-    up: &UpLink,
+/// The NLA's I/O for the node core's effects ([`crate::effect`]).
+struct NlaIo<'a> {
+    ranks: &'a mut Ranks,
+    children: &'a mut Children,
+    up: &'a UpLink,
+    /// Nothing more goes up once the parent connection is gone.
     parent_gone: bool,
-) {
-    match e {
-        Effect::ToRank(local, bytes) => {
-            if let Some(Some(tx)) = ranks.to_rank.get(local) {
-                let _ = tx.send(ToRank::Write(bytes));
+    pmgr: &'a mut HashMap<u64, UnboundedSender<Option<Vec<u8>>>>,
+    secret: &'a str,
+    verbose: bool,
+}
+
+impl NodeIo for NlaIo<'_> {
+    fn to_rank(&mut self, local: usize, bytes: Vec<u8>) {
+        if let Some(Some(tx)) = self.ranks.to_rank.get(local) {
+            let _ = tx.send(ToRank::Write(bytes));
+        }
+    }
+
+    fn close_rank(&mut self, local: usize) {
+        if let Some(Some(tx)) = self.ranks.to_rank.get(local) {
+            let _ = tx.send(ToRank::Close);
+        }
+    }
+
+    fn to_parent(&mut self, msg: Msg) {
+        if !self.parent_gone {
+            self.up.send(msg);
+        }
+    }
+
+    async fn to_child(&mut self, idx: usize, msg: Msg) {
+        self.children.send(idx, msg).await
+    }
+
+    async fn to_children(&mut self, msg: Msg) {
+        self.children.broadcast(&msg).await
+    }
+
+    fn signal_ranks(&mut self, signal: i32) {
+        self.ranks.kill_all(signal)
+    }
+
+    fn stdin(&mut self, data: Vec<u8>) {
+        if let Some(tx) = &self.ranks.stdin {
+            let eof = data.is_empty();
+            let _ = tx.send(data);
+            if eof {
+                self.ranks.stdin = None;
             }
         }
-        Effect::CloseRank(local) => {
-            if let Some(Some(tx)) = ranks.to_rank.get(local) {
-                let _ = tx.send(ToRank::Close);
-            }
+    }
+
+    fn to_pmgr(&mut self, conn: u64, bytes: Vec<u8>) {
+        if let Some(tx) = self.pmgr.get(&conn) {
+            let _ = tx.send(Some(bytes));
         }
-        Effect::ToParent(msg) => {
-            if !parent_gone {
-                up.send(msg);
-            }
+    }
+
+    fn close_pmgr(&mut self, conn: u64) {
+        if let Some(tx) = self.pmgr.remove(&conn) {
+            let _ = tx.send(None);
         }
-        Effect::ToChild(idx, msg) => children.send(idx, msg).await,
-        Effect::ToChildren(msg) => children.broadcast(&msg).await,
-        Effect::KillRanks => {
-            if !ranks.killing {
-                ranks.killing = true;
-                ranks.kill_all(libc::SIGTERM);
-            }
-        }
-        Effect::SignalRanks(sig) => ranks.kill_all(sig),
-        Effect::Stdin(data) => {
-            if let Some(tx) = &ranks.stdin {
-                let eof = data.is_empty();
-                let _ = tx.send(data);
-                if eof {
-                    ranks.stdin = None;
-                }
-            }
-        }
-        Effect::Warn(w) => warn!("{w}"),
-        Effect::ToPmgr(..) | Effect::ClosePmgr(_) | Effect::StartNla { .. } => {}
+    }
+
+    fn start_nla(&mut self, host: &str, front_end: &str) {
+        start_group_nla(host, front_end, self.secret, self.verbose)
     }
 }
 
@@ -641,7 +660,6 @@ struct Ranks {
     pids: Vec<Option<i32>>,
     stdin: Option<UnboundedSender<Vec<u8>>>,
     failed_starts: Vec<(usize, ProcEnd)>,
-    killing: bool,
     /// The local rank that is a singleton MPI process (not ours: connected, never signalled).
     singleton: Option<usize>,
 }
@@ -660,7 +678,6 @@ impl Ranks {
             pids: vec![None; n],
             stdin: None,
             failed_starts: Vec::new(),
-            killing: false,
             singleton: None,
         };
         // Every rank's affinity mask, built before any clone (the child only applies it).

@@ -17,6 +17,7 @@
 pub mod bind;
 pub mod core;
 pub mod driver;
+pub mod effect;
 pub mod guard;
 pub mod kvs;
 pub mod launch;
