@@ -1,7 +1,9 @@
 //! Multi-node end-to-end tests with the `fork` launcher: every NLA runs on this machine but
 //! acts as its own node (own listener, own children, own ranks), connected over TCP along
 //! the launch tree — the same code paths as ssh, minus ssh. Real ssh across network-namespace
-//! hosts is in `ssh.rs`.
+//! hosts is in `ssh.rs`. Tree logic that needs no real I/O (where gets are answered, pushed
+//! fences, batched launch order, launch timeouts) is tested on the real node cores in the
+//! simulator: `sim/tests/logic.rs` and `sim/tests/props.rs`.
 
 mod common;
 
@@ -143,94 +145,6 @@ printf 'cmd=finalize\n' >&$PMI_FD; read -r x <&$PMI_FD; echo "${m##*value=}""#;
     assert_eq!(r.stdout.lines().count(), 6);
 }
 
-/// The hierarchical cache, counted in messages: over a chain front end -> n1 -> n2 -> n3
-/// with lazy gets (nothing pushed down), every rank gets every key twice. n2's subtree
-/// (n2, n3) lacks n1's two keys: n2 must ask its parent exactly once per key although four
-/// ranks (two on n2, two on n3) ask for each of them twice; n3 asks n2 for the four keys it
-/// lacks, once each; every second get of a remote key is a cache hit.
-#[test]
-fn hierarchical_cache_counts() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let report = dir.join(format!("cache-report-{}.json", std::process::id()));
-    let rp = report.to_string_lossy().into_owned();
-    let r = run(
-        &[
-            "-launcher",
-            "fork",
-            "-hosts",
-            "n1:2,n2:2,n3:2",
-            "--tree",
-            "chain",
-            "--kvs-push-max",
-            "0",
-            "--report",
-            &rp,
-            "-n",
-            "6",
-            &prog("pmi_exchange"),
-            "2",
-            "nomiss",
-        ],
-        b"",
-    );
-    assert_eq!(r.status, 0, "{}", r.stderr);
-    assert_eq!(r.stdout.lines().filter(|l| l.ends_with(" of 6 ok 12")).count(), 6, "{}", r.stdout);
-    let text = std::fs::read_to_string(&report).expect("report written");
-    let v: serde_json::Value = serde_json::from_str(&text).expect("report is JSON");
-    let counters = |host: &str| -> serde_json::Value {
-        v["reports"]
-            .as_array()
-            .expect("reports")
-            .iter()
-            .find(|n| n["host"] == host)
-            .unwrap_or_else(|| panic!("no report for {host}: {text}"))["counters"]
-            .clone()
-    };
-    let (n1, n2, n3) = (counters("n1"), counters("n2"), counters("n3"));
-    assert_eq!(n1["gets_up"], 0, "n1 holds every key of its subtree (= the job): {n1}");
-    assert_eq!(n2["gets_up"], 2, "one request per missing key: {n2}");
-    assert_eq!(n3["gets_up"], 4, "{n3}");
-    assert_eq!(n1["gets_for_children"], 2, "{n1}");
-    assert_eq!(n2["gets_for_children"], 4, "{n2}");
-    // Each rank's second get of each remote key is answered from the cache.
-    assert!(n2["cache_hits"].as_u64().unwrap_or(0) >= 4, "{n2}");
-    assert!(n3["cache_hits"].as_u64().unwrap_or(0) >= 8, "{n3}");
-    let fe = &v["reports"][0];
-    assert_eq!(fe["node"], 0);
-    assert_eq!(fe["counters"]["gets_for_children"], 0, "nothing climbs to the front end: {fe}");
-}
-
-/// With pushed fences (the default for small key spaces) every get is answered locally.
-#[test]
-fn small_kvs_is_pushed_down() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let report = dir.join(format!("push-report-{}.json", std::process::id()));
-    let rp = report.to_string_lossy().into_owned();
-    let r = run(
-        &[
-            "-launcher",
-            "fork",
-            "-hosts",
-            "n1:2,n2:2,n3:2",
-            "--tree",
-            "chain",
-            "--report",
-            &rp,
-            "-n",
-            "6",
-            &prog("pmi_exchange"),
-            "2",
-        ],
-        b"",
-    );
-    assert_eq!(r.status, 0, "{}", r.stderr);
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
-    for n in v["reports"].as_array().expect("reports") {
-        assert_eq!(n["counters"]["gets_up"], 0, "{n}");
-    }
-}
-
 /// Highest number of sockets `pid` held while it ran.
 fn max_sockets_while_running(args: &[&str]) -> usize {
     let mut child = Command::new(MPIEXEC)
@@ -356,53 +270,6 @@ fn slurm_style_join_and_redirect() {
     let deeper: usize =
         reports[1..].iter().map(|n| n["launches"].as_array().map(Vec::len).unwrap_or(0)).sum();
     assert_eq!(fe_children + deeper, 8, "every NLA has a parent");
-}
-
-/// Batched launch (`--launch-batch 2`): over a flat tree of 6 NLAs the front end starts each
-/// batch of two only after both children of the previous batch connected back.
-#[test]
-fn batched_launch() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let report = dir.join(format!("batch-report-{}.json", std::process::id()));
-    let rp = report.to_string_lossy().into_owned();
-    let r = run(
-        &[
-            "-launcher",
-            "fork",
-            "-hosts",
-            &hosts(6, 1),
-            "--tree",
-            "flat",
-            "--launch-batch",
-            "2",
-            "--report",
-            &rp,
-            "-n",
-            "6",
-            "true",
-        ],
-        b"",
-    );
-    assert_eq!(r.status, 0, "{}", r.stderr);
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
-    let mut l: Vec<(u64, f64, f64)> = v["reports"][0]["launches"]
-        .as_array()
-        .expect("front-end launches")
-        .iter()
-        .map(|x| {
-            let f = |k: &str| x[k].as_f64().unwrap_or(f64::NAN);
-            (x["order"].as_u64().unwrap_or(0), f("start"), f("connected"))
-        })
-        .collect();
-    l.sort_by_key(|x| x.0);
-    assert_eq!(l.len(), 6, "{l:?}");
-    for batch in 1..3 {
-        let prev_done = l[2 * batch - 2].2.max(l[2 * batch - 1].2);
-        for x in &l[2 * batch..2 * batch + 2] {
-            assert!(x.1 >= prev_done, "batch {batch} started before the previous connected: {l:?}");
-        }
-    }
 }
 
 /// Every simulated node binds its own ranks by local rank: `MPI_LOCALRANKID` i gets the

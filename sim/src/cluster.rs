@@ -176,6 +176,13 @@ pub struct Outcome {
     /// When the last agent had its setup (could launch its own children): what the launch
     /// model predicts.
     pub agents_up: f64,
+    /// Each node's core counters (index: node id, 0 = the front end), as `--report` gives
+    /// them (not in the JSON: one per node).
+    #[serde(skip)]
+    pub counters: Vec<libi::report::Counters>,
+    /// Each agent's launch: (node, parent, started, connected); NaN where it never was.
+    #[serde(skip)]
+    pub launches: Vec<(u32, u32, f64, f64)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,6 +308,9 @@ struct Node {
     nranks: u32,
     traffic: Traffic,
     peak_bytes: u64,
+    /// When its parent started launching it, and when its hello reached the parent (s).
+    launched: f64,
+    connected: f64,
 }
 
 /// A simulation in progress.
@@ -417,6 +427,8 @@ impl Cluster {
                 nranks: if i == 0 { 0 } else { cfg.ppn },
                 traffic: Traffic::default(),
                 peak_bytes: 0,
+                launched: f64::NAN,
+                connected: f64::NAN,
             })
             .collect();
         let mut stack = vec![(&root, 0u32)];
@@ -567,6 +579,12 @@ impl Cluster {
         self.out.fan_in_msgs = self.nodes[0].traffic.msgs_in;
         self.out.fan_in_bytes = self.nodes[0].traffic.bytes_in;
         self.out.levels = levels;
+        self.out.counters = (self.nodes.iter())
+            .map(|n| n.core.as_ref().map(|c| c.counters().clone()).unwrap_or_default())
+            .collect();
+        self.out.launches = (self.nodes.iter().enumerate().skip(1))
+            .map(|(i, n)| (i as u32, n.parent, n.launched, n.connected))
+            .collect();
         for (gid, r) in self.ranks.iter().enumerate() {
             // Ranks of an agent that never started or died have no process to wait.
             let n = &self.nodes[gid / self.cfg.ppn as usize + 1];
@@ -823,6 +841,7 @@ impl Cluster {
             (done, done)
         };
         let rem = ns(self.jitter(self.cfg.costs.rem));
+        self.nodes[child as usize].launched = secs(t);
         if self.nodes[child as usize].dead {
             self.push(done, Ev::LauncherExited { parent: node, idx, what: KILLED_EARLY });
         } else if !self.nodes[child as usize].never {
@@ -879,6 +898,7 @@ impl Cluster {
         self.out.agents_connected = self.out.agents_connected.max(secs(t));
         self.settled(parent, t);
         let child = self.nodes[parent as usize].children[idx as usize];
+        self.nodes[child as usize].connected = secs(t);
         if std::mem::take(&mut self.nodes[child as usize].drop_on_connect) {
             let lat = ns(self.cfg.costs.latency);
             let why = || "connection reset";
