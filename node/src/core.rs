@@ -188,6 +188,10 @@ pub struct NodeCore {
     done: Vec<(u32, u32, u32)>,
     /// The parent ordered the teardown: ranks ending by SIGTERM/SIGKILL are its doing.
     killed_by_parent: bool,
+    /// The connection to the parent is gone (see [`NodeCore::parent_lost`]).
+    parent_lost: bool,
+    /// Bytes of each child's output passed up and not acknowledged to it yet.
+    child_unacked: Vec<u64>,
     /// Launch progress not reported yet: (nodes, ranks) up in this subtree; whether this
     /// node started its ranks and which children reported theirs.
     up: (u32, u32),
@@ -257,6 +261,8 @@ impl NodeCore {
             own_killed: 0,
             done: Vec::new(),
             killed_by_parent: false,
+            parent_lost: false,
+            child_unacked: vec![0; nc],
             up: (0, 0),
             self_up: false,
             child_up_seen: vec![false; nc],
@@ -395,6 +401,57 @@ impl NodeCore {
     pub fn fail_now(&mut self, message: String, fx: &mut Vec<Effect>) {
         if !self.tearing_down {
             self.fail(message, fx);
+        }
+    }
+
+    /// The connection to the parent is gone (closed, failed, or our launcher's connection
+    /// ended): the job is over for this subtree, and it is torn down here.
+    pub fn parent_lost(&mut self, why: &str, fx: &mut Vec<Effect>) {
+        if std::mem::replace(&mut self.parent_lost, true) {
+            return;
+        }
+        if self.ranks_left() > 0 {
+            let node = self.plan.node;
+            let w = format!(
+                "node {node}: lost the parent connection ({why}); terminating the job here"
+            );
+            fx.push(Effect::Warn(w));
+        }
+        self.kill(fx);
+    }
+
+    /// Whether [`NodeCore::parent_lost`] happened.
+    pub fn parent_is_lost(&self) -> bool {
+        self.parent_lost
+    }
+
+    /// The parent's messages cannot be decoded: tell it why (our writes may still reach
+    /// it), then stop as if it left.
+    pub fn parent_unreadable(&mut self, why: &str, fx: &mut Vec<Effect>) {
+        if !self.parent_lost {
+            let host = self.plan.host.clone();
+            let message = format!("the NLA on {host} cannot read its parent's messages: {why}");
+            fx.push(Effect::Warn(format!("node {}: {message}", self.plan.node)));
+            fx.push(Effect::ToParent(Msg::Fatal { host, message, status: 255 }));
+        }
+        self.parent_lost(why, fx);
+    }
+
+    /// A message for the parent could not be encoded (it was dropped): the job fails.
+    pub fn unsendable(&mut self, why: &str, fx: &mut Vec<Effect>) {
+        let m = format!("node {}: cannot send a message to its parent: {why}", self.plan.node);
+        self.fail_now(m, fx)
+    }
+
+    /// `bytes` of child `idx`'s output were written up: acknowledged to the child in
+    /// batches of a quarter of the output window.
+    pub fn child_output_passed(&mut self, idx: usize, bytes: u64, fx: &mut Vec<Effect>) {
+        if let Some(n) = self.child_unacked.get_mut(idx) {
+            *n += bytes;
+            if *n >= libi::msg::OUTPUT_WINDOW / 4 {
+                let bytes = std::mem::take(n);
+                fx.push(Effect::ToChild(idx, Msg::OutputAck { bytes }));
+            }
         }
     }
 

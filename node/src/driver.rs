@@ -225,16 +225,12 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     }
     core.ranks_started(&mut fx);
 
-    let mut parent_gone = false;
-    // Bytes of each child's output forwarded and not acknowledged yet.
-    let mut forwarded = vec![0u64; children.len()];
     loop {
         {
             let mut io = NlaIo {
                 ranks: &mut ranks,
                 children: &mut children,
                 up: &up,
-                parent_gone,
                 pmgr: &mut pmgr_writers,
                 secret: &secret,
                 verbose: core.job().verbose,
@@ -280,20 +276,8 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         match ev {
             Ev::Pmi(local, data) => core.rank_data(local, &data, &mut fx),
             Ev::PmiEof(local) => core.rank_eof(local, &mut fx),
-            Ev::Up(UpEvent::ChildDone(idx, bytes)) => {
-                // Acknowledged in batches of a quarter window.
-                if let Some(n) = forwarded.get_mut(idx) {
-                    *n += bytes;
-                    if *n >= libi::msg::OUTPUT_WINDOW / 4 {
-                        let bytes = std::mem::take(n);
-                        children.send(idx, Msg::OutputAck { bytes }).await;
-                    }
-                }
-            }
-            Ev::Up(UpEvent::Unsendable(why)) => {
-                let m = format!("node {node}: cannot send a message to its parent: {why}");
-                core.fail_now(m, &mut fx)
-            }
+            Ev::Up(UpEvent::ChildDone(idx, bytes)) => core.child_output_passed(idx, bytes, &mut fx),
+            Ev::Up(UpEvent::Unsendable(why)) => core.unsendable(&why, &mut fx),
             Ev::Up(UpEvent::Broken(why)) => {
                 let _ = ev_tx.send(Ev::ParentGone(format!("cannot write to it: {why}")));
             }
@@ -309,26 +293,8 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 core.rank_ended(local, end, &mut fx);
             }
             Ev::Parent(msg) => core.parent_msg(msg, &mut fx),
-            Ev::ParentBroken(why) => {
-                // Tell the parent why (its writes are what broke), then stop as if it left.
-                if !parent_gone {
-                    let host = core.plan().host.clone();
-                    let message =
-                        format!("the NLA on {host} cannot read its parent's messages: {why}");
-                    warn!("node {node}: {message}");
-                    up.send(Msg::Fatal { host, message, status: 255 });
-                }
-                let _ = ev_tx.send(Ev::ParentGone(why));
-            }
-            Ev::ParentGone(why) => {
-                if !parent_gone {
-                    parent_gone = true;
-                    if core.ranks_left() > 0 {
-                        warn!("node {node}: lost the parent connection ({why}); terminating the job here");
-                    }
-                    core.kill(&mut fx);
-                }
-            }
+            Ev::ParentBroken(why) => core.parent_unreadable(&why, &mut fx),
+            Ev::ParentGone(why) => core.parent_lost(&why, &mut fx),
             Ev::Tree(TreeEv::Msg(idx, m @ Msg::Output { .. })) => {
                 // Passed on as it came; acknowledged to the child once written upward.
                 let n = match &m {
@@ -344,7 +310,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             }
         }
     }
-    if report && !parent_gone {
+    if report && !core.parent_is_lost() {
         let mut r = core.report();
         r.ready = ready;
         r.peak_rss_kib = libi::report::peak_rss_kib();
@@ -383,9 +349,8 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
 struct NlaIo<'a> {
     ranks: &'a mut Ranks,
     children: &'a mut Children,
+    /// Once the parent connection is gone its writer is gone too: what is sent is dropped.
     up: &'a UpLink,
-    /// Nothing more goes up once the parent connection is gone.
-    parent_gone: bool,
     pmgr: &'a mut HashMap<u64, UnboundedSender<Option<Vec<u8>>>>,
     secret: &'a str,
     verbose: bool,
@@ -405,9 +370,7 @@ impl NodeIo for NlaIo<'_> {
     }
 
     fn to_parent(&mut self, msg: Msg) {
-        if !self.parent_gone {
-            self.up.send(msg);
-        }
+        self.up.send(msg);
     }
 
     async fn to_child(&mut self, idx: usize, msg: Msg) {

@@ -307,6 +307,51 @@ fn kill_escalates_after_the_grace() {
     assert!(fx.is_empty(), "{fx:?}");
 }
 
+/// A lost parent connection tears the subtree down once, saying why while ranks run; an
+/// unreadable parent is told why first.
+#[test]
+fn lost_or_unreadable_parent_tears_down_once() {
+    let mut core = NodeCore::new(setup(&[0, 1], &[&[2]], 1 << 20), false, false);
+    fake_clock(&mut core);
+    let mut fx = Vec::new();
+    core.parent_unreadable("bad frame", &mut fx);
+    assert!(core.parent_is_lost());
+    match to_parent(&fx).first() {
+        Some(Msg::Fatal { message, status: 255, .. }) => {
+            assert_eq!(message, "the NLA on h1 cannot read its parent's messages: bad frame")
+        }
+        other => panic!("no Fatal first: {other:?} in {fx:?}"),
+    }
+    let kills = fx.iter().filter(|e| **e == Effect::KillRanks).count();
+    assert_eq!(kills, 1, "{fx:?}");
+    assert!(fx.contains(&Effect::ToChildren(Msg::Kill)), "{fx:?}");
+    assert!(fx.iter().any(
+        |e| matches!(e, Effect::Warn(w) if w.contains("lost the parent connection (bad frame)"))
+    ));
+    fx.clear();
+    core.parent_lost("connection closed", &mut fx);
+    core.parent_unreadable("again", &mut fx);
+    assert!(fx.is_empty(), "once: {fx:?}");
+}
+
+/// A child's output is acknowledged in batches of a quarter of the output window.
+#[test]
+fn child_output_acknowledged_in_quarter_windows() {
+    let mut core = NodeCore::new(setup(&[0], &[&[1], &[2]], 1 << 20), false, false);
+    let q = libi::msg::OUTPUT_WINDOW / 4;
+    let mut fx = Vec::new();
+    core.child_output_passed(1, q - 1, &mut fx);
+    assert!(fx.is_empty(), "{fx:?}");
+    core.child_output_passed(0, q, &mut fx);
+    core.child_output_passed(1, 2, &mut fx);
+    core.child_output_passed(9, q, &mut fx);
+    let acks = vec![
+        Effect::ToChild(0, Msg::OutputAck { bytes: q }),
+        Effect::ToChild(1, Msg::OutputAck { bytes: q + 1 }),
+    ];
+    assert_eq!(fx, acks);
+}
+
 /// Once every rank of the subtree ended, an open child connection is waited for
 /// `limits::CHILDREN_EXIT`, then given up on: the node is finished.
 #[test]
