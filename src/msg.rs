@@ -163,6 +163,20 @@ pub enum Msg {
     /// For NLA `target` (routed down the tree): start an NLA of a spawned process group on
     /// your host, named `host`, joining the front end at `front_end`.
     StartNla { target: u32, host: String, front_end: String },
+    /// Every NLA: report your ranks' pids (for a tool: the MPIR process table, `--proctable`).
+    /// Answered with one `ProcTable` per subtree, once the node and all its children did.
+    ProcTableReq { req: u64 },
+    /// This subtree's ranks, per node: the node's host and its ranks' (rank, app, pid); a
+    /// pid of 0 is a rank that did not start or is not ours (a singleton).
+    ProcTable { req: u64, nodes: Vec<ProcNode> },
+}
+
+/// One node's part of a process table (see [`Msg::ProcTable`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcNode {
+    pub host: String,
+    /// (rank, app index, pid)
+    pub ranks: Vec<(u32, u32, i32)>,
 }
 
 /// A name-service operation.

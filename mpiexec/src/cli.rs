@@ -75,6 +75,10 @@ pub struct Segment {
     /// Print the version, launchers, resource managers and features, then exit
     #[arg(long = "info")]
     pub info: bool,
+    /// Print the process table (rank host pid executable) of the job that the running
+    /// libi-mpiexec with this pid runs, then exit (for tools: attach next to a job)
+    #[arg(long = "proctable", value_name = "PID")]
+    pub proctable: Option<u32>,
     /// Read the command line from FILE (one `:`-segment per line, # comments)
     #[arg(long = "configfile", value_name = "FILE")]
     pub configfile: Option<String>,
@@ -190,6 +194,7 @@ const LONG: &[(&str, &str, usize)] = &[
     ("errfile-pattern", "errfile-pattern", 1),
     ("rmk", "rmk", 1),
     ("info", "info", 0),
+    ("proctable", "proctable", 1),
     ("disable-auto-cleanup", "disable-auto-cleanup", 0),
     ("verbose", "verbose", 0),
     ("tree", "tree", 1),
@@ -318,6 +323,8 @@ pub enum CliError {
     Usage(String),
     /// `--help`/`--version`: print this and exit 0.
     Info(String),
+    /// `--proctable PID`: ask that job for its process table.
+    ProcTable(u32),
 }
 
 fn usage(m: impl Into<String>) -> CliError {
@@ -450,6 +457,9 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         global.disable_auto_cleanup |= s.disable_auto_cleanup;
         if s.info {
             return Err(CliError::Info(crate::info_text()));
+        }
+        if let Some(pid) = s.proctable {
+            return Err(CliError::ProcTable(pid));
         }
         global.verbose |= s.verbose;
         global.tree = s.tree.clone().or(global.tree);

@@ -54,6 +54,8 @@ enum Fe {
     /// From the writers of our stdout/stderr.
     Writer(WriterEvent),
     Signal(i32),
+    /// A tool's request on our control socket.
+    Control(crate::control::Request),
 }
 
 /// One process group: the job itself (group 0) or the ranks of one `MPI_Comm_spawn`. Each
@@ -116,6 +118,8 @@ struct FrontEnd {
     t0: f64,
     /// `-report`: where to write the launch report.
     report: Option<String>,
+    /// Control-socket requests waiting for the process table they asked for.
+    proc_waiters: Vec<(u64, tokio::sync::oneshot::Sender<String>)>,
 }
 
 /// Run the job; returns the exit status for `libi-mpiexec`.
@@ -153,7 +157,17 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         start,
         t0,
         report: opts.report,
+        proc_waiters: Vec::new(),
     };
+    // The process table for debuggers (MPIR) and for tools that attach next to the job.
+    let size = fe.plan.job.size;
+    fe.root.set_proc_table_at_launch(
+        crate::mpir::being_debugged() || size <= crate::mpir::ATTACH_TABLE_MAX,
+    );
+    {
+        let tx = tx.clone();
+        crate::control::listen(move |r| tx.send(Fe::Control(r)).is_ok());
+    }
     // Our own diagnostics queue behind the ranks' output on the stderr writer.
     libi_node::set_stderr_sink(fe.out.stderr_sink());
     let setup = NodeSetup { job: fe.plan.job.clone(), plan: fe.plan.root.clone() };
@@ -282,6 +296,7 @@ impl FrontEnd {
                     g.core.stdin(Msg::Stdin { data }, &mut g.fx)
                 }
                 Fe::Signal(sig) => self.root.signal(self.clock(), sig),
+                Fe::Control(r) => self.control(r),
             }
         }
     }
@@ -495,7 +510,41 @@ impl FrontEnd {
                 libi_node::guard::flush_rejections();
             }
             R::CloseOutput => self.out.close(),
+            R::ProcTable { req, nodes, at_launch } => {
+                let exes: Vec<String> = self.plan.job.apps.iter().map(|a| a.exe.clone()).collect();
+                let size = self.plan.job.size;
+                if at_launch {
+                    crate::mpir::spawned(&nodes, size, &exes);
+                }
+                let (answer, keep): (Vec<_>, Vec<_>) =
+                    std::mem::take(&mut self.proc_waiters).into_iter().partition(|w| w.0 == req);
+                self.proc_waiters = keep;
+                if !answer.is_empty() {
+                    let text = crate::control::proc_table_text(&nodes, size, &exes);
+                    for (_, tx) in answer {
+                        let _ = tx.send(text.clone());
+                    }
+                }
+            }
         }
+    }
+
+    /// A tool's request on the control socket.
+    fn control(&mut self, r: crate::control::Request) {
+        let answer = match r.what.as_str() {
+            "proctable" if self.proc_waiters.len() >= crate::control::PENDING_MAX => {
+                "error: too many requests waiting; try again\n".to_string()
+            }
+            "proctable" => {
+                let req = self.root.request_proc_table();
+                self.proc_waiters.push((req, r.answer));
+                return;
+            }
+            other => {
+                format!("error: unknown request '{}' (known: proctable)\n", other.escape_debug())
+            }
+        };
+        let _ = r.answer.send(answer);
     }
 
     /// `-report`: the launch report (the front end's own node report first).

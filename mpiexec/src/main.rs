@@ -2,7 +2,9 @@
 //! options; see `libi-mpiexec --help`.
 
 mod cli;
+mod control;
 mod frontend;
+mod mpir;
 mod plan;
 mod spawn;
 mod stdio;
@@ -18,6 +20,7 @@ fn main() -> ExitCode {
             print!("{text}");
             return ExitCode::SUCCESS;
         }
+        Err(cli::CliError::ProcTable(pid)) => return ExitCode::from(control::query(pid) as u8),
         Err(cli::CliError::Usage(m)) => {
             eprintln!("libi-mpiexec: {m}");
             return ExitCode::from(2);

@@ -34,7 +34,7 @@
 use crate::kvs::{Kvs, Written};
 use crate::pmgr_node::{PmgrEffect, PmgrNode};
 use libi::job::{human_bytes, JobCommon, NodePlan, NodeSetup, RankEnd, SpawnCmd, SpawnRequest};
-use libi::msg::{pair_cost, KvsTop, Msg, NameOp, Value, FENCE_CHUNK, PAIR_OVERHEAD};
+use libi::msg::{pair_cost, KvsTop, Msg, NameOp, ProcNode, Value, FENCE_CHUNK, PAIR_OVERHEAD};
 use libi::report::{Counters, FenceRecord, NodeReport};
 use pmi_wire::server::{Action, ConnConfig, Connection, Eof, Phase};
 use pmi_wire::v1::ParseError;
@@ -192,6 +192,11 @@ pub struct NodeCore {
     parent_lost: bool,
     /// Bytes of each child's output passed up and not acknowledged to it yet.
     child_unacked: Vec<u64>,
+    /// Each local rank's pid once started (0: not started, or not ours).
+    pids: Vec<i32>,
+    /// Process-table requests waiting for children: (request, what came so far, children
+    /// still to answer).
+    proc_tables: Vec<(u64, Vec<ProcNode>, Vec<bool>)>,
     /// Launch progress not reported yet: (nodes, ranks) up in this subtree; whether this
     /// node started its ranks and which children reported theirs.
     up: (u32, u32),
@@ -263,6 +268,8 @@ impl NodeCore {
             killed_by_parent: false,
             parent_lost: false,
             child_unacked: vec![0; nc],
+            pids: vec![0; n],
+            proc_tables: Vec::new(),
             up: (0, 0),
             self_up: false,
             child_up_seen: vec![false; nc],
@@ -1109,6 +1116,42 @@ impl NodeCore {
         self.children_left -= n;
     }
 
+    /// Local rank `local` runs as process `pid` (for the process table).
+    pub fn rank_pid(&mut self, local: usize, pid: i32) {
+        if let Some(p) = self.pids.get_mut(local) {
+            *p = pid;
+        }
+    }
+
+    /// A process-table request from the parent: this node's ranks, and its children's once
+    /// they answered (a child that is gone counts as answered).
+    fn proc_table_req(&mut self, req: u64, fx: &mut Vec<Effect>) {
+        let mut nodes = Vec::new();
+        if !self.plan.ranks.is_empty() {
+            let ranks = (self.plan.ranks.iter().zip(&self.pids))
+                .map(|(slot, pid)| (slot.rank, slot.app, *pid))
+                .collect();
+            nodes.push(ProcNode { host: self.plan.host.clone(), ranks });
+        }
+        let waiting: Vec<bool> = self.child_closed.iter().map(|closed| !closed).collect();
+        if waiting.iter().any(|w| *w) {
+            fx.push(Effect::ToChildren(Msg::ProcTableReq { req }));
+        }
+        self.proc_tables.push((req, nodes, waiting));
+        self.flush_proc_tables(fx);
+    }
+
+    /// Send up every process table whose children all answered.
+    fn flush_proc_tables(&mut self, fx: &mut Vec<Effect>) {
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.proc_tables)
+            .into_iter()
+            .partition(|(_, _, w)| !w.iter().any(|w| *w));
+        self.proc_tables = waiting;
+        for (req, nodes, _) in done {
+            fx.push(Effect::ToParent(Msg::ProcTable { req, nodes }));
+        }
+    }
+
     /// The driver started the local ranks.
     pub fn ranks_started(&mut self, fx: &mut Vec<Effect>) {
         self.up = (self.up.0 + 1, self.up.1 + self.conns.len() as u32);
@@ -1144,6 +1187,7 @@ impl NodeCore {
                 }
                 fx.push(Effect::ToChildren(Msg::Kill));
             }
+            Msg::ProcTableReq { req } => self.proc_table_req(req, fx),
             Msg::Signal { signal } => {
                 fx.push(Effect::SignalRanks(signal));
                 fx.push(Effect::ToChildren(Msg::Signal { signal }));
@@ -1276,6 +1320,14 @@ impl NodeCore {
                 self.requests.insert(req, (Waiter::Child(idx), Pending::Spawn));
                 fx.push(Effect::ToParent(Msg::Spawn { req, spawn }));
             }
+            Msg::ProcTable { req, mut nodes } => {
+                if let Some((_, have, w)) = self.proc_tables.iter_mut().find(|p| p.0 == req) {
+                    if std::mem::take(&mut w[idx]) {
+                        have.append(&mut nodes);
+                    }
+                }
+                self.flush_proc_tables(fx);
+            }
             Msg::PmgrUp(partial) => {
                 let mut pfx = Vec::new();
                 if let Some(p) = self.pmgr.as_mut() {
@@ -1393,6 +1445,10 @@ impl NodeCore {
         for waiters in self.waiting.values_mut() {
             waiters.retain(|w| *w != Waiter::Child(idx));
         }
+        for (_, _, w) in &mut self.proc_tables {
+            w[idx] = false;
+        }
+        self.flush_proc_tables(fx);
         self.flush_done(fx);
         self.flush_up(fx);
     }

@@ -210,6 +210,11 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     let mut pmgr_writers: HashMap<u64, UnboundedSender<Option<Vec<u8>>>> = HashMap::new();
     let mut pmgr_swept = false;
     let mut ranks = Ranks::start(&core, &ev_tx, &up, pmgr_port);
+    for (local, pid) in ranks.pids.iter().enumerate() {
+        if let Some(pid) = pid {
+            core.rank_pid(local, *pid);
+        }
+    }
     if let Ok(mut pids) = rank_pids.lock() {
         for (slot, pid) in core.plan().ranks.iter().zip(&ranks.pids) {
             if let Some(pid) = pid {

@@ -37,7 +37,7 @@
 use crate::core::Effect as NodeEffect;
 use bytes::Bytes;
 use libi::job::{combined_status, NodePlan, RankEnd, SpawnRequest};
-use libi::msg::{Msg, NameOp, Stream, OUTPUT_WINDOW};
+use libi::msg::{Msg, NameOp, ProcNode, Stream, OUTPUT_WINDOW};
 use libi::report::NodeReport;
 use std::collections::HashMap;
 
@@ -130,6 +130,10 @@ pub enum Effect {
     /// Nothing more will be written: close our writers, report each stream finished
     /// ([`RootCore::output_finished`]).
     CloseOutput,
+    /// The job's process table came back for request `req` ([`RootCore::request_proc_table`];
+    /// `at_launch`: the one asked for when every rank started, with
+    /// [`RootCore::set_proc_table_at_launch`]).
+    ProcTable { req: u64, nodes: Vec<ProcNode>, at_launch: bool },
 }
 
 /// What the driver knows of one of our output streams.
@@ -219,6 +223,10 @@ struct Group {
 /// The front end's decisions about the job (see the module doc).
 pub struct RootCore {
     cfg: RootConfig,
+    /// Ask for the process table when every rank of the job started; the request then.
+    proc_table_at_launch: bool,
+    launch_proc_req: Option<u64>,
+    proc_reqs: u64,
     phase: Phase,
     /// Set by [`RootCore::start_failed`]: the job never ran.
     never_ran: bool,
@@ -294,6 +302,9 @@ impl RootCore {
             Vec::new()
         };
         RootCore {
+            proc_table_at_launch: false,
+            launch_proc_req: None,
+            proc_reqs: 0,
             timeout_at: cfg.timeout.map(|t| now + t),
             progress_at: cfg.progress.then_some(now + PROGRESS_EVERY),
             cfg,
@@ -473,6 +484,21 @@ impl RootCore {
         self.fx.push(Effect::ToGroup(g, Msg::SpawnResult { req, rc: -1, jobid: None }));
     }
 
+    /// Ask for the process table of the job (group 0) once every rank started: for a
+    /// debugger that launched us (MPIR), or for a job small enough to keep it.
+    pub fn set_proc_table_at_launch(&mut self, on: bool) {
+        self.proc_table_at_launch = on;
+    }
+
+    /// Ask every NLA of the job (group 0) for its ranks' pids; answered with
+    /// [`Effect::ProcTable`] and this request number.
+    pub fn request_proc_table(&mut self) -> u64 {
+        self.proc_reqs += 1;
+        let req = self.proc_reqs;
+        self.fx.push(Effect::ToGroup(0, Msg::ProcTableReq { req }));
+        req
+    }
+
     /// A message reached the root of group `g`'s tree.
     pub fn root_msg(&mut self, now: f64, g: usize, msg: Msg) {
         if g >= self.groups.len() {
@@ -484,6 +510,10 @@ impl RootCore {
                 self.fx.push(Effect::Output { g, rank, stream, data, from: None })
             }
             Msg::StdinAck { bytes } => self.fx.push(Effect::StdinCredit(bytes)),
+            Msg::ProcTable { req, nodes } if g == 0 => {
+                let at_launch = self.launch_proc_req == Some(req);
+                self.fx.push(Effect::ProcTable { req, nodes, at_launch })
+            }
             Msg::RankEnded { rank, host, end } => self.rank_ended(now, g, rank, &host, end),
             Msg::Abort { rank, host, code, message } => {
                 // The rank's own words: any bytes, so escaped and capped.
@@ -532,6 +562,9 @@ impl RootCore {
                         )));
                         let m = Msg::SpawnResult { req, rc: 0, jobid };
                         self.fx.push(Effect::ToGroup(parent, m));
+                    }
+                    if g == 0 && self.proc_table_at_launch && self.launch_proc_req.is_none() {
+                        self.launch_proc_req = Some(self.request_proc_table());
                     }
                 }
             }

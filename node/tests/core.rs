@@ -5,7 +5,7 @@
 use libi::job::{
     AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, NodeSetup, RankEnd, RankSlot,
 };
-use libi::msg::{codec_with_max, KvsTop, Msg};
+use libi::msg::{codec_with_max, KvsTop, Msg, ProcNode};
 use libi_node::core::{Effect, NodeCore, ProcEnd, Timer};
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -890,4 +890,43 @@ fn subtree_up_once_per_node() {
     core.ranks_started(&mut fx);
     core.child_gone(0, "gone", &mut fx);
     assert!(to_parent(&fx).contains(&&Msg::SubtreeUp { nodes: 1, ranks: 1 }), "{fx:?}");
+}
+
+/// A process-table request goes down to every child; the node answers once, with its own
+/// ranks' pids and every child's answer; a child lost before it answered is not waited for.
+#[test]
+fn proc_table_waits_for_children_then_answers_once() {
+    let mut core = NodeCore::new(setup(&[0, 1], &[&[2], &[3]], 1 << 20), false, false);
+    core.rank_pid(0, 100);
+    core.rank_pid(1, 101);
+    let mut fx = Vec::new();
+    core.parent_msg(Msg::ProcTableReq { req: 7 }, &mut fx);
+    assert!(fx.iter().any(|e| matches!(e, Effect::ToChildren(Msg::ProcTableReq { req: 7 }))));
+    assert!(to_parent(&fx).is_empty(), "{fx:?}");
+    let child = |node: u32, rank: u32, pid: i32| Msg::ProcTable {
+        req: 7,
+        nodes: vec![ProcNode { host: format!("h{node}"), ranks: vec![(rank, 0, pid)] }],
+    };
+    fx.clear();
+    core.child_msg(0, child(2, 2, 200), &mut fx);
+    // The same child twice counts once.
+    core.child_msg(0, child(2, 2, 200), &mut fx);
+    assert!(to_parent(&fx).is_empty(), "{fx:?}");
+    core.child_gone(1, "connection closed", &mut fx);
+    let tables: Vec<_> = to_parent(&fx)
+        .into_iter()
+        .filter_map(
+            |m| if let Msg::ProcTable { req, nodes } = m { Some((*req, nodes)) } else { None },
+        )
+        .collect();
+    assert_eq!(tables.len(), 1, "{fx:?}");
+    let (req, nodes) = &tables[0];
+    assert_eq!(*req, 7);
+    assert_eq!(
+        *nodes,
+        &vec![
+            ProcNode { host: "h1".into(), ranks: vec![(0, 0, 100), (1, 0, 101)] },
+            ProcNode { host: "h2".into(), ranks: vec![(2, 0, 200)] },
+        ]
+    );
 }
