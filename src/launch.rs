@@ -130,6 +130,23 @@ pub fn shell_join(words: &[String]) -> String {
         .join(" ")
 }
 
+/// The local address the kernel would use to reach `host` (a UDP "connect" sends nothing).
+pub fn route_source(host: &str) -> std::io::Result<std::net::IpAddr> {
+    use std::net::ToSocketAddrs;
+    let target = (host, 9)
+        .to_socket_addrs()
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot resolve host '{host}': {e}")))?
+        .next()
+        .ok_or_else(|| std::io::Error::other(format!("cannot resolve host '{host}'")))?;
+    let sock = if target.is_ipv6() {
+        std::net::UdpSocket::bind("[::]:0")?
+    } else {
+        std::net::UdpSocket::bind("0.0.0.0:0")?
+    };
+    sock.connect(target)?;
+    Ok(sock.local_addr()?.ip())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ use libi::msg::{codec, codec_with_max, secret_eq, Msg, MsgCodec, MAX_FRAME};
 use libi::report::{now, LaunchRecord};
 use std::collections::VecDeque;
 use std::io;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::net::{IpAddr, SocketAddr};
 use std::os::unix::process::CommandExt as _;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -172,18 +172,7 @@ fn first_interface_address() -> Option<IpAddr> {
     })
 }
 
-/// The local address the kernel would use to reach `host` (a UDP "connect" sends nothing).
-pub fn route_source(host: &str) -> io::Result<IpAddr> {
-    let target = (host, 9)
-        .to_socket_addrs()
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot resolve host '{host}': {e}")))?
-        .next()
-        .ok_or_else(|| io::Error::other(format!("cannot resolve host '{host}'")))?;
-    let sock =
-        if target.is_ipv6() { UdpSocket::bind("[::]:0")? } else { UdpSocket::bind("0.0.0.0:0")? };
-    sock.connect(target)?;
-    Ok(sock.local_addr()?.ip())
-}
+pub use libi::launch::route_source;
 
 /// Accept children's connections: each must open with a hello carrying the job secret and
 /// the node id of one of `children` (or a join); anything else is closed and counted in

@@ -1,0 +1,134 @@
+//! A member of a session: rank, size, the collectives over the agent tree, and (for the
+//! master, rank 0) user data to and from the front end.
+
+use crate::{frame, Code, Error, Result, MAX_MSG};
+use pmgr::client::{Config, Pmgr};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// The hello the master sends the front end: this, a space, the session's key.
+pub(crate) const HELLO: &str = "LIBI-MASTER/1";
+/// Environment: the front end's address (`ip:port`) and the session's key (master only).
+pub(crate) const ENV_FE: &str = "LIBI_FE_ADDR";
+pub(crate) const ENV_KEY: &str = "LIBI_SESSION_KEY";
+
+/// This process as a member of its session.
+pub struct Member {
+    pmgr: Pmgr,
+    fe: Option<TcpStream>,
+}
+
+fn io(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::new(Code::EIo, format!("{what}: {e}"))
+}
+
+impl Member {
+    /// `LIBI_init`: join the session (every member must call it; it returns once every
+    /// member did, and the master has told the front end).
+    pub fn init() -> Result<Member> {
+        let cfg = Config::from_env().map_err(|e| Error::new(Code::EInit, e.to_string()))?;
+        if std::env::var_os("MPIRUN_RANK").is_none() || std::env::var_os(ENV_KEY).is_none() {
+            return Err(Error::new(
+                Code::EInit,
+                "not a LIBI session member (start it with LIBI_fe_launch)",
+            ));
+        }
+        let mut pmgr = Pmgr::with_config(cfg);
+        pmgr.open().map_err(|e| io("joining the session", e))?;
+        pmgr.barrier().map_err(|e| io("joining the session", e))?;
+        let mut m = Member { pmgr, fe: None };
+        if m.is_master() {
+            let addr = std::env::var(ENV_FE)
+                .map_err(|_| Error::new(Code::EInit, format!("{ENV_FE} is not set")))?;
+            let key = std::env::var(ENV_KEY).unwrap_or_default();
+            let mut s = TcpStream::connect(&addr)
+                .map_err(|e| io(&format!("connecting to the front end at {addr}"), e))?;
+            let _ = s.set_nodelay(true);
+            frame::write(&mut s, format!("{HELLO} {key}").as_bytes())
+                .map_err(|e| io("greeting the front end", e))?;
+            m.fe = Some(s);
+        }
+        Ok(m)
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.pmgr.rank()
+    }
+
+    pub fn size(&self) -> u32 {
+        self.pmgr.nprocs()
+    }
+
+    pub fn is_master(&self) -> bool {
+        self.pmgr.rank() == 0
+    }
+
+    pub fn barrier(&mut self) -> Result<()> {
+        self.pmgr.barrier().map_err(|e| io("barrier", e))
+    }
+
+    /// The master's `buf` is copied into every member's `buf` (same length everywhere).
+    pub fn broadcast(&mut self, buf: &mut [u8]) -> Result<()> {
+        self.pmgr.bcast(buf, 0).map_err(|e| io("broadcast", e))
+    }
+
+    /// The master's `send` holds `size` blocks of `recv.len()` bytes; member i gets block i.
+    /// Other members' `send` is ignored.
+    pub fn scatter(&mut self, send: &[u8], recv: &mut [u8]) -> Result<()> {
+        if self.is_master() && send.len() < recv.len() * self.size() as usize {
+            return Err(Error::new(Code::EArg, "scatter: the send buffer is too short"));
+        }
+        self.pmgr.scatter(send, recv, 0).map_err(|e| io("scatter", e))
+    }
+
+    /// Every member's `send` (same length everywhere) lands in the master's `recv`, in rank
+    /// order; other members' `recv` is not touched (may be empty).
+    pub fn gather(&mut self, send: &[u8], recv: &mut [u8]) -> Result<()> {
+        if self.is_master() && recv.len() < send.len() * self.size() as usize {
+            return Err(Error::new(Code::EArg, "gather: the receive buffer is too short"));
+        }
+        self.pmgr.gather(send, recv, 0).map_err(|e| io("gather", e))
+    }
+
+    fn fe(&mut self) -> Result<&mut TcpStream> {
+        self.fe.as_mut().ok_or_else(|| {
+            Error::new(Code::ENotMaster, "only the master (rank 0) talks to the front end")
+        })
+    }
+
+    /// Master only: send a message to the front end.
+    pub fn send_usr_data(&mut self, data: &[u8]) -> Result<()> {
+        if data.len() > MAX_MSG {
+            return Err(Error::new(Code::EArg, format!("a message is at most {MAX_MSG} bytes")));
+        }
+        let s = self.fe()?;
+        frame::write(s, data).map_err(|e| io("sending to the front end", e))
+    }
+
+    /// Master only: the next message from the front end.
+    pub fn recv_usr_data(&mut self) -> Result<Vec<u8>> {
+        let s = self.fe()?;
+        match frame::read(s, MAX_MSG) {
+            Ok(Some(d)) => Ok(d),
+            Ok(None) => Err(Error::new(Code::EIo, "the front end closed the connection")),
+            Err(e) => Err(io("receiving from the front end", e)),
+        }
+    }
+
+    /// `LIBI_finalize`: leave the session (after a last barrier, so that no member leaves
+    /// while another still expects it in a collective).
+    pub fn finalize(mut self) -> Result<()> {
+        let r = self.pmgr.barrier().map_err(|e| io("finalize", e));
+        if let Some(s) = self.fe.take() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        let closed = self.pmgr.finalize().map_err(|e| io("finalize", e));
+        r.and(closed)
+    }
+
+    /// How long a member may wait for the front end's message (no limit: the tool decides).
+    pub fn set_recv_timeout(&mut self, t: Option<Duration>) -> Result<()> {
+        let s = self.fe()?;
+        s.set_read_timeout(t).map_err(|e| io("setting the timeout", e))
+    }
+}

@@ -1,0 +1,118 @@
+/* A LIBI front end for the tests (tests/session.rs). Prints one line per check:
+ *   <name> <rc name> <message or data>
+ *
+ *   libi_check_fe MEMBER sessions HOSTS      three sessions in one launch, ping each
+ *   libi_check_fe MEMBER images HOSTS_A HOSTS_B   two images in one session
+ *   libi_check_fe MEMBER crash HOSTS         session 0's rank 1 dies; session 1 goes on
+ *   libi_check_fe MEMBER killagent HOSTS     session 0 loses an agent; session 1 goes on
+ *   libi_check_fe MEMBER bad HOSTS           bad host distributions and misused calls
+ *   libi_check_fe MEMBER calls HOSTS         the members check misused calls
+ * HOSTS: host:n[,host:n...] */
+#include "../../examples/libi/hostlist.h"
+#include <libi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void report(const char *name, int rc) {
+    printf("%s %s %s\n", name, LIBI_rcName(rc), rc == LIBI_OK ? "" : LIBI_errorString());
+    fflush(stdout);
+}
+
+static int ping(libi_sess_handle_t s, const char *text) {
+    int rc = LIBI_fe_sendUsrData(s, text, (int)strlen(text));
+    if (rc != LIBI_OK) {
+        report("send", rc);
+        return rc;
+    }
+    void *m = NULL;
+    int len = 0;
+    rc = LIBI_fe_recvUsrData(s, &m, &len);
+    if (rc == LIBI_OK) {
+        printf("reply %s %.*s\n", text, len, (char *)m);
+        fflush(stdout);
+        free(m);
+    } else {
+        report("recv", rc);
+    }
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: libi_check_fe MEMBER SCENARIO HOSTS [HOSTS]\n");
+        return 2;
+    }
+    const char *member = argv[1], *what = argv[2];
+    libi_sess_handle_t s0 = -1;
+    report("createSession-before-init", LIBI_fe_createSession(&s0));
+    report("init", LIBI_fe_init(LIBI_VERSION));
+    report("init-again", LIBI_fe_init(LIBI_VERSION));
+    host_dist_t *hd = parse_hosts(argv[3]);
+    const char *echo[] = {"echo", "A", NULL}, *echo_b[] = {"echo", "B", NULL};
+
+    if (strcmp(what, "sessions") == 0) {
+        libi_sess_handle_t s[3];
+        proc_dist_req_t d[3];
+        for (int i = 0; i < 3; i++) {
+            LIBI_fe_createSession(&s[i]);
+            d[i] = (proc_dist_req_t){s[i], member, echo, hd, NULL};
+        }
+        report("launch", LIBI_fe_launch(d, 3));
+        report("launch-again", LIBI_fe_launch(d, 1));
+        for (int i = 2; i >= 0; i--) {
+            char t[32];
+            snprintf(t, sizeof t, "ping-%d", i);
+            ping(s[i], t);
+        }
+    } else if (strcmp(what, "images") == 0) {
+        libi_sess_handle_t s;
+        LIBI_fe_createSession(&s);
+        proc_dist_req_t d[2] = {{s, member, echo, hd, NULL}, {s, member, echo_b, parse_hosts(argv[4]), NULL}};
+        report("launch", LIBI_fe_launch(d, 2));
+        ping(s, "ping-images");
+    } else if (strcmp(what, "crash") == 0 || strcmp(what, "killagent") == 0) {
+        const char *bad[] = {what, NULL};
+        libi_sess_handle_t s[2];
+        LIBI_fe_createSession(&s[0]);
+        LIBI_fe_createSession(&s[1]);
+        proc_dist_req_t d[2] = {{s[0], member, bad, hd, NULL}, {s[1], member, echo, hd, NULL}};
+        report("launch", LIBI_fe_launch(d, 2));
+        void *m = NULL;
+        int len = 0;
+        report("recv-failed", LIBI_fe_recvUsrData(s[0], &m, &len));
+        report("send-failed", LIBI_fe_sendUsrData(s[0], "x", 1));
+        ping(s[1], "ping-survivor");
+    } else if (strcmp(what, "bad") == 0) {
+        libi_sess_handle_t s;
+        LIBI_fe_createSession(&s);
+        proc_dist_req_t d = {s, member, echo, NULL, NULL};
+        report("empty", LIBI_fe_launch(&d, 1));
+        host_dist_t zero = {"localhost", 0, NULL};
+        d.hd = &zero;
+        report("zero", LIBI_fe_launch(&d, 1));
+        d.sessionHandle = 42;
+        d.hd = hd;
+        report("nosession", LIBI_fe_launch(&d, 1));
+        report("notlaunched", LIBI_fe_sendUsrData(s, "x", 1));
+        report("null", LIBI_fe_launch(NULL, 1));
+        /* A host that does not exist, launched over ssh. */
+        setenv("LIBI_MPIEXEC_ARGS", "-launcher ssh", 1);
+        LIBI_fe_finalize();
+        LIBI_fe_init(LIBI_VERSION);
+        LIBI_fe_createSession(&s);
+        host_dist_t unknown = {"no-such-host.invalid", 1, NULL};
+        d = (proc_dist_req_t){s, member, echo, &unknown, NULL};
+        report("unknown", LIBI_fe_launch(&d, 1));
+        report("member-call", LIBI_barrier());
+    } else if (strcmp(what, "calls") == 0) {
+        const char *calls[] = {"calls", "C", NULL};
+        libi_sess_handle_t s;
+        LIBI_fe_createSession(&s);
+        proc_dist_req_t d = {s, member, calls, hd, NULL};
+        report("launch", LIBI_fe_launch(&d, 1));
+        ping(s, "ping-calls");
+    }
+    report("finalize", LIBI_fe_finalize());
+    return 0;
+}
