@@ -125,7 +125,26 @@ pub struct JobCommon {
     /// the front end gets one message per child at the end instead of one per rank.
     #[serde(default)]
     pub each_end: bool,
+    /// `--bcast`: executables sent down the tree with the setup (one copy per tree edge);
+    /// each NLA writes them to node-local storage and starts its ranks from there.
+    #[serde(default)]
+    pub staged: Vec<Staged>,
 }
+
+/// One staged executable (see [`JobCommon::staged`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Staged {
+    /// The apps (indices into [`JobCommon::apps`]) that run it.
+    pub apps: Vec<u32>,
+    /// File name on the node (the executable's own name).
+    pub name: String,
+    /// Permission bits.
+    pub mode: u32,
+    pub data: bytes::Bytes,
+}
+
+/// The most bytes `--bcast` stages in all (they travel in one setup message per tree edge).
+pub const STAGE_MAX: u64 = 192 << 20;
 
 /// One node of the NLA tree and everything below it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -538,6 +538,7 @@ mod fuzz {
                     spawned_by: None,
                     singleton: None,
                     each_end: false,
+                    staged: Vec::new(),
                 },
                 plan: NodePlan {
                     node: 1,

@@ -598,3 +598,59 @@ fn pmi_replay_under_hydra() {
     );
     replay_ok(&r, 4, |_| 13, "hydra mpich4");
 }
+
+/// `--bcast`: every node runs its own staged copy of the executable (a private directory
+/// under `$TMPDIR`), every rank of a node the same copy, and nothing of it is left after
+/// the job; MPICH programs run staged too.
+#[test]
+fn bcast_stages_the_executable_on_each_node() {
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("bcast-{}", std::process::id()));
+    let stage_root = tmp.join("nodes");
+    std::fs::create_dir_all(&stage_root).expect("mkdir");
+    let script = tmp.join("where.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho \"$PMI_RANK $PMI_HOSTNAME $0 $(stat -c %a \"$(dirname \"$0\")\")\"\n",
+    )
+    .expect("write script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let out = Command::new(MPIEXEC)
+        .args(["--bcast", "-launcher", "fork", "-hosts", &hosts(3, 2), "-n", "6"])
+        .arg(&script)
+        .env("TMPDIR", &stage_root)
+        .output()
+        .expect("run");
+    let r = Run::from_output(&out);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut by_node: std::collections::HashMap<String, std::collections::HashSet<String>> =
+        Default::default();
+    for l in r.stdout.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        assert_eq!(f.len(), 4, "{l}");
+        assert!(
+            f[2].starts_with(&stage_root.join("libi-stage-").to_string_lossy().into_owned()),
+            "{l}"
+        );
+        assert!(f[2].ends_with("-where.sh"), "{l}");
+        assert_eq!(f[3], "700", "{l}");
+        by_node.entry(f[1].to_string()).or_default().insert(f[2].to_string());
+    }
+    assert_eq!(by_node.len(), 3, "{}", r.stdout);
+    let copies: std::collections::HashSet<&String> = by_node.values().flatten().collect();
+    assert!(by_node.values().all(|c| c.len() == 1) && copies.len() == 3, "{by_node:?}");
+    let left: Vec<_> = std::fs::read_dir(&stage_root).expect("read").collect();
+    assert!(left.is_empty(), "staging left behind: {left:?}");
+
+    let r = run(
+        &["--bcast", "-launcher", "fork", "-hosts", &hosts(2, 2), "-n", "4", &prog("hello")],
+        b"",
+    );
+    hello_lines(&r, 4);
+
+    // A program that is not there: one line, status 2, nothing started.
+    let r = run(&["--bcast", "-n", "1", "no-such-program-here"], b"");
+    assert_eq!(r.status, 2);
+    assert_eq!(r.stderr, "libi-mpiexec: --bcast: 'no-such-program-here' is not found on PATH\n");
+}

@@ -232,6 +232,8 @@ fn examples_on_four_simulated_nodes() {
         microbench(&opts, "n1:3,n2:3,n3:3,n4:3", 12);
         overlay(&opts, "n1:3,n2:3,n3:3,n4:3", 12, 3);
     }
+    // The members' executable staged on each node (`--bcast`).
+    microbench("-launcher fork --bcast", "n1:2,n2:2", 4);
 }
 
 #[test]
@@ -260,6 +262,7 @@ fn over_ssh_hosts() {
     let hosts: Vec<String> = h.split(',').take(4).map(|x| format!("{x}:2")).collect();
     let opts = format!("-launcher ssh -launcher-exec {ssh}");
     microbench(&opts, &hosts.join(","), 2 * hosts.len());
+    microbench(&format!("{opts} --bcast"), &hosts.join(","), 2 * hosts.len());
     overlay(&opts, &hosts.join(","), 2 * hosts.len(), 2);
     checks(&opts, &hosts);
 }

@@ -122,6 +122,9 @@ pub struct Segment {
     /// Serve PMGR collectives (pmgr_collective v8, MVAPICH-1): export MPIRUN_* to the ranks
     #[arg(long = "pmgr")]
     pub pmgr: bool,
+    /// Send each executable down the tree once; every node runs it from node-local storage
+    #[arg(long = "bcast")]
+    pub bcast: bool,
     /// Most connections any process of the NLA tree holds (children + parent; default 128)
     #[arg(long = "max-conn", value_name = "N", value_parser = clap::value_parser!(u32).range(3..))]
     pub max_conn: Option<u32>,
@@ -214,6 +217,7 @@ const LONG: &[(&str, &str, usize)] = &[
     ("launch-batch", "launch-batch", 1),
     ("max-conn", "max-conn", 1),
     ("pmgr", "pmgr", 0),
+    ("bcast", "bcast", 0),
     ("kvs-push-max", "kvs-push-max", 1),
     ("kvs-max", "kvs-max", 1),
     ("bind-to", "bind-to", 1),
@@ -255,6 +259,8 @@ pub struct Global {
     pub max_conn: Option<usize>,
     pub launch_timeout: Option<f64>,
     pub pmgr: bool,
+    /// `--bcast`: stage the executables.
+    pub bcast: bool,
     pub launch_batch: Option<u32>,
     /// `-bind-to` / `-map-by`.
     pub binding: libi_binding::Binding,
@@ -479,6 +485,7 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         global.max_conn = s.max_conn.map(|c| c as usize).or(global.max_conn);
         global.launch_timeout = s.launch_timeout.or(global.launch_timeout);
         global.pmgr |= s.pmgr;
+        global.bcast |= s.bcast;
         global.launch_batch = s.launch_batch.or(global.launch_batch);
         if let Some(b) = &s.bind_to {
             global.binding.bind = libi_binding::parse_bind(b).map_err(usage)?;

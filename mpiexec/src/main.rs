@@ -95,13 +95,22 @@ fn main() -> ExitCode {
         slurm,
         rm_hosts,
     };
-    let plan = match plan::plan(&cl, &ctx) {
+    let mut plan = match plan::plan(&cl, &ctx) {
         Ok(p) => p,
         Err(m) => {
             eprintln!("libi-mpiexec: {m}");
             return ExitCode::from(2);
         }
     };
+    if cl.global.bcast && cl.global.singleton_port.is_none() {
+        match stage_executables(&plan.job) {
+            Ok(staged) => plan.job.staged = staged,
+            Err(m) => {
+                eprintln!("libi-mpiexec: --bcast: {m}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let advertise = match advertise_addr(&cl.global) {
         Ok(a) => a,
         Err(m) => {
@@ -192,6 +201,51 @@ fn reserve_std_fds() {
             }
         }
     }
+}
+
+/// `--bcast`: read each app's executable (found as the NLA would find it: on the app's
+/// `PATH`), once per distinct file.
+fn stage_executables(job: &libi::job::JobCommon) -> Result<Vec<libi::job::Staged>, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut staged: Vec<(std::ffi::OsString, libi::job::Staged)> = Vec::new();
+    let mut total = 0u64;
+    for (i, app) in job.apps.iter().enumerate() {
+        let mut path = libi_node::spawn::resolve(&app.exe, &app.env);
+        if !path.as_encoded_bytes().contains(&b'/') {
+            return Err(format!("'{}' is not found on PATH", app.exe));
+        }
+        if let Some(w) = app.wdir.as_deref().filter(|_| !std::path::Path::new(&path).is_absolute())
+        {
+            path = std::path::Path::new(w).join(&path).into_os_string();
+        }
+        if let Some((_, s)) = staged.iter_mut().find(|(p, _)| *p == path) {
+            s.apps.push(i as u32);
+            continue;
+        }
+        let shown = std::path::Path::new(&path).display().to_string();
+        let meta = std::fs::metadata(&path).map_err(|e| format!("cannot read '{shown}': {e}"))?;
+        if !meta.is_file() {
+            return Err(format!("'{shown}' is not a file"));
+        }
+        total += meta.len();
+        if total > libi::job::STAGE_MAX {
+            return Err(format!(
+                "the executables total more than {} (at '{shown}')",
+                libi::job::human_bytes(libi::job::STAGE_MAX)
+            ));
+        }
+        let data = std::fs::read(&path).map_err(|e| format!("cannot read '{shown}': {e}"))?;
+        let name = std::path::Path::new(&path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "exe".into());
+        let mode = meta.permissions().mode();
+        staged.push((
+            path,
+            libi::job::Staged { apps: vec![i as u32], name, mode, data: data.into() },
+        ));
+    }
+    Ok(staged.into_iter().map(|(_, s)| s).collect())
 }
 
 /// `-localhost ADDR` (an address or a resolvable name) or `-iface IF` (its IPv4 address).

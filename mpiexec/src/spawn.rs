@@ -142,6 +142,7 @@ impl Spawner {
             spawned_by: Some(parent.kvsname.clone()),
             singleton: None,
             each_end: false,
+            staged: Vec::new(),
             ..parent.clone()
         };
         let root = nla_tree(per_node, &base.shape, &base.model, base.max_conn, &base.root.host);

@@ -544,6 +544,13 @@ impl NodeCore {
         &self.job
     }
 
+    /// `--bcast`: app `app` runs the staged copy at `path` on this node.
+    pub fn set_exe(&mut self, app: usize, path: String) {
+        if let Some(a) = self.job.apps.get_mut(app) {
+            a.exe = path;
+        }
+    }
+
     pub fn plan(&self) -> &NodePlan {
         &self.plan
     }

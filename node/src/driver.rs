@@ -209,6 +209,16 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     };
     let mut pmgr_writers: HashMap<u64, UnboundedSender<Option<Vec<u8>>>> = HashMap::new();
     let mut pmgr_swept = false;
+    // `--bcast`: write the staged executables before any rank starts.
+    let stage = match crate::stage::write(core.job(), core.local_count()) {
+        Ok(s) => s,
+        Err(e) => return Err(io::Error::new(e.kind(), format!("--bcast: {e}"))),
+    };
+    if let Some(st) = &stage {
+        for (app, path) in st.exes() {
+            core.set_exe(app, path);
+        }
+    }
     let mut ranks = Ranks::start(&core, &ev_tx, &up, pmgr_port);
     for (local, pid) in ranks.pids.iter().enumerate() {
         if let Some(pid) = pid {
@@ -347,6 +357,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         debug!(swept, "killed processes the ranks left behind");
     }
     drop(link);
+    drop(stage);
     Ok(0)
 }
 

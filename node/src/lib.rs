@@ -27,6 +27,7 @@ pub mod reaper;
 pub mod root;
 pub mod singleton;
 pub mod spawn;
+pub mod stage;
 pub mod stdio;
 pub mod tree;
 

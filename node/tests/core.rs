@@ -48,6 +48,7 @@ fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
             spawned_by: None,
             singleton: None,
             each_end: false,
+            staged: Vec::new(),
         },
         plan: me,
     }

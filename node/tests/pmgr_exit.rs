@@ -41,6 +41,7 @@ fn core(n: u32) -> NodeCore {
         singleton: None,
         // Every end on its own: these tests judge each exit.
         each_end: true,
+        staged: Vec::new(),
     };
     NodeCore::new(NodeSetup { job, plan }, true, false)
 }

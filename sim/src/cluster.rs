@@ -397,6 +397,7 @@ impl Cluster {
             spawned_by: None,
             singleton: None,
             each_end: false,
+            staged: Vec::new(),
         };
         // Node table from the plan (node ids are the plan's: 0 = front end, 1.. agents).
         let n = cfg.nodes + 1;
