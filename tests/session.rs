@@ -218,6 +218,68 @@ fn checks(opts: &str, hosts: &[String]) {
     assert!(line(&out, "reply").starts_with("reply ping-calls ping-calls size="), "{out}{err}");
 }
 
+/// Daemons next to a running job (LaunchMON-style): its table and hosts from its front end's
+/// pid, one daemon per host, each finds its host's ranks alive.
+fn attach(opts: &str, job_args: &[&str], hosts: &[&str], ranks: usize) {
+    let mark = new_mark();
+    let mut job = Command::new(MPIEXEC)
+        .args(job_args)
+        .args(["sleep", "1000.75"])
+        .env("LIBI_E2E_MARK", &mark)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the job");
+    // The table is answered once the job's ranks run; before the socket exists, retry.
+    let mut tries = 0;
+    let out = loop {
+        let (st, out, err) = run_fe(
+            opts,
+            &["libi_check_fe", &prog("libi_check_member"), "attach", &job.id().to_string()],
+        );
+        if out.contains("table LIBI_OK") || tries == 50 {
+            break (st, out, err);
+        }
+        tries += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (st, out, err) = out;
+    assert_eq!(st, 0, "{out}{err}");
+    assert_eq!(line(&out, "table-size"), format!("table-size {ranks}"), "{out}{err}");
+    assert_eq!(line(&out, "launch").trim_end(), "launch LIBI_OK", "{out}{err}");
+    assert_eq!(
+        line(&out, "reply"),
+        format!(
+            "reply attach daemons={} hosts={} ranks={ranks} alive={ranks}",
+            hosts.len(),
+            hosts.join(",")
+        ),
+        "{err}"
+    );
+    assert!(
+        line(&out, "notajob")
+            .starts_with("notajob LIBI_ESESS --proctable 1: no libi-mpiexec job with pid 1"),
+        "{out}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(job.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("SIGINT the job");
+    assert_eq!(job.wait().expect("wait").code(), Some(130));
+    assert!(leftovers(&mark, Duration::from_secs(10)).is_empty());
+}
+
+#[test]
+fn daemons_next_to_a_running_job() {
+    attach(
+        "-launcher fork",
+        &["-launcher", "fork", "-hosts", "n1:2,n2:2,n3:1", "-n", "5"],
+        &["n1", "n2", "n3"],
+        5,
+    );
+}
+
 #[test]
 fn examples_on_one_node() {
     microbench("-launcher fork", "localhost:4", 4);
@@ -265,4 +327,13 @@ fn over_ssh_hosts() {
     microbench(&format!("{opts} --bcast"), &hosts.join(","), 2 * hosts.len());
     overlay(&opts, &hosts.join(","), 2 * hosts.len(), 2);
     checks(&opts, &hosts);
+    let names: Vec<&str> = h.split(',').take(3).collect();
+    let job_hosts: Vec<String> = names.iter().map(|x| format!("{x}:2")).collect();
+    let job_hosts = job_hosts.join(",");
+    attach(
+        &opts,
+        &["-launcher", "ssh", "-launcher-exec", &ssh, "-hosts", &job_hosts, "-n", "6"],
+        &names,
+        6,
+    );
 }

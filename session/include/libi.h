@@ -69,6 +69,17 @@ libi_rc_e LIBI_fe_sendUsrData(libi_sess_handle_t sessionHandle, const void *msgb
 /* *msgbuf is malloc()ed: free() it. */
 libi_rc_e LIBI_fe_recvUsrData(libi_sess_handle_t sessionHandle, void **msgbuf, int *msgbuflen);
 libi_rc_e LIBI_fe_getHostlistSize(libi_sess_handle_t sessionHandle, unsigned int *size);
+/* Tools next to a running libi-mpiexec job (its front end's pid, LaunchMON-style): its
+ * process table in rank order, and one host distribution entry (nproc 1) per host of the
+ * job, to launch one daemon per node. Each result is one malloc()ed block: free() it. */
+typedef struct libi_proc_desc_t {
+    int rank;
+    int pid;                      /* 0: the rank is not running */
+    const char *host_name;
+    const char *executable_name;
+} libi_proc_desc_t;
+libi_rc_e LIBI_fe_getJobProcTable(int job_pid, libi_proc_desc_t **table, int *size);
+libi_rc_e LIBI_fe_getJobHosts(int job_pid, host_dist_t **hd);
 /* Waits (LIBI_FINALIZE_WAIT seconds, default 10) for every session to end, ends the rest. */
 libi_rc_e LIBI_fe_finalize(void);
 

@@ -38,6 +38,28 @@ pub struct ProcDist {
     pub env: Vec<(String, String)>,
 }
 
+/// One rank of a running job (see [`FrontEnd::job_table`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcEntry {
+    pub rank: u32,
+    pub host: String,
+    /// 0: the rank is not running.
+    pub pid: i32,
+    pub exe: String,
+}
+
+/// One process per host of a job's table, in the order the hosts first appear: where to
+/// start one daemon per node of the job.
+pub fn job_hosts(table: &[ProcEntry]) -> Vec<HostDist> {
+    let mut hosts: Vec<HostDist> = Vec::new();
+    for e in table {
+        if !hosts.iter().any(|h| h.host == e.host) {
+            hosts.push(HostDist { host: e.host.clone(), procs: 1 });
+        }
+    }
+    hosts
+}
+
 /// How sessions are launched.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -220,6 +242,36 @@ impl FrontEnd {
             .get(s.0 as usize)
             .map(|x| x.hosts.as_slice())
             .ok_or_else(|| Error::new(Code::ESess, format!("no session {}", s.0)))
+    }
+
+    /// The process table of a running `libi-mpiexec` job (its front end's pid), in rank
+    /// order: to start daemons next to it (one per host: [`job_hosts`]) and attach to its
+    /// ranks. Asked with `libi-mpiexec --proctable PID`.
+    pub fn job_table(&self, job_pid: u32) -> Result<Vec<ProcEntry>> {
+        let out = Command::new(&self.opts.mpiexec)
+            .args(["--proctable", &job_pid.to_string()])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| {
+                Error::new(Code::EIo, format!("cannot run {}: {e}", self.opts.mpiexec.display()))
+            })?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let err = err.trim_end().strip_prefix("libi-mpiexec: ").unwrap_or(err.trim_end());
+            return Err(Error::new(Code::ESess, err.to_string()));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .map(|l| {
+                let mut f = l.splitn(4, ' ');
+                let bad = || Error::new(Code::EIo, format!("bad process table line '{l}'"));
+                let rank = f.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
+                let host = f.next().ok_or_else(bad)?.to_string();
+                let pid = f.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
+                let exe = f.next().ok_or_else(bad)?.to_string();
+                Ok(ProcEntry { rank, host, pid, exe })
+            })
+            .collect()
     }
 
     /// `LIBI_fe_launch`: start every distribution's processes; several distributions of one

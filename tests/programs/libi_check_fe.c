@@ -7,6 +7,7 @@
  *   libi_check_fe MEMBER killagent HOSTS     session 0 loses an agent; session 1 goes on
  *   libi_check_fe MEMBER bad HOSTS           bad host distributions and misused calls
  *   libi_check_fe MEMBER calls HOSTS         the members check misused calls
+ *   libi_check_fe MEMBER attach PID          daemons next to the running job PID
  * HOSTS: host:n[,host:n...] */
 #include "../../examples/libi/hostlist.h"
 #include <libi.h>
@@ -105,6 +106,31 @@ int main(int argc, char **argv) {
         d = (proc_dist_req_t){s, member, echo, &unknown, NULL};
         report("unknown", LIBI_fe_launch(&d, 1));
         report("member-call", LIBI_barrier());
+    } else if (strcmp(what, "attach") == 0) {
+        int pid = atoi(argv[3]), n = 0;
+        libi_proc_desc_t *t = NULL;
+        host_dist_t *jh = NULL;
+        report("table", LIBI_fe_getJobProcTable(pid, &t, &n));
+        report("hosts", LIBI_fe_getJobHosts(pid, &jh));
+        char text[65536];
+        int len = 0;
+        for (int i = 0; i < n && len < (int)sizeof text - 300; i++)
+            len += snprintf(text + len, sizeof text - len, "%d %s %d\n", t[i].rank, t[i].host_name, t[i].pid);
+        printf("table-size %d\n", n);
+        const char *attach[] = {"attach", NULL};
+        libi_sess_handle_t s;
+        LIBI_fe_createSession(&s);
+        proc_dist_req_t d = {s, member, attach, jh, NULL};
+        report("launch", LIBI_fe_launch(&d, 1));
+        report("send", LIBI_fe_sendUsrData(s, text, len));
+        void *m = NULL;
+        int ml = 0;
+        int rc = LIBI_fe_recvUsrData(s, &m, &ml);
+        if (rc == LIBI_OK) printf("reply %.*s\n", ml, (char *)m);
+        else report("recv", rc);
+        free(t);
+        free(jh);
+        report("notajob", LIBI_fe_getJobHosts(1, &jh));
     } else if (strcmp(what, "calls") == 0) {
         const char *calls[] = {"calls", "C", NULL};
         libi_sess_handle_t s;

@@ -6,7 +6,11 @@
  *                  barrier;
  *   killagent    — the last rank SIGKILLs its agent (its parent, libi-nla); the others wait
  *                  in a barrier;
- *   calls        — checks the error codes of misused calls, then behaves as "echo X". */
+ *   calls        — checks the error codes of misused calls, then behaves as "echo X";
+ *   attach       — a daemon next to a job: the master gets the job's process table
+ *                  ("rank host pid" lines) from the front end and broadcasts it; each daemon
+ *                  checks the ranks on its host (PMI_HOSTNAME) are alive processes; the
+ *                  master reports "attach daemons=N hosts=h,... ranks=R alive=A". */
 #include <libi.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,6 +51,43 @@ int main(int argc, char **argv) {
         if (rank == size - 1) kill(getppid(), SIGKILL);
         LIBI_barrier();
         pause();
+    }
+    if (strcmp(mode, "attach") == 0) {
+        int len = 0;
+        void *m = NULL;
+        if (master && (rc = LIBI_recvUsrData(&m, &len)) != LIBI_OK) return die("LIBI_recvUsrData", rc);
+        if ((rc = LIBI_broadcast(&len, sizeof len)) != LIBI_OK) return die("LIBI_broadcast", rc);
+        char *table = calloc(1, (size_t)len + 1);
+        if (master) memcpy(table, m, (size_t)len);
+        if ((rc = LIBI_broadcast(table, len)) != LIBI_OK) return die("LIBI_broadcast", rc);
+        const char *me = getenv("PMI_HOSTNAME");
+        int seen[2] = {0, 0};
+        for (char *l = strtok(table, "\n"); l; l = strtok(NULL, "\n")) {
+            char host[256];
+            int r, pid;
+            if (sscanf(l, "%d %255s %d", &r, host, &pid) == 3 && me && strcmp(host, me) == 0) {
+                seen[0]++;
+                if (pid > 0 && kill(pid, 0) == 0) seen[1]++;
+            }
+        }
+        char name[32] = {0};
+        snprintf(name, sizeof name, "%s", me ? me : "?");
+        int *all = master ? calloc((size_t)size, sizeof seen) : NULL;
+        char *names = master ? calloc((size_t)size, sizeof name) : NULL;
+        if ((rc = LIBI_gather(seen, sizeof seen, all)) != LIBI_OK) return die("LIBI_gather", rc);
+        if ((rc = LIBI_gather(name, sizeof name, names)) != LIBI_OK) return die("LIBI_gather", rc);
+        if (master) {
+            char line[4096];
+            int ranks = 0, alive = 0, n = snprintf(line, sizeof line, "attach daemons=%d hosts=", size);
+            for (int i = 0; i < size; i++) {
+                ranks += all[2 * i];
+                alive += all[2 * i + 1];
+                n += snprintf(line + n, sizeof line - n, "%s%s", i ? "," : "", names + (size_t)i * sizeof name);
+            }
+            n += snprintf(line + n, sizeof line - n, " ranks=%d alive=%d", ranks, alive);
+            if ((rc = LIBI_sendUsrData(line, n)) != LIBI_OK) return die("LIBI_sendUsrData", rc);
+        }
+        return LIBI_finalize() == LIBI_OK ? 0 : 1;
     }
     char msg[256] = {0};
     if (master) {

@@ -310,6 +310,104 @@ pub unsafe extern "C" fn LIBI_fe_getHostlistSize(sess: c_int, size: *mut c_uint)
     })
 }
 
+/// One rank of a running job (`libi.h`).
+#[repr(C)]
+pub struct libi_proc_desc_t {
+    pub rank: c_int,
+    pub pid: c_int,
+    pub host_name: *const c_char,
+    pub executable_name: *const c_char,
+}
+
+/// One malloc'ed block: `n` entries of `T`, then the NUL-terminated strings they point to.
+unsafe fn block<T>(n: usize, strings: &[&str]) -> Result<(*mut T, Vec<*const c_char>), Error> {
+    let head = std::mem::size_of::<T>() * n;
+    let total = head + strings.iter().map(|s| s.len() + 1).sum::<usize>();
+    // SAFETY: malloc, checked for NULL; T's alignment is at most malloc's.
+    let p = unsafe { libc::malloc(total.max(1)) } as *mut u8;
+    if p.is_null() {
+        return Err(Error::new(Code::EIo, "out of memory"));
+    }
+    let mut at = head;
+    let mut ptrs = Vec::with_capacity(strings.len());
+    for s in strings {
+        let clean = s.replace('\0', " ");
+        // SAFETY: at + len + 1 <= total by construction.
+        unsafe {
+            std::ptr::copy_nonoverlapping(clean.as_ptr(), p.add(at), clean.len());
+            *p.add(at + clean.len()) = 0;
+            ptrs.push(p.add(at) as *const c_char);
+        }
+        at += clean.len() + 1;
+    }
+    Ok((p as *mut T, ptrs))
+}
+
+/// The process table of the running `libi-mpiexec` job with front-end pid `job_pid`, in rank
+/// order: `*table` (one malloc'ed block: free() it) of `*size` entries.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_fe_getJobProcTable(
+    job_pid: c_int,
+    table: *mut *mut libi_proc_desc_t,
+    size: *mut c_int,
+) -> Code {
+    if table.is_null() || size.is_null() || job_pid <= 0 {
+        return arg("the job pid or the table pointers");
+    }
+    with_fe(|fe| {
+        let t = fe.job_table(job_pid as u32)?;
+        let strings: Vec<&str> = t.iter().flat_map(|e| [e.host.as_str(), e.exe.as_str()]).collect();
+        let (p, ptrs) = unsafe { block::<libi_proc_desc_t>(t.len(), &strings)? };
+        for (i, e) in t.iter().enumerate() {
+            // SAFETY: p has room for t.len() entries.
+            unsafe {
+                p.add(i).write(libi_proc_desc_t {
+                    rank: e.rank as c_int,
+                    pid: e.pid,
+                    host_name: ptrs[2 * i],
+                    executable_name: ptrs[2 * i + 1],
+                })
+            };
+        }
+        // SAFETY: checked non-null.
+        unsafe {
+            *table = p;
+            *size = t.len() as c_int;
+        }
+        Ok(())
+    })
+}
+
+/// One daemon per host of the running job with front-end pid `job_pid`: `*hd` is a host
+/// distribution (one malloc'ed block: free() it), nproc 1 per host, to launch daemons next
+/// to the job's ranks.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_fe_getJobHosts(job_pid: c_int, hd: *mut *mut host_dist_t) -> Code {
+    if hd.is_null() || job_pid <= 0 {
+        return arg("the job pid or the host pointer");
+    }
+    with_fe(|fe| {
+        let hosts = libi_session::fe::job_hosts(&fe.job_table(job_pid as u32)?);
+        if hosts.is_empty() {
+            return Err(Error::new(
+                Code::ESess,
+                format!("the job with pid {job_pid} has no ranks"),
+            ));
+        }
+        let names: Vec<&str> = hosts.iter().map(|h| h.host.as_str()).collect();
+        let (p, ptrs) = unsafe { block::<host_dist_t>(hosts.len(), &names)? };
+        for (i, name) in ptrs.iter().enumerate() {
+            let next =
+                if i + 1 < hosts.len() { unsafe { p.add(i + 1) } } else { std::ptr::null_mut() };
+            // SAFETY: p has room for hosts.len() entries.
+            unsafe { p.add(i).write(host_dist_t { hostname: *name, nproc: 1, next }) };
+        }
+        // SAFETY: checked non-null.
+        unsafe { *hd = p };
+        Ok(())
+    })
+}
+
 #[no_mangle]
 pub extern "C" fn LIBI_fe_finalize() -> Code {
     let fe = match FE.lock() {
