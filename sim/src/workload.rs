@@ -33,6 +33,47 @@ enum Cond {
     SizeGt1,
     NodesGt1,
     SizeGtNodes,
+    /// The rank is this one (`rank=N`).
+    Rank(u32),
+    /// The rank's process group was spawned by another (`spawned`).
+    Spawned,
+}
+
+/// A PMGR operation of a simulated rank (`>pmgr …`, see `sim/workloads/README.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PmgrOp {
+    /// Connect and say hello (version 8, rank).
+    Open,
+    /// `PMGR_CLOSE`, then close the connection.
+    Close,
+    /// `PMGR_ABORT` with this code (no answer; the job fails).
+    Abort(i32),
+    Barrier,
+    Bcast {
+        root: u32,
+        size: u32,
+    },
+    Gather {
+        root: u32,
+        size: u32,
+    },
+    Scatter {
+        root: u32,
+        size: u32,
+    },
+    Allgather {
+        size: u32,
+    },
+    Alltoall {
+        size: u32,
+    },
+}
+
+/// A PMGR line: the operation and the seed of the data each rank contributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PmgrStep {
+    pub op: PmgrOp,
+    pub seed: u32,
 }
 
 /// One piece of a request template.
@@ -67,6 +108,8 @@ pub struct Step {
     pub expect_fail: bool,
     /// Played only when every condition holds (`bool`: negated).
     when: Vec<(Cond, bool)>,
+    /// A PMGR operation instead of a PMI request (`>pmgr`).
+    pub pmgr: Option<PmgrStep>,
 }
 
 /// A parsed workload.
@@ -94,6 +137,8 @@ pub struct Who<'a> {
     pub ppn: u32,
     /// Nodes of the job.
     pub nodes: u32,
+    /// The rank's process group was spawned (`MPI_Comm_spawn`).
+    pub spawned: bool,
 }
 
 /// The built-in workloads (their files are compiled in).
@@ -103,6 +148,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("exchange", include_str!("../workloads/exchange.pmitrace")),
     ("fence", include_str!("../workloads/fence.pmitrace")),
     ("pmi2", include_str!("../workloads/pmi2.pmitrace")),
+    ("pmgr", include_str!("../workloads/pmgr.pmitrace")),
+    ("spawn", include_str!("../workloads/spawn.pmitrace")),
 ];
 
 impl Trace {
@@ -157,6 +204,11 @@ impl Trace {
                                 None => (false, c),
                             };
                             let cond = match c {
+                                _ if c.starts_with("rank=") => match c[5..].parse() {
+                                    Ok(r) => Cond::Rank(r),
+                                    Err(_) => return Err(at(format!("bad condition '{c}'"))),
+                                },
+                                "spawned" => Cond::Spawned,
                                 "leader" => Cond::Leader,
                                 "local>1" => Cond::LocalGt1,
                                 "size>1" => Cond::SizeGt1,
@@ -178,6 +230,21 @@ impl Trace {
                 .split_once(' ')
                 .filter(|(t, _)| t.starts_with('>'))
                 .ok_or_else(|| at(format!("expected '> request' or '< answer', got '{line}'")))?;
+            if tag == ">pmgr" {
+                let pmgr = parse_pmgr(req).map_err(at)?;
+                steps.push(Step {
+                    pmi2: false,
+                    repeat: Repeat::Once,
+                    pieces: Vec::new(),
+                    expect: None,
+                    answer: None,
+                    one_way: true,
+                    expect_fail: false,
+                    when,
+                    pmgr: Some(pmgr),
+                });
+                continue;
+            }
             // `>2…`: a PMI-2 frame (6-byte length header, `;`-separated body, no newline).
             let (pmi2, tag) = match tag.strip_prefix(">2") {
                 Some(rest) => (true, format!(">{rest}")),
@@ -205,6 +272,7 @@ impl Trace {
                 one_way,
                 expect_fail: false,
                 when,
+                pmgr: None,
             });
         }
         if steps.is_empty() {
@@ -225,11 +293,13 @@ impl Trace {
             local_count: 1,
             ppn: 1,
             nodes: 1,
+            spawned: false,
         };
         self.fixed = (0..self.steps.len())
             .map(|i| {
                 let st = &self.steps[i];
                 let constant = st.repeat == Repeat::Once
+                    && st.pmgr.is_none()
                     && st.pieces.iter().all(|p| matches!(p, Piece::Text(_) | Piece::Kvsname));
                 constant.then(|| self.render(i, &who, 0, 0))
             })
@@ -259,6 +329,8 @@ impl Trace {
             Cond::SizeGt1 => who.size > 1,
             Cond::NodesGt1 => who.nodes > 1,
             Cond::SizeGtNodes => who.size > who.nodes,
+            Cond::Rank(r) => who.rank == r,
+            Cond::Spawned => who.spawned,
         };
         if !self.steps[step].when.iter().all(|&(c, neg)| holds(c) != neg) {
             return 0;
@@ -311,9 +383,18 @@ impl Trace {
         }
     }
 
-    /// The request line (with its newline) of step `step` for `who` and `peer`.
+    /// Whether any line speaks PMGR (the job then serves it).
+    pub fn uses_pmgr(&self) -> bool {
+        self.steps.iter().any(|s| s.pmgr.is_some())
+    }
+
+    /// The request line (with its newline) of step `step` for `who` and `peer`. A PMI-1
+    /// `mcmd=` block (a spawn) is sent one field per line.
     pub fn render(&self, step: usize, who: &Who, peer: u32, appnum: u32) -> Vec<u8> {
-        let body = fill(&self.steps[step].pieces, who, peer, appnum);
+        let mut body = fill(&self.steps[step].pieces, who, peer, appnum);
+        if !self.steps[step].pmi2 && body.starts_with(b"mcmd=") {
+            body.iter_mut().filter(|b| **b == b' ').for_each(|b| *b = b'\n');
+        }
         if self.steps[step].pmi2 {
             let mut v = format!("{:<6}", body.len()).into_bytes();
             v.extend_from_slice(&body);
@@ -366,6 +447,113 @@ fn fill(pieces: &[Piece], who: &Who, peer: u32, appnum: u32) -> Vec<u8> {
         }
         s.into_bytes()
     }
+}
+
+/// `>pmgr OP [root=N] [size=N] [seed=N] [code=N]`.
+fn parse_pmgr(req: &str) -> Result<PmgrStep, String> {
+    let mut words = req.split_whitespace();
+    let name = words.next().unwrap_or("");
+    let (mut root, mut size, mut seed, mut code) = (None, None, 0u32, None);
+    for w in words {
+        let (k, v) = w.split_once('=').ok_or_else(|| format!("pmgr: '{w}' is not key=value"))?;
+        let bad = || format!("pmgr: bad {k} '{v}'");
+        match k {
+            "root" => root = Some(v.parse::<u32>().map_err(|_| bad())?),
+            "size" => size = Some(v.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(bad)?),
+            "seed" => seed = v.parse::<u32>().map_err(|_| bad())?,
+            "code" => code = Some(v.parse::<i32>().map_err(|_| bad())?),
+            _ => return Err(format!("pmgr: unknown field '{k}'")),
+        }
+    }
+    let need_size = || size.ok_or_else(|| format!("pmgr {name}: size=N missing"));
+    let root_size = || Ok::<_, String>((root.unwrap_or(0), need_size()?));
+    let op = match name {
+        "open" => PmgrOp::Open,
+        "close" => PmgrOp::Close,
+        "abort" => PmgrOp::Abort(code.unwrap_or(-1)),
+        "barrier" => PmgrOp::Barrier,
+        "bcast" => root_size().map(|(root, size)| PmgrOp::Bcast { root, size })?,
+        "gather" => root_size().map(|(root, size)| PmgrOp::Gather { root, size })?,
+        "scatter" => root_size().map(|(root, size)| PmgrOp::Scatter { root, size })?,
+        "allgather" => PmgrOp::Allgather { size: need_size()? },
+        "alltoall" => PmgrOp::Alltoall { size: need_size()? },
+        _ => return Err(format!("unknown pmgr operation '{name}'")),
+    };
+    Ok(PmgrStep { op, seed })
+}
+
+/// The `len` bytes rank `rank` contributes to its collective number `coll` (counted from 0
+/// per rank) of a line with seed `seed`: a hash of all four, so that a block from another
+/// rank, another collective or another place is told apart.
+pub fn pmgr_data(rank: u32, coll: u32, seed: u32, len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len);
+    let base = (u64::from(rank) << 32 | u64::from(coll)) ^ (u64::from(seed) << 16).rotate_left(7);
+    let mut i = 0u64;
+    while out.len() < len {
+        // splitmix64 of (base, i)
+        let mut z = base.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let take = (len - out.len()).min(8);
+        out.extend_from_slice(&z.to_le_bytes()[..take]);
+        i += 1;
+    }
+    out
+}
+
+/// What rank `rank` of `size` sends for `op` (collective number `coll`, seed `seed`), and
+/// whether an answer comes back to it.
+pub fn pmgr_request(op: PmgrOp, rank: u32, size: u32, coll: u32, seed: u32) -> (Vec<u8>, bool) {
+    use pmgr::wire::Packet;
+    let n = size as usize;
+    let data = |len: usize| pmgr_data(rank, coll, seed, len);
+    let packet = match op {
+        PmgrOp::Open => return (pmgr::wire::encode_hello(rank as i32), false),
+        PmgrOp::Close => Packet::Close,
+        PmgrOp::Abort(code) => Packet::Abort { code },
+        PmgrOp::Barrier => Packet::Barrier,
+        PmgrOp::Bcast { root, size: sz } => {
+            let data = if rank == root { data(sz as usize) } else { Vec::new() };
+            Packet::Bcast { root, sz, data }
+        }
+        PmgrOp::Gather { root, size: sz } => Packet::Gather { root, sz, data: data(sz as usize) },
+        PmgrOp::Scatter { root, size: sz } => {
+            let data = if rank == root { data(n * sz as usize) } else { Vec::new() };
+            Packet::Scatter { root, sz, data }
+        }
+        PmgrOp::Allgather { size: sz } => Packet::Allgather { sz, data: data(sz as usize) },
+        PmgrOp::Alltoall { size: sz } => Packet::Alltoall { sz, data: data(n * sz as usize) },
+    };
+    let answered = match op {
+        PmgrOp::Open | PmgrOp::Close | PmgrOp::Abort(_) => false,
+        PmgrOp::Gather { root, .. } => rank == root,
+        _ => true,
+    };
+    (packet.encode(), answered)
+}
+
+/// What rank `rank` of `size` must receive for `op` by PMGR's semantics (§3.4 of
+/// `docs/spec/pmgr-wire.md`), computed from every rank's contribution; `None` for a barrier
+/// (4 bytes, value ignored) and ops without an answer.
+pub fn pmgr_expected(op: PmgrOp, rank: u32, size: u32, coll: u32, seed: u32) -> Option<Vec<u8>> {
+    let n = size as usize;
+    let of = |r: u32, len: usize| pmgr_data(r, coll, seed, len);
+    let block =
+        |v: Vec<u8>, i: usize, sz: usize| v.get(i * sz..(i + 1) * sz).unwrap_or(&[]).to_vec();
+    Some(match op {
+        PmgrOp::Bcast { root, size: sz } => of(root, sz as usize),
+        PmgrOp::Gather { size: sz, .. } | PmgrOp::Allgather { size: sz } => {
+            (0..size).flat_map(|r| of(r, sz as usize)).collect()
+        }
+        PmgrOp::Scatter { root, size: sz } => {
+            block(of(root, n * sz as usize), rank as usize, sz as usize)
+        }
+        PmgrOp::Alltoall { size: sz } => (0..size)
+            .flat_map(|s| block(of(s, n * sz as usize), rank as usize, sz as usize))
+            .collect(),
+        _ => return None,
+    })
 }
 
 fn template(req: &str) -> Result<Vec<Piece>, String> {
@@ -435,6 +623,7 @@ mod tests {
             local_count: 2,
             ppn: 2,
             nodes: 4,
+            spawned: false,
         }
     }
 
