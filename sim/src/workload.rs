@@ -9,6 +9,8 @@
 //! >local …                                                     for every other rank of the node
 //! >leaders …                                                   for the first rank of every other node
 //! < cmd=get_result rc=0 …                                      the answer (only its cmd= is checked)
+//! >pmgr allgather size=16                                      a PMGR collective, answer checked
+//! ?rank=0,!spawned > mcmd=spawn nprocs=3 execname=self …       a spawn (one field per line)
 //! ```
 
 use std::fmt::Write as _;
@@ -675,6 +677,55 @@ mod tests {
         assert!(Trace::parse("t", "> cmd=get key={nope}\n").is_err());
         assert!(Trace::parse("t", "> cmd=get key={rank\n").is_err());
         assert!(Trace::parse("t", ">x cmd=get\n").is_err());
+    }
+
+    /// PMGR lines parse, and the expected answers follow PMGR's semantics.
+    #[test]
+    fn pmgr_lines_and_semantics() {
+        let t = Trace::parse(
+            "p",
+            ">pmgr open\n?rank=1 >pmgr bcast root=1 size=4 seed=3\n>pmgr alltoall size=2\n>pmgr close\n",
+        )
+        .expect("parse");
+        assert!(t.uses_pmgr());
+        assert_eq!(t.steps[0].pmgr.map(|p| p.op), Some(PmgrOp::Open));
+        assert_eq!(
+            t.steps[1].pmgr,
+            Some(PmgrStep { op: PmgrOp::Bcast { root: 1, size: 4 }, seed: 3 })
+        );
+        assert_eq!(t.peer_count(1, &who(1)), 1);
+        assert_eq!(t.peer_count(1, &who(2)), 0);
+        for bad in
+            [">pmgr bcast\n", ">pmgr frob\n", ">pmgr allgather size=0\n", ">pmgr barrier x=1\n"]
+        {
+            assert!(Trace::parse("p", bad).is_err(), "{bad}");
+        }
+        // Different ranks, collectives and seeds contribute different bytes.
+        let d = |r, c, s| pmgr_data(r, c, s, 16);
+        assert_ne!(d(0, 0, 0), d(1, 0, 0));
+        assert_ne!(d(0, 0, 0), d(0, 1, 0));
+        assert_ne!(d(0, 0, 0), d(0, 0, 1));
+        assert_eq!(pmgr_data(5, 2, 0, 9).len(), 9);
+        // alltoall over 3 ranks: rank 1 gets block 1 of ranks 0, 1, 2 in order.
+        let a = PmgrOp::Alltoall { size: 2 };
+        let got = pmgr_expected(a, 1, 3, 4, 0).expect("answered");
+        let want: Vec<u8> = (0..3).flat_map(|s| pmgr_data(s, 4, 0, 6)[2..4].to_vec()).collect();
+        assert_eq!(got, want);
+        // scatter: block `rank` of the root's buffer; gather answers the root only.
+        let sc = PmgrOp::Scatter { root: 2, size: 3 };
+        assert_eq!(pmgr_expected(sc, 1, 4, 0, 0), Some(pmgr_data(2, 0, 0, 12)[3..6].to_vec()));
+        assert!(!pmgr_request(PmgrOp::Gather { root: 0, size: 1 }, 1, 2, 0, 0).1);
+        assert!(pmgr_request(PmgrOp::Gather { root: 0, size: 1 }, 0, 2, 0, 0).1);
+        assert_eq!(pmgr_expected(PmgrOp::Barrier, 0, 2, 0, 0), None);
+    }
+
+    #[test]
+    fn spawn_blocks_go_one_field_per_line() {
+        let t = Trace::parse("s", "?spawned > mcmd=spawn nprocs=2 execname=self endcmd\n")
+            .expect("parse");
+        assert_eq!(t.render(0, &who(0), 0, 0), b"mcmd=spawn\nnprocs=2\nexecname=self\nendcmd\n");
+        assert_eq!(t.peer_count(0, &who(0)), 0);
+        assert_eq!(t.peer_count(0, &Who { spawned: true, ..who(0) }), 1);
     }
 
     #[test]
