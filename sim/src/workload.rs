@@ -485,21 +485,29 @@ fn parse_pmgr(req: &str) -> Result<PmgrStep, String> {
 }
 
 /// The `len` bytes rank `rank` contributes to its collective number `coll` (counted from 0
-/// per rank) of a line with seed `seed`: a hash of all four, so that a block from another
-/// rank, another collective or another place is told apart.
+/// per rank) of a line with seed `seed`: a hash of all four and the byte's offset, so that a
+/// block from another rank, another collective or another place is told apart.
 pub fn pmgr_data(rank: u32, coll: u32, seed: u32, len: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len);
+    pmgr_data_at(rank, coll, seed, 0, len)
+}
+
+/// Bytes `from .. from + len` of what [`pmgr_data`] gives (without making the bytes before).
+pub fn pmgr_data_at(rank: u32, coll: u32, seed: u32, from: usize, len: usize) -> Vec<u8> {
     let base = (u64::from(rank) << 32 | u64::from(coll)) ^ (u64::from(seed) << 16).rotate_left(7);
-    let mut i = 0u64;
-    while out.len() < len {
+    let word = |i: u64| {
         // splitmix64 of (base, i)
         let mut z = base.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        let take = (len - out.len()).min(8);
-        out.extend_from_slice(&z.to_le_bytes()[..take]);
-        i += 1;
+        (z ^ (z >> 31)).to_le_bytes()
+    };
+    let mut out = Vec::with_capacity(len);
+    let mut at = from;
+    while out.len() < len {
+        let (i, skip) = (at / 8, at % 8);
+        let take = (len - out.len()).min(8 - skip);
+        out.extend_from_slice(&word(i as u64)[skip..skip + take]);
+        at += take;
     }
     out
 }
@@ -539,21 +547,18 @@ pub fn pmgr_request(op: PmgrOp, rank: u32, size: u32, coll: u32, seed: u32) -> (
 /// `docs/spec/pmgr-wire.md`), computed from every rank's contribution; `None` for a barrier
 /// (4 bytes, value ignored) and ops without an answer.
 pub fn pmgr_expected(op: PmgrOp, rank: u32, size: u32, coll: u32, seed: u32) -> Option<Vec<u8>> {
-    let n = size as usize;
-    let of = |r: u32, len: usize| pmgr_data(r, coll, seed, len);
-    let block =
-        |v: Vec<u8>, i: usize, sz: usize| v.get(i * sz..(i + 1) * sz).unwrap_or(&[]).to_vec();
+    let of = |r: u32, len: u32| pmgr_data(r, coll, seed, len as usize);
+    // Block `i` (of `sz` bytes) of what rank `r` contributes.
+    let block = |r: u32, i: u32, sz: u32| {
+        pmgr_data_at(r, coll, seed, i as usize * sz as usize, sz as usize)
+    };
     Some(match op {
-        PmgrOp::Bcast { root, size: sz } => of(root, sz as usize),
+        PmgrOp::Bcast { root, size: sz } => of(root, sz),
         PmgrOp::Gather { size: sz, .. } | PmgrOp::Allgather { size: sz } => {
-            (0..size).flat_map(|r| of(r, sz as usize)).collect()
+            (0..size).flat_map(|r| of(r, sz)).collect()
         }
-        PmgrOp::Scatter { root, size: sz } => {
-            block(of(root, n * sz as usize), rank as usize, sz as usize)
-        }
-        PmgrOp::Alltoall { size: sz } => (0..size)
-            .flat_map(|s| block(of(s, n * sz as usize), rank as usize, sz as usize))
-            .collect(),
+        PmgrOp::Scatter { root, size: sz } => block(root, rank, sz),
+        PmgrOp::Alltoall { size: sz } => (0..size).flat_map(|s| block(s, rank, sz)).collect(),
         _ => return None,
     })
 }
@@ -706,6 +711,9 @@ mod tests {
         assert_ne!(d(0, 0, 0), d(0, 1, 0));
         assert_ne!(d(0, 0, 0), d(0, 0, 1));
         assert_eq!(pmgr_data(5, 2, 0, 9).len(), 9);
+        for (from, len) in [(0, 3), (3, 9), (8, 8), (13, 20)] {
+            assert_eq!(pmgr_data_at(5, 2, 1, from, len), pmgr_data(5, 2, 1, 40)[from..from + len]);
+        }
         // alltoall over 3 ranks: rank 1 gets block 1 of ranks 0, 1, 2 in order.
         let a = PmgrOp::Alltoall { size: 2 };
         let got = pmgr_expected(a, 1, 3, 4, 0).expect("answered");
