@@ -410,6 +410,34 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     n.checked_mul(1u64 << shift).ok_or_else(bad)
 }
 
+/// The KVS names of a job's process groups, in Hydra's form `kvs_<pid>_<group>_<random>_<host>`:
+/// unique across jobs (the random part: MPICH names its shared-memory segments after the
+/// kvsname, and a name that repeats after pid reuse reopens a stale segment) and across hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvsNames {
+    pid: u32,
+    random: u32,
+    host: String,
+}
+
+impl KvsNames {
+    /// The host part keeps only letters, digits, `-` and `.` (at most 64 of them), so that
+    /// a name never needs quoting in PMI and stays far below PMI-1's `kvsname_max` (256).
+    pub fn new(pid: u32, random: u32, host: &str) -> Self {
+        let host: String = host
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+            .take(64)
+            .collect();
+        KvsNames { pid, random, host: if host.is_empty() { "localhost".into() } else { host } }
+    }
+
+    /// The kvsname of process group `group` (0: the job itself, then one per spawn).
+    pub fn name(&self, group: usize) -> String {
+        format!("kvs_{}_{group}_{}_{}", self.pid, self.random, self.host)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,5 +8,6 @@ pub mod launch;
 pub mod msg;
 pub mod report;
 pub mod slurm;
+pub mod spawn;
 pub mod text;
 pub mod tree;

@@ -106,6 +106,8 @@ struct FrontEnd {
     plan: Plan,
     groups: Vec<Group>,
     spawner: Spawner,
+    /// What the job's spawns are planned from.
+    spawn_base: libi::spawn::SpawnBase,
     root: RootCore,
     out: Output,
     stdin_credit: Arc<StdinCredit>,
@@ -140,7 +142,8 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
     };
     let root = RootCore::new(cfg, &plan.root, plan.job.size as usize, 0.0);
     let mut fe = FrontEnd {
-        spawner: Spawner::new(&plan),
+        spawn_base: plan.spawn_base(),
+        spawner: Spawner::new(&plan.spawn_base()),
         plan,
         groups: Vec::new(),
         root,
@@ -584,7 +587,7 @@ impl FrontEnd {
             .sum();
         let number = self.groups.len();
         let Some(parent) = self.groups.get(g).map(|gr| gr.core.job()) else { return };
-        let planned = self.spawner.plan(&self.plan, parent, &spawn, running, number);
+        let planned = self.spawner.plan(&self.spawn_base, parent, &spawn, running, number);
         let group = match planned {
             Ok(group) => group,
             Err(m) => return self.root.spawn_refused(g, req, &who, &m),

@@ -41,33 +41,7 @@ pub fn app_env(
     out
 }
 
-/// The KVS names of a job's process groups, in Hydra's form `kvs_<pid>_<group>_<random>_<host>`:
-/// unique across jobs (the random part: MPICH names its shared-memory segments after the
-/// kvsname, and a name that repeats after pid reuse reopens a stale segment) and across hosts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KvsNames {
-    pid: u32,
-    random: u32,
-    host: String,
-}
-
-impl KvsNames {
-    /// The host part keeps only letters, digits, `-` and `.` (at most 64 of them), so that
-    /// a name never needs quoting in PMI and stays far below PMI-1's `kvsname_max` (256).
-    pub fn new(pid: u32, random: u32, host: &str) -> Self {
-        let host: String = host
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
-            .take(64)
-            .collect();
-        KvsNames { pid, random, host: if host.is_empty() { "localhost".into() } else { host } }
-    }
-
-    /// The kvsname of process group `group` (0: the job itself, then one per spawn).
-    pub fn name(&self, group: usize) -> String {
-        format!("kvs_{}_{group}_{}_{}", self.pid, self.random, self.host)
-    }
-}
+pub use libi::job::KvsNames;
 
 /// The universe size ranks see (`MPI_UNIVERSE_SIZE`, PMI `get_universe_size`) for `-usize`
 /// (`None`: not given; `Some(0)`: SYSTEM; `Some(-1)`: INFINITE) in a job of `size` ranks over
@@ -101,6 +75,23 @@ pub struct Plan {
     pub universe_limit: Option<u32>,
     /// The kvsnames of the job and of its spawned groups.
     pub kvs: KvsNames,
+}
+
+impl Plan {
+    /// What the job's spawns are planned from ([`libi::spawn::Spawner`]).
+    pub fn spawn_base(&self) -> libi::spawn::SpawnBase {
+        libi::spawn::SpawnBase {
+            hosts: self.hosts.clone(),
+            universe_limit: self.universe_limit,
+            universe_size: self.job.universe_size,
+            kvs: self.kvs.clone(),
+            shape: self.shape.clone(),
+            model: self.model,
+            max_conn: self.max_conn,
+            root_host: self.root.host.clone(),
+            job_size: self.job.size,
+        }
+    }
 }
 
 /// Settings that do not come from the command line.

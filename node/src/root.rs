@@ -1089,7 +1089,7 @@ impl<C> Rendezvous<C> {
 }
 
 /// `rank N` in the job, `rank N of spawn G` in a spawned group.
-fn rank_name(g: usize, rank: u32) -> String {
+pub fn rank_name(g: usize, rank: u32) -> String {
     if g == 0 {
         format!("rank {rank}")
     } else {

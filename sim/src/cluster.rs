@@ -10,17 +10,22 @@
 //! batches), rank processes.
 
 use crate::model::{ns, secs, Costs, Time};
-use crate::workload::{answer_cmd, answer_rc, answer_value, Trace, Who};
+use crate::workload::{
+    answer_cmd, answer_rc, answer_value, pmgr_expected, pmgr_request, PmgrOp, Trace, Who,
+};
 use libi::job::{
-    AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, NodeSetup, RankEnd, RankSlot,
+    AppSpec, JobCommon, KvsNames, LauncherKind, LauncherSpec, NodePlan, NodeSetup, RankEnd,
+    RankSlot, SpawnRequest,
 };
 use libi::msg::Msg;
+use libi::spawn::{SpawnBase, Spawner};
 use libi::tree::Shape;
 use libi_node::core::{Effect, NodeCore, ProcEnd};
 use libi_node::launch::{GiveUp, Launches};
-use libi_node::root::describe_end;
+use libi_node::root::{describe_end, rank_name};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// A fault to inject.
 #[derive(Debug, Clone, PartialEq)]
@@ -183,6 +188,23 @@ pub struct Outcome {
     /// Each agent's launch: (node, parent, started, connected); NaN where it never was.
     #[serde(skip)]
     pub launches: Vec<(u32, u32, f64, f64)>,
+    /// Each process group: the job (first), then one per spawn, in order.
+    pub groups: Vec<GroupOutcome>,
+}
+
+/// What became of one process group (the job, or the ranks of one spawn).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct GroupOutcome {
+    pub kvsname: String,
+    pub workload: String,
+    pub agents: usize,
+    pub ranks: u64,
+    /// Ranks whose replay ended normally.
+    pub ranks_done: u64,
+    /// When it was started (a spawn: when the front end planned it), and when every one of
+    /// its agents had its ranks running (a spawn is answered then).
+    pub started: f64,
+    pub up: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,9 +224,64 @@ struct Rank {
     step: u32,
     peer_i: u32,
     state: RState,
-    /// Step of the request in flight and the peer it names (for its expected answer).
+    /// Its PMGR connection: [`PMGR_NONE`], [`PMGR_OPEN`] or [`PMGR_CLOSED`].
+    pmgr: u8,
+    /// Step of the request in flight and the peer it names (for its expected answer; for a
+    /// PMGR step, the number of the collective).
     asked: u32,
     peer: u32,
+    /// PMGR collectives this rank started.
+    colls: u32,
+}
+
+const PMGR_NONE: u8 = 0;
+const PMGR_OPEN: u8 = 1;
+const PMGR_CLOSED: u8 = 2;
+
+impl Rank {
+    fn new() -> Rank {
+        Rank {
+            step: 0,
+            peer_i: 0,
+            state: RState::Idle,
+            pmgr: PMGR_NONE,
+            asked: 0,
+            peer: 0,
+            colls: 0,
+        }
+    }
+}
+
+/// What a simulated rank does on its PMGR connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PmgrIo {
+    /// Connect (the connection is authenticated as its own), then send.
+    Connect,
+    Send,
+    /// Send, then close the connection.
+    SendClose,
+}
+
+/// One process group: the job itself (group 0) or the ranks of one spawn. Its nodes are
+/// `root ..= root + agents` in the node table (plan node `p` is node `root + p`), its ranks
+/// `first_rank .. first_rank + size` in the rank table.
+struct Group {
+    root: u32,
+    agents: usize,
+    first_rank: u32,
+    size: u32,
+    /// Ranks per node for `>leaders` (the first agent's).
+    ppn: u32,
+    kvsname: String,
+    spawned: bool,
+    /// The workload as loaded, and rendered for this group's kvsname.
+    src: Rc<Trace>,
+    trace: Rc<Trace>,
+    /// The spawn it answers once every agent started its ranks: (parent group, request).
+    answer: Option<(usize, u64)>,
+    nodes_up: usize,
+    started: f64,
+    up: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,6 +330,13 @@ enum Ev {
         local: u32,
         bytes: Vec<u8>,
     },
+    /// Bytes on a rank's PMGR connection.
+    Pmgr {
+        node: u32,
+        local: u32,
+        io: PmgrIo,
+        bytes: Vec<u8>,
+    },
     RankExit {
         node: u32,
         local: u32,
@@ -277,6 +361,9 @@ enum Ev {
 /// One agent (or the front end, node 0) and its simulated surroundings.
 struct Node {
     core: Option<NodeCore>,
+    /// Its process group, and whether it is that group's root (the front end's node).
+    group: u32,
+    root: bool,
     parent: u32,
     /// Index among the parent's children.
     idx: u32,
@@ -304,8 +391,11 @@ struct Node {
     /// Connection to the parent broken.
     cut: bool,
     closed: bool,
+    /// Its ranks in the rank table: `first_rank ..` (`nranks` of them), or `slots` when they
+    /// are not consecutive (a spawn's placement that wrapped round the hosts).
     first_rank: u32,
     nranks: u32,
+    slots: Option<Box<[u32]>>,
     traffic: Traffic,
     peak_bytes: u64,
     /// When its parent started launching it, and when its hello reached the parent (s).
@@ -325,16 +415,22 @@ pub struct Cluster {
     now: Time,
     nodes: Vec<Node>,
     ranks: Vec<Rank>,
+    groups: Vec<Group>,
+    /// The front end's spawn planner (`libi::spawn`, as `libi-mpiexec`'s).
+    spawner: Spawner,
+    spawn_base: SpawnBase,
     rng: rand::rngs::StdRng,
-    kvsname: String,
-    trace: std::rc::Rc<Trace>,
     fx: Vec<Effect>,
     out: Outcome,
-    // The front end's own bookkeeping (node 0's parent side).
-    nodes_up: usize,
+    // The front end's own bookkeeping (the group roots' parent side).
     ranks_ended: u64,
     killing: bool,
     fail_word: Option<i32>,
+}
+
+/// The PMGR connection id of local rank `local` (one connection per rank).
+fn pmgr_conn(local: u32) -> u64 {
+    u64::from(local)
 }
 
 /// The time slice of shared cores (see `Cluster::work_then`).
@@ -345,6 +441,76 @@ const KILLED_EARLY: &str = "its launcher exited (signal: 9 (SIGKILL))";
 
 /// The front end's exit status for a launch failure (an NLA lost or never started).
 pub use libi_node::root::STATUS_LAUNCH;
+
+impl Node {
+    fn new(group: u32, root: bool) -> Node {
+        Node {
+            core: None,
+            group,
+            root,
+            parent: 0,
+            idx: 0,
+            level: 0,
+            children: Vec::new(),
+            child_up: Vec::new(),
+            child_lost: Vec::new(),
+            queued: HashMap::new(),
+            lane_free: 0,
+            forked: false,
+            busy: 0,
+            up_free: 0,
+            down_free: 0,
+            slow: 1.0,
+            dead: false,
+            never: false,
+            drop_on_connect: false,
+            timer_at: None,
+            life: None,
+            cut: false,
+            closed: false,
+            first_rank: 0,
+            nranks: 0,
+            slots: None,
+            traffic: Traffic::default(),
+            peak_bytes: 0,
+            launched: f64::NAN,
+            connected: f64::NAN,
+        }
+    }
+}
+
+/// The nodes of a process group's tree `root` (node ids 0 = its root, 1.. its agents), for
+/// the node table from index `base` on, its ranks from index `first_rank` of the rank table
+/// on. Returns them and the tree's depth.
+fn plan_nodes(root: &NodePlan, base: u32, group: u32, first_rank: u32) -> (Vec<Node>, u32) {
+    let count = root.subtree_nodes();
+    let mut nodes: Vec<Node> = (0..count).map(|i| Node::new(group, i == 0)).collect();
+    nodes[0].parent = base;
+    let mut stack = vec![(root, 0u32)];
+    let mut depth = 0;
+    while let Some((p, level)) = stack.pop() {
+        depth = depth.max(level);
+        let Some(n) = nodes.get_mut(p.node as usize) else { continue };
+        n.level = level;
+        n.children = p.children.iter().map(|c| base + c.node).collect();
+        n.child_up = vec![false; p.children.len()];
+        n.child_lost = vec![false; p.children.len()];
+        let gids: Vec<u32> = p.ranks.iter().map(|r| first_rank + r.rank).collect();
+        n.nranks = gids.len() as u32;
+        n.first_rank = gids.first().copied().unwrap_or(0);
+        if gids.windows(2).any(|w| w[1] != w[0] + 1) {
+            n.slots = Some(gids.into_boxed_slice());
+        }
+        for (i, c) in p.children.iter().enumerate() {
+            if let Some(child) = nodes.get_mut(c.node as usize) {
+                child.parent = base + p.node;
+                child.idx = i as u32;
+            }
+            stack.push((c, level + 1));
+        }
+    }
+    (nodes, depth)
+}
 
 impl Cluster {
     pub fn new(cfg: Config) -> Result<Cluster, String> {
@@ -364,7 +530,8 @@ impl Cluster {
             .collect();
         let plan_model = cfg.plan_model.unwrap_or(model);
         let root = NodePlan::tree(per_node, &cfg.shape, &plan_model, cfg.max_conn, "fe");
-        let kvsname = "kvs_1_0_1_fe".to_string();
+        let kvs = KvsNames::new(1, 1, "fe");
+        let kvsname = kvs.name(0);
         let job = JobCommon {
             size: size32,
             universe_size: -1,
@@ -391,7 +558,7 @@ impl Cluster {
             kvs_push_max: cfg.push_max,
             kvs_max: 1 << 40,
             report: false,
-            pmgr: None,
+            pmgr: cfg.workload.uses_pmgr().then_some(1),
             verbose: false,
             binding: Default::default(),
             spawned_by: None,
@@ -400,53 +567,8 @@ impl Cluster {
             staged: Vec::new(),
         };
         // Node table from the plan (node ids are the plan's: 0 = front end, 1.. agents).
-        let n = cfg.nodes + 1;
-        let mut nodes: Vec<Node> = (0..n)
-            .map(|i| Node {
-                core: None,
-                parent: 0,
-                idx: 0,
-                level: 0,
-                children: Vec::new(),
-                child_up: Vec::new(),
-                child_lost: Vec::new(),
-                queued: HashMap::new(),
-                lane_free: 0,
-                forked: false,
-                busy: 0,
-                up_free: 0,
-                down_free: 0,
-                slow: 1.0,
-                dead: false,
-                never: false,
-                drop_on_connect: false,
-                timer_at: None,
-                life: None,
-                cut: false,
-                closed: false,
-                first_rank: if i == 0 { 0 } else { (i as u32 - 1) * cfg.ppn },
-                nranks: if i == 0 { 0 } else { cfg.ppn },
-                traffic: Traffic::default(),
-                peak_bytes: 0,
-                launched: f64::NAN,
-                connected: f64::NAN,
-            })
-            .collect();
-        let mut stack = vec![(&root, 0u32)];
-        let mut depth = 0;
-        while let Some((p, level)) = stack.pop() {
-            depth = depth.max(level);
-            let me = p.node as usize;
-            nodes[me].level = level;
-            nodes[me].children = p.children.iter().map(|c| c.node).collect();
-            nodes[me].child_up = vec![false; p.children.len()];
-            nodes[me].child_lost = vec![false; p.children.len()];
-            for (i, c) in p.children.iter().enumerate() {
-                nodes[c.node as usize].parent = p.node;
-                nodes[c.node as usize].idx = i as u32;
-                stack.push((c, level + 1));
-            }
-        }
+        let (nodes, depth) = plan_nodes(&root, 0, 0, 0);
+        let n = nodes.len();
         // The launch model's prediction for the tree actually launched (the plan's: the
         // shape, with fan-outs above `max_conn` re-parented), children in launch order.
         let model_launch = {
@@ -487,10 +609,36 @@ impl Cluster {
             model_launch,
             ..Outcome::default()
         };
-        let ranks = (0..size)
-            .map(|_| Rank { step: 0, peer_i: 0, state: RState::Idle, asked: 0, peer: 0 })
-            .collect();
-        let trace = std::rc::Rc::new(cfg.workload.clone().fix_for(&kvsname));
+        let ranks = (0..size).map(|_| Rank::new()).collect();
+        let src = Rc::new(cfg.workload.clone());
+        let group = Group {
+            root: 0,
+            agents: cfg.nodes,
+            first_rank: 0,
+            size: size32,
+            ppn: cfg.ppn,
+            trace: Rc::new(cfg.workload.clone().fix_for(&kvsname)),
+            src,
+            kvsname,
+            spawned: false,
+            answer: None,
+            nodes_up: 0,
+            started: 0.0,
+            up: None,
+        };
+        let spawn_base = SpawnBase {
+            hosts: (0..cfg.nodes)
+                .map(|i| libi::hosts::Host { name: format!("n{}", i + 1), slots: cfg.ppn })
+                .collect(),
+            universe_limit: None,
+            universe_size: -1,
+            kvs,
+            shape: cfg.shape.clone(),
+            model: plan_model,
+            max_conn: cfg.max_conn,
+            root_host: "fe".into(),
+            job_size: size32,
+        };
         let cores = cfg.costs.cores as usize;
         let mut c = Cluster {
             rng: rand::rngs::StdRng::seed_from_u64(cfg.seed),
@@ -502,11 +650,11 @@ impl Cluster {
             now: 0,
             nodes,
             ranks,
-            kvsname,
-            trace,
+            groups: vec![group],
+            spawner: Spawner::new(&spawn_base),
+            spawn_base,
             fx: Vec::new(),
             out,
-            nodes_up: 0,
             ranks_ended: 0,
             killing: false,
             fail_word: None,
@@ -574,9 +722,10 @@ impl Cluster {
             self.out.tree_bytes += n.traffic.bytes_out;
             sum += n.peak_bytes;
         }
-        let agents: Vec<&Node> = self.nodes.iter().skip(1).collect();
+        let agents: Vec<&Node> = self.nodes.iter().filter(|n| !n.root).collect();
+        let roots: u64 = self.nodes.iter().filter(|n| n.root).map(|n| n.peak_bytes).sum();
         self.out.peak_agent_bytes = agents.iter().map(|n| n.peak_bytes).max().unwrap_or(0);
-        self.out.mean_agent_bytes = (sum - self.nodes[0].peak_bytes) / agents.len().max(1) as u64;
+        self.out.mean_agent_bytes = (sum - roots) / agents.len().max(1) as u64;
         self.out.fan_in_msgs = self.nodes[0].traffic.msgs_in;
         self.out.fan_in_bytes = self.nodes[0].traffic.bytes_in;
         self.out.levels = levels;
@@ -586,18 +735,33 @@ impl Cluster {
         self.out.launches = (self.nodes.iter().enumerate().skip(1))
             .map(|(i, n)| (i as u32, n.parent, n.launched, n.connected))
             .collect();
-        for (gid, r) in self.ranks.iter().enumerate() {
+        let mut done = vec![0u64; self.groups.len()];
+        for node in 0..self.nodes.len() as u32 {
             // Ranks of an agent that never started or died have no process to wait.
-            let n = &self.nodes[gid / self.cfg.ppn as usize + 1];
+            let n = &self.nodes[node as usize];
             if n.core.is_none() || n.dead {
                 continue;
             }
-            match r.state {
-                RState::Done => self.out.ranks_done += 1,
-                RState::Waiting | RState::Idle => self.out.ranks_waiting += 1,
-                RState::Gone | RState::Exiting => {}
+            for local in 0..n.nranks {
+                match self.ranks[self.gid(node, local)].state {
+                    RState::Done => done[n.group as usize] += 1,
+                    RState::Waiting | RState::Idle => self.out.ranks_waiting += 1,
+                    RState::Gone | RState::Exiting => {}
+                }
             }
         }
+        self.out.ranks_done = done.iter().sum();
+        self.out.groups = (self.groups.iter().zip(done))
+            .map(|(g, ranks_done)| GroupOutcome {
+                kvsname: g.kvsname.clone(),
+                workload: g.src.name.clone(),
+                agents: g.agents,
+                ranks: u64::from(g.size),
+                ranks_done,
+                started: g.started,
+                up: g.up,
+            })
+            .collect();
         if std::env::var_os("LIBI_SIM_DEBUG").is_some() {
             eprintln!("front end accounted for {} ranks", self.ranks_ended);
             for (i, n) in self.nodes.iter().enumerate() {
@@ -700,7 +864,7 @@ impl Cluster {
                 self.rank_next(node, local, t);
             }
             Ev::FromRank { node, local, bytes } => {
-                let gid = (self.nodes[node as usize].first_rank + local) as usize;
+                let gid = self.gid(node, local);
                 if self.nodes[node as usize].dead
                     || matches!(self.ranks[gid].state, RState::Gone | RState::Exiting)
                 {
@@ -710,19 +874,45 @@ impl Cluster {
                 let done = self.cpu(node, t, bytes.len());
                 self.with_core(node, done, |c, fx| c.rank_data(local as usize, &bytes, fx));
             }
+            Ev::Pmgr { node, local, io, bytes } => {
+                let gid = self.gid(node, local);
+                if self.nodes[node as usize].dead
+                    || matches!(self.ranks[gid].state, RState::Gone | RState::Exiting)
+                {
+                    return;
+                }
+                self.out.pmi_requests += 1;
+                let done = self.cpu(node, t, bytes.len());
+                let (conn, owner) = (pmgr_conn(local), self.who(node, local).rank);
+                self.with_core(node, done, |c, fx| {
+                    if io == PmgrIo::Connect {
+                        c.pmgr_connected(conn, owner);
+                    }
+                    c.pmgr_data(conn, &bytes, fx);
+                    if io == PmgrIo::SendClose {
+                        c.pmgr_eof(conn, fx);
+                    }
+                });
+            }
             Ev::RankExit { node, local, end } => {
                 if self.nodes[node as usize].dead {
                     return;
                 }
                 self.out.last_exit = self.out.last_exit.max(secs(t));
-                let r = &mut self.ranks[(self.nodes[node as usize].first_rank + local) as usize];
+                let gid = self.gid(node, local);
+                let r = &mut self.ranks[gid];
                 match r.state {
                     RState::Gone => return,
                     RState::Done => {}
                     _ => r.state = RState::Gone,
                 }
+                // The process is gone: so is its end of its PMGR connection.
+                let pmgr_open = std::mem::replace(&mut r.pmgr, PMGR_CLOSED) == PMGR_OPEN;
                 let done = self.cpu(node, t, 0);
                 self.with_core(node, done, |c, fx| {
+                    if pmgr_open {
+                        c.pmgr_eof(pmgr_conn(local), fx);
+                    }
                     c.rank_eof(local as usize, fx);
                     c.rank_ended(local as usize, end, fx);
                 });
@@ -864,7 +1054,7 @@ impl Cluster {
         }
         if local >= n.nranks {
             self.nodes[node as usize].lane_free = t;
-            if node != 0 {
+            if !self.nodes[node as usize].root {
                 self.push(t, Ev::RanksStarted { node });
             }
             return;
@@ -1061,7 +1251,7 @@ impl Cluster {
 
     /// A finished agent exits: its connections close.
     fn maybe_close(&mut self, node: u32, t: Time) {
-        if node == 0 {
+        if self.nodes[node as usize].root {
             return;
         }
         let n = &self.nodes[node as usize];
@@ -1082,7 +1272,7 @@ impl Cluster {
             .enumerate()
             .map(|(i, c)| (*c, n.child_up[i] && !n.child_lost[i]))
             .collect();
-        if !cut && node != 0 {
+        if !cut && !self.nodes[node as usize].root {
             let at = t.max(self.nodes[node as usize].up_free) + lat;
             self.push(at, Ev::Closed { to: parent, from: From::Child(idx), why });
         }
@@ -1095,24 +1285,40 @@ impl Cluster {
 
     // ------------------------------------------------------------------ ranks
 
+    /// The rank-table index of local rank `local` of `node`.
+    fn gid(&self, node: u32, local: u32) -> usize {
+        let n = &self.nodes[node as usize];
+        match &n.slots {
+            Some(s) => s.get(local as usize).copied().unwrap_or(u32::MAX) as usize,
+            None => (n.first_rank + local) as usize,
+        }
+    }
+
     fn who(&self, node: u32, local: u32) -> Who<'_> {
         let n = &self.nodes[node as usize];
+        let g = &self.groups[n.group as usize];
+        let first = self.gid(node, 0) as u32;
         Who {
-            rank: n.first_rank + local,
-            size: self.out.ranks as u32,
-            node: node - 1,
-            kvsname: &self.kvsname,
-            local_first: n.first_rank,
+            rank: self.gid(node, local) as u32 - g.first_rank,
+            size: g.size,
+            node: node - g.root - 1,
+            kvsname: &g.kvsname,
+            local_first: first.saturating_sub(g.first_rank),
             local_count: n.nranks,
-            ppn: self.cfg.ppn,
-            nodes: self.cfg.nodes as u32,
+            ppn: g.ppn,
+            nodes: g.agents as u32,
+            spawned: g.spawned,
         }
+    }
+
+    fn trace_of(&self, node: u32) -> Rc<Trace> {
+        self.groups[self.nodes[node as usize].group as usize].trace.clone()
     }
 
     /// Rank `local` of `node` sends its next request at `t` (or exits when done).
     fn rank_next(&mut self, node: u32, local: u32, t: Time) {
-        let gid = (self.nodes[node as usize].first_rank + local) as usize;
-        let trace = self.trace.clone();
+        let gid = self.gid(node, local);
+        let trace = self.trace_of(node);
         loop {
             let r = &self.ranks[gid];
             if matches!(r.state, RState::Done | RState::Gone | RState::Exiting) {
@@ -1133,6 +1339,37 @@ impl Cluster {
                 r.peer_i = 0;
                 continue;
             }
+            let c = &self.cfg.costs;
+            let (cost, lat) = (ns(c.rank_step), ns(c.pmi_latency));
+            if let Some(p) = trace.steps[step].pmgr {
+                // A PMGR operation on the rank's own connection.
+                let coll = r.colls;
+                let (bytes, answered) = pmgr_request(p.op, who.rank, who.size, coll, p.seed);
+                let io = match p.op {
+                    PmgrOp::Open => PmgrIo::Connect,
+                    PmgrOp::Close => PmgrIo::SendClose,
+                    _ => PmgrIo::Send,
+                };
+                let r = &mut self.ranks[gid];
+                r.peer_i += 1;
+                r.asked = step as u32;
+                r.peer = coll;
+                if p.op != PmgrOp::Open {
+                    r.colls += 1;
+                }
+                r.pmgr = match io {
+                    PmgrIo::Connect => PMGR_OPEN,
+                    PmgrIo::SendClose => PMGR_CLOSED,
+                    PmgrIo::Send => r.pmgr,
+                };
+                r.state = if answered { RState::Waiting } else { RState::Idle };
+                let at = self.work(t, cost) + lat;
+                self.push(at, Ev::Pmgr { node, local, io, bytes });
+                if answered {
+                    return;
+                }
+                continue;
+            }
             let peer = trace.peer(step, r.peer_i, &who);
             let bytes = trace.request(step, &who, peer);
             let one_way = trace.steps[step].one_way;
@@ -1141,9 +1378,7 @@ impl Cluster {
             r.asked = step as u32;
             r.peer = peer;
             r.state = if one_way { RState::Idle } else { RState::Waiting };
-            let c = &self.cfg.costs;
-            let (step, lat) = (ns(c.rank_step), ns(c.pmi_latency));
-            let at = self.work(t, step) + lat;
+            let at = self.work(t, cost) + lat;
             self.push(at, Ev::FromRank { node, local, bytes });
             if !one_way {
                 return;
@@ -1151,37 +1386,76 @@ impl Cluster {
         }
     }
 
+    /// A wrong answer: as the replay client, the rank says so in one line and exits 1.
+    fn rank_fails(&mut self, t: Time, node: u32, local: u32, what: String) {
+        let gid = self.gid(node, local);
+        self.out.mismatches += 1;
+        if self.out.first_mismatch.is_none() {
+            self.out.first_mismatch = Some(what);
+        }
+        self.ranks[gid].state = RState::Exiting;
+        let at = t + ns(self.cfg.costs.rank_exit);
+        self.push(at, Ev::RankExit { node, local, end: ProcEnd::Exited(1) });
+    }
+
     fn answer_rank(&mut self, t: Time, node: u32, local: u32, bytes: &[u8]) {
-        let gid = (self.nodes[node as usize].first_rank + local) as usize;
+        let gid = self.gid(node, local);
         let r = &self.ranks[gid];
         if r.state != RState::Waiting || self.nodes[node as usize].dead {
             return;
         }
         let (step, peer) = (r.asked as usize, r.peer);
-        let expect = self.cfg.workload.steps[step].expect.as_deref();
+        let trace = self.trace_of(node);
+        let expect = trace.steps[step].expect.as_deref();
         let got = answer_cmd(bytes);
-        let rc_ok = (answer_rc(bytes) != 0) == self.cfg.workload.steps[step].expect_fail;
+        let rc_ok = (answer_rc(bytes) != 0) == trace.steps[step].expect_fail;
         let value_ok = || {
             let who = self.who(node, local);
-            match self.cfg.workload.expected_value(step, &who, peer) {
+            match trace.expected_value(step, &who, peer) {
                 Some(v) => answer_value(bytes) == Some(v.as_str()),
                 None => true,
             }
         };
-        if expect.is_some_and(|e| Some(e) != got) || !rc_ok || !value_ok() {
-            self.out.mismatches += 1;
-            if self.out.first_mismatch.is_none() {
-                self.out.first_mismatch = Some(format!(
-                    "rank {gid}: expected cmd={} rc=0 (and the peer's value), got '{}'",
-                    expect.unwrap_or("?"),
-                    String::from_utf8_lossy(bytes).trim_end()
-                ));
-            }
-            // As the replay client: a one-line message and exit 1.
-            self.ranks[gid].state = RState::Exiting;
-            let at = t + ns(self.cfg.costs.rank_exit);
-            self.push(at, Ev::RankExit { node, local, end: ProcEnd::Exited(1) });
+        let pmi = trace.steps[step].pmgr.is_none();
+        if !pmi || expect.is_some_and(|e| Some(e) != got) || !rc_ok || !value_ok() {
+            let what = format!(
+                "rank {gid}: expected cmd={} rc=0 (and the peer's value), got '{}'",
+                expect.unwrap_or("?"),
+                String::from_utf8_lossy(bytes).trim_end()
+            );
+            return self.rank_fails(t, node, local, what);
+        }
+        self.ranks[gid].state = RState::Idle;
+        self.rank_next(node, local, t);
+    }
+
+    /// Bytes on local rank `local`'s PMGR connection: the answer to its collective, checked
+    /// against PMGR's semantics.
+    fn answer_pmgr(&mut self, t: Time, node: u32, local: u32, bytes: &[u8]) {
+        let gid = self.gid(node, local);
+        let r = &self.ranks[gid];
+        if r.state != RState::Waiting || self.nodes[node as usize].dead {
             return;
+        }
+        let (step, coll) = (r.asked as usize, r.peer);
+        let trace = self.trace_of(node);
+        let who = self.who(node, local);
+        let ok = match trace.steps[step].pmgr {
+            None => false,
+            Some(p) => match pmgr_expected(p.op, who.rank, who.size, coll, p.seed) {
+                Some(want) => want == bytes,
+                // A barrier's answer is one int (its value is not specified).
+                None => bytes.len() == 4,
+            },
+        };
+        if !ok {
+            let op = trace.steps[step].pmgr.map(|p| format!("{:?}", p.op));
+            let what = format!(
+                "rank {gid}: PMGR {} (collective {coll}): wrong answer ({} bytes)",
+                op.unwrap_or_else(|| "answer to a PMI request".into()),
+                bytes.len()
+            );
+            return self.rank_fails(t, node, local, what);
         }
         self.ranks[gid].state = RState::Idle;
         self.rank_next(node, local, t);
@@ -1199,7 +1473,10 @@ impl Cluster {
                     self.answer_rank(at, node, local as u32, &bytes);
                 }
                 Effect::CloseRank(_) => {}
-                Effect::ToParent(m) if node == 0 => self.front_end(t, m),
+                Effect::ToParent(m) if self.nodes[node as usize].root => {
+                    let g = self.nodes[node as usize].group as usize;
+                    self.front_end(t, g, m)
+                }
                 Effect::ToParent(m) => self.send_up(node, t, m),
                 Effect::ToChild(idx, m) => self.send_down(node, idx as u32, t, m),
                 Effect::ToChildren(m) => {
@@ -1214,11 +1491,11 @@ impl Cluster {
                     }
                 }
                 Effect::KillRanks => {
-                    let n = &self.nodes[node as usize];
-                    let (first, count) = (n.first_rank, n.nranks);
+                    let count = self.nodes[node as usize].nranks;
                     let at = t + ns(self.cfg.costs.kill_delay);
                     for local in 0..count {
-                        let r = &mut self.ranks[(first + local) as usize];
+                        let gid = self.gid(node, local);
+                        let r = &mut self.ranks[gid];
                         if matches!(r.state, RState::Idle | RState::Waiting) {
                             r.state = RState::Exiting;
                             self.push(at, Ev::RankExit { node, local, end: ProcEnd::Signaled(15) });
@@ -1231,7 +1508,11 @@ impl Cluster {
                         self.out.warnings.push(format!("node {node}: {w}"));
                     }
                 }
-                Effect::ToPmgr(..) | Effect::ClosePmgr(_) => {}
+                Effect::ToPmgr(conn, bytes) => {
+                    let at = t + ns(self.cfg.costs.pmi_latency);
+                    self.answer_pmgr(at, node, conn as u32, &bytes);
+                }
+                Effect::ClosePmgr(_) => {}
                 Effect::StartNla { host, .. } => {
                     self.out.warnings.push(format!("spawn on {host}: not simulated"));
                 }
@@ -1250,13 +1531,24 @@ impl Cluster {
 
     // ------------------------------------------------------------------ front end
 
-    /// A job event at the front end (what the root core sends "up").
-    fn front_end(&mut self, t: Time, m: Msg) {
+    /// A job event at the front end (what the root core of group `g` sends "up").
+    fn front_end(&mut self, t: Time, g: usize, m: Msg) {
         match m {
             Msg::SubtreeUp { nodes, .. } => {
-                self.nodes_up += nodes as usize;
-                if self.nodes_up == self.cfg.nodes {
-                    self.out.launch = Some(secs(t));
+                let gr = &mut self.groups[g];
+                gr.nodes_up += nodes as usize;
+                if gr.nodes_up == gr.agents {
+                    gr.up = Some(secs(t));
+                    if g == 0 {
+                        self.out.launch = Some(secs(t));
+                    }
+                    // A spawn is answered once its ranks run.
+                    if let Some((parent, req)) = gr.answer.take() {
+                        let jobid = Some(gr.kvsname.clone());
+                        let root = self.groups[parent].root;
+                        let m = Msg::SpawnResult { req, rc: 0, jobid };
+                        self.with_core(root, t, |c, fx| c.parent_msg(m, fx));
+                    }
                 }
             }
             Msg::RankEnded { rank, host, end } => {
@@ -1290,21 +1582,99 @@ impl Cluster {
             Msg::Abort { rank, host, code, .. } => self.fail(
                 t,
                 code,
-                format!("rank {rank} on {host} called MPI_Abort with exit code {code}"),
+                format!("{} on {host} called MPI_Abort with exit code {code}", rank_name(g, rank)),
             ),
             Msg::Fatal { message, status, .. } => self.fail(t, status, message),
             Msg::SubtreeLost { ranks, message, .. } => {
                 self.ranks_ended += ranks as u64;
                 self.fail(t, STATUS_LAUNCH, message);
             }
+            Msg::Spawn { req, spawn } => self.spawn(t, g, req, *spawn),
             _ => {}
         }
         if self.ranks_ended >= self.out.ranks && self.out.end.is_none() {
             self.out.end = Some(secs(t));
             // The front end exits: its connections close, and whatever still runs below is
             // torn down by the agents (the run goes on until every process is gone).
-            self.close_links(0, t, "connection closed");
+            for g in 0..self.groups.len() {
+                self.close_links(self.groups[g].root, t, "connection closed");
+            }
         }
+    }
+
+    /// A rank of group `g` asked to spawn: plan the new group as the real front end does
+    /// (`libi::spawn`), start its tree, answer once its ranks run; or refuse it now. The
+    /// command's executable names the new ranks' workload: `self` (the spawner's), a
+    /// built-in workload or a `.pmitrace` file.
+    fn spawn(&mut self, t: Time, g: usize, req: u64, spawn: SpawnRequest) {
+        if self.killing {
+            return;
+        }
+        let who = format!("{} on {}", rank_name(g, spawn.rank), spawn.host);
+        let parent_root = self.groups[g].root;
+        let planned = match self.nodes[parent_root as usize].core.as_ref() {
+            Some(core) => {
+                let running = self.out.ranks.saturating_sub(self.ranks_ended);
+                let parent = core.job().clone();
+                let number = self.groups.len();
+                self.spawner.plan(&self.spawn_base, &parent, &spawn, running, number)
+            }
+            None => Err("the spawner's group has no root".into()),
+        };
+        let exe = spawn.cmds.first().map(|c| c.exe.as_str()).unwrap_or("");
+        let src = match exe {
+            "self" => Ok(self.groups[g].src.clone()),
+            name => Trace::load(name).map(Rc::new),
+        };
+        let src = src.and_then(|s| {
+            if s.uses_pmgr() {
+                Err(format!("workload '{}' speaks PMGR, which only the job is served", s.name))
+            } else {
+                Ok(s)
+            }
+        });
+        let (group, src) = match planned.and_then(|p| src.map(|s| (p, s))) {
+            Ok(x) => x,
+            Err(why) => {
+                // As the root core: one line, and an error answer.
+                if self.out.warnings.len() < 100 {
+                    self.out.warnings.push(format!("spawn by {who} failed: {why}"));
+                }
+                let m = Msg::SpawnResult { req, rc: -1, jobid: None };
+                return self.with_core(parent_root, t, |c, fx| c.parent_msg(m, fx));
+            }
+        };
+        let base = self.nodes.len() as u32;
+        let first_rank = self.ranks.len() as u32;
+        let number = self.groups.len() as u32;
+        let (nodes, _) = plan_nodes(&group.root, base, number, first_rank);
+        let agents = nodes.len() - 1;
+        let ppn = nodes.get(1).map_or(1, |n| n.nranks.max(1));
+        let size = group.job.size;
+        let kvsname = group.job.kvsname.clone();
+        self.nodes.extend(nodes);
+        self.ranks.extend((0..size).map(|_| Rank::new()));
+        self.out.ranks += u64::from(size);
+        self.groups.push(Group {
+            root: base,
+            agents,
+            first_rank,
+            size,
+            ppn,
+            trace: Rc::new((*src).clone().fix_for(&kvsname)),
+            src,
+            kvsname,
+            spawned: true,
+            answer: Some((g, req)),
+            nodes_up: 0,
+            started: secs(t),
+            up: None,
+        });
+        let setup = NodeSetup { job: group.job, plan: group.root };
+        let core = self.new_core(setup, true);
+        self.nodes[base as usize].life = Some(self.new_life(&core));
+        self.nodes[base as usize].core = Some(core);
+        self.start_launches(base, t);
     }
 
     fn fail(&mut self, t: Time, status: i32, message: String) {
@@ -1314,7 +1684,10 @@ impl Cluster {
         self.killing = true;
         self.out.status = status;
         self.out.message = Some(message);
-        self.with_core(0, t, |c, fx| c.kill(fx));
+        // Every group is torn down (as the root core's `KillGroup`s).
+        for g in 0..self.groups.len() {
+            self.with_core(self.groups[g].root, t, |c, fx| c.kill(fx));
+        }
     }
 
     // ------------------------------------------------------------------ faults
@@ -1345,9 +1718,9 @@ impl Cluster {
                 self.close_links(node, t, "connection closed");
                 let n = &mut self.nodes[node as usize];
                 n.dead = true;
-                let (first, count) = (n.first_rank, n.nranks);
-                for r in &mut self.ranks[first as usize..(first + count) as usize] {
-                    r.state = RState::Gone;
+                for local in 0..n.nranks {
+                    let gid = self.gid(node, local);
+                    self.ranks[gid].state = RState::Gone;
                 }
             }
             Fault::Drop { node, .. } => {

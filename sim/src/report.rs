@@ -77,9 +77,19 @@ pub fn details(o: &Outcome) -> String {
         writeln!(s, "fences released at: {}", if f.is_empty() { "-".into() } else { f.join(", ") });
     let _ = writeln!(
         s,
-        "ranks done {}, waiting {}, PMI mismatches {}",
+        "ranks done {}, waiting {}, PMI/PMGR mismatches {}",
         o.ranks_done, o.ranks_waiting, o.mismatches
     );
+    if o.groups.len() > 1 {
+        for (i, g) in o.groups.iter().enumerate() {
+            let up = g.up.map_or("-".into(), |t| format!("{t:.4}"));
+            let _ = writeln!(
+                s,
+                "group {i} {} ({}): {} agents, {}/{} ranks done, started {:.4}, up {up}",
+                g.kvsname, g.workload, g.agents, g.ranks_done, g.ranks, g.started
+            );
+        }
+    }
     if let Some(m) = &o.first_mismatch {
         let _ = writeln!(s, "first mismatch: {m}");
     }

@@ -9,6 +9,8 @@
 //! >local …                                                     for every other rank of the node
 //! >leaders …                                                   for the first rank of every other node
 //! < cmd=get_result rc=0 …                                      the answer (only its cmd= is checked)
+//! >pmgr allgather size=16                                      a PMGR collective, answer checked
+//! ?rank=0,!spawned > mcmd=spawn nprocs=3 execname=self …       a spawn (one field per line)
 //! ```
 
 use std::fmt::Write as _;
@@ -33,6 +35,47 @@ enum Cond {
     SizeGt1,
     NodesGt1,
     SizeGtNodes,
+    /// The rank is this one (`rank=N`).
+    Rank(u32),
+    /// The rank's process group was spawned by another (`spawned`).
+    Spawned,
+}
+
+/// A PMGR operation of a simulated rank (`>pmgr …`, see `sim/workloads/README.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PmgrOp {
+    /// Connect and say hello (version 8, rank).
+    Open,
+    /// `PMGR_CLOSE`, then close the connection.
+    Close,
+    /// `PMGR_ABORT` with this code (no answer; the job fails).
+    Abort(i32),
+    Barrier,
+    Bcast {
+        root: u32,
+        size: u32,
+    },
+    Gather {
+        root: u32,
+        size: u32,
+    },
+    Scatter {
+        root: u32,
+        size: u32,
+    },
+    Allgather {
+        size: u32,
+    },
+    Alltoall {
+        size: u32,
+    },
+}
+
+/// A PMGR line: the operation and the seed of the data each rank contributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PmgrStep {
+    pub op: PmgrOp,
+    pub seed: u32,
 }
 
 /// One piece of a request template.
@@ -67,6 +110,8 @@ pub struct Step {
     pub expect_fail: bool,
     /// Played only when every condition holds (`bool`: negated).
     when: Vec<(Cond, bool)>,
+    /// A PMGR operation instead of a PMI request (`>pmgr`).
+    pub pmgr: Option<PmgrStep>,
 }
 
 /// A parsed workload.
@@ -94,6 +139,8 @@ pub struct Who<'a> {
     pub ppn: u32,
     /// Nodes of the job.
     pub nodes: u32,
+    /// The rank's process group was spawned (`MPI_Comm_spawn`).
+    pub spawned: bool,
 }
 
 /// The built-in workloads (their files are compiled in).
@@ -103,6 +150,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("exchange", include_str!("../workloads/exchange.pmitrace")),
     ("fence", include_str!("../workloads/fence.pmitrace")),
     ("pmi2", include_str!("../workloads/pmi2.pmitrace")),
+    ("pmgr", include_str!("../workloads/pmgr.pmitrace")),
+    ("spawn", include_str!("../workloads/spawn.pmitrace")),
 ];
 
 impl Trace {
@@ -157,6 +206,11 @@ impl Trace {
                                 None => (false, c),
                             };
                             let cond = match c {
+                                _ if c.starts_with("rank=") => match c[5..].parse() {
+                                    Ok(r) => Cond::Rank(r),
+                                    Err(_) => return Err(at(format!("bad condition '{c}'"))),
+                                },
+                                "spawned" => Cond::Spawned,
                                 "leader" => Cond::Leader,
                                 "local>1" => Cond::LocalGt1,
                                 "size>1" => Cond::SizeGt1,
@@ -178,6 +232,21 @@ impl Trace {
                 .split_once(' ')
                 .filter(|(t, _)| t.starts_with('>'))
                 .ok_or_else(|| at(format!("expected '> request' or '< answer', got '{line}'")))?;
+            if tag == ">pmgr" {
+                let pmgr = parse_pmgr(req).map_err(at)?;
+                steps.push(Step {
+                    pmi2: false,
+                    repeat: Repeat::Once,
+                    pieces: Vec::new(),
+                    expect: None,
+                    answer: None,
+                    one_way: true,
+                    expect_fail: false,
+                    when,
+                    pmgr: Some(pmgr),
+                });
+                continue;
+            }
             // `>2…`: a PMI-2 frame (6-byte length header, `;`-separated body, no newline).
             let (pmi2, tag) = match tag.strip_prefix(">2") {
                 Some(rest) => (true, format!(">{rest}")),
@@ -205,6 +274,7 @@ impl Trace {
                 one_way,
                 expect_fail: false,
                 when,
+                pmgr: None,
             });
         }
         if steps.is_empty() {
@@ -225,11 +295,13 @@ impl Trace {
             local_count: 1,
             ppn: 1,
             nodes: 1,
+            spawned: false,
         };
         self.fixed = (0..self.steps.len())
             .map(|i| {
                 let st = &self.steps[i];
                 let constant = st.repeat == Repeat::Once
+                    && st.pmgr.is_none()
                     && st.pieces.iter().all(|p| matches!(p, Piece::Text(_) | Piece::Kvsname));
                 constant.then(|| self.render(i, &who, 0, 0))
             })
@@ -259,6 +331,8 @@ impl Trace {
             Cond::SizeGt1 => who.size > 1,
             Cond::NodesGt1 => who.nodes > 1,
             Cond::SizeGtNodes => who.size > who.nodes,
+            Cond::Rank(r) => who.rank == r,
+            Cond::Spawned => who.spawned,
         };
         if !self.steps[step].when.iter().all(|&(c, neg)| holds(c) != neg) {
             return 0;
@@ -311,9 +385,18 @@ impl Trace {
         }
     }
 
-    /// The request line (with its newline) of step `step` for `who` and `peer`.
+    /// Whether any line speaks PMGR (the job then serves it).
+    pub fn uses_pmgr(&self) -> bool {
+        self.steps.iter().any(|s| s.pmgr.is_some())
+    }
+
+    /// The request line (with its newline) of step `step` for `who` and `peer`. A PMI-1
+    /// `mcmd=` block (a spawn) is sent one field per line.
     pub fn render(&self, step: usize, who: &Who, peer: u32, appnum: u32) -> Vec<u8> {
-        let body = fill(&self.steps[step].pieces, who, peer, appnum);
+        let mut body = fill(&self.steps[step].pieces, who, peer, appnum);
+        if !self.steps[step].pmi2 && body.starts_with(b"mcmd=") {
+            body.iter_mut().filter(|b| **b == b' ').for_each(|b| *b = b'\n');
+        }
         if self.steps[step].pmi2 {
             let mut v = format!("{:<6}", body.len()).into_bytes();
             v.extend_from_slice(&body);
@@ -366,6 +449,118 @@ fn fill(pieces: &[Piece], who: &Who, peer: u32, appnum: u32) -> Vec<u8> {
         }
         s.into_bytes()
     }
+}
+
+/// `>pmgr OP [root=N] [size=N] [seed=N] [code=N]`.
+fn parse_pmgr(req: &str) -> Result<PmgrStep, String> {
+    let mut words = req.split_whitespace();
+    let name = words.next().unwrap_or("");
+    let (mut root, mut size, mut seed, mut code) = (None, None, 0u32, None);
+    for w in words {
+        let (k, v) = w.split_once('=').ok_or_else(|| format!("pmgr: '{w}' is not key=value"))?;
+        let bad = || format!("pmgr: bad {k} '{v}'");
+        match k {
+            "root" => root = Some(v.parse::<u32>().map_err(|_| bad())?),
+            "size" => size = Some(v.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(bad)?),
+            "seed" => seed = v.parse::<u32>().map_err(|_| bad())?,
+            "code" => code = Some(v.parse::<i32>().map_err(|_| bad())?),
+            _ => return Err(format!("pmgr: unknown field '{k}'")),
+        }
+    }
+    let need_size = || size.ok_or_else(|| format!("pmgr {name}: size=N missing"));
+    let root_size = || Ok::<_, String>((root.unwrap_or(0), need_size()?));
+    let op = match name {
+        "open" => PmgrOp::Open,
+        "close" => PmgrOp::Close,
+        "abort" => PmgrOp::Abort(code.unwrap_or(-1)),
+        "barrier" => PmgrOp::Barrier,
+        "bcast" => root_size().map(|(root, size)| PmgrOp::Bcast { root, size })?,
+        "gather" => root_size().map(|(root, size)| PmgrOp::Gather { root, size })?,
+        "scatter" => root_size().map(|(root, size)| PmgrOp::Scatter { root, size })?,
+        "allgather" => PmgrOp::Allgather { size: need_size()? },
+        "alltoall" => PmgrOp::Alltoall { size: need_size()? },
+        _ => return Err(format!("unknown pmgr operation '{name}'")),
+    };
+    Ok(PmgrStep { op, seed })
+}
+
+/// The `len` bytes rank `rank` contributes to its collective number `coll` (counted from 0
+/// per rank) of a line with seed `seed`: a hash of all four and the byte's offset, so that a
+/// block from another rank, another collective or another place is told apart.
+pub fn pmgr_data(rank: u32, coll: u32, seed: u32, len: usize) -> Vec<u8> {
+    pmgr_data_at(rank, coll, seed, 0, len)
+}
+
+/// Bytes `from .. from + len` of what [`pmgr_data`] gives (without making the bytes before).
+pub fn pmgr_data_at(rank: u32, coll: u32, seed: u32, from: usize, len: usize) -> Vec<u8> {
+    let base = (u64::from(rank) << 32 | u64::from(coll)) ^ (u64::from(seed) << 16).rotate_left(7);
+    let word = |i: u64| {
+        // splitmix64 of (base, i)
+        let mut z = base.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)).to_le_bytes()
+    };
+    let mut out = Vec::with_capacity(len);
+    let mut at = from;
+    while out.len() < len {
+        let (i, skip) = (at / 8, at % 8);
+        let take = (len - out.len()).min(8 - skip);
+        out.extend_from_slice(&word(i as u64)[skip..skip + take]);
+        at += take;
+    }
+    out
+}
+
+/// What rank `rank` of `size` sends for `op` (collective number `coll`, seed `seed`), and
+/// whether an answer comes back to it.
+pub fn pmgr_request(op: PmgrOp, rank: u32, size: u32, coll: u32, seed: u32) -> (Vec<u8>, bool) {
+    use pmgr::wire::Packet;
+    let n = size as usize;
+    let data = |len: usize| pmgr_data(rank, coll, seed, len);
+    let packet = match op {
+        PmgrOp::Open => return (pmgr::wire::encode_hello(rank as i32), false),
+        PmgrOp::Close => Packet::Close,
+        PmgrOp::Abort(code) => Packet::Abort { code },
+        PmgrOp::Barrier => Packet::Barrier,
+        PmgrOp::Bcast { root, size: sz } => {
+            let data = if rank == root { data(sz as usize) } else { Vec::new() };
+            Packet::Bcast { root, sz, data }
+        }
+        PmgrOp::Gather { root, size: sz } => Packet::Gather { root, sz, data: data(sz as usize) },
+        PmgrOp::Scatter { root, size: sz } => {
+            let data = if rank == root { data(n * sz as usize) } else { Vec::new() };
+            Packet::Scatter { root, sz, data }
+        }
+        PmgrOp::Allgather { size: sz } => Packet::Allgather { sz, data: data(sz as usize) },
+        PmgrOp::Alltoall { size: sz } => Packet::Alltoall { sz, data: data(n * sz as usize) },
+    };
+    let answered = match op {
+        PmgrOp::Open | PmgrOp::Close | PmgrOp::Abort(_) => false,
+        PmgrOp::Gather { root, .. } => rank == root,
+        _ => true,
+    };
+    (packet.encode(), answered)
+}
+
+/// What rank `rank` of `size` must receive for `op` by PMGR's semantics (§3.4 of
+/// `docs/spec/pmgr-wire.md`), computed from every rank's contribution; `None` for a barrier
+/// (4 bytes, value ignored) and ops without an answer.
+pub fn pmgr_expected(op: PmgrOp, rank: u32, size: u32, coll: u32, seed: u32) -> Option<Vec<u8>> {
+    let of = |r: u32, len: u32| pmgr_data(r, coll, seed, len as usize);
+    // Block `i` (of `sz` bytes) of what rank `r` contributes.
+    let block = |r: u32, i: u32, sz: u32| {
+        pmgr_data_at(r, coll, seed, i as usize * sz as usize, sz as usize)
+    };
+    Some(match op {
+        PmgrOp::Bcast { root, size: sz } => of(root, sz),
+        PmgrOp::Gather { size: sz, .. } | PmgrOp::Allgather { size: sz } => {
+            (0..size).flat_map(|r| of(r, sz)).collect()
+        }
+        PmgrOp::Scatter { root, size: sz } => block(root, rank, sz),
+        PmgrOp::Alltoall { size: sz } => (0..size).flat_map(|s| block(s, rank, sz)).collect(),
+        _ => return None,
+    })
 }
 
 fn template(req: &str) -> Result<Vec<Piece>, String> {
@@ -435,6 +630,7 @@ mod tests {
             local_count: 2,
             ppn: 2,
             nodes: 4,
+            spawned: false,
         }
     }
 
@@ -486,6 +682,58 @@ mod tests {
         assert!(Trace::parse("t", "> cmd=get key={nope}\n").is_err());
         assert!(Trace::parse("t", "> cmd=get key={rank\n").is_err());
         assert!(Trace::parse("t", ">x cmd=get\n").is_err());
+    }
+
+    /// PMGR lines parse, and the expected answers follow PMGR's semantics.
+    #[test]
+    fn pmgr_lines_and_semantics() {
+        let t = Trace::parse(
+            "p",
+            ">pmgr open\n?rank=1 >pmgr bcast root=1 size=4 seed=3\n>pmgr alltoall size=2\n>pmgr close\n",
+        )
+        .expect("parse");
+        assert!(t.uses_pmgr());
+        assert_eq!(t.steps[0].pmgr.map(|p| p.op), Some(PmgrOp::Open));
+        assert_eq!(
+            t.steps[1].pmgr,
+            Some(PmgrStep { op: PmgrOp::Bcast { root: 1, size: 4 }, seed: 3 })
+        );
+        assert_eq!(t.peer_count(1, &who(1)), 1);
+        assert_eq!(t.peer_count(1, &who(2)), 0);
+        for bad in
+            [">pmgr bcast\n", ">pmgr frob\n", ">pmgr allgather size=0\n", ">pmgr barrier x=1\n"]
+        {
+            assert!(Trace::parse("p", bad).is_err(), "{bad}");
+        }
+        // Different ranks, collectives and seeds contribute different bytes.
+        let d = |r, c, s| pmgr_data(r, c, s, 16);
+        assert_ne!(d(0, 0, 0), d(1, 0, 0));
+        assert_ne!(d(0, 0, 0), d(0, 1, 0));
+        assert_ne!(d(0, 0, 0), d(0, 0, 1));
+        assert_eq!(pmgr_data(5, 2, 0, 9).len(), 9);
+        for (from, len) in [(0, 3), (3, 9), (8, 8), (13, 20)] {
+            assert_eq!(pmgr_data_at(5, 2, 1, from, len), pmgr_data(5, 2, 1, 40)[from..from + len]);
+        }
+        // alltoall over 3 ranks: rank 1 gets block 1 of ranks 0, 1, 2 in order.
+        let a = PmgrOp::Alltoall { size: 2 };
+        let got = pmgr_expected(a, 1, 3, 4, 0).expect("answered");
+        let want: Vec<u8> = (0..3).flat_map(|s| pmgr_data(s, 4, 0, 6)[2..4].to_vec()).collect();
+        assert_eq!(got, want);
+        // scatter: block `rank` of the root's buffer; gather answers the root only.
+        let sc = PmgrOp::Scatter { root: 2, size: 3 };
+        assert_eq!(pmgr_expected(sc, 1, 4, 0, 0), Some(pmgr_data(2, 0, 0, 12)[3..6].to_vec()));
+        assert!(!pmgr_request(PmgrOp::Gather { root: 0, size: 1 }, 1, 2, 0, 0).1);
+        assert!(pmgr_request(PmgrOp::Gather { root: 0, size: 1 }, 0, 2, 0, 0).1);
+        assert_eq!(pmgr_expected(PmgrOp::Barrier, 0, 2, 0, 0), None);
+    }
+
+    #[test]
+    fn spawn_blocks_go_one_field_per_line() {
+        let t = Trace::parse("s", "?spawned > mcmd=spawn nprocs=2 execname=self endcmd\n")
+            .expect("parse");
+        assert_eq!(t.render(0, &who(0), 0, 0), b"mcmd=spawn\nnprocs=2\nexecname=self\nendcmd\n");
+        assert_eq!(t.peer_count(0, &who(0)), 0);
+        assert_eq!(t.peer_count(0, &Who { spawned: true, ..who(0) }), 1);
     }
 
     #[test]

@@ -81,7 +81,7 @@ fn run(cfg: Config) -> Outcome {
 /// The parts of a run that must repeat exactly for one seed.
 fn fingerprint(o: &Outcome) -> String {
     format!(
-        "{:?} {:?} {:?} {} {:?} {} {} {} {}",
+        "{:?} {:?} {:?} {} {:?} {} {} {} {} {:?}",
         o.launch,
         o.fences,
         o.end,
@@ -90,7 +90,8 @@ fn fingerprint(o: &Outcome) -> String {
         o.tree_msgs,
         o.tree_bytes,
         o.events,
-        o.pmi_requests
+        o.pmi_requests,
+        o.groups
     )
 }
 
@@ -167,6 +168,41 @@ proptest! {
                 prop_assert!(end <= at.max(o.launch.unwrap_or(0.0)) + 0.5, "fault at {} ended at {}", at, end);
             }
             _ => {}
+        }
+    }
+}
+
+proptest! {
+    // 24 cases in CI; PROPTEST_CASES=N for more.
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24), ..ProptestConfig::default() })]
+
+    /// PMGR collectives and spawned process groups end well on any shape and size (every
+    /// rank of every group checked its answers); with an agent lost they end with its
+    /// message and leave no rank waiting; and a seed repeats its run.
+    #[test]
+    fn pmgr_and_spawn_jobs(c in case(), pmgr in any::<bool>(), pick in any::<prop::sample::Index>(), at in 0.0f64..0.03, lose in any::<bool>()) {
+        let c = Case { workload: if pmgr { "pmgr" } else { "spawn" }, ..c };
+        let o = run(config(&c));
+        prop_assert_eq!(o.status, 0, "{:?} {:?}", o.message, o.first_mismatch);
+        prop_assert_eq!(o.mismatches, 0);
+        prop_assert_eq!(o.ranks_done, o.ranks);
+        prop_assert_eq!(o.ranks_waiting, 0);
+        let groups = if pmgr { 1 } else { 2 };
+        prop_assert_eq!(o.groups.len(), groups);
+        prop_assert!(o.groups.iter().all(|g| g.ranks_done == g.ranks));
+        prop_assert_eq!(fingerprint(&o), fingerprint(&run(config(&c))));
+        if lose {
+            let node = (pick.index(c.nodes) + 1) as u32;
+            let mut cfg = config(&c);
+            cfg.faults = vec![Fault::Kill { node, at }];
+            let o = run(cfg);
+            prop_assert!(o.end.is_some(), "did not end: {:?}", o.message);
+            prop_assert_eq!(o.ranks_waiting, 0);
+            if o.status != 0 {
+                prop_assert_eq!(o.status, 255, "{:?}", o.message);
+                let m = o.message.clone().unwrap_or_default();
+                prop_assert!(m.starts_with("lost the NLA on n"), "{}", m);
+            }
         }
     }
 }

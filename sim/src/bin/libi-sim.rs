@@ -35,7 +35,8 @@ struct Args {
     /// Tree shapes: greedy, kary:K, binomial, flat, chain (list allowed)
     #[arg(long, default_value = "greedy")]
     tree: String,
-    /// Workload: mpich-init, exchange, fence, or a .pmitrace file
+    /// Workload: mpich-init, mpich5-init, exchange, fence, pmi2, pmgr, spawn, or a .pmitrace
+    /// file
     #[arg(long, default_value = "mpich-init")]
     workload: String,
     /// Leave out the workload's `>slice` gets (MPICH 4's allgather of business cards: every
