@@ -22,6 +22,19 @@ pub struct Costs {
     /// CPU time a node spends per message it handles (tree or PMI), and per byte of it.
     pub cpu_msg: f64,
     pub cpu_byte: f64,
+    /// CPU time a node spends sending a message (a tree message, or a PMI answer to a
+    /// rank), as a fraction of what handling it costs the receiver (`cpu_msg + cpu_byte ×
+    /// bytes`). The node's event loop is busy that long after the handling that sent it, and
+    /// the messages of one handling leave one after the other (the driver writes to a child
+    /// and waits for the write before the next: a fence release goes out child by child).
+    /// 0: sending is free.
+    pub cpu_send: f64,
+    /// Launches and rank starts run on the node's event loop (1), as the current driver does
+    /// (`Children::launch_all`, then `Ranks::start`, then the loop): nothing else is handled
+    /// meanwhile, so a child's hello (and so its setup) waits until its parent has launched
+    /// every child and started every rank. 0: a launch lane of its own (a thread), the loop
+    /// handles hellos, tree messages and PMI meanwhile.
+    pub loop_launch: bool,
     /// CPU time an NLA spends starting one rank (fork/exec, pipes, binding).
     pub fork: f64,
     /// From a rank's start to its first PMI request (exec, dynamic loading, library init).
@@ -36,6 +49,9 @@ pub struct Costs {
     pub kill_delay: f64,
     /// Cores shared by every simulated node and rank (0: each node has CPUs of its own).
     /// The validation runs use the machine's cores: every agent runs on one host there.
+    /// They are shared as the kernel's fair scheduler does, approximated by processor
+    /// sharing: each process with CPU work to do (an agent's event loop, a rank, a starting
+    /// process) runs at `min(1, cores / runnable)` of a core.
     pub cores: u32,
     /// From the front end's start to its first launch (planning, listening).
     pub fe_start: f64,
@@ -57,6 +73,8 @@ impl Default for Costs {
             bandwidth: 1.0e9,
             cpu_msg: 4e-6,
             cpu_byte: 1e-9,
+            cpu_send: 0.0,
+            loop_launch: false,
             fork: 0.00035,
             rank_start: 0.0012,
             rank_step: 5e-6,
@@ -116,6 +134,8 @@ impl Costs {
             "bandwidth" if v > 0.0 => self.bandwidth = v,
             "cpu_msg" => self.cpu_msg = v,
             "cpu_byte" => self.cpu_byte = v,
+            "cpu_send" => self.cpu_send = v,
+            "loop_launch" if v == 0.0 || v == 1.0 => self.loop_launch = v == 1.0,
             "fork" => self.fork = v,
             "rank_start" => self.rank_start = v,
             "rank_step" => self.rank_step = v,
