@@ -138,6 +138,10 @@ pub struct Outcome {
     pub launch: Option<f64>,
     /// When the root released each fence.
     pub fences: Vec<f64>,
+    /// When the last rank was released from each fence (PMI-1 `barrier_out`): the fence
+    /// records of the launch report (the last rank's leave), what `bench/sim-validate.sh`
+    /// measures. A pushed fence's data travels down the tree before this.
+    pub fences_done: Vec<f64>,
     /// When the front end saw the job end, and with what.
     pub end: Option<f64>,
     pub status: i32,
@@ -199,6 +203,8 @@ enum RState {
 }
 
 struct Rank {
+    /// Fences it left.
+    fenced: u32,
     step: u32,
     peer_i: u32,
     state: RState,
@@ -546,7 +552,7 @@ impl Cluster {
             ..Outcome::default()
         };
         let ranks = (0..size)
-            .map(|_| Rank { step: 0, peer_i: 0, state: RState::Idle, asked: 0, peer: 0 })
+            .map(|_| Rank { fenced: 0, step: 0, peer_i: 0, state: RState::Idle, asked: 0, peer: 0 })
             .collect();
         let trace = std::rc::Rc::new(cfg.workload.clone().fix_for(&kvsname));
         let cores = cfg.costs.cores as usize;
@@ -778,7 +784,8 @@ impl Cluster {
     fn loop_start(&mut self, node: u32, ev: Ev) {
         let cost = match &ev {
             Ev::Link { msg, .. } => self.msg_cost(libi::msg::wire_size(msg)),
-            Ev::FromRank { bytes, .. } => self.msg_cost(bytes.len()),
+            // A PMI line is read and parsed, not decoded and stored byte by byte.
+            Ev::FromRank { .. } => self.msg_cost(0),
             Ev::Closed { .. } => 0,
             _ => self.msg_cost(0),
         };
@@ -1417,9 +1424,19 @@ impl Cluster {
         for e in fx.drain(..) {
             match e {
                 Effect::ToRank(local, bytes) => {
+                    if bytes.starts_with(b"cmd=barrier_out") {
+                        let gid = (self.nodes[node as usize].first_rank + local as u32) as usize;
+                        let i = self.ranks[gid].fenced as usize;
+                        self.ranks[gid].fenced += 1;
+                        let done = &mut self.out.fences_done;
+                        if done.len() <= i {
+                            done.resize(i + 1, 0.0);
+                        }
+                        done[i] = done[i].max(secs(t));
+                    }
                     // The rank reads its answer and sends its next request at once: one event
                     // (the next request's arrival) instead of two.
-                    let at = self.send_at(node, t, bytes.len()) + ns(self.cfg.costs.pmi_latency);
+                    let at = self.send_at(node, t, 0) + ns(self.cfg.costs.pmi_latency);
                     self.answer_rank(at, node, local as u32, &bytes);
                 }
                 Effect::CloseRank(_) => {}
