@@ -2,7 +2,9 @@
 """Calibrate libi-sim's cost model against real runs: fits the costs (coordinate search in
 log space on the squared log error of launch, first fence and total of every case) to the
 measured runs of bench/data/sim-validate.json (bench/sim-validate.sh), with every agent and
-rank sharing this machine's cores (`cores=2`). Prints the fitted costs as --cost arguments
+rank sharing this machine's cores (`cores=2`, processor-shared) and launches and rank starts
+blocking the event loop (`loop_launch=1`, as the real driver). Prints the fitted costs as
+--cost arguments
 and the comparison table. Usage: bench/sim-calibrate.py [VALIDATION.json] [--rounds N]"""
 import json, math, os, subprocess, sys, tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -18,8 +20,9 @@ data = json.load(open(path))
 cases = data["cases"]
 
 # Starting point: the figures measured directly (spawn floor, hello timings).
-p = {"fe_start": 0.004, "seq": 0.0012, "rem": 0.0015, "fork": 0.0003, "rank_start": 0.0006,
-     "cpu_msg": 5e-6, "cpu_byte": 5e-8, "cpu_send": 1.0, "rank_step": 2e-6, "rank_exit": 0.005}
+p = {"fe_start": 0.0028, "seq": 0.0012, "rem": 0.0015, "fork": 0.00036, "rank_start": 0.0006,
+     "cpu_msg": 1e-5, "cpu_pmi": 3e-6, "cpu_byte": 3.5e-08, "cpu_send": 1.4, "rank_step": 5e-7,
+     "rank_exit": 0.01}
 # The structure of the real driver, not fitted: the shared cores, and launches and rank
 # starts on the event loop.
 fixed = ["--cost", "cores=2", "--cost", "loop_launch=1"]

@@ -1,8 +1,11 @@
 //! The simulated cluster: one real [`NodeCore`] per agent and one for the front end (the
 //! root, node 0), driven by a discrete-event queue in virtual time. There are no sockets and
 //! no processes: a tree message is moved from one core to another after the link's latency
-//! and transfer time, a rank is a replay of a PMI-1 conversation, a node's CPU is a queue
-//! (each event it handles costs `cpu_msg + cpu_byte × bytes`, one after the other).
+//! and transfer time, a rank is a replay of a PMI-1 conversation, a node is an event loop
+//! (each event it handles costs `cpu_msg + cpu_byte × bytes` of CPU, one after the other;
+//! what it sends costs `cpu_send` of that). With shared cores (`Costs::cores`) every
+//! process's CPU work — event loops, launches, forks, starting ranks, ranks' steps — shares
+//! them by processor sharing, as the kernel's fair scheduler does.
 //!
 //! What is the real code here: every PMI answer, KVS and fence decision, every tree message
 //! and its size, failure classification and the job's failure messages (the node cores).
@@ -785,7 +788,7 @@ impl Cluster {
         let cost = match &ev {
             Ev::Link { msg, .. } => self.msg_cost(libi::msg::wire_size(msg)),
             // A PMI line is read and parsed, not decoded and stored byte by byte.
-            Ev::FromRank { .. } => self.msg_cost(0),
+            Ev::FromRank { .. } => ns(self.cfg.costs.cpu_pmi),
             Ev::Closed { .. } => 0,
             _ => self.msg_cost(0),
         };
@@ -825,6 +828,15 @@ impl Cluster {
         }
         let c = &self.cfg.costs;
         let cost = ns(f * (c.cpu_msg + c.cpu_byte * bytes as f64));
+        let n = &mut self.nodes[node as usize];
+        n.send_acc += cost;
+        t + n.send_acc
+    }
+
+    /// A PMI answer from `node`'s loop at `t`: when it leaves (as [`Self::send_at`]).
+    fn send_pmi(&mut self, node: u32, t: Time) -> Time {
+        let c = &self.cfg.costs;
+        let cost = ns(c.cpu_send * c.cpu_pmi);
         let n = &mut self.nodes[node as usize];
         n.send_acc += cost;
         t + n.send_acc
@@ -1436,7 +1448,7 @@ impl Cluster {
                     }
                     // The rank reads its answer and sends its next request at once: one event
                     // (the next request's arrival) instead of two.
-                    let at = self.send_at(node, t, 0) + ns(self.cfg.costs.pmi_latency);
+                    let at = self.send_pmi(node, t) + ns(self.cfg.costs.pmi_latency);
                     self.answer_rank(at, node, local as u32, &bytes);
                 }
                 Effect::CloseRank(_) => {}

@@ -19,9 +19,13 @@ pub struct Costs {
     pub latency: f64,
     /// Bandwidth of a tree link, each direction, bytes per second.
     pub bandwidth: f64,
-    /// CPU time a node spends per message it handles (tree or PMI), and per byte of it.
+    /// CPU time a node spends per tree message it handles, and per byte of it (decoded,
+    /// stored, passed on).
     pub cpu_msg: f64,
     pub cpu_byte: f64,
+    /// CPU time a node spends per PMI request of a local rank (a text line read, parsed,
+    /// answered; its answer's write costs `cpu_send` of this).
+    pub cpu_pmi: f64,
     /// CPU time a node spends sending a message (a tree message, or a PMI answer to a
     /// rank), as a fraction of what handling it costs the receiver (`cpu_msg + cpu_byte ×
     /// bytes`). The node's event loop is busy that long after the handling that sent it, and
@@ -73,6 +77,7 @@ impl Default for Costs {
             bandwidth: 1.0e9,
             cpu_msg: 4e-6,
             cpu_byte: 1e-9,
+            cpu_pmi: 4e-6,
             cpu_send: 0.0,
             loop_launch: false,
             fork: 0.00035,
@@ -135,6 +140,7 @@ impl Costs {
             "cpu_msg" => self.cpu_msg = v,
             "cpu_byte" => self.cpu_byte = v,
             "cpu_send" => self.cpu_send = v,
+            "cpu_pmi" => self.cpu_pmi = v,
             "loop_launch" if v == 0.0 || v == 1.0 => self.loop_launch = v == 1.0,
             "fork" => self.fork = v,
             "rank_start" => self.rank_start = v,
