@@ -775,7 +775,7 @@ impl Cluster {
     // ------------------------------------------------------------------ event loops
 
     /// `ev` reached `node`'s event loop: handled in turn, after its CPU work.
-    fn to_loop(&mut self, node: u32, ev: Ev) {
+    fn enqueue(&mut self, node: u32, ev: Ev) {
         let n = &mut self.nodes[node as usize];
         if n.loop_busy || n.blocked {
             n.inbox.push_back(ev);
@@ -892,7 +892,7 @@ impl Cluster {
 
     fn handle(&mut self, t: Time, ev: Ev) {
         match ev {
-            ev @ Ev::Hello { parent, .. } => self.to_loop(parent, ev),
+            ev @ Ev::Hello { parent, .. } => self.enqueue(parent, ev),
             Ev::Launch { node, i } => self.launch_step(node, i, t),
             Ev::LauncherExited { parent, idx, what } => {
                 let p = &mut self.nodes[parent as usize];
@@ -917,9 +917,9 @@ impl Cluster {
             Ev::Fork { node, local } => self.fork_step(node, local, t),
             Ev::Launched { node, i, idx } => self.launched(node, i, idx, t),
             Ev::Forked { node, local } => self.forked(node, local, t),
-            ev @ Ev::Link { to, .. } => self.to_loop(to, ev),
+            ev @ Ev::Link { to, .. } => self.enqueue(to, ev),
             // After what came before on the connection.
-            ev @ Ev::Closed { to, .. } => self.to_loop(to, ev),
+            ev @ Ev::Closed { to, .. } => self.enqueue(to, ev),
             Ev::RankStart { node, local } => {
                 if self.nodes[node as usize].dead {
                     return;
@@ -928,7 +928,7 @@ impl Cluster {
             }
             ev @ Ev::FromRank { node, .. }
             | ev @ Ev::RankExit { node, .. }
-            | ev @ Ev::RanksStarted { node } => self.to_loop(node, ev),
+            | ev @ Ev::RanksStarted { node } => self.enqueue(node, ev),
             Ev::Timer { node } => {
                 let n = &mut self.nodes[node as usize];
                 if n.dead || n.timer_at != Some(t) {

@@ -96,20 +96,25 @@ impl Default for Costs {
 impl Costs {
     /// Every agent and rank on this project's 2-core VM, fork launcher: the costs fitted by
     /// `bench/sim-calibrate.py` to the real runs of `bench/sim-validate.sh` (the validation
-    /// table of `bench/results.md`). The CPU figures are per process sharing 2 cores, which
-    /// is why they differ from [`Costs::default`].
+    /// table of `bench/results.md`). The 2 cores are processor-shared by every agent and
+    /// rank, and launches and rank starts block the agent's event loop, as the driver does
+    /// (`loop_launch`). The CPU figures are per process sharing 2 cores, which is why they
+    /// differ from [`Costs::default`].
     pub fn this_vm() -> Self {
         Costs {
             cores: 2,
-            fe_start: 0.004,
+            loop_launch: true,
+            fe_start: 0.0028,
             seq: 0.0012,
             rem: 0.0015,
-            fork: 5.47e-6,
+            fork: 0.00036,
             rank_start: 0.0006,
-            cpu_msg: 4e-5,
-            cpu_byte: 1.25e-10,
-            rank_step: 1.25e-6,
-            rank_exit: 0.00905,
+            cpu_msg: 1.68e-5,
+            cpu_pmi: 8.49e-6,
+            cpu_byte: 2.94e-8,
+            cpu_send: 1.4,
+            rank_step: 2e-6,
+            rank_exit: 0.01,
             ..Costs::default()
         }
     }
