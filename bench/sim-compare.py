@@ -25,7 +25,7 @@ for c in data["cases"]:
                "--json", f.name] + extra
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         o = json.load(open(f.name))[0]
-    s = {"launch_s": o["launch"], "first_fence_s": (o["fences"] or [None])[0],
+    s = {"launch_s": o["launch"], "first_fence_s": (o.get("fences_done") or o["fences"] or [None])[0],
          "total_s": o["end"]}
     cells = []
     for k in ["launch_s", "first_fence_s", "total_s"]:

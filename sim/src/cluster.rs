@@ -1,8 +1,11 @@
 //! The simulated cluster: one real [`NodeCore`] per agent and one for the front end (the
 //! root, node 0), driven by a discrete-event queue in virtual time. There are no sockets and
 //! no processes: a tree message is moved from one core to another after the link's latency
-//! and transfer time, a rank is a replay of a PMI-1 conversation, a node's CPU is a queue
-//! (each event it handles costs `cpu_msg + cpu_byte × bytes`, one after the other).
+//! and transfer time, a rank is a replay of a PMI-1 conversation, a node is an event loop
+//! (each event it handles costs `cpu_msg + cpu_byte × bytes` of CPU, one after the other;
+//! what it sends costs `cpu_send` of that). With shared cores (`Costs::cores`) every
+//! process's CPU work — event loops, launches, forks, starting ranks, ranks' steps — shares
+//! them by processor sharing, as the kernel's fair scheduler does.
 //!
 //! What is the real code here: every PMI answer, KVS and fence decision, every tree message
 //! and its size, failure classification and the job's failure messages (the node cores).
@@ -143,6 +146,10 @@ pub struct Outcome {
     pub launch: Option<f64>,
     /// When the root released each fence.
     pub fences: Vec<f64>,
+    /// When the last rank was released from each fence (PMI-1 `barrier_out`): the fence
+    /// records of the launch report (the last rank's leave), what `bench/sim-validate.sh`
+    /// measures. A pushed fence's data travels down the tree before this.
+    pub fences_done: Vec<f64>,
     /// When the front end saw the job end, and with what.
     pub end: Option<f64>,
     pub status: i32,
@@ -221,6 +228,8 @@ enum RState {
 }
 
 struct Rank {
+    /// Fences it left.
+    fenced: u32,
     step: u32,
     peer_i: u32,
     state: RState,
@@ -241,6 +250,7 @@ const PMGR_CLOSED: u8 = 2;
 impl Rank {
     fn new() -> Rank {
         Rank {
+            fenced: 0,
             step: 0,
             peer_i: 0,
             state: RState::Idle,
@@ -296,10 +306,23 @@ enum Ev {
         parent: u32,
         idx: u32,
     },
-    /// `left` of a process's CPU work, then `then` (shared cores only).
+    /// A process's CPU work of `left` starts now, then `then` (shared cores only).
     Work {
         left: Time,
         then: Box<Ev>,
+    },
+    /// The shared cores' next CPU work may be done (stale unless `gen` is the current one).
+    CpuDone {
+        gen: u64,
+    },
+    /// `node`'s event loop has done the CPU work of handling `ev`: handle it now.
+    Loop {
+        node: u32,
+        ev: Box<Ev>,
+    },
+    /// `node`'s event loop is done sending what its last handling sent.
+    LoopFree {
+        node: u32,
     },
     /// The launch lane of `node`: the `i`-th launch of the current batch.
     Launch {
@@ -308,6 +331,17 @@ enum Ev {
     },
     /// The launch lane of `node`: start local rank `local`.
     Fork {
+        node: u32,
+        local: u32,
+    },
+    /// Shared cores: the launch lane's CPU work for child `idx` (`i`-th of the batch) is done.
+    Launched {
+        node: u32,
+        i: u32,
+        idx: u32,
+    },
+    /// Shared cores: the fork of local rank `local` of `node` is done.
+    Forked {
         node: u32,
         local: u32,
     },
@@ -376,7 +410,13 @@ struct Node {
     /// When the launch lane is free; whether the ranks were started.
     lane_free: Time,
     forked: bool,
-    busy: Time,
+    /// The event loop: handling an event (its CPU work, then the core), or blocked by the
+    /// launches and rank starts (`Costs::loop_launch`); events wait in `inbox` meanwhile.
+    loop_busy: bool,
+    blocked: bool,
+    inbox: std::collections::VecDeque<Ev>,
+    /// CPU time of the sends of the handling in progress (`Costs::cpu_send`).
+    send_acc: Time,
     up_free: Time,
     down_free: Time,
     slow: f64,
@@ -409,8 +449,8 @@ pub struct Cluster {
     queue: crate::queue::RadixQueue<Ev>,
     /// The virtual time the cores read (ns).
     clock: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    /// Free times of the shared cores (empty: every node has its own CPU).
-    pool: Vec<Time>,
+    /// The shared cores (`None`: every node has its own CPU).
+    cpu: Option<Ps>,
     seq: u64,
     now: Time,
     nodes: Vec<Node>,
@@ -433,8 +473,34 @@ fn pmgr_conn(local: u32) -> u64 {
     u64::from(local)
 }
 
-/// The time slice of shared cores (see `Cluster::work_then`).
-const SLICE: Time = 250_000;
+/// Processor sharing of the shared cores (`Costs::cores`): every job (a process's CPU work)
+/// runs at `min(1, cores / jobs)`. Kept as the service each job has had since the start
+/// (`v`): a job of `d` that starts at `v0` ends when `v` reaches `v0 + d`, so only the
+/// earliest end needs an event.
+struct Ps {
+    cores: f64,
+    /// Service per job so far (ns), at `last`.
+    v: f64,
+    last: Time,
+    /// (end tag as f64 bits, order, slot): tags are >= 0, so their bits order as they do.
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64, u32)>>,
+    jobs: Vec<Option<Ev>>,
+    free: Vec<u32>,
+    gen: u64,
+}
+
+impl Ps {
+    fn rate(&self) -> f64 {
+        (self.cores / self.heap.len().max(1) as f64).min(1.0)
+    }
+
+    fn advance(&mut self, now: Time) {
+        if !self.heap.is_empty() && now > self.last {
+            self.v += (now - self.last) as f64 * self.rate();
+        }
+        self.last = self.last.max(now);
+    }
+}
 
 /// What a parent sees of a child NLA killed before it connected (fork launcher).
 const KILLED_EARLY: &str = "its launcher exited (signal: 9 (SIGKILL))";
@@ -457,7 +523,10 @@ impl Node {
             queued: HashMap::new(),
             lane_free: 0,
             forked: false,
-            busy: 0,
+            loop_busy: false,
+            blocked: false,
+            inbox: Default::default(),
+            send_acc: 0,
             up_free: 0,
             down_free: 0,
             slow: 1.0,
@@ -644,7 +713,15 @@ impl Cluster {
             rng: rand::rngs::StdRng::seed_from_u64(cfg.seed),
             cfg,
             queue: crate::queue::RadixQueue::default(),
-            pool: vec![0; cores],
+            cpu: (cores > 0).then(|| Ps {
+                cores: cores as f64,
+                v: 0.0,
+                last: 0,
+                heap: Default::default(),
+                jobs: Vec::new(),
+                free: Vec::new(),
+                gen: 0,
+            }),
             clock: Default::default(),
             seq: 0,
             now: 0,
@@ -785,84 +862,157 @@ impl Cluster {
         self.out
     }
 
-    /// Account CPU at `node` for an event arriving at `t` of `bytes`: when its handling ends.
-    fn cpu(&mut self, node: u32, t: Time, bytes: usize) -> Time {
+    /// CPU time of handling `bytes` (a message, a PMI request).
+    fn msg_cost(&self, bytes: usize) -> Time {
         let c = &self.cfg.costs;
-        let cost = ns(c.cpu_msg + c.cpu_byte * bytes as f64);
-        let start = t.max(self.nodes[node as usize].busy);
-        let end = self.work(start, cost);
-        self.nodes[node as usize].busy = end;
-        end
+        ns(c.cpu_msg + c.cpu_byte * bytes as f64)
     }
 
-    /// A process's own CPU work of `d` from `t`, then `then`. With shared cores it runs in
-    /// slices of [`SLICE`], each queued for a core when the previous one ends, so that
-    /// processes share the cores roughly as the kernel's scheduler does.
+    /// A process's own CPU work of `d` from `t`, then `then`. With shared cores the work
+    /// shares them with every other process's (processor sharing, see [`Ps`]); otherwise it
+    /// runs at once on a CPU of its own.
     fn work_then(&mut self, t: Time, d: Time, then: Ev) {
-        if self.pool.is_empty() {
+        if self.cpu.is_none() || d == 0 {
             self.push(t + d, then);
-        } else {
+        } else if t > self.now {
             self.push(t, Ev::Work { left: d, then: Box::new(then) });
+        } else {
+            self.ps_submit(d, then);
         }
     }
 
-    /// `d` of CPU work that can start at `t`: when it is done. With shared cores
-    /// (`Costs::cores`) it takes the core that frees first; otherwise it runs at once.
-    fn work(&mut self, t: Time, d: Time) -> Time {
-        match self.pool.iter_mut().min() {
-            Some(free) => {
-                let start = t.max(*free);
-                *free = start + d;
-                *free
+    /// Start a job of `d` on the shared cores now; `then` when it is done.
+    fn ps_submit(&mut self, d: Time, then: Ev) {
+        let now = self.now;
+        let Some(ps) = self.cpu.as_mut() else { return self.push(now + d, then) };
+        ps.advance(now);
+        let tag = ps.v + d as f64;
+        let slot = match ps.free.pop() {
+            Some(i) => {
+                ps.jobs[i as usize] = Some(then);
+                i
             }
-            None => t + d,
+            None => {
+                ps.jobs.push(Some(then));
+                (ps.jobs.len() - 1) as u32
+            }
+        };
+        self.seq += 1;
+        ps.heap.push(std::cmp::Reverse((tag.to_bits(), self.seq, slot)));
+        self.ps_next();
+    }
+
+    /// Queue the event of the shared cores' earliest end (earlier ones go stale).
+    fn ps_next(&mut self) {
+        let now = self.now;
+        let Some(ps) = self.cpu.as_mut() else { return };
+        ps.gen += 1;
+        let gen = ps.gen;
+        if let Some(std::cmp::Reverse((tag, _, _))) = ps.heap.peek() {
+            let left = (f64::from_bits(*tag) - ps.v).max(0.0);
+            let at = now + (left / ps.rate()).ceil() as Time;
+            self.push(at, Ev::CpuDone { gen });
         }
     }
 
-    fn handle(&mut self, t: Time, ev: Ev) {
+    /// The shared cores at `now`: end the jobs that are done.
+    fn ps_done(&mut self, gen: u64) {
+        let now = self.now;
+        let Some(ps) = self.cpu.as_mut() else { return };
+        if gen != ps.gen {
+            return;
+        }
+        ps.advance(now);
+        let mut done = Vec::new();
+        while let Some(std::cmp::Reverse((tag, _, slot))) = ps.heap.peek().copied() {
+            if f64::from_bits(tag) > ps.v + 0.5 {
+                break;
+            }
+            ps.heap.pop();
+            ps.free.push(slot);
+            done.extend(ps.jobs[slot as usize].take());
+        }
+        for ev in done {
+            self.push(now, ev);
+        }
+        self.ps_next();
+    }
+
+    // ------------------------------------------------------------------ event loops
+
+    /// `ev` reached `node`'s event loop: handled in turn, after its CPU work.
+    fn enqueue(&mut self, node: u32, ev: Ev) {
+        let n = &mut self.nodes[node as usize];
+        if n.loop_busy || n.blocked {
+            n.inbox.push_back(ev);
+        } else {
+            self.loop_start(node, ev);
+        }
+    }
+
+    fn loop_start(&mut self, node: u32, ev: Ev) {
+        let cost = match &ev {
+            Ev::Link { msg, .. } => self.msg_cost(libi::msg::wire_size(msg)),
+            // A PMI line is read and parsed, not decoded and stored byte by byte.
+            Ev::FromRank { .. } => ns(self.cfg.costs.cpu_pmi),
+            Ev::Closed { .. } => 0,
+            _ => self.msg_cost(0),
+        };
+        self.nodes[node as usize].loop_busy = true;
+        let now = self.now;
+        self.work_then(now, cost, Ev::Loop { node, ev: Box::new(ev) });
+    }
+
+    /// `node`'s loop handled an event: what it sent costs it CPU, then the next event.
+    fn loop_done(&mut self, node: u32) {
+        let sent = std::mem::take(&mut self.nodes[node as usize].send_acc);
+        if sent > 0 {
+            let now = self.now;
+            self.work_then(now, sent, Ev::LoopFree { node });
+        } else {
+            self.loop_free(node);
+        }
+    }
+
+    fn loop_free(&mut self, node: u32) {
+        let n = &mut self.nodes[node as usize];
+        n.loop_busy = false;
+        if n.blocked {
+            return;
+        }
+        if let Some(ev) = n.inbox.pop_front() {
+            self.loop_start(node, ev);
+        }
+    }
+
+    /// A send from `node`'s loop of `bytes` at `t`: when it leaves (the loop's sends go one
+    /// after the other, each costing `cpu_send` of what handling it costs).
+    fn send_at(&mut self, node: u32, t: Time, bytes: usize) -> Time {
+        let f = self.cfg.costs.cpu_send;
+        if f <= 0.0 {
+            return t;
+        }
+        let c = &self.cfg.costs;
+        let cost = ns(f * (c.cpu_msg + c.cpu_byte * bytes as f64));
+        let n = &mut self.nodes[node as usize];
+        n.send_acc += cost;
+        t + n.send_acc
+    }
+
+    /// A PMI answer from `node`'s loop at `t`: when it leaves (as [`Self::send_at`]).
+    fn send_pmi(&mut self, node: u32, t: Time) -> Time {
+        let c = &self.cfg.costs;
+        let cost = ns(c.cpu_send * c.cpu_pmi);
+        let n = &mut self.nodes[node as usize];
+        n.send_acc += cost;
+        t + n.send_acc
+    }
+
+    /// A loop event, handled after its CPU work (`t`: now, the handling's end).
+    fn handle_loop(&mut self, t: Time, ev: Ev) {
         match ev {
             Ev::Hello { parent, idx } => self.hello(t, parent, idx),
-            Ev::Launch { node, i } => self.launch_step(node, i, t),
-            Ev::LauncherExited { parent, idx, what } => {
-                let p = &mut self.nodes[parent as usize];
-                if p.dead {
-                    return;
-                }
-                let g = p
-                    .life
-                    .as_mut()
-                    .and_then(|l| l.launcher_exited(idx as usize, what.into(), secs(t)));
-                if let Some(g) = g {
-                    self.gave_up(t, parent, g);
-                }
-            }
-            Ev::Work { left, then } => {
-                let q = left.min(SLICE);
-                let end = self.work(t, q);
-                if left > q {
-                    self.push(end, Ev::Work { left: left - q, then });
-                } else {
-                    self.push(end, *then);
-                }
-            }
-            Ev::Fork { node, local } => self.fork_step(node, local, t),
             Ev::Link { to, from, msg } => self.link(t, to, from, *msg),
-            Ev::Closed { to, from, why } => {
-                let n = &self.nodes[to as usize];
-                if n.dead {
-                    return;
-                }
-                match from {
-                    From::Child(idx) => self.child_lost(t, to, idx, why),
-                    From::Parent => self.parent_lost(t, to, why),
-                }
-            }
-            Ev::RankStart { node, local } => {
-                if self.nodes[node as usize].dead {
-                    return;
-                }
-                self.rank_next(node, local, t);
-            }
             Ev::FromRank { node, local, bytes } => {
                 let gid = self.gid(node, local);
                 if self.nodes[node as usize].dead
@@ -871,8 +1021,7 @@ impl Cluster {
                     return;
                 }
                 self.out.pmi_requests += 1;
-                let done = self.cpu(node, t, bytes.len());
-                self.with_core(node, done, |c, fx| c.rank_data(local as usize, &bytes, fx));
+                self.with_core(node, t, |c, fx| c.rank_data(local as usize, &bytes, fx));
             }
             Ev::Pmgr { node, local, io, bytes } => {
                 let gid = self.gid(node, local);
@@ -882,9 +1031,8 @@ impl Cluster {
                     return;
                 }
                 self.out.pmi_requests += 1;
-                let done = self.cpu(node, t, bytes.len());
                 let (conn, owner) = (pmgr_conn(local), self.who(node, local).rank);
-                self.with_core(node, done, |c, fx| {
+                self.with_core(node, t, |c, fx| {
                     if io == PmgrIo::Connect {
                         c.pmgr_connected(conn, owner);
                     }
@@ -908,20 +1056,71 @@ impl Cluster {
                 }
                 // The process is gone: so is its end of its PMGR connection.
                 let pmgr_open = std::mem::replace(&mut r.pmgr, PMGR_CLOSED) == PMGR_OPEN;
-                let done = self.cpu(node, t, 0);
-                self.with_core(node, done, |c, fx| {
+                self.with_core(node, t, |c, fx| {
                     if pmgr_open {
                         c.pmgr_eof(pmgr_conn(local), fx);
                     }
                     c.rank_eof(local as usize, fx);
                     c.rank_ended(local as usize, end, fx);
                 });
-                self.maybe_close(node, done);
+                self.maybe_close(node, t);
             }
             Ev::RanksStarted { node } => {
-                let done = self.cpu(node, t, 0);
-                self.with_core(node, done, |c, fx| c.ranks_started(fx));
+                self.with_core(node, t, |c, fx| c.ranks_started(fx));
             }
+            Ev::Closed { to, from, why } => {
+                if self.nodes[to as usize].dead {
+                    return;
+                }
+                match from {
+                    From::Child(idx) => self.child_lost(t, to, idx, why),
+                    From::Parent => self.parent_lost(t, to, why),
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn handle(&mut self, t: Time, ev: Ev) {
+        match ev {
+            ev @ Ev::Hello { parent, .. } => self.enqueue(parent, ev),
+            Ev::Launch { node, i } => self.launch_step(node, i, t),
+            Ev::LauncherExited { parent, idx, what } => {
+                let p = &mut self.nodes[parent as usize];
+                if p.dead {
+                    return;
+                }
+                let g = p
+                    .life
+                    .as_mut()
+                    .and_then(|l| l.launcher_exited(idx as usize, what.into(), secs(t)));
+                if let Some(g) = g {
+                    self.gave_up(t, parent, g);
+                }
+            }
+            Ev::Work { left, then } => self.ps_submit(left, *then),
+            Ev::CpuDone { gen } => self.ps_done(gen),
+            Ev::Loop { node, ev } => {
+                self.handle_loop(t, *ev);
+                self.loop_done(node);
+            }
+            Ev::LoopFree { node } => self.loop_free(node),
+            Ev::Fork { node, local } => self.fork_step(node, local, t),
+            Ev::Launched { node, i, idx } => self.launched(node, i, idx, t),
+            Ev::Forked { node, local } => self.forked(node, local, t),
+            ev @ Ev::Link { to, .. } => self.enqueue(to, ev),
+            // After what came before on the connection.
+            ev @ Ev::Closed { to, .. } => self.enqueue(to, ev),
+            Ev::RankStart { node, local } => {
+                if self.nodes[node as usize].dead {
+                    return;
+                }
+                self.rank_next(node, local, t);
+            }
+            ev @ Ev::FromRank { node, .. }
+            | ev @ Ev::Pmgr { node, .. }
+            | ev @ Ev::RankExit { node, .. }
+            | ev @ Ev::RanksStarted { node } => self.enqueue(node, ev),
             Ev::Timer { node } => {
                 let n = &mut self.nodes[node as usize];
                 if n.dead || n.timer_at != Some(t) {
@@ -1001,6 +1200,7 @@ impl Cluster {
     /// messages and PMI are handled meanwhile. Each step is an event, so that with shared
     /// cores the lane takes its CPU when it runs, interleaved with everything else.
     fn start_launches(&mut self, node: u32, t: Time) {
+        self.nodes[node as usize].blocked = self.cfg.costs.loop_launch;
         self.push(t, Ev::Launch { node, i: 0 });
     }
 
@@ -1016,65 +1216,111 @@ impl Cluster {
             n.lane_free = n.lane_free.max(t);
             if !std::mem::replace(&mut n.forked, true) {
                 self.push(t, Ev::Fork { node, local: 0 });
+            } else {
+                // A later batch is out.
+                self.unblock(node);
             }
             return;
         };
         self.arm(node, t);
         let idx = idx as u32;
-        let n = &mut self.nodes[node as usize];
-        let child = n.children[idx as usize];
-        // The launch takes SEQ of its lane (c lanes without shared cores: launches go out
-        // in groups of c, as the launch model says).
-        let (done, next) = if self.pool.is_empty() {
-            (t + seq, if (i + 1).is_multiple_of(slots) { t + seq } else { t })
-        } else {
-            let done = self.work(t, seq);
-            (done, done)
-        };
-        let rem = ns(self.jitter(self.cfg.costs.rem));
+        let child = self.nodes[node as usize].children[idx as usize];
         self.nodes[child as usize].launched = secs(t);
+        if self.cpu.is_some() {
+            // The launch takes SEQ of the CPU, shared with everything else.
+            return self.work_then(t, seq, Ev::Launched { node, i, idx });
+        }
+        // The launch takes SEQ of its lane (c lanes: launches go out in groups of c, as the
+        // launch model says).
+        let (done, next) = (t + seq, if (i + 1).is_multiple_of(slots) { t + seq } else { t });
+        let rem = ns(self.jitter(self.cfg.costs.rem));
         if self.nodes[child as usize].dead {
             self.push(done, Ev::LauncherExited { parent: node, idx, what: KILLED_EARLY });
         } else if !self.nodes[child as usize].never {
-            if self.pool.is_empty() {
-                self.push(t + rem, Ev::Hello { parent: node, idx });
-            } else {
-                self.work_then(done, rem, Ev::Hello { parent: node, idx });
-            }
+            self.push(t + rem, Ev::Hello { parent: node, idx });
         }
         self.nodes[node as usize].lane_free = done;
         self.push(next, Ev::Launch { node, i: i + 1 });
     }
 
+    /// Shared cores: the launch of child `idx` of `node` took its CPU (at `t`); the child
+    /// starts (REM of CPU work of its own, then its hello), the lane goes on.
+    fn launched(&mut self, node: u32, i: u32, idx: u32, t: Time) {
+        if self.nodes[node as usize].dead {
+            return;
+        }
+        let child = self.nodes[node as usize].children[idx as usize];
+        let rem = ns(self.jitter(self.cfg.costs.rem));
+        if self.nodes[child as usize].dead {
+            self.push(t, Ev::LauncherExited { parent: node, idx, what: KILLED_EARLY });
+        } else if !self.nodes[child as usize].never {
+            self.work_then(t, rem, Ev::Hello { parent: node, idx });
+        }
+        self.nodes[node as usize].lane_free = t;
+        self.push(t, Ev::Launch { node, i: i + 1 });
+    }
+
     /// Start local rank `local` of `node` at `t` (its fork on the lane, then its own start).
     fn fork_step(&mut self, node: u32, local: u32, t: Time) {
-        let n = &self.nodes[node as usize];
+        let n = &mut self.nodes[node as usize];
         if n.dead {
             return;
         }
         if local >= n.nranks {
-            self.nodes[node as usize].lane_free = t;
-            if !self.nodes[node as usize].root {
-                self.push(t, Ev::RanksStarted { node });
+            n.lane_free = t;
+            if !n.root {
+                if n.blocked {
+                    // The driver tells the core right after the ranks' start, before its loop.
+                    n.inbox.push_front(Ev::RanksStarted { node });
+                } else {
+                    self.push(t, Ev::RanksStarted { node });
+                }
             }
+            self.unblock(node);
             return;
         }
-        let forked = self.work(t, ns(self.cfg.costs.fork));
-        let rank_start = ns(self.jitter(self.cfg.costs.rank_start));
-        if self.pool.is_empty() {
-            // The rank's first request, sent when it has started (one event, not two).
-            self.rank_next(node, local, forked + rank_start);
-        } else {
-            self.work_then(forked, rank_start, Ev::RankStart { node, local });
+        let fork = ns(self.cfg.costs.fork);
+        if self.cpu.is_some() {
+            return self.work_then(t, fork, Ev::Forked { node, local });
         }
+        let forked = t + fork;
+        let rank_start = ns(self.jitter(self.cfg.costs.rank_start));
+        // The rank's first request, sent when it has started (one event, not two).
+        self.rank_next(node, local, forked + rank_start);
         self.nodes[node as usize].lane_free = forked;
         self.push(forked, Ev::Fork { node, local: local + 1 });
+    }
+
+    /// Shared cores: rank `local` of `node` was forked (at `t`): it starts (its own CPU
+    /// work), the lane goes on.
+    fn forked(&mut self, node: u32, local: u32, t: Time) {
+        if self.nodes[node as usize].dead {
+            return;
+        }
+        let rank_start = ns(self.jitter(self.cfg.costs.rank_start));
+        self.work_then(t, rank_start, Ev::RankStart { node, local });
+        self.nodes[node as usize].lane_free = t;
+        self.push(t, Ev::Fork { node, local: local + 1 });
+    }
+
+    /// The launches and rank starts of `node` are out: its loop goes on (`loop_launch`).
+    fn unblock(&mut self, node: u32) {
+        let n = &mut self.nodes[node as usize];
+        if !std::mem::take(&mut n.blocked) || n.loop_busy {
+            return;
+        }
+        if let Some(ev) = n.inbox.pop_front() {
+            self.loop_start(node, ev);
+        }
     }
 
     /// A launch of `node` settled (connected or given up): maybe the next batch.
     fn settled(&mut self, node: u32, t: Time) {
         if self.cfg.batch.is_some() {
-            let at = t.max(self.nodes[node as usize].lane_free);
+            // The next batch goes out from the loop (`loop_launch`: blocking it).
+            let n = &mut self.nodes[node as usize];
+            n.blocked |= self.cfg.costs.loop_launch && n.forked;
+            let at = t.max(n.lane_free);
             self.push(at, Ev::Launch { node, i: 0 });
         }
     }
@@ -1096,7 +1342,7 @@ impl Cluster {
             self.push(t + lat, Ev::Closed { to: parent, from: From::Child(idx), why: why() });
             self.push(t + lat, Ev::Closed { to: child, from: From::Parent, why: why() });
         }
-        let done = self.cpu(parent, t, 0);
+        let done = t;
         let setup =
             self.nodes[parent as usize].core.as_ref().and_then(|c| c.child_setup(idx as usize));
         if let Some(s) = setup {
@@ -1161,6 +1407,7 @@ impl Cluster {
         from: From,
     ) {
         let size = libi::msg::wire_size(&msg);
+        let t = self.send_at(sender, t, size);
         let c = &self.cfg.costs;
         let slow = self.nodes[child as usize].slow;
         let (xfer, lat) = (ns(size as f64 / c.bandwidth * slow), ns(c.latency * slow));
@@ -1184,8 +1431,7 @@ impl Cluster {
         if n.dead || (from == From::Parent && n.cut) {
             return;
         }
-        let size = libi::msg::wire_size(&msg);
-        let done = self.cpu(to, t, size);
+        let done = t;
         match (from, msg) {
             (From::Parent, Msg::Setup(setup)) => {
                 self.out.agents_up = self.out.agents_up.max(secs(done));
@@ -1233,7 +1479,7 @@ impl Cluster {
         n.child_lost[idx as usize] = true;
         n.queued.remove(&idx);
         self.settled(node, t);
-        let done = self.cpu(node, t, 0);
+        let done = t + self.msg_cost(0);
         self.with_core(node, done, |c, fx| c.child_gone(idx as usize, &g.why, fx));
         self.maybe_close(node, done);
     }
@@ -1244,7 +1490,7 @@ impl Cluster {
             return;
         }
         n.cut = true;
-        let done = self.cpu(node, t, 0);
+        let done = t + self.msg_cost(0);
         self.with_core(node, done, |c, fx| c.kill(fx));
         self.maybe_close(node, done);
     }
@@ -1363,8 +1609,7 @@ impl Cluster {
                     PmgrIo::Send => r.pmgr,
                 };
                 r.state = if answered { RState::Waiting } else { RState::Idle };
-                let at = self.work(t, cost) + lat;
-                self.push(at, Ev::Pmgr { node, local, io, bytes });
+                self.work_then(t + lat, cost, Ev::Pmgr { node, local, io, bytes });
                 if answered {
                     return;
                 }
@@ -1378,8 +1623,7 @@ impl Cluster {
             r.asked = step as u32;
             r.peer = peer;
             r.state = if one_way { RState::Idle } else { RState::Waiting };
-            let at = self.work(t, cost) + lat;
-            self.push(at, Ev::FromRank { node, local, bytes });
+            self.work_then(t + lat, cost, Ev::FromRank { node, local, bytes });
             if !one_way {
                 return;
             }
@@ -1467,9 +1711,19 @@ impl Cluster {
         for e in fx.drain(..) {
             match e {
                 Effect::ToRank(local, bytes) => {
+                    if bytes.starts_with(b"cmd=barrier_out") {
+                        let gid = self.gid(node, local as u32);
+                        let i = self.ranks[gid].fenced as usize;
+                        self.ranks[gid].fenced += 1;
+                        let done = &mut self.out.fences_done;
+                        if done.len() <= i {
+                            done.resize(i + 1, 0.0);
+                        }
+                        done[i] = done[i].max(secs(t));
+                    }
                     // The rank reads its answer and sends its next request at once: one event
                     // (the next request's arrival) instead of two.
-                    let at = t + ns(self.cfg.costs.pmi_latency);
+                    let at = self.send_pmi(node, t) + ns(self.cfg.costs.pmi_latency);
                     self.answer_rank(at, node, local as u32, &bytes);
                 }
                 Effect::CloseRank(_) => {}

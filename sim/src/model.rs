@@ -19,9 +19,26 @@ pub struct Costs {
     pub latency: f64,
     /// Bandwidth of a tree link, each direction, bytes per second.
     pub bandwidth: f64,
-    /// CPU time a node spends per message it handles (tree or PMI), and per byte of it.
+    /// CPU time a node spends per tree message it handles, and per byte of it (decoded,
+    /// stored, passed on).
     pub cpu_msg: f64,
     pub cpu_byte: f64,
+    /// CPU time a node spends per PMI request of a local rank (a text line read, parsed,
+    /// answered; its answer's write costs `cpu_send` of this).
+    pub cpu_pmi: f64,
+    /// CPU time a node spends sending a message (a tree message, or a PMI answer to a
+    /// rank), as a fraction of what handling it costs the receiver (`cpu_msg + cpu_byte ×
+    /// bytes`). The node's event loop is busy that long after the handling that sent it, and
+    /// the messages of one handling leave one after the other (the driver writes to a child
+    /// and waits for the write before the next: a fence release goes out child by child).
+    /// 0: sending is free.
+    pub cpu_send: f64,
+    /// Launches and rank starts run on the node's event loop (1), as the current driver does
+    /// (`Children::launch_all`, then `Ranks::start`, then the loop): nothing else is handled
+    /// meanwhile, so a child's hello (and so its setup) waits until its parent has launched
+    /// every child and started every rank. 0: a launch lane of its own (a thread), the loop
+    /// handles hellos, tree messages and PMI meanwhile.
+    pub loop_launch: bool,
     /// CPU time an NLA spends starting one rank (fork/exec, pipes, binding).
     pub fork: f64,
     /// From a rank's start to its first PMI request (exec, dynamic loading, library init).
@@ -36,6 +53,9 @@ pub struct Costs {
     pub kill_delay: f64,
     /// Cores shared by every simulated node and rank (0: each node has CPUs of its own).
     /// The validation runs use the machine's cores: every agent runs on one host there.
+    /// They are shared as the kernel's fair scheduler does, approximated by processor
+    /// sharing: each process with CPU work to do (an agent's event loop, a rank, a starting
+    /// process) runs at `min(1, cores / runnable)` of a core.
     pub cores: u32,
     /// From the front end's start to its first launch (planning, listening).
     pub fe_start: f64,
@@ -57,6 +77,9 @@ impl Default for Costs {
             bandwidth: 1.0e9,
             cpu_msg: 4e-6,
             cpu_byte: 1e-9,
+            cpu_pmi: 4e-6,
+            cpu_send: 0.0,
+            loop_launch: false,
             fork: 0.00035,
             rank_start: 0.0012,
             rank_step: 5e-6,
@@ -73,20 +96,25 @@ impl Default for Costs {
 impl Costs {
     /// Every agent and rank on this project's 2-core VM, fork launcher: the costs fitted by
     /// `bench/sim-calibrate.py` to the real runs of `bench/sim-validate.sh` (the validation
-    /// table of `bench/results.md`). The CPU figures are per process sharing 2 cores, which
-    /// is why they differ from [`Costs::default`].
+    /// table of `bench/results.md`). The 2 cores are processor-shared by every agent and
+    /// rank, and launches and rank starts block the agent's event loop, as the driver does
+    /// (`loop_launch`). The CPU figures are per process sharing 2 cores, which is why they
+    /// differ from [`Costs::default`].
     pub fn this_vm() -> Self {
         Costs {
             cores: 2,
-            fe_start: 0.004,
+            loop_launch: true,
+            fe_start: 0.0028,
             seq: 0.0012,
             rem: 0.0015,
-            fork: 5.47e-6,
+            fork: 0.00036,
             rank_start: 0.0006,
-            cpu_msg: 4e-5,
-            cpu_byte: 1.25e-10,
-            rank_step: 1.25e-6,
-            rank_exit: 0.00905,
+            cpu_msg: 1.68e-5,
+            cpu_pmi: 8.49e-6,
+            cpu_byte: 2.94e-8,
+            cpu_send: 1.4,
+            rank_step: 2e-6,
+            rank_exit: 0.01,
             ..Costs::default()
         }
     }
@@ -116,6 +144,9 @@ impl Costs {
             "bandwidth" if v > 0.0 => self.bandwidth = v,
             "cpu_msg" => self.cpu_msg = v,
             "cpu_byte" => self.cpu_byte = v,
+            "cpu_send" => self.cpu_send = v,
+            "cpu_pmi" => self.cpu_pmi = v,
+            "loop_launch" if v == 0.0 || v == 1.0 => self.loop_launch = v == 1.0,
             "fork" => self.fork = v,
             "rank_start" => self.rank_start = v,
             "rank_step" => self.rank_step = v,

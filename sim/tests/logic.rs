@@ -98,3 +98,30 @@ fn launch_that_never_connects_times_out() {
     assert!((2.0..3.0).contains(&end), "ended at {end}");
     assert_eq!(o.ranks_waiting, 0);
 }
+
+/// The shared-core model (`--costs vm`: processor-shared cores, launches and rank starts on
+/// the event loop, sends costing the sender) runs every shape to the same outcome as the
+/// default costs, with batches too; a fault still ends the job with the front end's words;
+/// the last rank leaves each fence after the root released it.
+#[test]
+fn vm_costs_keep_the_logic() {
+    for (shape, batch) in [(Shape::Greedy, None), (Shape::Binomial, Some(2)), (Shape::Flat, None)] {
+        let mut cfg = exchange(9, 4, shape.clone());
+        cfg.costs = libi_sim::model::Costs::this_vm();
+        cfg.batch = batch;
+        let o = run(cfg);
+        assert_eq!((o.status, o.mismatches, o.ranks_done), (0, 0, 36), "{shape}: {:?}", o.message);
+        assert_eq!(o.fences.len(), o.fences_done.len(), "{shape}");
+        for (root, last) in o.fences.iter().zip(&o.fences_done) {
+            assert!(last >= root, "{shape}: {root} {last}");
+        }
+        let base = run(exchange(9, 4, shape.clone()));
+        assert_eq!((o.tree_msgs, o.pmi_requests), (base.tree_msgs, base.pmi_requests), "{shape}");
+    }
+    let mut cfg = exchange(9, 4, Shape::Greedy);
+    cfg.costs = libi_sim::model::Costs::this_vm();
+    cfg.faults = vec![Fault::Kill { node: 3, at: 0.001 }];
+    let o = run(cfg);
+    assert_eq!(o.status, libi_sim::cluster::STATUS_LAUNCH, "{:?}", o.message);
+    assert!(o.message.as_deref().is_some_and(|m| m.contains("n3")), "{:?}", o.message);
+}

@@ -55,8 +55,8 @@ struct Args {
     #[arg(long, default_value = "fork")]
     costs: String,
     /// Override one cost: NAME=VALUE (seq, rem, slots, latency, bandwidth, cpu_msg,
-    /// cpu_byte, fork, rank_start, rank_step, pmi_latency, rank_exit, kill_delay, cores,
-    /// fe_start, jitter)
+    /// cpu_byte, cpu_pmi, cpu_send, loop_launch, fork, rank_start, rank_step, pmi_latency, rank_exit,
+    /// kill_delay, cores, fe_start, jitter)
     #[arg(long = "cost", value_name = "NAME=VALUE")]
     cost: Vec<String>,
     /// Plan the tree for this launch model "SEQ,REM" (as libi-mpiexec's --launch-model;
