@@ -414,6 +414,9 @@ struct Node {
     /// launches and rank starts (`Costs::loop_launch`); events wait in `inbox` meanwhile.
     loop_busy: bool,
     blocked: bool,
+    /// With a CPU of its own (no shared cores) an event is handled when it arrives and its
+    /// effects leave when its CPU work is done: the loop is busy until then.
+    busy_until: Time,
     inbox: std::collections::VecDeque<Ev>,
     /// CPU time of the sends of the handling in progress (`Costs::cpu_send`).
     send_acc: Time,
@@ -525,6 +528,7 @@ impl Node {
             forked: false,
             loop_busy: false,
             blocked: false,
+            busy_until: 0,
             inbox: Default::default(),
             send_acc: 0,
             up_free: 0,
@@ -950,16 +954,40 @@ impl Cluster {
         }
     }
 
-    fn loop_start(&mut self, node: u32, ev: Ev) {
-        let cost = match &ev {
+    fn loop_cost(&self, ev: &Ev) -> Time {
+        match ev {
             Ev::Link { msg, .. } => self.msg_cost(libi::msg::wire_size(msg)),
             // A PMI line is read and parsed, not decoded and stored byte by byte.
             Ev::FromRank { .. } => ns(self.cfg.costs.cpu_pmi),
             Ev::Closed { .. } => 0,
             _ => self.msg_cost(0),
-        };
-        self.nodes[node as usize].loop_busy = true;
+        }
+    }
+
+    fn loop_start(&mut self, node: u32, ev: Ev) {
         let now = self.now;
+        if self.cpu.is_none() {
+            // A CPU of its own: events are handled in arrival order, each after the one
+            // before (`busy_until`), in one event instead of two: the core sees the event
+            // now, what it sends leaves when its handling is done. (While the loop is
+            // blocked by launches, events wait in the inbox as with shared cores.)
+            let mut next = Some(ev);
+            while let Some(ev) = next.take() {
+                let cost = self.loop_cost(&ev);
+                self.nodes[node as usize].loop_busy = true;
+                let start = now.max(self.nodes[node as usize].busy_until);
+                self.handle_loop(start + cost, ev);
+                let n = &mut self.nodes[node as usize];
+                n.busy_until = start + cost + std::mem::take(&mut n.send_acc);
+                n.loop_busy = false;
+                if !n.blocked {
+                    next = n.inbox.pop_front();
+                }
+            }
+            return;
+        }
+        let cost = self.loop_cost(&ev);
+        self.nodes[node as usize].loop_busy = true;
         self.work_then(now, cost, Ev::Loop { node, ev: Box::new(ev) });
     }
 
