@@ -159,18 +159,25 @@ pub struct NodePlan {
     pub children: Vec<NodePlan>,
 }
 
+/// The deepest NLA tree a job may have. A plan is a nested value (each NLA is sent its
+/// subtree), walked recursively when it is encoded and decoded; a deeper tree would also
+/// take thousands of sequential launches (a chain of 100,000 hosts over ssh: hours). Shapes
+/// that grow this deep (`chain`, `kary:1`) are refused beyond it with a message.
+pub const MAX_TREE_DEPTH: usize = 1024;
+
 impl NodePlan {
-    /// Ranks in this subtree.
     /// The NLA tree of a job: the front end (node 0, no ranks, `local_host`) and one NLA per
-    /// entry of `per_node` (nodes 1.., in order), shaped by the launch tree.
+    /// entry of `per_node` (nodes 1.., in order), shaped by the launch tree; an error when
+    /// it would be deeper than [`MAX_TREE_DEPTH`].
     pub fn tree(
         per_node: Vec<(String, Vec<RankSlot>)>,
         shape: &crate::tree::Shape,
         model: &crate::tree::LaunchModel,
         max_conn: usize,
         local_host: &str,
-    ) -> NodePlan {
-        let tree = crate::tree::Tree::build(shape, per_node.len() + 1, model);
+    ) -> Result<NodePlan, String> {
+        let n_nlas = per_node.len();
+        let tree = crate::tree::Tree::build(shape, n_nlas + 1, model);
         let mut nodes: Vec<Option<NodePlan>> = std::iter::once(NodePlan {
             node: 0,
             host: local_host.to_string(),
@@ -190,6 +197,14 @@ impl NodePlan {
         // overflow is re-parented under earlier siblings (`CommTree`; identical to the launch
         // tree when nothing exceeds the cap).
         let comm = crate::tree::CommTree::from_launch(&tree, max_conn);
+        if comm.depth() > MAX_TREE_DEPTH {
+            return Err(format!(
+                "a {shape} tree of {} NLAs is {} levels deep; at most {MAX_TREE_DEPTH} \
+                 (use --tree greedy, binomial or kary:K)",
+                n_nlas,
+                comm.depth()
+            ));
+        }
         fn build(
             comm: &crate::tree::CommTree,
             node: usize,
@@ -204,9 +219,10 @@ impl NodePlan {
             p.children = comm.children(node).iter().map(|&c| build(comm, c, nodes)).collect();
             p
         }
-        build(&comm, 0, &mut nodes)
+        Ok(build(&comm, 0, &mut nodes))
     }
 
+    /// Ranks in this subtree.
     pub fn subtree_ranks(&self) -> usize {
         self.ranks.len() + self.children.iter().map(NodePlan::subtree_ranks).sum::<usize>()
     }

@@ -167,7 +167,7 @@ impl Spawner {
             ..parent.clone()
         };
         let root =
-            NodePlan::tree(per_node, &base.shape, &base.model, base.max_conn, &base.root_host);
+            NodePlan::tree(per_node, &base.shape, &base.model, base.max_conn, &base.root_host)?;
         Ok(Group { job, root })
     }
 }

@@ -295,7 +295,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             (host_list[h].name.clone(), ranks)
         })
         .collect();
-    let root = nla_tree(per_node, &shape, &model, max_conn, &ctx.local_host);
+    let root = nla_tree(per_node, &shape, &model, max_conn, &ctx.local_host)?;
     let universe_limit = g.usize.filter(|&n| n > 0).map(|n| n as u32);
     Ok(Plan {
         job,
@@ -318,7 +318,7 @@ pub fn nla_tree(
     model: &LaunchModel,
     max_conn: usize,
     local_host: &str,
-) -> NodePlan {
+) -> Result<NodePlan, String> {
     NodePlan::tree(per_node, shape, model, max_conn, local_host)
 }
 
@@ -424,6 +424,22 @@ mod tests {
         let p = plan(&cl("-hosts a:4,b:4 -launcher fork -n 3 x"), &ctx()).expect("plan");
         assert_eq!(p.nodes, 1);
         assert_eq!(p.job.launcher.kind, LauncherKind::Fork);
+    }
+
+    /// A tree deeper than `MAX_TREE_DEPTH` is refused with a message (it would be a nested
+    /// plan too deep to encode safely, and a launch of thousands of sequential steps).
+    #[test]
+    fn too_deep_trees_are_refused() {
+        let hosts: Vec<String> = (0..1100).map(|i| format!("h{i}")).collect();
+        let line = format!("-hosts {} --tree chain -n 1100 x", hosts.join(","));
+        let err = plan(&cl(&line), &ctx()).err().expect("refused");
+        assert_eq!(
+            err,
+            "a chain tree of 1100 NLAs is 1100 levels deep; at most 1024 (use --tree greedy, \
+             binomial or kary:K)"
+        );
+        let line = format!("-hosts {} --tree chain -n 1000 x", hosts[..1000].join(","));
+        assert!(plan(&cl(&line), &ctx()).is_ok());
     }
 
     #[test]

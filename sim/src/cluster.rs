@@ -150,6 +150,9 @@ pub struct Outcome {
     /// records of the launch report (the last rank's leave), what `bench/sim-validate.sh`
     /// measures. A pushed fence's data travels down the tree before this.
     pub fences_done: Vec<f64>,
+    /// When the last rank of the job (group 0) had the answer of each PMGR collective (by
+    /// the collective's number, open not counted).
+    pub colls_done: Vec<f64>,
     /// When the front end saw the job end, and with what.
     pub end: Option<f64>,
     pub status: i32,
@@ -602,7 +605,7 @@ impl Cluster {
             })
             .collect();
         let plan_model = cfg.plan_model.unwrap_or(model);
-        let root = NodePlan::tree(per_node, &cfg.shape, &plan_model, cfg.max_conn, "fe");
+        let root = NodePlan::tree(per_node, &cfg.shape, &plan_model, cfg.max_conn, "fe")?;
         let kvs = KvsNames::new(1, 1, "fe");
         let kvsname = kvs.name(0);
         let job = JobCommon {
@@ -1720,6 +1723,13 @@ impl Cluster {
                 None => bytes.len() == 4,
             },
         };
+        if ok && self.nodes[node as usize].group == 0 {
+            let done = &mut self.out.colls_done;
+            if done.len() <= coll as usize {
+                done.resize(coll as usize + 1, 0.0);
+            }
+            done[coll as usize] = done[coll as usize].max(secs(t));
+        }
         if !ok {
             let op = trace.steps[step].pmgr.map(|p| format!("{:?}", p.op));
             let what = format!(

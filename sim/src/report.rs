@@ -75,6 +75,10 @@ pub fn details(o: &Outcome) -> String {
     let f: Vec<String> = o.fences.iter().map(|t| format!("{t:.4}")).collect();
     let _ =
         writeln!(s, "fences released at: {}", if f.is_empty() { "-".into() } else { f.join(", ") });
+    if !o.colls_done.is_empty() {
+        let c: Vec<String> = o.colls_done.iter().map(|t| format!("{t:.6}")).collect();
+        let _ = writeln!(s, "PMGR collectives done at: {}", c.join(", "));
+    }
     let _ = writeln!(
         s,
         "ranks done {}, waiting {}, PMI/PMGR mismatches {}",

@@ -152,6 +152,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("pmi2", include_str!("../workloads/pmi2.pmitrace")),
     ("pmgr", include_str!("../workloads/pmgr.pmitrace")),
     ("spawn", include_str!("../workloads/spawn.pmitrace")),
+    ("libi-microbench", include_str!("../workloads/libi-microbench.pmitrace")),
 ];
 
 impl Trace {
