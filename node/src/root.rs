@@ -243,7 +243,9 @@ pub struct RootCore {
     /// The job's NLAs (group 0): node of each host, node of each rank, and ranks still
     /// running per node (an NLA with running ranks can start a spawned group's NLA).
     node_of_host: HashMap<String, u32>,
-    node_of_rank: HashMap<u32, u32>,
+    /// Runs of consecutive ranks on one node, (first rank, count, node), sorted: O(nodes)
+    /// entries for block placement, never one per rank.
+    rank_runs: Vec<(u32, u32, u32)>,
     live: HashMap<u32, usize>,
     status: Option<i32>,
     /// When the job failed because ranks failed: the first one's wait status, all their
@@ -286,13 +288,19 @@ impl RootCore {
     pub fn new(cfg: RootConfig, plan: &NodePlan, total_ranks: usize, now: f64) -> Self {
         let mut nodes: Vec<&NodePlan> = plan.nodes().into_iter().filter(|p| p.node != 0).collect();
         nodes.sort_by_key(|p| p.node);
-        let (mut node_of_host, mut node_of_rank, mut live) =
-            (HashMap::new(), HashMap::new(), HashMap::new());
+        let (mut node_of_host, mut rank_runs, mut live) =
+            (HashMap::new(), Vec::<(u32, u32, u32)>::new(), HashMap::new());
         for p in &nodes {
             node_of_host.insert(p.host.clone(), p.node);
             live.insert(p.node, p.ranks.len());
-            node_of_rank.extend(p.ranks.iter().map(|s| (s.rank, p.node)));
+            for s in &p.ranks {
+                match rank_runs.last_mut() {
+                    Some(r) if r.2 == p.node && r.0 + r.1 == s.rank => r.1 += 1,
+                    _ => rank_runs.push((s.rank, 1, p.node)),
+                }
+            }
         }
+        rank_runs.sort_unstable();
         let hosts = if cfg.print_all_exitcodes {
             nodes
                 .iter()
@@ -318,7 +326,7 @@ impl RootCore {
             groups: Vec::new(),
             names: HashMap::new(),
             node_of_host,
-            node_of_rank,
+            rank_runs,
             live,
             status: None,
             rank_word: None,
@@ -587,9 +595,16 @@ impl RootCore {
         }
     }
 
+    /// The node of the job (group 0) that runs `rank`.
+    fn node_of_rank(&self, rank: u32) -> Option<u32> {
+        let i = self.rank_runs.partition_point(|r| r.0 <= rank).checked_sub(1)?;
+        let (first, count, node) = self.rank_runs[i];
+        (rank < first + count).then_some(node)
+    }
+
     fn rank_ended(&mut self, now: f64, g: usize, rank: u32, host: &str, end: RankEnd) {
         if g == 0 {
-            if let Some(n) = self.node_of_rank.get(&rank).and_then(|n| self.live.get_mut(n)) {
+            if let Some(n) = self.node_of_rank(rank).and_then(|n| self.live.get_mut(&n)) {
                 *n = n.saturating_sub(1);
             }
             if self.cfg.print_all_exitcodes {
@@ -1551,6 +1566,26 @@ mod tests {
         assert!(c.spawn_agents(&["n1".into()]).is_some());
         let joins = started(RootConfig { launcher_joins: true, ..cfg() });
         assert_eq!(joins.spawn_agents(&["n1".into()]), None);
+    }
+
+    /// Ranks placed round-robin (n1: 0, 1, 4; n2: 2, 3, 5) are found on their node from runs,
+    /// not from a table of every rank.
+    #[test]
+    fn ranks_are_found_on_their_node_by_runs() {
+        let node = |node: u32, host: &str, ranks: Vec<u32>| NodePlan {
+            node,
+            host: host.into(),
+            ranks: ranks.into_iter().map(|rank| RankSlot { rank, app: 0 }).collect(),
+            children: Vec::new(),
+        };
+        let p = NodePlan {
+            children: vec![node(1, "n1", vec![0, 1, 4]), node(2, "n2", vec![2, 3, 5])],
+            ..node(0, "root", vec![])
+        };
+        let c = RootCore::new(cfg(), &p, 6, 0.0);
+        assert_eq!(c.rank_runs.len(), 4);
+        let nodes: Vec<Option<u32>> = (0..7).map(|r| c.node_of_rank(r)).collect();
+        assert_eq!(nodes, [Some(1), Some(1), Some(2), Some(2), Some(1), Some(2), None]);
     }
 
     #[test]
