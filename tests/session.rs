@@ -337,3 +337,34 @@ fn over_ssh_hosts() {
         6,
     );
 }
+
+/// Under the real single-node Slurm (`ci/with-slurm.sh`): members started by srun steps
+/// (`-launcher slurm`) inside `salloc`.
+#[test]
+fn under_slurm() {
+    if std::env::var("LIBI_TEST_SLURM").is_err() {
+        assert!(
+            std::env::var("LIBI_REQUIRE_SLURM_TESTS").is_err(),
+            "LIBI_REQUIRE_SLURM_TESTS is set but no Slurm is up: run under ci/with-slurm.sh"
+        );
+        eprintln!("Slurm tests skipped: run under ci/with-slurm.sh -- cargo test");
+        return;
+    }
+    let host = nix::unistd::gethostname().expect("hostname").to_string_lossy().into_owned();
+    let out = Command::new("salloc")
+        .args(["-N1", "-n4", "--quiet"])
+        .arg(prog("microbench_fe"))
+        .arg(prog("microbench_member"))
+        .arg(format!("{host}:4"))
+        .arg("10")
+        .env("LIBI_MPIEXEC", MPIEXEC)
+        .env("LIBI_MPIEXEC_ARGS", "-launcher slurm")
+        .output()
+        .expect("salloc");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains(" members=4 iterations=10 ") && text.trim_end().ends_with(" errors=0"),
+        "{text}"
+    );
+}
