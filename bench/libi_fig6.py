@@ -42,17 +42,19 @@ for pi, key in enumerate(KEYS):
     if not pts:
         continue
     xs = sorted({p[0] for p in pts})
-    ymax = max(p[1] for p in pts) * 1.1 or 1
     import math
+    ymax = max(p[1] for p in pts) * 1.5 or 1
+    ymin = max(min(p[1] for p in pts if p[1] > 0) / 1.5, ymax * 1e-6)
     lx = lambda n: ox + P + (W - 2 * P) * (math.log(n) - math.log(xs[0])) / max(1e-9, math.log(xs[-1]) - math.log(xs[0]))
-    ly = lambda v: oy + H - P - (H - 2 * P) * v / ymax
-    out.append(f'<text x="{ox+W/2}" y="{oy+18}" text-anchor="middle" font-size="13">({"abcd"[pi]}) {key}</text>')
+    ly = lambda v: oy + H - P - (H - 2 * P) * (math.log(max(v, ymin)) - math.log(ymin)) / (math.log(ymax) - math.log(ymin))
+    out.append(f'<text x="{ox+W/2}" y="{oy+18}" text-anchor="middle" font-size="13">({"abcd"[pi]}) {key} (log-log)</text>')
     out.append(f'<line x1="{ox+P}" y1="{oy+H-P}" x2="{ox+W-P}" y2="{oy+H-P}" stroke="black"/>')
     out.append(f'<line x1="{ox+P}" y1="{oy+P}" x2="{ox+P}" y2="{oy+H-P}" stroke="black"/>')
     for x in xs:
         out.append(f'<text x="{lx(x)}" y="{oy+H-P+14}" text-anchor="middle">{x}</text>')
     for f in (0, 0.5, 1):
-        out.append(f'<text x="{ox+P-4}" y="{ly(ymax*f)+4}" text-anchor="end">{ymax*f:.3g}</text>')
+        v = math.exp(math.log(ymin) + f * (math.log(ymax) - math.log(ymin)))
+        out.append(f'<text x="{ox+P-4}" y="{ly(v)+4}" text-anchor="end">{v:.3g}</text>')
     wheres = sorted({w for (w, n, t) in med})
     for w in wheres:
         for t in TREES:
