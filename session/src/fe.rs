@@ -216,6 +216,11 @@ impl FrontEnd {
         &self.opts
     }
 
+    /// The port the masters connect to (on every address of this host).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// `LIBI_fe_createSession`.
     pub fn create_session(&mut self) -> SessionId {
         self.sessions.push(Session {
