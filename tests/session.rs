@@ -212,6 +212,15 @@ fn checks(opts: &str, hosts: &[String]) {
     assert_eq!(line(&out, "member-call"), "member-call LIBI_EINIT LIBI_init was not called");
     assert_eq!(line(&out, "finalize").trim_end(), "finalize LIBI_OK", "{out}");
 
+    // A master that floods a front end that does not read: memory stays flat (16 messages
+    // held at most; the rest wait in the connection), and everything arrives, in order.
+    let (st, out, err) = fe("flood", &[&all]);
+    assert_eq!(st, 0, "{out}{err}");
+    let l = line(&out, "flood");
+    assert!(l.starts_with("flood received=200 good=200 rss_kb_while_unread="), "{out}{err}");
+    let rss: u64 = l.rsplit('=').next().and_then(|v| v.parse().ok()).unwrap_or(u64::MAX);
+    assert!(rss < 64 * 1024, "front end RSS {rss} kB while 200 MiB were sent to it");
+
     // The members' own misuse checks.
     let (st, out, err) = fe("calls", &[&all]);
     assert_eq!(st, 0, "{out}{err}");

@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -176,13 +176,17 @@ struct Session {
 /// Keys of sessions waiting for their master, and the masters' connections.
 #[derive(Default)]
 struct Shared {
-    keys: Mutex<HashMap<String, (u32, Sender<Ev>)>>,
+    keys: Mutex<HashMap<String, (u32, SyncSender<Ev>)>>,
     masters: Mutex<HashMap<u32, TcpStream>>,
 }
 
 /// At most this many connections to the front end are being authenticated at a time;
 /// each must send its hello (at most `HELLO_MAX` bytes) within `HELLO_WAIT`.
 const AUTH_MAX: usize = 64;
+/// Messages from a master held for the tool at most (beyond, the master's connection is not
+/// read: a master that floods a front end that does not receive slows down, memory stays
+/// flat).
+const PENDING_MAX: usize = 16;
 const HELLO_MAX: usize = 256;
 const HELLO_WAIT: Duration = Duration::from_secs(10);
 
@@ -327,7 +331,7 @@ impl FrontEnd {
 
     fn start(&mut self, sid: u32, dists: &[&ProcDist]) -> Result<()> {
         let key = format!("{:032x}", rand::random::<u128>());
-        let (tx, rx) = channel();
+        let (tx, rx) = sync_channel(PENDING_MAX);
         let first = dists[0].hosts[0].host.clone();
         let ip = self.fe_ip(&first);
         let mut args = self.opts.args.clone();
@@ -518,7 +522,10 @@ impl FrontEnd {
     /// Whether the session ended, and its error if it failed (does not wait).
     pub fn status(&mut self, sid: SessionId) -> Result<Option<Option<Error>>> {
         let s = self.session(sid)?;
-        while let Some(ev) = s.rx.as_ref().and_then(|rx| rx.try_recv().ok()) {
+        // Bounded: messages not received yet stay in the channel (and in the master's
+        // connection) beyond PENDING_MAX.
+        while s.pending.len() < PENDING_MAX {
+            let Some(ev) = s.rx.as_ref().and_then(|rx| rx.try_recv().ok()) else { break };
             match ev {
                 Ev::Data(d) => s.pending.push_back(d),
                 Ev::Closed => s.master_closed = true,
@@ -686,7 +693,7 @@ fn accept(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-fn hello(conn: &TcpStream, shared: &Shared) -> Option<(u32, Sender<Ev>)> {
+fn hello(conn: &TcpStream, shared: &Shared) -> Option<(u32, SyncSender<Ev>)> {
     conn.set_read_timeout(Some(HELLO_WAIT)).ok()?;
     let mut r = conn;
     let h = frame::read(&mut r, HELLO_MAX).ok()??;
@@ -698,7 +705,7 @@ fn hello(conn: &TcpStream, shared: &Shared) -> Option<(u32, Sender<Ev>)> {
     Some((sid, tx))
 }
 
-fn serve_master(conn: TcpStream, sid: u32, tx: Sender<Ev>, shared: &Shared) {
+fn serve_master(conn: TcpStream, sid: u32, tx: SyncSender<Ev>, shared: &Shared) {
     if let (Ok(c), Ok(mut m)) = (conn.try_clone(), shared.masters.lock()) {
         m.insert(sid, c);
     }
@@ -721,7 +728,7 @@ fn watch(
     mut child: Child,
     stderr: Option<std::process::ChildStderr>,
     proc: Arc<Proc>,
-    tx: Sender<Ev>,
+    tx: SyncSender<Ev>,
     shared: Arc<Shared>,
     key: String,
     sid: u32,

@@ -8,12 +8,15 @@
  *   libi_check_fe MEMBER bad HOSTS           bad host distributions and misused calls
  *   libi_check_fe MEMBER calls HOSTS         the members check misused calls
  *   libi_check_fe MEMBER attach PID          daemons next to the running job PID
+ *   libi_check_fe MEMBER flood HOSTS         the master sends 200 MiB the front end does
+ *                                            not read for 2 s: our memory stays flat
  * HOSTS: host:n[,host:n...] */
 #include "../../examples/libi/hostlist.h"
 #include <libi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void report(const char *name, int rc) {
     printf("%s %s %s\n", name, LIBI_rcName(rc), rc == LIBI_OK ? "" : LIBI_errorString());
@@ -131,6 +134,33 @@ int main(int argc, char **argv) {
         free(t);
         free(jh);
         report("notajob", LIBI_fe_getJobHosts(1, &jh));
+    } else if (strcmp(what, "flood") == 0) {
+        const char *flood[] = {"flood", NULL};
+        libi_sess_handle_t s;
+        LIBI_fe_createSession(&s);
+        proc_dist_req_t d = {s, member, flood, hd, NULL};
+        report("launch", LIBI_fe_launch(&d, 1));
+        sleep(2);
+        long rss = 0;
+        char line[256];
+        FILE *st = fopen("/proc/self/status", "r");
+        while (st && fgets(line, sizeof line, st))
+            if (strncmp(line, "VmRSS:", 6) == 0) rss = atol(line + 6);
+        if (st) fclose(st);
+        int got = 0, good = 0;
+        for (int i = 0; i < 200; i++) {
+            void *m = NULL;
+            int len = 0;
+            int rc = LIBI_fe_recvUsrData(s, &m, &len);
+            if (rc != LIBI_OK) {
+                report("recv", rc);
+                break;
+            }
+            got++;
+            if (len == 1 << 20 && ((char *)m)[len - 1] == 'a' + i % 26) good++;
+            free(m);
+        }
+        printf("flood received=%d good=%d rss_kb_while_unread=%ld\n", got, good, rss);
     } else if (strcmp(what, "calls") == 0) {
         const char *calls[] = {"calls", "C", NULL};
         libi_sess_handle_t s;

@@ -7,6 +7,7 @@
  *   killagent    — the last rank SIGKILLs its agent (its parent, libi-nla); the others wait
  *                  in a barrier;
  *   calls        — checks the error codes of misused calls, then behaves as "echo X";
+ *   flood        — the master sends 200 messages of 1 MiB to the front end at once;
  *   attach       — a daemon next to a job: the master gets the job's process table
  *                  ("rank host pid" lines) from the front end and broadcasts it; each daemon
  *                  checks the ranks on its host (PMI_HOSTNAME) are alive processes; the
@@ -51,6 +52,17 @@ int main(int argc, char **argv) {
         if (rank == size - 1) kill(getppid(), SIGKILL);
         LIBI_barrier();
         pause();
+    }
+    if (strcmp(mode, "flood") == 0) {
+        if (master) {
+            char *big = malloc(1 << 20);
+            for (int i = 0; i < 200; i++) {
+                memset(big, 'a' + i % 26, 1 << 20);
+                if ((rc = LIBI_sendUsrData(big, 1 << 20)) != LIBI_OK) return die("LIBI_sendUsrData", rc);
+            }
+            free(big);
+        }
+        return LIBI_finalize() == LIBI_OK ? 0 : 1;
     }
     if (strcmp(mode, "attach") == 0) {
         int len = 0;
