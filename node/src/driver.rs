@@ -6,7 +6,7 @@ use crate::effect::NodeIo;
 use crate::guard::{AcceptBackoff, MAX_PENDING, PMGR_REJECTS};
 use crate::peer::{tcp_peer, Sessions};
 use crate::reaper;
-use crate::spawn::{start_rank, StartFailed, Started};
+use crate::spawn::{start_rank, SpawnBatch, StartFailed, Started};
 use crate::stdio::{forward_output, spawn_up_writer, Done, UpEvent, UpLink};
 use crate::tree::{accept_loop, listen, Children, EvSink, TreeEv};
 use futures::{SinkExt, StreamExt};
@@ -676,13 +676,14 @@ impl Ranks {
                 return node;
             }
         };
+        let batch = SpawnBatch::new();
         for (local, slot) in plan.ranks.iter().enumerate() {
             if job.singleton.is_some() && slot.rank == 0 {
                 node.singleton = Some(local);
                 continue;
             }
             let mask = masks.get(local).and_then(|m| m.as_deref());
-            match start_rank(job, plan, local, *slot, pmgr_port, mask) {
+            match start_rank(job, plan, local, *slot, pmgr_port, mask, &batch) {
                 Ok(Started { mut child, pmi }) => {
                     let sock =
                         match pmi.set_nonblocking(true).and_then(|_| UnixStream::from_std(pmi)) {
