@@ -6,7 +6,9 @@
 #
 #   ci/bench.sh                 all cases (~15-20 min on a 2-core VM)
 #   BENCH_QUICK=1 ci/bench.sh   smoke run: fewer sizes
-#   ci/bench.sh launch hello    only these cases (launch hello pmi ssh mem)
+#   ci/bench.sh launch hello    only these cases (launch hello pmi ssh mem targets)
+#   ci/bench.sh targets         only the "Targets of issue 20" table (~2 min): updates that
+#                               section of bench/results.md, leaves the rest of it alone
 #
 # Cases (each one a separate process: a failing case is recorded and the others still run;
 # the contenders alternate run by run, each value is the median of BENCH_RUNS runs):
@@ -22,9 +24,16 @@
 #           kary:2, kary:16, flat), measured (--report) and modeled after calibration
 #   mem     peak RSS of the front end and of the NLA / hydra proxy serving 64 ranks (VmHWM
 #           sampled from /proc every 50 ms; /usr/bin/time's max RSS of the front end kept too)
+#   targets the four ratios of issue 20, each the median of BENCH_TARGET_RUNS (>= 10) runs,
+#           contenders alternating: -n 64 hostname (bench/spawnfloor.c, the physical floor,
+#           vs libi vs hydra); -n 1 true (libi vs hydra); the process manager's own CPU time
+#           in MPICH hello n=64 (each job in a cgroup of its own, cpuacct, minus the CPU each
+#           rank reports for itself after MPI_Finalize); NLA vs hydra proxy peak RSS serving
+#           64 ranks of `sleep 1`. Written to results.md between targets markers.
 #
 # Environment:
 #   BENCH_RUNS=5            runs per contender and size (median reported)
+#   BENCH_TARGET_RUNS=11    runs per contender of the targets case (at least 10)
 #   BENCH_QUICK=1           fewer sizes
 #   BENCH_OUT=bench         output directory
 #   BENCH_PMI_GETS_MAX=256  largest N of the pmi "gets" variant (1024 takes ~1 min per run here)
@@ -345,6 +354,163 @@ case_mem() {
   log "mem done"
 }
 
+# ---- targets of issue 20
+
+# cpu_job CGROUP_NAME cmd...: run cmd in a cpuacct cgroup of its own (v1), set WALL, RC,
+# NOTE like `timed`, and CPU_NS: the CPU time of the whole job (every process in it).
+# Without a writable cpuacct hierarchy: /usr/bin/time's children user+sys instead (every
+# process of the job is reaped along the chain, so it adds up to the same).
+CG_ROOT=/sys/fs/cgroup/cpuacct
+cpu_job() {
+  local name=$1 cg
+  shift
+  CPU_NS=
+  cg=$CG_ROOT/libi-bench-$$-$name
+  if [ -w "$CG_ROOT" ] && mkdir "$cg" 2>/dev/null; then
+    timed 120 ' ok$' 64 bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@"
+    CPU_NS=$(cat "$cg/cpuacct.usage" 2>/dev/null || echo)
+    rmdir "$cg" 2>/dev/null || true
+  else
+    timed 120 ' ok$' 64 /usr/bin/time -f 'time_cpu %U %S' -o "$WORK/cpu.time" "$@"
+    CPU_NS=$(awk '/^time_cpu/ {printf "%.0f", ($2 + $3) * 1e9}' "$WORK/cpu.time" 2>/dev/null || echo)
+  fi
+}
+
+# peak_rss CMD...: run it, sample the VmHWM of its agent (libi-nla / hydra_pmi_proxy) every
+# 20 ms; sets HWM (kB, 0: none seen) and RC.
+peak_rss() {
+  local agent=$1 p v comm t0=$SECONDS
+  shift
+  "$@" >/dev/null 2>"$WORK/rss.err" </dev/null &
+  local tp=$!
+  HWM=0
+  while kill -0 "$tp" 2>/dev/null && [ $((SECONDS - t0)) -lt 60 ]; do
+    for p in $(descendants "$tp"); do
+      comm=$(cat /proc/"$p"/comm 2>/dev/null || true)
+      [ "$comm" = "$agent" ] || continue
+      v=$(awk '/^VmHWM:/ {print $2}' /proc/"$p"/status 2>/dev/null || true)
+      if [ -n "$v" ] && [ "$v" -gt "$HWM" ]; then HWM=$v; fi
+    done
+    sleep 0.02
+  done
+  RC=0
+  wait "$tp" || RC=$?
+}
+
+case_targets() {
+  local runs=${BENCH_TARGET_RUNS:-11} r c
+  [ "$runs" -ge 10 ] || runs=10
+  log "targets: $runs runs per contender, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  # 1. -n 64 hostname: the floor, libi, hydra
+  for r in $(seq 1 "$runs"); do
+    for c in $(rotated "$r" floor libi hydra); do
+      case $c in
+        floor) timed 60 '.' 64 "$WORK/spawnfloor" 64 hostname ;;
+        libi) timed 60 '.' 64 "$LIBI" -n 64 hostname ;;
+        hydra) timed 60 '.' 64 mpiexec.hydra -n 64 hostname ;;
+      esac
+      rec targets hostname64 64 "$c" "$r" "$WALL" "$(ok_json)" "$NOTE"
+    done
+  done
+  log "targets: -n 64 hostname done"
+  # 2. -n 1 true
+  for r in $(seq 1 "$runs"); do
+    for c in $(rotated "$r" libi hydra); do
+      case $c in
+        libi) timed 60 '' 0 "$LIBI" -n 1 true ;;
+        hydra) timed 60 '' 0 mpiexec.hydra -n 1 true ;;
+      esac
+      rec targets true1 1 "$c" "$r" "$WALL" "$(ok_json)" "$NOTE"
+    done
+  done
+  log "targets: -n 1 true done"
+  # 3. process manager CPU, MPICH hello n=64
+  local how=cgroup
+  [ -w "$CG_ROOT" ] || how="/usr/bin/time (no writable $CG_ROOT)"
+  for r in $(seq 1 "$runs"); do
+    for c in $(rotated "$r" libi hydra); do
+      case $c in
+        libi) cpu_job "$c-$r" "$LIBI" -n 64 "$WORK/hello_cpu" ;;
+        hydra) cpu_job "$c-$r" mpiexec.hydra -n 64 "$WORK/hello_cpu" ;;
+      esac
+      local ranks_us extra=null
+      ranks_us=$(awk '/^cpu_us / {s += $2; n++} END {if (n == 64) print s}' "$WORK/run.out")
+      if [ "$RC" -eq 0 ] && [ -n "$CPU_NS" ] && [ -n "$ranks_us" ]; then
+        extra="{\"job_cpu_ms\":$(awk -v a="$CPU_NS" 'BEGIN {printf "%.3f", a / 1e6}'),\"ranks_cpu_ms\":$(awk -v a="$ranks_us" 'BEGIN {printf "%.3f", a / 1e3}'),\"pm_cpu_ms\":$(awk -v a="$CPU_NS" -v b="$ranks_us" 'BEGIN {printf "%.3f", a / 1e6 - b / 1e3}'),\"how\":$(jstr "$how")}"
+      elif [ "$RC" -eq 0 ]; then
+        RC=1
+        NOTE="no job CPU time or not 64 cpu_us lines"
+      fi
+      rec targets hello64cpu 64 "$c" "$r" "$WALL" "$(ok_json)" "$NOTE" "$extra"
+    done
+  done
+  log "targets: hello 64 CPU done"
+  # 4. agent peak RSS serving 64 ranks
+  for r in $(seq 1 "$runs"); do
+    for c in $(rotated "$r" libi hydra); do
+      case $c in
+        libi) peak_rss libi-nla "$LIBI" -n 64 sleep 1 ;;
+        hydra) peak_rss hydra_pmi_proxy mpiexec.hydra -n 64 sleep 1 ;;
+      esac
+      if [ "$RC" -eq 0 ] && [ "$HWM" -gt 0 ]; then
+        rec targets rss64 64 "$c" "$r" null true "" "{\"rss_kb\":$HWM}"
+      else
+        rec targets rss64 64 "$c" "$r" null false "exit $RC, agent VmHWM $HWM kB"
+      fi
+    done
+  done
+  log "targets: RSS done, load $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# The "Targets of issue 20" table (markdown) from raw.jsonl.
+targets_table() {
+  "$PY" - "$WORK/raw.jsonl" "$1" "$2" <<'PYEOF'
+import json, statistics, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+recs = [r for r in recs if r["case"] == "targets" and r["ok"]]
+load_start, load_end = sys.argv[2], sys.argv[3]
+def vals(var, c, key=None):
+    out = []
+    for r in recs:
+        if r["variant"] == var and r["contender"] == c:
+            out.append(r["wall"] * 1e3 if key is None else (r["extra"] or {}).get(key))
+    return [v for v in out if v is not None]
+def med(var, c, key=None):
+    v = vals(var, c, key)
+    return (statistics.median(v), len(v)) if v else (None, 0)
+def f(x, unit=""):
+    return "n/a" if x is None else f"{x:.1f}{unit}"
+def ratio(a, b):
+    return "n/a" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
+rows = []
+fl, nf = med("hostname64", "floor"); us, nu = med("hostname64", "libi"); hy, nh = med("hostname64", "hydra")
+rows.append(("`-n 64 hostname` wall (ms)", f"floor {f(fl)} / libi {f(us)} / hydra {f(hy)}",
+             f"libi {ratio(us, fl)} floor, hydra {ratio(hy, fl)} floor", "libi <= 1.2x floor",
+             "yes" if us and fl and us <= 1.2 * fl else "no", min(nf, nu, nh)))
+us, nu = med("true1", "libi"); hy, nh = med("true1", "hydra")
+rows.append(("`-n 1 true` wall (ms)", f"libi {f(us)} / hydra {f(hy)}", f"{ratio(us, hy)} hydra",
+             "libi <= hydra", "yes" if us and hy and us <= hy else "no", min(nu, nh)))
+us, nu = med("hello64cpu", "libi", "pm_cpu_ms"); hy, nh = med("hello64cpu", "hydra", "pm_cpu_ms")
+rows.append(("process manager CPU, MPICH hello n=64 (ms, user+sys)", f"libi {f(us)} / hydra {f(hy)}",
+             f"{ratio(us, hy)} hydra", "libi <= 0.5x hydra", "yes" if us is not None and hy and us <= 0.5 * hy else "no", min(nu, nh)))
+us, nu = med("rss64", "libi", "rss_kb"); hy, nh = med("rss64", "hydra", "rss_kb")
+rows.append(("agent peak RSS serving 64 ranks (kB)", f"NLA {f(us)} / hydra proxy {f(hy)}",
+             f"{ratio(us, hy)} hydra", "NLA <= hydra proxy", "yes" if us and hy and us <= hy else "no", min(nu, nh)))
+jc, _ = med("hello64cpu", "libi", "job_cpu_ms"); jh, _ = med("hello64cpu", "hydra", "job_cpu_ms")
+how = next((r["extra"].get("how") for r in recs if r["variant"] == "hello64cpu" and r["extra"]), "?")
+print("| measure | medians | ratio | target | met | runs each |")
+print("|---|---|---|---|---|---|")
+for r in rows:
+    print("| " + " | ".join(str(x) for x in r) + " |")
+print()
+print(f"Medians of alternating runs (contender order rotated run by run); load average "
+      f"{load_start} at the start, {load_end} at the end. Process manager CPU = the job's CPU "
+      f"({how}; median job total libi {f(jc)} ms, hydra {f(jh)} ms) minus what the 64 ranks "
+      f"report for themselves (getrusage after MPI_Finalize, `hello.c -DSELF_CPU`). RSS: "
+      f"VmHWM of the agent, sampled every 20 ms, `-n 64 sleep 1`.")
+PYEOF
+}
+
 # ---------------------------------------------------------------- inner entry: one case
 
 if [ "${1:-}" = __case ]; then
@@ -355,7 +521,7 @@ fi
 
 # ---------------------------------------------------------------- main
 
-ALL_CASES=(launch hello pmi ssh mem)
+ALL_CASES=(launch hello pmi ssh mem targets)
 CASES=("$@")
 [ ${#CASES[@]} -gt 0 ] || CASES=("${ALL_CASES[@]}")
 for c in "${CASES[@]}"; do
@@ -390,11 +556,13 @@ log "cargo build --release --workspace --bins (target $TGT)"
 cargo build --release --workspace --bins -q
 mpicc -DPROG='"hello"' -O2 -o "$WORK/hello" tests/programs/hello.c
 cc -O2 -o "$WORK/pmi_exchange" tests/programs/pmi_exchange.c
+cc -O2 -o "$WORK/spawnfloor" bench/spawnfloor.c
+mpicc -DPROG='"hello"' -DSELF_CPU -O2 -o "$WORK/hello_cpu" tests/programs/hello.c
 
 # python with matplotlib (plots are skipped, not fatal, when this fails)
 VENV=$TGT/bench-venv
 export PY=$VENV/bin/python3
-if ! "$PY" -c 'import matplotlib' 2>/dev/null; then
+if [ "${CASES[*]}" != targets ] && ! "$PY" -c 'import matplotlib' 2>/dev/null; then
   log "pip install matplotlib into $VENV"
   { [ -x "$PY" ] || python3 -m venv "$VENV" || /usr/bin/python3 -m venv "$VENV"; } >"$WORK/venv.log" 2>&1 || true
   "$VENV/bin/pip" install -q matplotlib >>"$WORK/venv.log" 2>&1 || log "pip install matplotlib failed: no plots (see $WORK/venv.log)"
@@ -446,5 +614,29 @@ done
 
 if [ -f "$WORK/launch-greedy.svg" ]; then cp "$WORK/launch-greedy.svg" "$OUT/ssh-greedy-launch.svg"; fi
 if [ -f "$WORK/ssh-greedy.report.json" ]; then cp "$WORK/ssh-greedy.report.json" "$OUT/ssh-greedy-report.json"; fi
-"$PY" "$ROOT/ci/bench_plot.py" render --work "$WORK" --out "$OUT"
+# Only the targets case: the rest of results.md (and raw.json) stays as it was.
+if [ "${CASES[*]}" != targets ]; then
+  "$PY" "$ROOT/ci/bench_plot.py" render --work "$WORK" --out "$OUT"
+fi
+if grep -q '"case":"targets"' "$WORK/raw.jsonl"; then
+  grep '"case":"targets"' "$WORK/raw.jsonl" >"$OUT/targets-raw.jsonl"
+  {
+    echo "<!-- targets:begin (written by ci/bench.sh targets) -->"
+    echo "## Targets of issue 20 (launch cost near the floor)"
+    echo
+    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, git $(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet 2>/dev/null || echo ', dirty'); raw runs: \`bench/targets-raw.jsonl\`."
+    echo
+    targets_table "$(jq -r .load_start "$WORK/meta.json" 2>/dev/null || grep -o '"load_start": "[^"]*"' "$WORK/meta.json" | cut -d'"' -f4)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "<!-- targets:end -->"
+  } >"$WORK/targets.md"
+  cat "$WORK/targets.md" >&2
+  touch "$OUT/results.md"
+  "$PY" - "$OUT/results.md" "$WORK/targets.md" <<'PYEOF'
+import re, sys
+doc, new = open(sys.argv[1]).read(), open(sys.argv[2]).read().rstrip("\n") + "\n"
+pat = re.compile(r"<!-- targets:begin.*?<!-- targets:end -->\n?", re.S)
+doc = pat.sub(lambda _m: new, doc, count=1) if pat.search(doc) else doc.rstrip("\n") + "\n\n" + new
+open(sys.argv[1], "w").write(doc)
+PYEOF
+fi
 log "done in $((SECONDS - START)) s: $OUT/results.md (work dir $WORK)"

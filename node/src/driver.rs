@@ -6,7 +6,7 @@ use crate::effect::NodeIo;
 use crate::guard::{AcceptBackoff, MAX_PENDING, PMGR_REJECTS};
 use crate::peer::{tcp_peer, Sessions};
 use crate::reaper;
-use crate::spawn::{start_rank, StartFailed, Started};
+use crate::spawn::{start_rank, SpawnBatch, StartFailed, Started};
 use crate::stdio::{forward_output, spawn_up_writer, Done, UpEvent, UpLink};
 use crate::tree::{accept_loop, listen, Children, EvSink, TreeEv};
 use futures::{SinkExt, StreamExt};
@@ -676,13 +676,14 @@ impl Ranks {
                 return node;
             }
         };
+        let batch = SpawnBatch::new();
         for (local, slot) in plan.ranks.iter().enumerate() {
             if job.singleton.is_some() && slot.rank == 0 {
                 node.singleton = Some(local);
                 continue;
             }
             let mask = masks.get(local).and_then(|m| m.as_deref());
-            match start_rank(job, plan, local, *slot, pmgr_port, mask) {
+            match start_rank(job, plan, local, *slot, pmgr_port, mask, &batch) {
                 Ok(Started { mut child, pmi }) => {
                     let sock =
                         match pmi.set_nonblocking(true).and_then(|_| UnixStream::from_std(pmi)) {
@@ -790,15 +791,22 @@ async fn rank_task(
                 Some(tokio::spawn(forward_output(pipe, rank, stream, up.clone(), exited.clone())))
             })
             .collect();
-    let (mut rd, mut wr) = sock.into_split();
+    let (rd, mut wr) = sock.into_split();
     let mut pmi_open = true;
     let mut rx_open = true;
-    let mut pbuf = vec![0u8; 16 * 1024];
+    // Allocated once the rank talks PMI (a rank that never does costs no buffer).
+    let mut pbuf = Vec::new();
     let status = loop {
         tokio::select! {
-            r = rd.read(&mut pbuf), if pmi_open => match r {
-                Ok(n) if n > 0 => { let _ = ev.send(Ev::Pmi(local, pbuf[..n].to_vec())); }
-                _ => { pmi_open = false; let _ = ev.send(Ev::PmiEof(local)); }
+            r = rd.readable(), if pmi_open => {
+                if pbuf.is_empty() {
+                    pbuf = vec![0u8; 16 * 1024];
+                }
+                match r.and_then(|()| rd.try_read(&mut pbuf)) {
+                    Ok(n) if n > 0 => { let _ = ev.send(Ev::Pmi(local, pbuf[..n].to_vec())); }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    _ => { pmi_open = false; let _ = ev.send(Ev::PmiEof(local)); }
+                }
             },
             cmd = rx.recv(), if rx_open => match cmd {
                 Some(ToRank::Write(b)) => {
@@ -821,6 +829,9 @@ async fn rank_task(
     // The process is gone: whatever it wrote to the PMI socket before exiting (an `abort`,
     // say) is still to be read.
     if pmi_open {
+        if pbuf.is_empty() {
+            pbuf = vec![0u8; 16 * 1024];
+        }
         loop {
             match rd.try_read(&mut pbuf) {
                 Ok(n) if n > 0 => {

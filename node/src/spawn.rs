@@ -65,6 +65,9 @@ struct ChildArgs {
     cpus: *const u64,
     cpus_len: usize,
     wdir: *const libc::c_char,
+    /// The signals to put back to their default disposition (see [`SpawnBatch`]).
+    sigs: *const i32,
+    nsigs: usize,
     path: *const libc::c_char,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
@@ -94,16 +97,16 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         // its default: the NLA's handlers must not run here, and what whoever started us
         // ignored (SIGINT and SIGQUIT for a background job of a script, SIGPIPE for Rust,
         // glibc's internal signals 32 and 33, which its posix_spawn leaves ignored) must not
-        // stay ignored in the program. The raw system call, as glibc refuses to touch its
-        // internal signals: an all-zero kernel `struct sigaction` (at most 64 bytes) is
-        // SIG_DFL, no flags, an empty mask. Then everything is unblocked.
+        // stay ignored in the program. Only the signals the parent found not at their
+        // default (`SpawnBatch`): one system call each, while the parent waits. The raw
+        // system call, as glibc refuses to touch its internal signals: an all-zero kernel
+        // `struct sigaction` (at most 64 bytes) is SIG_DFL, no flags, an empty mask. Then
+        // everything is unblocked.
         let dfl = [0u64; 8];
         let set_size = (libc::SIGRTMAX() as usize + 1) / 8;
-        for sig in 1..=libc::SIGRTMAX() {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                let none: *mut libc::c_void = std::ptr::null_mut();
-                libc::syscall(libc::SYS_rt_sigaction, sig, dfl.as_ptr(), none, set_size);
-            }
+        for i in 0..a.nsigs {
+            let none: *mut libc::c_void = std::ptr::null_mut();
+            libc::syscall(libc::SYS_rt_sigaction, *a.sigs.add(i), dfl.as_ptr(), none, set_size);
         }
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut none);
@@ -199,6 +202,60 @@ impl From<io::Error> for Failure {
     }
 }
 
+/// What the ranks a node starts at once share, found once for all of them: the signals
+/// that are not at their default disposition here (each child resets exactly these before
+/// its exec, instead of one system call per signal number while its parent waits), and
+/// each app's program as found on its `PATH`.
+///
+/// Make it right before starting the ranks, with nothing in between that could install a
+/// signal handler (the driver starts its ranks in one synchronous loop): a handler
+/// installed later would stay in place in a child until its exec.
+pub struct SpawnBatch {
+    sigs: Vec<i32>,
+    programs: std::cell::RefCell<Vec<(u32, CString)>>,
+}
+
+impl SpawnBatch {
+    /// The current signal dispositions (one query per signal number).
+    pub fn new() -> SpawnBatch {
+        let set_size = (libc::SIGRTMAX() as usize + 1) / 8;
+        let sigs = (1..=libc::SIGRTMAX())
+            .filter(|&sig| sig != libc::SIGKILL && sig != libc::SIGSTOP)
+            .filter(|&sig| {
+                // The kernel's `struct sigaction`: the handler comes first (0: SIG_DFL).
+                let mut old = [0u64; 8];
+                let none: *const libc::c_void = std::ptr::null();
+                // SAFETY: a query only (no new action); `old` holds a kernel sigaction.
+                let r = unsafe {
+                    libc::syscall(libc::SYS_rt_sigaction, sig, none, old.as_mut_ptr(), set_size)
+                };
+                // Unknown: reset it anyway.
+                r != 0 || old[0] != libc::SIG_DFL as u64
+            })
+            .collect();
+        SpawnBatch { sigs, programs: Default::default() }
+    }
+
+    /// App `app`'s program as [`resolve`] finds it on `env`'s `PATH` (the same for every
+    /// rank of the app: their `PATH` is the app's), looked up once.
+    fn program(&self, app: u32, exe: &str, env: &[(String, String)]) -> Result<CString, Failure> {
+        if let Some((_, p)) = self.programs.borrow().iter().find(|(a, _)| *a == app) {
+            return Ok(p.clone());
+        }
+        let path = CString::new(resolve(exe, env).into_vec()).map_err(|_| {
+            Failure::Exec(io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in program"))
+        })?;
+        self.programs.borrow_mut().push((app, path.clone()));
+        Ok(path)
+    }
+}
+
+impl Default for SpawnBatch {
+    fn default() -> Self {
+        SpawnBatch::new()
+    }
+}
+
 /// Start local rank `local` (global `slot.rank`) of this node. When this returns `Ok`, the
 /// rank runs its program (CLONE_VFORK resumes us only after its `execve`).
 pub fn start_rank(
@@ -208,10 +265,11 @@ pub fn start_rank(
     slot: RankSlot,
     pmi_port: Option<u16>,
     cpus: Option<&[u64]>,
+    batch: &SpawnBatch,
 ) -> Result<Started, StartFailed> {
     let app = job.apps.get(slot.app as usize);
     let host = &plan.host;
-    try_start(job, plan, local, slot, pmi_port, cpus).map_err(|f| {
+    try_start(job, plan, local, slot, pmi_port, cpus, batch).map_err(|f| {
         let (e, reason) = match f {
             Failure::Exec(e) => {
                 let exe = app.map(|a| a.exe.as_str()).unwrap_or("?");
@@ -272,6 +330,7 @@ fn try_start(
     slot: RankSlot,
     pmi_port: Option<u16>,
     cpus: Option<&[u64]>,
+    batch: &SpawnBatch,
 ) -> Result<Started, Failure> {
     let app: &AppSpec = job.apps.get(slot.app as usize).ok_or_else(|| {
         Failure::Exec(io::Error::new(io::ErrorKind::InvalidInput, "rank names an unknown app"))
@@ -316,9 +375,7 @@ fn try_start(
     }
 
     // Everything the child needs, prepared before fork (the child may not allocate).
-    let path = CString::new(resolve(&app.exe, &env).into_vec()).map_err(|_| {
-        Failure::Exec(io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in program"))
-    })?;
+    let path = batch.program(slot.app, &app.exe, &env)?;
     let argv_c: Vec<CString> = std::iter::once(app.exe.as_str())
         .chain(app.args.iter().map(String::as_str))
         .map(cstring)
@@ -361,6 +418,8 @@ fn try_start(
         cpus: cpus.map(|m| m.as_ptr()).unwrap_or(std::ptr::null()),
         cpus_len: cpus.map(std::mem::size_of_val).unwrap_or(0),
         wdir: wdir_c.as_ref().map(|c| c.as_ptr()).unwrap_or(std::ptr::null()),
+        sigs: batch.sigs.as_ptr(),
+        nsigs: batch.sigs.len(),
         path: path.as_ptr(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),

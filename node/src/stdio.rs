@@ -17,7 +17,6 @@ use libi::msg::{CodecError, Msg, Stream, OUTPUT_WINDOW};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::{watch, Semaphore};
@@ -393,7 +392,7 @@ where
 /// silent for [`OUTPUT_DRAIN`] (it is held open by a child of the rank). Waiting for budget
 /// never times out: output is not dropped because the reader is slow.
 pub async fn forward_output(
-    mut pipe: pipe::Receiver,
+    pipe: pipe::Receiver,
     rank: u32,
     stream: Stream,
     up: UpLink,
@@ -416,15 +415,12 @@ pub async fn forward_output(
             Err(_) => break,
         }
         let old_len = lines.pending();
-        // At most what the budget allows.
-        let mut buf = bytes::BufMut::limit(lines.buffer(), READ_CHUNK);
-        let buf = &mut buf;
         let r = loop {
             if gone {
-                break tokio::time::timeout(OUTPUT_DRAIN, pipe.read_buf(buf)).await.ok();
+                break tokio::time::timeout(OUTPUT_DRAIN, read_some(&pipe, &mut lines)).await.ok();
             }
             tokio::select! {
-                r = pipe.read_buf(buf) => break Some(r),
+                r = read_some(&pipe, &mut lines) => break Some(r),
                 c = exited.changed() => gone = c.is_err() || *exited.borrow(),
             }
         };
@@ -443,6 +439,20 @@ pub async fn forward_output(
     }
     if let Some(data) = lines.finish() {
         emit(data, &mut held, 0);
+    }
+}
+
+/// Read what the pipe has (at most [`READ_CHUNK`] bytes) into `lines`' buffer. The buffer
+/// grows only once there is something to read: a rank that writes nothing (or not yet)
+/// costs no buffer. Cancel-safe.
+async fn read_some(pipe: &pipe::Receiver, lines: &mut LineBuf) -> std::io::Result<usize> {
+    loop {
+        pipe.readable().await?;
+        let mut buf = bytes::BufMut::limit(lines.buffer(), READ_CHUNK);
+        match pipe.try_read_buf(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            r => return r,
+        }
     }
 }
 
