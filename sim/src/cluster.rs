@@ -8,24 +8,27 @@
 //! them by processor sharing, as the kernel's fair scheduler does.
 //!
 //! What is the real code here: every PMI answer, KVS and fence decision, every tree message
-//! and its size, failure classification and the job's failure messages (the node cores).
+//! and its size, failure classification (the node cores), and the front end's job policy
+//! (the root core, [`RootCore`]: the exit status, the job's failure messages, teardown and
+//! its timers, spawn answers): the simulation is N agent cores plus the root core.
 //! What is modeled: the costs of [`Costs`], the child launch (SEQ/REM with `c` lanes and
-//! batches), rank processes.
+//! batches), rank processes, and the front end's own I/O (it has no output to write and no
+//! launcher processes to wait for).
 
 use crate::model::{ns, secs, Costs, Time};
 use crate::workload::{
     answer_cmd, answer_rc, answer_value, pmgr_expected, pmgr_request, PmgrOp, Trace, Who,
 };
 use libi::job::{
-    AppSpec, JobCommon, KvsNames, LauncherKind, LauncherSpec, NodePlan, NodeSetup, RankEnd,
-    RankSlot, SpawnRequest,
+    AppSpec, JobCommon, KvsNames, LauncherKind, LauncherSpec, NodePlan, NodeSetup, RankSlot,
+    SpawnRequest,
 };
 use libi::msg::Msg;
 use libi::spawn::{SpawnBase, Spawner};
 use libi::tree::Shape;
 use libi_node::core::{Effect, NodeCore, ProcEnd};
 use libi_node::launch::{GiveUp, Launches};
-use libi_node::root::{describe_end, rank_name};
+use libi_node::root::{Effect as RootEffect, Phase, RootConfig, RootCore, Streams};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -153,10 +156,22 @@ pub struct Outcome {
     /// When the last rank of the job (group 0) had the answer of each PMGR collective (by
     /// the collective's number, open not counted).
     pub colls_done: Vec<f64>,
-    /// When the front end saw the job end, and with what.
+    /// When the front end's root core ([`RootCore`]) decided the run is over: it leaves its
+    /// run phase and closes every link (`Effect::CloseTree`) once every group's tree
+    /// finished (every rank ended and every top agent closed its link, normally right after
+    /// its last message), or when it stops waiting for them (5 s after every rank ended, or
+    /// the kill grace + 5 s after a teardown started). Before the root core ran here it was
+    /// when the front end had been told of every rank's end: a top agent closes its link as
+    /// it sends its last end, so the run now ends later by the root's handling of that close
+    /// (`Costs::cpu_msg`, 4 µs by default).
     pub end: Option<f64>,
+    /// The root core's exit status (`RootCore::status`); -1 when the job did not end.
     pub status: i32,
+    /// The root core's line for a failed job: the first it printed as it tore the job down.
     pub message: Option<String>,
+    /// Every line the root core printed (`Effect::Print`: a failure, a refused spawn, a
+    /// combined exit status), the first 100.
+    pub prints: Vec<String>,
     /// Ranks whose replay ended normally.
     pub ranks_done: u64,
     /// When the last rank process ended (after the front end, under faults).
@@ -290,8 +305,7 @@ struct Group {
     /// The workload as loaded, and rendered for this group's kvsname.
     src: Rc<Trace>,
     trace: Rc<Trace>,
-    /// The spawn it answers once every agent started its ranks: (parent group, request).
-    answer: Option<(usize, u64)>,
+    /// Agents whose ranks run (measured: the root core answers the spawn).
     nodes_up: usize,
     started: f64,
     up: Option<f64>,
@@ -392,6 +406,8 @@ enum Ev {
     Timer {
         node: u32,
     },
+    /// A timer of the root core is due (its `poll_timeout`).
+    RootTimer,
     Fault(usize),
 }
 
@@ -468,10 +484,17 @@ pub struct Cluster {
     rng: rand::rngs::StdRng,
     fx: Vec<Effect>,
     out: Outcome,
-    // The front end's own bookkeeping (the group roots' parent side).
-    ranks_ended: u64,
-    killing: bool,
-    fail_word: Option<i32>,
+    /// The front end's job policy: what reaches a group root's parent side goes to it.
+    root: RootCore,
+    /// When its next timer is queued.
+    root_timer_at: Option<Time>,
+    /// Its effects are being applied (effects of nested events wait for that loop).
+    applying_root: bool,
+    /// The last root effect applied was this `Print` (the failure's line comes right before
+    /// the teardown's `KillGroup(0)`).
+    last_print: Option<String>,
+    /// The root core closed every link (`CloseTree`): nothing more reaches it.
+    tree_closed: bool,
 }
 
 /// The PMGR connection id of local rank `local` (one connection per rank).
@@ -513,6 +536,9 @@ const KILLED_EARLY: &str = "its launcher exited (signal: 9 (SIGKILL))";
 
 /// The front end's exit status for a launch failure (an NLA lost or never started).
 pub use libi_node::root::STATUS_LAUNCH;
+
+/// Most root core lines kept in [`Outcome::prints`].
+const PRINTS_MAX: usize = 100;
 
 impl Node {
     fn new(group: u32, root: bool) -> Node {
@@ -697,7 +723,6 @@ impl Cluster {
             src,
             kvsname,
             spawned: false,
-            answer: None,
             nodes_up: 0,
             started: 0.0,
             up: None,
@@ -715,6 +740,19 @@ impl Cluster {
             root_host: "fe".into(),
             job_size: size32,
         };
+        // As `libi-mpiexec` configures it for this job: no MPIEXEC_TIMEOUT, the job's kill
+        // grace, no terminal (no progress line), the fork launcher (the front end starts a
+        // spawned group's agents itself, see `spawn`).
+        let root_cfg = RootConfig {
+            timeout: None,
+            grace: job.kill_grace_ms as f64 / 1e3,
+            no_cleanup: false,
+            print_all_exitcodes: false,
+            progress: false,
+            singleton: false,
+            launcher_joins: job.launcher.kind.joins(),
+        };
+        let root_core = RootCore::new(root_cfg, &root, size as usize, 0.0);
         let cores = cfg.costs.cores as usize;
         let mut c = Cluster {
             rng: rand::rngs::StdRng::seed_from_u64(cfg.seed),
@@ -739,9 +777,11 @@ impl Cluster {
             spawn_base,
             fx: Vec::new(),
             out,
-            ranks_ended: 0,
-            killing: false,
-            fail_word: None,
+            root: root_core,
+            root_timer_at: None,
+            applying_root: false,
+            last_print: None,
+            tree_closed: false,
         };
         for (i, f) in c.cfg.faults.clone().iter().enumerate() {
             match *f {
@@ -754,6 +794,8 @@ impl Cluster {
         c.nodes[0].life = Some(c.new_life(&core));
         c.nodes[0].core = Some(core);
         let t0 = ns(c.cfg.costs.fe_start);
+        let kvsname = c.groups[0].kvsname.clone();
+        c.root.job_started(secs(t0), c.cfg.nodes, kvsname);
         c.start_launches(0, t0);
         Ok(c)
     }
@@ -847,7 +889,7 @@ impl Cluster {
             })
             .collect();
         if std::env::var_os("LIBI_SIM_DEBUG").is_some() {
-            eprintln!("front end accounted for {} ranks", self.ranks_ended);
+            eprintln!("root core: phase {:?}, status {}", self.root.phase(), self.root.status());
             for (i, n) in self.nodes.iter().enumerate() {
                 if let Some(c) = &n.core {
                     if c.ranks_left() > 0 {
@@ -861,6 +903,10 @@ impl Cluster {
                     }
                 }
             }
+        }
+        self.out.status = self.root.status();
+        if self.out.message.is_none() && self.out.status != 0 {
+            self.out.message = self.out.prints.first().cloned();
         }
         if self.out.end.is_none() && self.out.message.is_none() {
             self.out.message = Some("the job did not end".into());
@@ -1100,7 +1146,8 @@ impl Cluster {
                 self.with_core(node, t, |c, fx| c.ranks_started(fx));
             }
             Ev::Closed { to, from, why } => {
-                if self.nodes[to as usize].dead {
+                let n = &self.nodes[to as usize];
+                if n.dead || (n.root && n.closed) {
                     return;
                 }
                 match from {
@@ -1154,7 +1201,7 @@ impl Cluster {
             | ev @ Ev::RanksStarted { node } => self.enqueue(node, ev),
             Ev::Timer { node } => {
                 let n = &mut self.nodes[node as usize];
-                if n.dead || n.timer_at != Some(t) {
+                if n.dead || n.timer_at != Some(t) || (n.root && n.closed) {
                     return;
                 }
                 n.timer_at = None;
@@ -1171,6 +1218,16 @@ impl Cluster {
                 }
                 self.with_core(node, t, |c, fx| c.handle_timeout(now, fx));
             }
+            Ev::RootTimer => {
+                if self.root_timer_at != Some(t) {
+                    return;
+                }
+                self.root_timer_at = None;
+                // The deadline was rounded to whole ns: run what is due within that. Our
+                // output: nothing queued, nothing broken (simulated ranks write none).
+                self.root.handle_timeout(secs(t + 1), &Streams::default());
+                self.root_effects(t);
+            }
             Ev::Fault(i) => self.fault(t, i),
         }
     }
@@ -1186,6 +1243,10 @@ impl Cluster {
         self.arm(node, t);
         self.apply(node, t, &mut fx);
         self.fx = fx;
+        if self.nodes[node as usize].root {
+            // A group root changed: the root core may be done waiting for the trees.
+            self.root_effects(t);
+        }
     }
 
     /// Queue `node`'s next timer (its core's or its launch lifecycle's) if it is earlier
@@ -1409,7 +1470,7 @@ impl Cluster {
     fn send_down(&mut self, node: u32, idx: u32, t: Time, msg: Msg) {
         let n = &self.nodes[node as usize];
         let i = idx as usize;
-        if n.dead || i >= n.children.len() || n.child_lost[i] {
+        if n.dead || i >= n.children.len() || n.child_lost[i] || (n.root && n.closed) {
             return;
         }
         if !n.child_up[i] {
@@ -1458,8 +1519,8 @@ impl Cluster {
 
     fn link(&mut self, t: Time, to: u32, from: From, msg: Msg) {
         let n = &self.nodes[to as usize];
-        // A connection that broke delivers nothing more.
-        if n.dead || (from == From::Parent && n.cut) {
+        // A connection that broke delivers nothing more (nor one the front end closed).
+        if n.dead || (from == From::Parent && n.cut) || (n.root && n.closed) {
             return;
         }
         let done = t;
@@ -1767,7 +1828,7 @@ impl Cluster {
                 Effect::CloseRank(_) => {}
                 Effect::ToParent(m) if self.nodes[node as usize].root => {
                     let g = self.nodes[node as usize].group as usize;
-                    self.front_end(t, g, m)
+                    self.root_msg(t, g, m)
                 }
                 Effect::ToParent(m) => self.send_up(node, t, m),
                 Effect::ToChild(idx, m) => self.send_down(node, idx as u32, t, m),
@@ -1823,90 +1884,151 @@ impl Cluster {
 
     // ------------------------------------------------------------------ front end
 
-    /// A job event at the front end (what the root core of group `g` sends "up").
-    fn front_end(&mut self, t: Time, g: usize, m: Msg) {
-        match m {
-            Msg::SubtreeUp { nodes, .. } => {
-                let gr = &mut self.groups[g];
-                gr.nodes_up += nodes as usize;
-                if gr.nodes_up == gr.agents {
-                    gr.up = Some(secs(t));
-                    if g == 0 {
-                        self.out.launch = Some(secs(t));
-                    }
-                    // A spawn is answered once its ranks run.
-                    if let Some((parent, req)) = gr.answer.take() {
-                        let jobid = Some(gr.kvsname.clone());
-                        let root = self.groups[parent].root;
-                        let m = Msg::SpawnResult { req, rc: 0, jobid };
-                        self.with_core(root, t, |c, fx| c.parent_msg(m, fx));
-                    }
-                }
-            }
-            Msg::RankEnded { rank, host, end } => {
-                self.ranks_ended += 1;
-                if end.is_failure() {
-                    let ours = self.killing
-                        && matches!(
-                            end,
-                            RankEnd::Signaled { signal: 15 | 9 }
-                                | RankEnd::Exited { code: 143 | 137, .. }
-                        );
-                    if !ours {
-                        let word = end.status_word();
-                        match self.fail_word.as_mut() {
-                            Some(w) => {
-                                *w |= word;
-                                self.out.status = libi::job::combined_status(*w);
-                            }
-                            None => {
-                                self.fail_word = Some(word);
-                                let msg = describe_end(rank, &host, &end);
-                                self.fail(t, libi::job::combined_status(word), msg);
-                            }
-                        }
-                    }
-                }
-            }
-            Msg::RanksDone { ends } => {
-                self.ranks_ended += ends.iter().map(|(_, c, k)| (*c + *k) as u64).sum::<u64>();
-            }
-            Msg::Abort { rank, host, code, .. } => self.fail(
-                t,
-                code,
-                format!("{} on {host} called MPI_Abort with exit code {code}", rank_name(g, rank)),
-            ),
-            Msg::Fatal { message, status, .. } => self.fail(t, status, message),
-            Msg::SubtreeLost { ranks, message, .. } => {
-                self.ranks_ended += ranks as u64;
-                self.fail(t, STATUS_LAUNCH, message);
-            }
-            Msg::Spawn { req, spawn } => self.spawn(t, g, req, *spawn),
-            _ => {}
+    /// What the root node of group `g` sends "up": to the root core, whose effects are
+    /// applied at once (those of an event nested in that application after it).
+    fn root_msg(&mut self, t: Time, g: usize, m: Msg) {
+        if self.tree_closed {
+            return;
         }
-        if self.ranks_ended >= self.out.ranks && self.out.end.is_none() {
-            self.out.end = Some(secs(t));
-            // The front end exits: its connections close, and whatever still runs below is
-            // torn down by the agents (the run goes on until every process is gone).
-            for g in 0..self.groups.len() {
-                self.close_links(self.groups[g].root, t, "connection closed");
+        if let Msg::SubtreeUp { nodes, .. } = &m {
+            // Measured here: when every agent of the group had its ranks running.
+            let gr = &mut self.groups[g];
+            gr.nodes_up += *nodes as usize;
+            if gr.nodes_up == gr.agents {
+                gr.up = Some(secs(t));
+            }
+        }
+        self.root.root_msg(secs(t), g, m);
+        if self.out.launch.is_none() {
+            self.out.launch = self.root.launch_time();
+        }
+        self.root_effects(t);
+    }
+
+    /// Apply the root core's effects until it has none, telling it the trees' state after
+    /// them (as the front end's driver does after each event), then queue its next timer.
+    fn root_effects(&mut self, t: Time) {
+        if self.applying_root {
+            return;
+        }
+        self.applying_root = true;
+        loop {
+            let mut fx = self.root.take_effects();
+            if fx.is_empty() && self.root.phase() == Phase::Run {
+                let cores =
+                    self.groups.iter().filter_map(|g| self.nodes[g.root as usize].core.as_ref());
+                let (mut finished, mut left) = (true, 0);
+                for c in cores {
+                    finished &= c.finished();
+                    left += c.ranks_left();
+                }
+                self.root.tree_state(secs(t), finished, left);
+                fx = self.root.take_effects();
+            }
+            if fx.is_empty() {
+                break;
+            }
+            for e in fx {
+                self.root_effect(t, e);
+            }
+        }
+        self.applying_root = false;
+        if let Some(at) = self.root.poll_timeout() {
+            let at = ns(at).max(t);
+            if self.root_timer_at.is_none_or(|cur| at < cur) {
+                self.root_timer_at = Some(at);
+                self.push(at, Ev::RootTimer);
             }
         }
     }
 
-    /// A rank of group `g` asked to spawn: plan the new group as the real front end does
-    /// (`libi::spawn`), start its tree, answer once its ranks run; or refuse it now. The
-    /// command's executable names the new ranks' workload: `self` (the spawner's), a
-    /// built-in workload or a `.pmitrace` file.
-    fn spawn(&mut self, t: Time, g: usize, req: u64, spawn: SpawnRequest) {
-        if self.killing {
-            return;
+    /// One effect of the root core.
+    fn root_effect(&mut self, t: Time, e: RootEffect) {
+        let last_print = self.last_print.take();
+        match e {
+            RootEffect::Print(line) => {
+                if self.out.prints.len() < PRINTS_MAX {
+                    self.out.prints.push(line.clone());
+                }
+                self.last_print = Some(line);
+            }
+            RootEffect::Warn(w) => {
+                if self.out.warnings.len() < 100 {
+                    self.out.warnings.push(format!("front end: {w}"));
+                }
+            }
+            RootEffect::KillGroup(g) => {
+                if g == 0 && self.out.message.is_none() && self.root.killing() {
+                    // The job fails: its line was printed right before.
+                    self.out.message = last_print;
+                }
+                if let Some(gr) = self.groups.get(g) {
+                    self.with_core(gr.root, t, |c, fx| c.kill(fx));
+                }
+            }
+            RootEffect::ToGroup(g, m) => {
+                if let Some(gr) = self.groups.get(g) {
+                    self.with_core(gr.root, t, |c, fx| c.parent_msg(m, fx));
+                }
+            }
+            RootEffect::GroupEffect(g, e) => {
+                if let Some(gr) = self.groups.get(g) {
+                    let (root, mut fx) = (gr.root, vec![e]);
+                    self.apply(root, t, &mut fx);
+                }
+            }
+            RootEffect::Ack { g, idx, bytes } => {
+                if let Some(gr) = self.groups.get(g) {
+                    self.send_down(gr.root, idx as u32, t, Msg::OutputAck { bytes });
+                }
+            }
+            RootEffect::Spawn { g, req, request, who } => self.spawn(t, g, req, *request, who),
+            RootEffect::CloseTree => {
+                // The front end leaves its run: every link closes, and whatever still runs
+                // below is torn down by the agents (the run goes on until every process is
+                // gone). It started no launcher process to wait for.
+                self.out.end = Some(secs(t));
+                self.tree_closed = true;
+                for g in 0..self.groups.len() {
+                    let root = self.groups[g].root;
+                    self.close_links(root, t, "connection closed");
+                    self.nodes[root as usize].closed = true;
+                }
+                self.root.launchers_done(secs(t));
+            }
+            // Nothing is written: both writers are done at once.
+            RootEffect::CloseOutput => {
+                self.root.output_finished();
+                self.root.output_finished();
+            }
+            // No output, stdin, terminal, launcher processes, report or debugger here.
+            RootEffect::Debug(_)
+            | RootEffect::Terminal(_)
+            | RootEffect::Stdout(_)
+            | RootEffect::Output { .. }
+            | RootEffect::StdinCredit(_)
+            | RootEffect::StopLaunchers
+            | RootEffect::WriteReport
+            | RootEffect::ProcTable { .. } => {}
         }
-        let who = format!("{} on {}", rank_name(g, spawn.rank), spawn.host);
+    }
+
+    /// The root core let a rank of group `g` (`who`) spawn: plan the new group as the real
+    /// front end does (`libi::spawn`) and start its tree — the front end launches its agents
+    /// itself (`RootCore::spawn_agents` is not asked: the job's agents starting them, the
+    /// joined launcher, is not simulated) — then tell the root core, which answers it once
+    /// its ranks run; or refuse it. The command's executable names the new ranks'
+    /// workload: `self` (the spawner's), a built-in workload or a `.pmitrace` file.
+    fn spawn(&mut self, t: Time, g: usize, req: u64, spawn: SpawnRequest, who: String) {
         let parent_root = self.groups[g].root;
+        // Ranks still running, as the front end counts them (failed spawns not counted).
+        let running: u64 = (self.groups.iter().enumerate())
+            .filter(|(i, _)| !self.root.abandoned(*i))
+            .filter_map(|(_, gr)| self.nodes[gr.root as usize].core.as_ref())
+            .map(|c| c.ranks_left() as u64)
+            .sum();
         let planned = match self.nodes[parent_root as usize].core.as_ref() {
             Some(core) => {
-                let running = self.out.ranks.saturating_sub(self.ranks_ended);
                 let parent = core.job().clone();
                 let number = self.groups.len();
                 self.spawner.plan(&self.spawn_base, &parent, &spawn, running, number)
@@ -1927,14 +2049,7 @@ impl Cluster {
         });
         let (group, src) = match planned.and_then(|p| src.map(|s| (p, s))) {
             Ok(x) => x,
-            Err(why) => {
-                // As the root core: one line, and an error answer.
-                if self.out.warnings.len() < 100 {
-                    self.out.warnings.push(format!("spawn by {who} failed: {why}"));
-                }
-                let m = Msg::SpawnResult { req, rc: -1, jobid: None };
-                return self.with_core(parent_root, t, |c, fx| c.parent_msg(m, fx));
-            }
+            Err(why) => return self.root.spawn_refused(g, req, &who, &why),
         };
         let base = self.nodes.len() as u32;
         let first_rank = self.ranks.len() as u32;
@@ -1955,9 +2070,8 @@ impl Cluster {
             ppn,
             trace: Rc::new((*src).clone().fix_for(&kvsname)),
             src,
-            kvsname,
+            kvsname: kvsname.clone(),
             spawned: true,
-            answer: Some((g, req)),
             nodes_up: 0,
             started: secs(t),
             up: None,
@@ -1966,20 +2080,9 @@ impl Cluster {
         let core = self.new_core(setup, true);
         self.nodes[base as usize].life = Some(self.new_life(&core));
         self.nodes[base as usize].core = Some(core);
+        let new = self.root.spawn_started(secs(t), g, req, who, agents, kvsname, None, "");
+        debug_assert_eq!(new, number as usize);
         self.start_launches(base, t);
-    }
-
-    fn fail(&mut self, t: Time, status: i32, message: String) {
-        if self.killing {
-            return;
-        }
-        self.killing = true;
-        self.out.status = status;
-        self.out.message = Some(message);
-        // Every group is torn down (as the root core's `KillGroup`s).
-        for g in 0..self.groups.len() {
-            self.with_core(self.groups[g].root, t, |c, fx| c.kill(fx));
-        }
     }
 
     // ------------------------------------------------------------------ faults

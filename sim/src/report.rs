@@ -59,7 +59,8 @@ pub fn table(rows: &[Row]) -> String {
     s
 }
 
-/// Details of one run: per-level traffic, fences, the failure message, warnings.
+/// Details of one run: per-level traffic, fences, the failure message, the front end's
+/// other lines, warnings.
 pub fn details(o: &Outcome) -> String {
     let mut s = String::new();
     let _ =
@@ -99,6 +100,10 @@ pub fn details(o: &Outcome) -> String {
     }
     if let Some(m) = &o.message {
         let _ = writeln!(s, "job: status {}: {m}", o.status);
+    }
+    // The root core's other lines (a refused spawn, a combined exit status).
+    for p in o.prints.iter().filter(|p| Some(*p) != o.message.as_ref()).take(10) {
+        let _ = writeln!(s, "front end: {p}");
     }
     for w in o.warnings.iter().take(10) {
         let _ = writeln!(s, "warning: {w}");

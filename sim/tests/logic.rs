@@ -125,3 +125,21 @@ fn vm_costs_keep_the_logic() {
     assert_eq!(o.status, libi_sim::cluster::STATUS_LAUNCH, "{:?}", o.message);
     assert!(o.message.as_deref().is_some_and(|m| m.contains("n3")), "{:?}", o.message);
 }
+
+/// The front end is the real root core (`libi_node::root::RootCore`): a healthy job prints
+/// nothing and ends once every tree finished, after the last rank's exit; a lost agent fails
+/// the job with the root core's one line, which is the job's message.
+#[test]
+fn the_front_end_is_the_root_core() {
+    let o = run(exchange(6, 2, Shape::Kary(2)));
+    assert_eq!(o.status, 0, "{:?}", o.message);
+    assert!(o.prints.is_empty() && o.warnings.is_empty(), "{:?} {:?}", o.prints, o.warnings);
+    assert!(o.end.is_some_and(|e| e > o.last_exit), "{:?} {}", o.end, o.last_exit);
+    let mut cfg = exchange(6, 2, Shape::Kary(2));
+    cfg.faults = vec![Fault::Kill { node: 4, at: 0.005 }];
+    let o = run(cfg);
+    assert_eq!(o.status, 255, "{:?}", o.message);
+    assert_eq!(o.prints.len(), 1, "{:?}", o.prints);
+    assert_eq!(o.message.as_ref(), o.prints.first());
+    assert!(o.prints[0].starts_with("lost the NLA on n4"), "{:?}", o.prints);
+}

@@ -168,20 +168,21 @@ fn spawn_of_a_builtin_workload() {
     assert_eq!(o.ranks_done, 4 + 5);
 }
 
-/// A spawn the front end refuses is answered with an error; the job goes on.
+/// A spawn the front end refuses is answered with an error and one line (the root core's
+/// `Print`, on the front end's stderr); the job goes on.
 #[test]
 fn refused_spawn_is_answered_with_an_error() {
     let o = run(config(2, 2, spawning("/nonexistent.pmitrace", 2, "cmd=spawn_result rc=-1")));
     assert_ok(&o);
     assert_eq!(o.groups.len(), 1);
     assert!(
-        o.warnings.iter().any(|w| w.starts_with("spawn by rank 1 on n1 failed: workload")),
+        o.prints.iter().any(|w| w.starts_with("spawn by rank 1 on n1 failed: workload")),
         "{:?}",
-        o.warnings
+        o.prints
     );
     let o = run(config(2, 2, spawning("self", 0, "cmd=spawn_result rc=-1")));
     assert_ok(&o);
-    assert!(o.warnings.iter().any(|w| w.contains("nothing to spawn")), "{:?}", o.warnings);
+    assert!(o.prints.iter().any(|w| w.contains("nothing to spawn")), "{:?}", o.prints);
 }
 
 /// A spawned group's agent lost: the job fails (both groups are torn down) and ends.
