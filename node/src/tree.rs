@@ -948,3 +948,85 @@ impl Children {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt as _;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+    }
+
+    fn frame(epoch: u64, bytes: usize) -> Bytes {
+        let pairs = vec![(format!("k{epoch}"), "v".repeat(bytes).into())];
+        encode_frame(&Msg::FenceOutPart { epoch, pairs, stale: vec![] }).expect("encode")
+    }
+
+    /// A child that reads nothing: what fits in its queue is queued without waiting (the
+    /// node's loop goes on), the queue never holds more than its bound, a frame beyond it
+    /// waits on this link only and the link is found stalled after the limit; a reader that
+    /// comes back gets every queued frame, whole and in order.
+    #[test]
+    fn a_child_that_does_not_read_holds_a_bounded_queue() {
+        rt().block_on(async {
+            let (ours, theirs) = UnixStream::pair().expect("socketpair");
+            let (_, wr) = ours.into_split();
+            let cap = 1 << 20;
+            let link = Link::new(Box::new(wr), cap);
+            let mut sent = 0;
+            // Far more than the socket buffers: 64 frames of 64 KiB fill them and the queue.
+            let mut pushed = 0u64;
+            for epoch in 0..64 {
+                // Queued at once, or (the queue is full) it would wait.
+                match link.push(frame(epoch, 64 << 10), Duration::from_secs(60)).now_or_never() {
+                    Some(Pushed::Queued) => pushed += 1,
+                    None => break,
+                    Some(other) => panic!("push {epoch}: {other:?}"),
+                }
+                sent += 64 << 10;
+                assert!(link.queued() <= cap, "{} queued", link.queued());
+                tokio::task::yield_now().await;
+            }
+            assert!(sent > cap && pushed < 64, "the queue filled up: {pushed} frames queued");
+            assert!(pushed >= 8, "a full queue's worth went without waiting: {pushed}");
+            // Room is waited for (not taken), then the link is stalled.
+            let stall = Duration::from_millis(50);
+            assert_eq!(link.push(frame(99, 64 << 10), stall).await, Pushed::Stalled);
+            assert!(link.queued() <= cap);
+            // The reader comes back: every queued frame arrives, in order.
+            let (rd, _keep) = theirs.into_split();
+            let mut rd = FramedRead::new(rd, codec());
+            drop(link.close(Duration::from_secs(10)));
+            for want in 0..pushed {
+                match rd.next().await {
+                    Some(Ok(Msg::FenceOutPart { epoch, pairs, .. })) => {
+                        assert_eq!(epoch, want);
+                        assert_eq!(pairs[0].1.len(), 64 << 10);
+                    }
+                    other => panic!("frame {want}: {other:?}"),
+                }
+            }
+        });
+    }
+
+    /// A broken connection is reported as such (the link is not stalled, nothing waits).
+    #[test]
+    fn a_broken_connection_is_not_waited_for() {
+        rt().block_on(async {
+            let (ours, theirs) = UnixStream::pair().expect("socketpair");
+            drop(theirs);
+            let (_, wr) = ours.into_split();
+            let link = Link::new(Box::new(wr), 1 << 20);
+            let mut got = Pushed::Queued;
+            for epoch in 0..100 {
+                got = link.push(frame(epoch, 1000), Duration::from_secs(60)).await;
+                if got != Pushed::Queued {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(got, Pushed::Broken);
+        });
+    }
+}
