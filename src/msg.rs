@@ -37,6 +37,56 @@ pub const PAIR_OVERHEAD: usize = 8;
 /// one per copy.
 pub type Value = std::sync::Arc<str>;
 
+/// Decoding fence pairs: each value straight into its shared allocation (serde's `Arc<str>`
+/// goes through a `String`: two allocations and two copies a value). The wire format is
+/// serde's for `Vec<(String, Value)>`.
+mod pairs {
+    use super::Value;
+    use serde::de::{Deserializer, SeqAccess, Visitor};
+    use serde::Deserialize;
+    use std::fmt;
+
+    /// Pairs allocated ahead from a length the peer announced (a pair takes at least two
+    /// bytes of a frame, so a lying length cannot make us allocate much more than a frame).
+    const AHEAD: usize = 1 << 14;
+
+    struct Val(Value);
+
+    impl<'de> Deserialize<'de> for Val {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Val, D::Error> {
+            struct V;
+            impl Visitor<'_> for V {
+                type Value = Val;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a string")
+                }
+                fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Val, E> {
+                    Ok(Val(Value::from(v)))
+                }
+            }
+            d.deserialize_str(V)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, Value)>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Vec<(String, Value)>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a sequence of pairs")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(AHEAD));
+                while let Some((k, Val(v))) = seq.next_element::<(String, Val)>()? {
+                    out.push((k, v));
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
 /// The bytes a pair takes in a fence chunk.
 pub fn pair_cost(key: &str, value: &str) -> usize {
     key.len() + value.len() + PAIR_OVERHEAD
@@ -99,11 +149,21 @@ pub enum Msg {
     /// Pairs put in this subtree during fence `epoch`, sent before the subtree entered it
     /// (each part at most [`FENCE_CHUNK`] bytes): a big fence streams up as its pairs are
     /// put, and is merged part by part. `top`: the subtree's biggest KVS contributor so far.
-    FenceInPart { epoch: u64, pairs: Vec<(String, Value)>, top: KvsTop },
+    FenceInPart {
+        epoch: u64,
+        #[serde(deserialize_with = "pairs::deserialize")]
+        pairs: Vec<(String, Value)>,
+        top: KvsTop,
+    },
     /// Every rank below this subtree entered fence `epoch`; `pairs` are the pairs put since
     /// the previous fence (merged over the subtree, a key once) that no `FenceInPart` carried
     /// (at most [`FENCE_CHUNK`] bytes). `top` as in `FenceInPart`.
-    FenceIn { epoch: u64, pairs: Vec<(String, Value)>, top: KvsTop },
+    FenceIn {
+        epoch: u64,
+        #[serde(deserialize_with = "pairs::deserialize")]
+        pairs: Vec<(String, Value)>,
+        top: KvsTop,
+    },
     /// A key missed in this subtree's caches: look it up further up.
     Get { key: String },
     /// A node could not do its job (launch failure, protocol failure): fail the whole job.
@@ -133,12 +193,23 @@ pub enum Msg {
     Redirect { node: u32, parent: String },
     /// Part of fence `epoch`'s release, ahead of its `FenceOut` (each part at most
     /// [`FENCE_CHUNK`] bytes): pushed pairs, or stale keys, as in `FenceOut`.
-    FenceOutPart { epoch: u64, pairs: Vec<(String, Value)>, stale: Vec<String> },
+    FenceOutPart {
+        epoch: u64,
+        #[serde(deserialize_with = "pairs::deserialize")]
+        pairs: Vec<(String, Value)>,
+        stale: Vec<String>,
+    },
     /// Fence `epoch` completed everywhere. `pushed`: the `pairs` of this message and of the
     /// `FenceOutPart`s before it are all pairs put in that epoch; otherwise there are no
     /// pairs, they stay up the tree and missing keys are fetched with `Get`. `stale`: keys
     /// overwritten in this epoch that caches must drop (also split over the parts).
-    FenceOut { epoch: u64, pushed: bool, pairs: Vec<(String, Value)>, stale: Vec<String> },
+    FenceOut {
+        epoch: u64,
+        pushed: bool,
+        #[serde(deserialize_with = "pairs::deserialize")]
+        pairs: Vec<(String, Value)>,
+        stale: Vec<String>,
+    },
     /// Answer to `Get` (`None`: not found anywhere).
     GetResult { key: String, value: Option<Value> },
     /// The outcome of the current PMGR collective, restricted to the receiver's subtree.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{failure_line, prog, run, PMI_SAY};
+use common::{failure_line, prog, run, run_env, sync_dir, PMI_SAY};
 
 const HOSTS4: &str = "n1:1,n2:1,n3:1,n4:1";
 
@@ -60,6 +60,58 @@ fn big_fence_across_4_nodes() {
             }
         }
     }
+}
+
+/// A child NLA that stops reading does not stop its parent from serving the parent's own
+/// ranks: the release pushed down to it (3 MB, far over the socket's buffers) waits in its
+/// link's queue while the parent answers its rank's gets. Chain n1 -> n2: rank 1 (on n2)
+/// enters the fence, then its NLA is stopped (SIGSTOP) by rank 0 (on n1), which puts 3 MB,
+/// fences, and gets its pairs before it lets n2 go on (SIGCONT). Before per-child writer
+/// queues, n1 waited in the write to n2 and rank 0's first get was never answered.
+#[test]
+fn a_child_that_stops_reading_does_not_stop_its_parent() {
+    let sync = sync_dir("stopped-child");
+    let body = r#"say 'cmd=init pmi_version=1 pmi_subversion=1'
+say cmd=get_my_kvsname
+k=${REPLY#*kvsname=}; k=${k%% *}
+if [ $PMI_RANK = 1 ]; then
+  printf 'cmd=barrier_in\n' >&$PMI_FD; sleep 0.3
+  echo $PPID >$SYNC/nla.tmp; mv $SYNC/nla.tmp $SYNC/nla
+  read -r REPLY <&$PMI_FD; echo "out $REPLY"
+else
+  v=$(printf '%01000d' 0)
+  for i in $(seq 3000); do say "cmd=put kvsname=$k key=p$i value=$v"; done
+  while [ ! -f $SYNC/nla ]; do sleep 0.05; done; nla=$(cat $SYNC/nla)
+  kill -STOP $nla; say cmd=barrier_in
+  n=0; for i in $(seq 1 150 3000); do say "cmd=get kvsname=$k key=p$i"
+    case $REPLY in *rc=0*value=$v*) n=$((n+1));; esac; done
+  echo "served $n while n2 was stopped"; kill -CONT $nla
+fi
+say cmd=finalize
+"#;
+    let rank = format!("{PMI_SAY}\n{body}");
+    let r = run_env(
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            "n1:1,n2:1",
+            "--tree",
+            "chain",
+            "-l",
+            "-n",
+            "2",
+            "bash",
+            "-c",
+            &rank,
+        ],
+        b"",
+        &[("SYNC", &sync), ("MPIEXEC_TIMEOUT", "60")],
+    );
+    assert_eq!(r.status, 0, "{}\n{}", r.stdout, r.stderr);
+    let has = |l: &str| r.stdout.lines().any(|x| x.trim_end() == l);
+    assert!(has("[0] served 20 while n2 was stopped"), "{}", r.stdout);
+    assert!(has("[1] out cmd=barrier_out rc=0"), "{}", r.stdout);
 }
 
 /// A rank that puts one key twice: both puts succeed and every rank (on another node too)

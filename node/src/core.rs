@@ -923,13 +923,33 @@ impl NodeCore {
     }
 
     /// Apply what a release carries: pushed pairs, stale keys (the root holds both already).
+    /// A node with children passes the message on, so it stores copies of the keys (the
+    /// values are shared).
     fn apply_release(&mut self, pairs: &[(String, Value)], stale: &[String]) {
         if self.is_root {
             return;
         }
+        self.kvs.reserve(pairs.len());
         for (k, v) in pairs {
             self.kvs.store(k.clone(), v.clone());
         }
+        self.drop_stale(stale);
+    }
+
+    /// [`Self::apply_release`] for a release that goes no further (a leaf): the pairs are
+    /// stored as they came, without a copy.
+    fn apply_release_owned(&mut self, pairs: Vec<(String, Value)>, stale: &[String]) {
+        if self.is_root {
+            return;
+        }
+        self.kvs.reserve(pairs.len());
+        for (k, v) in pairs {
+            self.kvs.store(k, v);
+        }
+        self.drop_stale(stale);
+    }
+
+    fn drop_stale(&mut self, stale: &[String]) {
         for k in stale {
             // Overwritten elsewhere in this epoch: our copy is old unless this subtree
             // wrote it too.
@@ -939,32 +959,40 @@ impl NodeCore {
 
     /// Part of a fence release: apply it, pass it on to the children.
     fn fence_out_part(&mut self, msg: Msg, fx: &mut Vec<Effect>) {
-        let Msg::FenceOutPart { epoch, pairs, stale } = &msg else {
+        let Msg::FenceOutPart { epoch, pairs, stale } = msg else {
             return;
         };
-        if *epoch != self.epoch {
+        if epoch != self.epoch {
             fx.push(Effect::Warn(format!("fence release {epoch} during fence {}", self.epoch)));
             return;
         }
         self.counters.fence_parts_down += 1;
-        self.apply_release(pairs, stale);
-        if !self.child_fenced.is_empty() {
-            fx.push(Effect::ToChildren(msg));
+        if self.child_fenced.is_empty() {
+            self.apply_release_owned(pairs, &stale);
+        } else {
+            self.apply_release(&pairs, &stale);
+            fx.push(Effect::ToChildren(Msg::FenceOutPart { epoch, pairs, stale }));
         }
     }
 
     /// A fence release (from the parent, or made here at the root): store what it carries,
     /// release the local ranks, pass it on to the children.
     fn fence_out(&mut self, msg: Msg, fx: &mut Vec<Effect>) {
-        let Msg::FenceOut { epoch, pushed, pairs, stale } = &msg else {
+        let Msg::FenceOut { epoch, pushed, pairs, stale } = msg else {
             return;
         };
-        if *epoch != self.epoch {
+        if epoch != self.epoch {
             fx.push(Effect::Warn(format!("fence release {epoch} during fence {}", self.epoch)));
             return;
         }
-        self.apply_release(pairs, stale);
-        if !*pushed {
+        let onward = if self.child_fenced.is_empty() {
+            self.apply_release_owned(pairs, &stale);
+            None
+        } else {
+            self.apply_release(&pairs, &stale);
+            Some(Msg::FenceOut { epoch, pushed, pairs, stale })
+        };
+        if !pushed {
             self.lazy = true;
         }
         self.counters.fences += 1;
@@ -978,7 +1006,7 @@ impl NodeCore {
                 if self.report {
                     self.fences.push(FenceRecord {
                         rank: self.rank_of(local),
-                        epoch: *epoch,
+                        epoch,
                         enter: self.fence_enter[local],
                         leave: now,
                     });
@@ -987,7 +1015,7 @@ impl NodeCore {
                 fx.push(Effect::ToRank(local, out));
             }
         }
-        if !self.child_fenced.is_empty() {
+        if let Some(msg) = onward {
             fx.push(Effect::ToChildren(msg));
         }
     }

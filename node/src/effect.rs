@@ -20,9 +20,10 @@ pub trait NodeIo {
     fn close_rank(&mut self, local: usize);
     /// Queue a message for the parent (the front end: hand it to the root core).
     fn to_parent(&mut self, msg: Msg);
-    /// Send a message to child `idx` (waits while the link's buffer is full).
+    /// Send a message to child `idx`: queued on its link at once; waits (on that child only)
+    /// while its queue is full.
     fn to_child(&mut self, idx: usize, msg: Msg) -> impl Future<Output = ()>;
-    /// Send a message to every child.
+    /// Send a message to every child (encoded once by the NLA's and the front end's links).
     fn to_children(&mut self, msg: Msg) -> impl Future<Output = ()>;
     /// Deliver `signal` to every local rank not reaped yet.
     fn signal_ranks(&mut self, signal: i32);

@@ -101,6 +101,12 @@ impl Kvs {
         }
     }
 
+    /// Room for a release of `n` pairs about to be stored: the map holds at least `n` pairs
+    /// without growing again (never more room than that: the pairs may be held already).
+    pub fn reserve(&mut self, n: usize) {
+        self.map.reserve(n.saturating_sub(self.map.len()));
+    }
+
     /// A pair that arrived with a fence release (pushed down).
     pub fn store(&mut self, key: String, value: Value) {
         match self.map.get_mut(key.as_str()) {

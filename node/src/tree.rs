@@ -5,6 +5,7 @@
 use crate::core::{Effect, NodeCore};
 use crate::guard::{AcceptBackoff, MAX_PENDING, TREE_REJECTS};
 use crate::launch::{GiveUp, Launches};
+use bytes::{Buf, Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use libi::job::{LauncherKind, LauncherSpec, NodePlan};
 use libi::launch::nla_command;
@@ -20,7 +21,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tracing::{debug, warn};
 
@@ -446,10 +447,170 @@ pub fn describe(e: &io::Error) -> String {
     }
 }
 
+/// Most bytes queued for one child and not yet written to its connection: the bound on
+/// what a child that reads slowly (or not at all) makes its parent hold. A broadcast frame
+/// is one allocation shared by every child's queue, so a slow child keeps alive at most this
+/// much of it. Two fence chunks: a pushed release streams through without waiting as long as
+/// the child reads.
+pub const CHILD_QUEUE: usize = 2 * libi::msg::FENCE_CHUNK;
+/// What a queued frame costs at least against [`CHILD_QUEUE`] (its allocation and the
+/// queue's entry: many tiny messages are bounded too).
+const FRAME_MIN_COST: usize = 256;
+/// Frames written to a child in one `writev`.
+const WRITE_BATCH: usize = 64;
+/// A child whose queue stays full this long (it does not read what it is sent) is given
+/// up: its connection is dropped and its subtree counted as lost.
+pub const CHILD_STALL: Duration = Duration::from_secs(30);
+
+/// What became of a frame given to a [`Link`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    /// Queued for the writer.
+    Queued,
+    /// The connection broke (its writer ended): nothing more is written to it.
+    Broken,
+    /// The queue stayed full for the whole stall limit: the child does not read.
+    Stalled,
+}
+
+/// The write side of one tree connection: a queue of encoded frames, at most
+/// [`CHILD_QUEUE`] bytes, written out by a task of its own. Queueing never waits while
+/// there is room, so one child's slow reading holds up neither the node's loop nor the
+/// other children; once the queue is full the sender waits for room on this link only.
+pub struct Link {
+    tx: tokio::sync::mpsc::UnboundedSender<(Bytes, OwnedSemaphorePermit)>,
+    room: Arc<Semaphore>,
+    task: tokio::task::JoinHandle<()>,
+    cap: usize,
+}
+
+impl Link {
+    /// Start the writer of `wr`, with a queue of at most `cap` bytes.
+    pub fn new(wr: Writer, cap: usize) -> Link {
+        let cap = cap.clamp(FRAME_MIN_COST, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
+        let room = Arc::new(Semaphore::new(cap));
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let task = tokio::spawn(write_frames(wr, rx, room.clone()));
+        Link { tx, room, task, cap }
+    }
+
+    /// Bytes queued and not written yet (each frame counted as at least 256 bytes).
+    pub fn queued(&self) -> usize {
+        self.cap - self.room.available_permits().min(self.cap)
+    }
+
+    /// Queue an encoded frame: at once while there is room, else after waiting for room (at
+    /// most `stall`).
+    pub async fn push(&self, frame: Bytes, stall: Duration) -> Pushed {
+        let cost = frame.len().clamp(FRAME_MIN_COST, self.cap) as u32;
+        let permit = match self.room.clone().try_acquire_many_owned(cost) {
+            Ok(p) => p,
+            Err(tokio::sync::TryAcquireError::Closed) => return Pushed::Broken,
+            Err(tokio::sync::TryAcquireError::NoPermits) => {
+                match tokio::time::timeout(stall, self.room.clone().acquire_many_owned(cost)).await
+                {
+                    Ok(Ok(p)) => p,
+                    Ok(Err(_)) => return Pushed::Broken,
+                    Err(_) => return Pushed::Stalled,
+                }
+            }
+        };
+        match self.tx.send((frame, permit)) {
+            Ok(()) => Pushed::Queued,
+            Err(_) => Pushed::Broken,
+        }
+    }
+
+    /// Drop the connection now, whatever is queued.
+    pub fn abort(self) {
+        self.task.abort();
+    }
+
+    /// Write what is queued, then close the connection; `None` if that took over `limit`
+    /// (the connection is dropped then).
+    pub async fn close(self, limit: Duration) -> Option<()> {
+        let Link { tx, task, .. } = self;
+        drop(tx);
+        let abort = task.abort_handle();
+        match tokio::time::timeout(limit, task).await {
+            Ok(_) => Some(()),
+            Err(_) => {
+                abort.abort();
+                None
+            }
+        }
+    }
+}
+
+/// A link's writer: frames as they are queued, several in one `writev` when they are
+/// there; each frame's room is given back once it is written. Ends when the link is closed
+/// (the connection is shut down after the last frame) or on a write error (the link's room
+/// is closed: senders see [`Pushed::Broken`]).
+async fn write_frames(
+    mut wr: Writer,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<(Bytes, OwnedSemaphorePermit)>,
+    room: Arc<Semaphore>,
+) {
+    let mut batch = Vec::with_capacity(WRITE_BATCH);
+    while let Some(first) = rx.recv().await {
+        batch.push(first);
+        while batch.len() < WRITE_BATCH {
+            match rx.try_recv() {
+                Ok(f) => batch.push(f),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = write_batch(&mut wr, &batch).await {
+            debug!("cannot write to a child: {e}");
+            room.close();
+            return;
+        }
+        batch.clear();
+    }
+    let _ = wr.shutdown().await;
+    room.close();
+}
+
+/// Write every frame of `batch`, in order, with as few `writev`s as the socket allows.
+async fn write_batch(wr: &mut Writer, batch: &[(Bytes, OwnedSemaphorePermit)]) -> io::Result<()> {
+    let mut bufs: Vec<Bytes> = batch.iter().map(|(b, _)| b.clone()).collect();
+    let mut i = 0;
+    while i < bufs.len() {
+        let slices: Vec<io::IoSlice<'_>> = bufs[i..].iter().map(|b| io::IoSlice::new(b)).collect();
+        let mut n = wr.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 && i < bufs.len() {
+            let len = bufs[i].len();
+            if n >= len {
+                n -= len;
+                i += 1;
+            } else {
+                bufs[i].advance(n);
+                n = 0;
+            }
+        }
+        while i < bufs.len() && bufs[i].is_empty() {
+            i += 1;
+        }
+    }
+    wr.flush().await
+}
+
+/// One message as a tree frame (length, kind, body), encoded once to be queued on any
+/// number of links.
+pub fn encode_frame(msg: &Msg) -> Result<Bytes, libi::msg::CodecError> {
+    let mut buf = BytesMut::with_capacity(libi::msg::wire_size(msg));
+    codec().encode_ref(msg, &mut buf)?;
+    Ok(buf.freeze())
+}
+
 /// The driver's view of a node's children.
 pub struct Children {
-    sinks: Vec<Option<Sink>>,
-    queued: Vec<Vec<Msg>>,
+    links: Vec<Option<Link>>,
+    /// Frames for children not connected yet.
+    queued: Vec<Vec<Bytes>>,
     pids: Vec<Option<u32>>,
     ev: Option<EvSink>,
     ctx: Option<LaunchCtx>,
@@ -475,7 +636,7 @@ impl Children {
         let launch_timeout = Duration::from_millis(core.job().launch_timeout_ms);
         let n = plan.children.len();
         Children {
-            sinks: (0..n).map(|_| None).collect(),
+            links: (0..n).map(|_| None).collect(),
             queued: vec![Vec::new(); n],
             pids: vec![None; n],
             ev: None,
@@ -498,11 +659,11 @@ impl Children {
     }
 
     pub fn len(&self) -> usize {
-        self.sinks.len()
+        self.links.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.sinks.is_empty()
+        self.links.is_empty()
     }
 
     /// Number of children that connected so far.
@@ -599,7 +760,9 @@ impl Children {
     /// its subtree as lost.
     fn gave_up(&mut self, g: GiveUp, core: &mut NodeCore, fx: &mut Vec<Effect>) {
         let GiveUp { idx, why, kill_launcher } = g;
-        self.sinks[idx] = None;
+        if let Some(link) = self.links[idx].take() {
+            link.abort();
+        }
         if let Some(pid) = self.pids[idx].filter(|_| kill_launcher).map(|p| p as i32) {
             self.pids[idx] = None;
             // Only while the launcher is not reaped: then its group is still the one it made.
@@ -631,10 +794,10 @@ impl Children {
                 self.launches[idx].connected = at;
                 debug!(idx, %host, "child NLA connected");
                 let Some(setup) = core.child_setup(idx) else { return };
-                self.sinks[idx] = Some(sink);
+                self.links[idx] = Some(Link::new(sink.into_inner(), CHILD_QUEUE));
                 self.send(idx, Msg::Setup(Box::new(setup))).await;
-                for m in std::mem::take(&mut self.queued[idx]) {
-                    self.send(idx, m).await;
+                for frame in std::mem::take(&mut self.queued[idx]) {
+                    self.push(idx, frame).await;
                 }
                 if let Some(ev) = self.ev.clone() {
                     spawn_reader(idx, rd, ev);
@@ -682,46 +845,188 @@ impl Children {
 
     /// Send to child `idx` (queued until it connects). A message that cannot be encoded
     /// loses the child: its connection is dropped and `Gone` (with the error) fails its
-    /// subtree. A connection that broke is only no longer written: its reader reports the
-    /// end after the last message the child sent (a child that ended cleanly closes its
-    /// connection right after its last report, and our writes may fail before we read it).
+    /// subtree. Returns once the frame is queued on the child's link: at once while the link
+    /// has room (see [`Link`]).
     pub async fn send(&mut self, idx: usize, msg: Msg) {
-        match self.sinks.get_mut(idx) {
-            Some(Some(s)) => {
-                if let Err(e) = s.send(msg).await {
-                    self.sinks[idx] = None;
-                    if let libi::msg::CodecError::Io(e) = &e {
-                        debug!("child {idx}: cannot write to it: {e}");
-                        return;
-                    }
-                    let why = format!("cannot send to it: {e}");
-                    match &self.ev {
-                        Some(ev) => {
-                            ev(TreeEv::Gone(idx, why));
-                        }
-                        None => warn!("child {idx}: {why}"),
+        if !self.writable(idx) {
+            return;
+        }
+        match encode_frame(&msg) {
+            Ok(frame) => self.push(idx, frame).await,
+            Err(e) => self.unsendable(idx, &e),
+        }
+    }
+
+    /// Send one message to every child: encoded once, the same bytes queued on every link.
+    pub async fn broadcast(&mut self, msg: &Msg) {
+        if !(0..self.len()).any(|i| self.writable(i)) {
+            return;
+        }
+        match encode_frame(msg) {
+            Ok(frame) => {
+                for idx in 0..self.len() {
+                    if self.writable(idx) {
+                        self.push(idx, frame.clone()).await;
                     }
                 }
             }
-            Some(None) if !self.life.taken(idx) => self.queued[idx].push(msg),
+            Err(e) => {
+                for idx in 0..self.len() {
+                    if self.writable(idx) {
+                        self.unsendable(idx, &e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Child `idx` is connected, or will be (what is sent to it is queued).
+    fn writable(&self, idx: usize) -> bool {
+        match self.links.get(idx) {
+            Some(Some(_)) => true,
+            Some(None) => !self.life.taken(idx),
+            None => false,
+        }
+    }
+
+    /// A message for child `idx` could not be encoded: the child is lost.
+    fn unsendable(&mut self, idx: usize, e: &libi::msg::CodecError) {
+        if let Some(link) = self.links[idx].take() {
+            link.abort();
+        }
+        self.lost(idx, format!("cannot send to it: {e}"));
+    }
+
+    /// Report child `idx` as gone (through the event queue, like its reader would).
+    fn lost(&self, idx: usize, why: String) {
+        match &self.ev {
+            Some(ev) => {
+                ev(TreeEv::Gone(idx, why));
+            }
+            None => warn!("child {idx}: {why}"),
+        }
+    }
+
+    /// Queue an encoded frame for child `idx`. A connection that broke is only no longer
+    /// written: its reader reports the end after the last message the child sent (a child
+    /// that ended cleanly closes its connection right after its last report, and our writes
+    /// may fail before we read it). A child that does not read for [`CHILD_STALL`] while
+    /// its queue is full is dropped and reported gone.
+    async fn push(&mut self, idx: usize, frame: Bytes) {
+        match self.links.get(idx) {
+            Some(Some(link)) => match link.push(frame, CHILD_STALL).await {
+                Pushed::Queued => {}
+                Pushed::Broken => {
+                    debug!("child {idx}: its connection broke; not written any more");
+                    self.links[idx] = None;
+                }
+                Pushed::Stalled => {
+                    if let Some(link) = self.links[idx].take() {
+                        link.abort();
+                    }
+                    let why = format!(
+                        "it read nothing of what it was sent for {} s",
+                        CHILD_STALL.as_secs()
+                    );
+                    self.lost(idx, why);
+                }
+            },
+            Some(None) if !self.life.taken(idx) => self.queued[idx].push(frame),
             _ => {}
         }
     }
 
-    pub async fn broadcast(&mut self, msg: &Msg) {
-        for idx in 0..self.sinks.len() {
-            self.send(idx, msg.clone()).await;
+    /// Close every child connection (children exit once their parent is gone), after what
+    /// is queued for them: all within [`CHILD_STALL`], then the rest are dropped.
+    pub async fn close_all(&mut self) {
+        let links: Vec<Link> = self.links.iter_mut().filter_map(Option::take).collect();
+        let closing = futures::future::join_all(links.into_iter().map(|l| l.close(CHILD_STALL)));
+        let closed = closing.await;
+        let dropped = closed.iter().filter(|c| c.is_none()).count();
+        if dropped > 0 {
+            debug!("{dropped} child connections dropped at close: they did not read");
         }
     }
+}
 
-    /// Close every child connection (children exit once their parent is gone).
-    pub async fn close_all(&mut self) {
-        for s in self.sinks.iter_mut() {
-            if let Some(mut s) = s.take() {
-                if let Err(e) = s.close().await {
-                    debug!("closing a child connection: {e}");
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt as _;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+    }
+
+    fn frame(epoch: u64, bytes: usize) -> Bytes {
+        let pairs = vec![(format!("k{epoch}"), "v".repeat(bytes).into())];
+        encode_frame(&Msg::FenceOutPart { epoch, pairs, stale: vec![] }).expect("encode")
+    }
+
+    /// A child that reads nothing: what fits in its queue is queued without waiting (the
+    /// node's loop goes on), the queue never holds more than its bound, a frame beyond it
+    /// waits on this link only and the link is found stalled after the limit; a reader that
+    /// comes back gets every queued frame, whole and in order.
+    #[test]
+    fn a_child_that_does_not_read_holds_a_bounded_queue() {
+        rt().block_on(async {
+            let (ours, theirs) = UnixStream::pair().expect("socketpair");
+            let (_, wr) = ours.into_split();
+            let cap = 1 << 20;
+            let link = Link::new(Box::new(wr), cap);
+            let mut sent = 0;
+            // Far more than the socket buffers: 64 frames of 64 KiB fill them and the queue.
+            let mut pushed = 0u64;
+            for epoch in 0..64 {
+                // Queued at once, or (the queue is full) it would wait.
+                match link.push(frame(epoch, 64 << 10), Duration::from_secs(60)).now_or_never() {
+                    Some(Pushed::Queued) => pushed += 1,
+                    None => break,
+                    Some(other) => panic!("push {epoch}: {other:?}"),
+                }
+                sent += 64 << 10;
+                assert!(link.queued() <= cap, "{} queued", link.queued());
+                tokio::task::yield_now().await;
+            }
+            assert!(sent > cap && pushed < 64, "the queue filled up: {pushed} frames queued");
+            assert!(pushed >= 8, "a full queue's worth went without waiting: {pushed}");
+            // Room is waited for (not taken), then the link is stalled.
+            let stall = Duration::from_millis(50);
+            assert_eq!(link.push(frame(99, 64 << 10), stall).await, Pushed::Stalled);
+            assert!(link.queued() <= cap);
+            // The reader comes back: every queued frame arrives, in order.
+            let (rd, _keep) = theirs.into_split();
+            let mut rd = FramedRead::new(rd, codec());
+            drop(link.close(Duration::from_secs(10)));
+            for want in 0..pushed {
+                match rd.next().await {
+                    Some(Ok(Msg::FenceOutPart { epoch, pairs, .. })) => {
+                        assert_eq!(epoch, want);
+                        assert_eq!(pairs[0].1.len(), 64 << 10);
+                    }
+                    other => panic!("frame {want}: {other:?}"),
                 }
             }
-        }
+        });
+    }
+
+    /// A broken connection is reported as such (the link is not stalled, nothing waits).
+    #[test]
+    fn a_broken_connection_is_not_waited_for() {
+        rt().block_on(async {
+            let (ours, theirs) = UnixStream::pair().expect("socketpair");
+            drop(theirs);
+            let (_, wr) = ours.into_split();
+            let link = Link::new(Box::new(wr), 1 << 20);
+            let mut got = Pushed::Queued;
+            for epoch in 0..100 {
+                got = link.push(frame(epoch, 1000), Duration::from_secs(60)).await;
+                if got != Pushed::Queued {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(got, Pushed::Broken);
+        });
     }
 }
