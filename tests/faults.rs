@@ -616,7 +616,12 @@ fn connect_tree_listener(pid: i32) -> Option<std::os::unix::net::UnixStream> {
     for line in unix.lines().skip(1) {
         let f: Vec<&str> = line.split_whitespace().collect();
         // Num RefCount Protocol Flags Type St Inode Path; St 01 = listening
-        if f.len() > 7 && f[5] == "01" && inodes.iter().any(|i| i == f[6]) {
+        // (Not the control socket for tools, `@libi-mpiexec.PID`.)
+        if f.len() > 7
+            && f[5] == "01"
+            && inodes.iter().any(|i| i == f[6])
+            && !f[7].starts_with("@libi-mpiexec.")
+        {
             let name = f[7].strip_prefix('@')?;
             let addr = std::os::unix::net::SocketAddr::from_abstract_name(name).ok()?;
             return std::os::unix::net::UnixStream::connect_addr(&addr).ok();

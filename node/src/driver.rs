@@ -240,12 +240,19 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     }
     core.ranks_started(&mut fx);
 
+    // Whether the parent was lost before the event whose effects are being applied: what
+    // that event sends up (a parent_unreadable's Fatal: why we stop) still goes; after it
+    // nothing does. (The parent may be "lost" through our launcher's connection, stdin,
+    // while the tree link still works: the ranks this node kills must not be reported up
+    // as the teardown's own kills — the link's close tells the parent the node is lost.)
+    let mut parent_lost_before = false;
     loop {
         {
             let mut io = NlaIo {
                 ranks: &mut ranks,
                 children: &mut children,
                 up: &up,
+                parent_lost: parent_lost_before,
                 pmgr: &mut pmgr_writers,
                 secret: &secret,
                 verbose: core.job().verbose,
@@ -288,6 +295,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             None => ev_rx.recv().await,
         };
         let Some(ev) = ev else { break };
+        parent_lost_before = core.parent_is_lost();
         match ev {
             Ev::Pmi(local, data) => core.rank_data(local, &data, &mut fx),
             Ev::PmiEof(local) => core.rank_eof(local, &mut fx),
@@ -365,8 +373,9 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
 struct NlaIo<'a> {
     ranks: &'a mut Ranks,
     children: &'a mut Children,
-    /// Once the parent connection is gone its writer is gone too: what is sent is dropped.
     up: &'a UpLink,
+    /// Nothing more goes up once the parent is lost (see `parent_lost_before`).
+    parent_lost: bool,
     pmgr: &'a mut HashMap<u64, UnboundedSender<Option<Vec<u8>>>>,
     secret: &'a str,
     verbose: bool,
@@ -386,7 +395,9 @@ impl NodeIo for NlaIo<'_> {
     }
 
     fn to_parent(&mut self, msg: Msg) {
-        self.up.send(msg);
+        if !self.parent_lost {
+            self.up.send(msg);
+        }
     }
 
     async fn to_child(&mut self, idx: usize, msg: Msg) {
