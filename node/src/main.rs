@@ -29,10 +29,19 @@ struct Args {
     /// connection (ssh session, parent process) is gone, and the NLA tears its ranks down.
     #[arg(long)]
     keep_stdin: bool,
+    /// Started by this parent process itself (the fork launcher): die with it.
+    #[arg(long)]
+    parent_pid: Option<u32>,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(ppid) = args.parent_pid {
+        if !libi_node::tree::die_with_parent(ppid) {
+            eprintln!("libi-nla: parent process {ppid} is gone");
+            return ExitCode::from(1);
+        }
+    }
     libi_node::init_tracing(args.verbose);
     libi_node::tune_allocator();
     let mut secret = String::new();
