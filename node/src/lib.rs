@@ -21,6 +21,7 @@ pub mod effect;
 pub mod guard;
 pub mod kvs;
 pub mod launch;
+pub mod log;
 pub mod peer;
 pub mod pmgr_node;
 pub mod reaper;
