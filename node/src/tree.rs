@@ -116,7 +116,11 @@ pub async fn listen(
 ) -> io::Result<(Listener, String)> {
     if kind == LauncherKind::Fork {
         use std::os::linux::net::SocketAddrExt;
-        let name = format!("libi-{}-{:016x}", std::process::id(), rand::random::<u64>());
+        let name = format!(
+            "libi-{}-{:016x}",
+            std::process::id(),
+            rand::RngCore::next_u64(&mut rand::rngs::OsRng)
+        );
         let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
         let l = std::os::unix::net::UnixListener::bind_addr(&addr)?;
         l.set_nonblocking(true)?;
