@@ -623,6 +623,11 @@ fn connect_tree_listener(pid: i32) -> Option<std::os::unix::net::UnixStream> {
             && !f[7].starts_with("@libi-mpiexec.")
         {
             let name = f[7].strip_prefix('@')?;
+            // The front end's other listener, the control socket for tools (`mpiexec/src/
+            // control.rs`): /proc/net/unix lists sockets by hash bucket, in no fixed order.
+            if name.starts_with("libi-mpiexec.") {
+                continue;
+            }
             let addr = std::os::unix::net::SocketAddr::from_abstract_name(name).ok()?;
             return std::os::unix::net::UnixStream::connect_addr(&addr).ok();
         }

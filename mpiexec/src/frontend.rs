@@ -22,7 +22,7 @@ use libi_node::core::{Effect, NodeCore};
 use libi_node::effect::NodeIo;
 use libi_node::root::{self, Join, Phase, RootConfig, RootCore, Streams};
 use libi_node::tree::{
-    accept_loop, listen, spawn_launcher, Children, EvSink, PendingConn, TreeEv, STEP,
+    accept_loop, listen, spawn_launcher, Children, EvSink, PendingConn, Spawn, TreeEv, STEP,
 };
 use std::io::IsTerminal;
 use std::net::IpAddr;
@@ -395,9 +395,10 @@ impl FrontEnd {
             let hosts = all_hosts(root);
             let (prog, args) =
                 libi::launch::srun_command(&job.launcher, &hosts, &addr, job.verbose);
-            let pid = spawn_launcher(&prog, &args, STEP, &self.secret, tree_ev.clone())
-                .await
-                .map_err(|e| e.to_string())?;
+            let pid =
+                spawn_launcher(&prog, &args, STEP, &self.secret, Spawn::Launcher, tree_ev.clone())
+                    .await
+                    .map_err(|e| e.to_string())?;
             step = Some((pid, false));
         }
         children.launch_all(&mut core, &addr, &self.secret, &tree_ev, &mut fx).await;

@@ -78,7 +78,11 @@ fn main() -> ExitCode {
         inherited: std::env::vars().collect(),
         cwd: std::env::current_dir().ok().map(|p| p.to_string_lossy().into_owned()),
         default_n: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1),
-        kvs: plan::KvsNames::new(std::process::id(), rand::random::<u32>(), &local_host),
+        kvs: plan::KvsNames::new(
+            std::process::id(),
+            rand::RngCore::next_u32(&mut rand::rngs::OsRng),
+            &local_host,
+        ),
         // The singleton started us: it is our parent.
         singleton_exe: cl.global.singleton_port.and_then(|_| {
             let exe = std::fs::read_link(format!("/proc/{}/exe", nix::unistd::getppid())).ok()?;

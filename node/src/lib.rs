@@ -21,6 +21,7 @@ pub mod effect;
 pub mod guard;
 pub mod kvs;
 pub mod launch;
+pub mod log;
 pub mod peer;
 pub mod pmgr_node;
 pub mod reaper;
@@ -117,5 +118,29 @@ pub fn reserve_fd_table(n: usize) {
         nix::fcntl::fcntl(null.as_raw_fd(), nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(top))
     {
         let _ = nix::unistd::close(high);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The unwinder is libgcc_eh, linked statically (build.rs): a panic still unwinds, is
+    /// caught, and runs destructors on the way (tokio relies on it for a panicking task).
+    #[test]
+    fn panics_unwind_with_the_static_unwinder() {
+        struct Dropped<'a>(&'a std::cell::Cell<bool>);
+        impl Drop for Dropped<'_> {
+            fn drop(&mut self) {
+                self.0.set(true);
+            }
+        }
+        let dropped = std::cell::Cell::new(false);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _d = Dropped(&dropped);
+            std::hint::black_box(None::<u8>).expect("unwind test");
+        }));
+        assert!(r.is_err());
+        assert!(dropped.get());
+        let bt = std::backtrace::Backtrace::force_capture();
+        assert!(bt.to_string().contains("panics_unwind_with_the_static_unwinder"), "{bt}");
     }
 }

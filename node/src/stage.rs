@@ -41,8 +41,11 @@ pub fn write(job: &JobCommon, local_ranks: usize) -> io::Result<Option<Stage>> {
     // A fresh directory of our own: never one that someone else prepared.
     let mut tries = 0;
     let dir = loop {
-        let d =
-            base.join(format!("libi-stage-{}-{:08x}", std::process::id(), rand::random::<u32>()));
+        let d = base.join(format!(
+            "libi-stage-{}-{:08x}",
+            std::process::id(),
+            rand::RngCore::next_u32(&mut rand::rngs::OsRng)
+        ));
         match std::fs::DirBuilder::new().mode(0o700).create(&d) {
             Ok(()) => break d,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
