@@ -616,12 +616,7 @@ fn connect_tree_listener(pid: i32) -> Option<std::os::unix::net::UnixStream> {
     for line in unix.lines().skip(1) {
         let f: Vec<&str> = line.split_whitespace().collect();
         // Num RefCount Protocol Flags Type St Inode Path; St 01 = listening
-        // (Not the control socket for tools, `@libi-mpiexec.PID`.)
-        if f.len() > 7
-            && f[5] == "01"
-            && inodes.iter().any(|i| i == f[6])
-            && !f[7].starts_with("@libi-mpiexec.")
-        {
+        if f.len() > 7 && f[5] == "01" && inodes.iter().any(|i| i == f[6]) {
             let name = f[7].strip_prefix('@')?;
             // The front end's other listener, the control socket for tools (`mpiexec/src/
             // control.rs`): /proc/net/unix lists sockets by hash bucket, in no fixed order.
