@@ -25,6 +25,8 @@
 #   SIMV_AGENTS="4 16 64" agents (simulated hosts)
 #   SIMV_PPN="1 16 64"    ranks per agent
 #   SIMV_TREE=greedy      launch tree shape
+#   SIMV_PUSH=16M         --kvs-push-max of the runs (libi-mpiexec's default), recorded in the
+#                         JSON so that the simulator is run with the same
 #   SIMV_TRACE            workload (default sim/workloads/mpich4-init.pmitrace)
 #   SIMV_SLOW=120         a case whose first run takes longer than this many seconds gets
 #                         SIMV_SLOW_RUNS runs instead of SIMV_RUNS (noted in the JSON)
@@ -40,6 +42,7 @@ RUNS=${SIMV_RUNS:-5}
 AGENTS=${SIMV_AGENTS:-4 16 64}
 PPNS=${SIMV_PPN:-1 16 64}
 TREE=${SIMV_TREE:-greedy}
+PUSH=${SIMV_PUSH:-16M}
 TRACE=${SIMV_TRACE:-$ROOT/sim/workloads/mpich4-init.pmitrace}
 SLOW=${SIMV_SLOW:-120}
 SLOW_RUNS=${SIMV_SLOW_RUNS:-3}
@@ -68,7 +71,7 @@ one_run() {
   rm -f "$report"
   t0=$(date +%s.%N)
   MPIEXEC_TIMEOUT=600 "$LIBI" -launcher fork -hosts "$hosts" --tree "$TREE" -n "$n" \
-    --report "$report" "$WORK/pmi_replay" "$TRACE" >"$WORK/out" 2>"$WORK/err" || st=$?
+    --kvs-push-max "$PUSH" --report "$report" "$WORK/pmi_replay" "$TRACE" >"$WORK/out" 2>"$WORK/err" || st=$?
   t1=$(date +%s.%N)
   wall=$(printf "%.4f" "$(echo "$t1 - $t0" | bc)")
   ok=$(grep -c " of $n ok " "$WORK/out" || true)
@@ -94,7 +97,7 @@ for k in $AGENTS; do
   done
 done
 
-python3 - "$RUNS_FILE" "$OUT" "$RUNS" "$TREE" "$TRACE" "$ROOT" <<'EOF'
+SIMV_PUSH_ARG=$PUSH python3 - "$RUNS_FILE" "$OUT" "$RUNS" "$TREE" "$TRACE" "$ROOT" <<'EOF'
 import json, os, platform, statistics, sys
 runs_file, out, want_runs, tree, trace, root = sys.argv[1:7]
 cases = {}
@@ -156,6 +159,7 @@ doc = {
             + ': K simulated hosts x R ranks, ' + tree + ' tree; medians over the runs, '
             'seconds from the front end start (wall: the whole libi-mpiexec process)',
     'tree': tree,
+    'kvs_push_max': os.environ['SIMV_PUSH_ARG'],
     'workload': os.path.relpath(trace, root),
     'machine': {'cpus': os.cpu_count(), 'kernel': platform.release()},
     'cases': result,

@@ -104,17 +104,17 @@ impl Costs {
         Costs {
             cores: 2,
             loop_launch: true,
-            fe_start: 0.0028,
-            seq: 0.0012,
+            fe_start: 0.000044,
+            seq: 0.0003,
             rem: 0.0015,
-            fork: 0.00036,
+            fork: 0.00072,
             rank_start: 0.0006,
-            cpu_msg: 1.68e-5,
-            cpu_pmi: 8.49e-6,
-            cpu_byte: 2.94e-8,
+            cpu_msg: 5e-6,
+            cpu_pmi: 1.2e-5,
+            cpu_byte: 3.5e-8,
             cpu_send: 1.4,
-            rank_step: 2e-6,
-            rank_exit: 0.01,
+            rank_step: 5e-7,
+            rank_exit: 0.0025,
             ..Costs::default()
         }
     }
