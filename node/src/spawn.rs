@@ -59,8 +59,12 @@ struct ChildArgs {
     in_fd: i32,
     out_fd: i32,
     err_fd: i32,
-    ex_fd: i32,
     pmi_fd: i32,
+    /// Written by the child when it cannot start the program: the stage that failed (0:
+    /// none) and its errno. The child shares our memory until it execs or exits
+    /// (`CLONE_VM | CLONE_VFORK`), and we resume only then, so no pipe is needed.
+    failed_stage: std::sync::atomic::AtomicI32,
+    failed_errno: std::sync::atomic::AtomicI32,
     /// The affinity mask (kernel format) and its length in bytes; null: not bound.
     cpus: *const u64,
     cpus_len: usize,
@@ -74,18 +78,16 @@ struct ChildArgs {
 }
 
 /// The child between clone and exec: own session, dies with the NLA, stdio, PMI_FD kept
-/// across exec, working directory, exec. Failures are reported on the exec-error pipe as
+/// across exec, working directory, exec. Failures are reported in the shared `ChildArgs` as
 /// (stage, errno). Async-signal-safe calls only; never returns.
 extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` points to the parent's `ChildArgs`, alive until we exec or exit.
     unsafe {
         let a = &*(arg as *const ChildArgs);
         let fail = |stage: i32| -> ! {
-            let errno = *libc::__errno_location();
-            let mut b = [0u8; 8];
-            b[..4].copy_from_slice(&stage.to_ne_bytes());
-            b[4..].copy_from_slice(&errno.to_ne_bytes());
-            libc::write(a.ex_fd, b.as_ptr().cast(), 8);
+            use std::sync::atomic::Ordering::SeqCst;
+            a.failed_errno.store(*libc::__errno_location(), SeqCst);
+            a.failed_stage.store(stage, SeqCst);
             libc::_exit(127)
         };
         libc::setsid();
@@ -152,26 +154,20 @@ impl RankProcess {
     }
 }
 
-/// The (stage, errno) a child wrote before `_exit`, if any (non-blocking).
-fn read_exec_error(fd: &OwnedFd) -> Option<(i32, i32)> {
-    let mut buf = [0u8; 8];
-    let raw = fd.as_raw_fd();
-    // SAFETY: fcntl and read on a descriptor we own, into a local buffer.
-    let n = unsafe {
-        let fl = libc::fcntl(raw, libc::F_GETFL);
-        libc::fcntl(raw, libc::F_SETFL, fl | libc::O_NONBLOCK);
-        libc::read(raw, buf.as_mut_ptr().cast(), buf.len())
-    };
-    (n == 8).then(|| {
-        let stage = i32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]);
-        let errno = i32::from_ne_bytes([buf[4], buf[5], buf[6], buf[7]]);
-        (stage, errno)
-    })
-}
-
 fn cstring(s: &str) -> io::Result<CString> {
     CString::new(s)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("NUL byte in '{s}'")))
+}
+
+/// Our end of a pipe we made (so known to be a pipe, and which end): non-blocking, in one
+/// system call (tokio's checked constructors spend three on checks we need not make).
+fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own. F_SETFL changes only the status flags (the
+    // access mode is kept); a pipe end we made has none set but O_NONBLOCK now.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -213,6 +209,10 @@ impl From<io::Error> for Failure {
 pub struct SpawnBatch {
     sigs: Vec<i32>,
     programs: std::cell::RefCell<Vec<(u32, CString)>>,
+    /// `/dev/null` for the stdin of ranks that do not read ours, opened once per batch.
+    dev_null: std::cell::OnceCell<OwnedFd>,
+    /// Our pid: a child whose parent is no longer this one exits before exec.
+    parent: libc::pid_t,
 }
 
 impl SpawnBatch {
@@ -233,7 +233,18 @@ impl SpawnBatch {
                 r != 0 || old[0] != libc::SIG_DFL as u64
             })
             .collect();
-        SpawnBatch { sigs, programs: Default::default() }
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
+        SpawnBatch { sigs, programs: Default::default(), dev_null: Default::default(), parent }
+    }
+
+    /// The batch's `/dev/null` (opened on first use; every child dup2s it to its stdin).
+    fn dev_null(&self) -> io::Result<i32> {
+        if let Some(fd) = self.dev_null.get() {
+            return Ok(fd.as_raw_fd());
+        }
+        let fd = OwnedFd::from(std::fs::File::open("/dev/null")?);
+        Ok(self.dev_null.get_or_init(|| fd).as_raw_fd())
     }
 
     /// App `app`'s program as [`resolve`] finds it on `env`'s `PATH` (the same for every
@@ -397,24 +408,25 @@ fn try_start(
     // Our stdin goes to rank 0 of the job; spawned jobs read /dev/null (as under Hydra).
     let (in_r, in_w) = if slot.rank == 0 && job.spawned_by.is_none() {
         let (r, w) = pipe_cloexec()?;
-        (r, Some(w))
+        (Some(r), Some(w))
     } else {
-        let f = std::fs::File::open("/dev/null")?;
-        (OwnedFd::from(f), None)
+        (None, None)
     };
-    let (ex_r, ex_w) = pipe_cloexec()?;
-    let (in_fd, out_fd, err_fd, ex_fd) =
-        (in_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd(), ex_w.as_raw_fd());
-    // SAFETY: getpid has no preconditions.
-    let parent = unsafe { libc::getpid() };
+    let in_fd = match &in_r {
+        Some(r) => r.as_raw_fd(),
+        None => batch.dev_null()?,
+    };
+    let (out_fd, err_fd) = (out_w.as_raw_fd(), err_w.as_raw_fd());
+    let parent = batch.parent;
 
     let args = ChildArgs {
         parent,
         in_fd,
         out_fd,
         err_fd,
-        ex_fd,
         pmi_fd: raw,
+        failed_stage: 0.into(),
+        failed_errno: 0.into(),
         cpus: cpus.map(|m| m.as_ptr()).unwrap_or(std::ptr::null()),
         cpus_len: cpus.map(std::mem::size_of_val).unwrap_or(0),
         wdir: wdir_c.as_ref().map(|c| c.as_ptr()).unwrap_or(std::ptr::null()),
@@ -456,10 +468,12 @@ fn try_start(
     }
     claims.claim(pid);
     drop(claims);
-    drop((client_fd, in_r, out_w, err_w, ex_w));
+    drop((client_fd, in_r, out_w, err_w));
     // CLONE_VFORK resumed us after the child's execve or _exit: an exec failure is already
-    // in the pipe. Report it now, so that "ranks started" means they run.
-    if let Some((stage, errno)) = read_exec_error(&ex_r) {
+    // recorded. Report it now, so that "ranks started" means they run.
+    let stage = args.failed_stage.load(std::sync::atomic::Ordering::SeqCst);
+    if stage != 0 {
+        let errno = args.failed_errno.load(std::sync::atomic::Ordering::SeqCst);
         // It has _exited (or is about to): reap it.
         reaper::reap(pid);
         let e = io::Error::from_raw_os_error(errno);
@@ -492,9 +506,17 @@ fn watch(
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
     Ok(RankProcess {
         pid,
-        stdin: in_w.map(pipe::Sender::from_owned_fd).transpose()?,
-        stdout: Some(pipe::Receiver::from_owned_fd(out_r)?),
-        stderr: Some(pipe::Receiver::from_owned_fd(err_r)?),
+        stdin: in_w
+            .map(|w| set_nonblocking(&w).and_then(|()| pipe::Sender::from_owned_fd_unchecked(w)))
+            .transpose()?,
+        stdout: Some(
+            set_nonblocking(&out_r)
+                .and_then(|()| pipe::Receiver::from_owned_fd_unchecked(out_r))?,
+        ),
+        stderr: Some(
+            set_nonblocking(&err_r)
+                .and_then(|()| pipe::Receiver::from_owned_fd_unchecked(err_r))?,
+        ),
         // SAFETY: `pidfd` is an owned descriptor that lives exactly as long as the AsyncFd.
         pidfd: unsafe { AsyncFd::register(pidfd).map_err(io::Error::from)? },
     })
