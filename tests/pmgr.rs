@@ -223,7 +223,7 @@ fn exit_without_close_fails_the_job() {
         eprintln!("{name}: {:.0} ms", t.elapsed().as_secs_f64() * 1e3);
         assert_eq!(r.status, 1, "{name}: {}", r.stderr);
         let line = failure_line(&r);
-        assert!(line.contains("exited with code 0 without calling PMI finalize"), "{name}: {line}");
+        assert!(line.contains("exited with code 0 without calling PMGR close"), "{name}: {line}");
     }
 }
 

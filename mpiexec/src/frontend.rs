@@ -139,6 +139,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         progress: std::io::stderr().is_terminal(),
         singleton: plan.job.singleton.is_some(),
         launcher_joins: plan.job.launcher.kind.joins(),
+        pmgr: plan.job.pmgr.is_some(),
     };
     let root = RootCore::new(cfg, &plan.root, plan.job.size as usize, 0.0);
     let mut fe = FrontEnd {

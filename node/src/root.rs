@@ -193,6 +193,9 @@ pub struct RootConfig {
     /// The launcher starts every NLA of a group itself (Slurm: one step per group), so a
     /// spawned group's NLAs are never started by the job's NLAs.
     pub launcher_joins: bool,
+    /// The ranks speak PMGR (`--pmgr`): a rank that ends without PMGR's CLOSE is named so,
+    /// not as missing a PMI finalize.
+    pub pmgr: bool,
 }
 
 /// Who asked for a spawned group, until it is answered.
@@ -617,7 +620,7 @@ impl RootCore {
         if self.cfg.no_cleanup && !self.killing {
             // -disable-auto-cleanup: say so, keep the first failure's status, let the other
             // ranks run on.
-            self.fx.push(Effect::Print(describe_end(rank, host, &end)));
+            self.fx.push(Effect::Print(describe_end(rank, host, &end, self.cfg.pmgr && g == 0)));
             self.status.get_or_insert(end.status());
             return;
         }
@@ -626,7 +629,7 @@ impl RootCore {
             RankEnd::Exited { clean_pmi: false, .. } if g == 0 && self.cfg.singleton => format!(
                 "the singleton (rank {rank} on {host}) closed its PMI connection without finalize"
             ),
-            _ => describe_end(rank, host, &end),
+            _ => describe_end(rank, host, &end, self.cfg.pmgr && g == 0),
         };
         // Ranks that end by our teardown's SIGTERM or SIGKILL (or exit with 128 + those, as
         // shells do) do not count among the failures.
@@ -1112,14 +1115,15 @@ pub fn rank_name(g: usize, rank: u32) -> String {
     }
 }
 
-/// One line naming a failed rank.
-pub fn describe_end(rank: u32, host: &str, end: &RankEnd) -> String {
+/// One line naming a failed rank (`pmgr`: its process manager interface is PMGR).
+pub fn describe_end(rank: u32, host: &str, end: &RankEnd, pmgr: bool) -> String {
     match end {
         RankEnd::Exited { code, clean_pmi: true } => {
             format!("rank {rank} on {host} exited with code {code}")
         }
         RankEnd::Exited { code, clean_pmi: false } => {
-            format!("rank {rank} on {host} exited with code {code} without calling PMI finalize")
+            let call = if pmgr { "PMGR close" } else { "PMI finalize" };
+            format!("rank {rank} on {host} exited with code {code} without calling {call}")
         }
         RankEnd::Signaled { signal } => format!(
             "rank {rank} on {host} was killed by signal {signal} ({})",

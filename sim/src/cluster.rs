@@ -751,6 +751,7 @@ impl Cluster {
             progress: false,
             singleton: false,
             launcher_joins: job.launcher.kind.joins(),
+            pmgr: job.pmgr.is_some(),
         };
         let root_core = RootCore::new(root_cfg, &root, size as usize, 0.0);
         let cores = cfg.costs.cores as usize;

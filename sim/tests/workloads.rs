@@ -75,7 +75,7 @@ fn pmgr_wrong_value_fails_the_job() {
     let m = o.first_mismatch.as_deref().unwrap_or("");
     assert!(m.contains("PMGR Allgather"), "{m}");
     let msg = o.message.as_deref().unwrap_or("");
-    assert!(msg.contains("exited with code 1 without calling PMI finalize"), "{msg}");
+    assert!(msg.contains("exited with code 1 without calling PMGR close"), "{msg}");
     assert!(o.end.is_some());
 }
 
