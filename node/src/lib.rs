@@ -33,20 +33,32 @@ pub mod stdio;
 pub mod tree;
 
 /// Tracing on stderr for our binaries: warnings, or everything with `-v`; `LIBI_LOG` takes
-/// a tracing filter instead.
+/// a filter of `level` and `target=level` directives, comma-separated (`debug`,
+/// `warn,libi_node::kvs=trace`). A filter that does not parse is reported, and the default
+/// used. (`tracing-subscriber`'s `Targets`, not its regex-based `EnvFilter`: no regex engine
+/// in every agent.)
 pub fn init_tracing(verbose: bool) {
-    let filter = if verbose { "debug" } else { "warn" };
-    tracing_subscriber::fmt()
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let default = if verbose { "debug" } else { "warn" };
+    let mut bad = None;
+    let filter = match std::env::var("LIBI_LOG") {
+        Ok(v) => v.parse::<tracing_subscriber::filter::Targets>().unwrap_or_else(|e| {
+            bad = Some(format!("LIBI_LOG={v:?} ignored: {e}"));
+            default.parse().unwrap_or_default()
+        }),
+        Err(_) => default.parse().unwrap_or_default(),
+    };
+    let fmt = tracing_subscriber::fmt::layer()
         .with_target(false)
         .without_time()
         // Colour only on a terminal: a log in a file or a pipe stays plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(|| StderrWriter)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LIBI_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
-        )
-        .init();
+        .with_writer(|| StderrWriter);
+    tracing_subscriber::registry().with(fmt).with(filter).init();
+    if let Some(b) = bad {
+        tracing::warn!("{b}");
+    }
 }
 
 /// Keep freed buffers in the heap for reuse: output and tree frames come in pieces of up to

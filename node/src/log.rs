@@ -2,8 +2,8 @@
 //! `LEVEL message key=value ...` lines to [`crate::write_stderr`] (the format of
 //! [`crate::init_tracing`] without colours). No spans, no per-target filters: an NLA that
 //! needs those is given `LIBI_LOG` and uses [`crate::init_tracing`]. It keeps the
-//! formatting and filtering machinery of `tracing-subscriber` (regex, `EnvFilter`) off the
-//! NLA's start-up path and out of its resident memory.
+//! formatting and filtering machinery of `tracing-subscriber` off the NLA's start-up path
+//! and out of its resident memory.
 
 use std::fmt::Write as _;
 use tracing::field::{Field, Visit};
