@@ -21,7 +21,7 @@ use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
 use libi::report::Report;
 use libi::tree::{evaluate, rank_shapes, LaunchModel, Shape, Tree};
-use libi_tree::calibrate::{calibrate, compare, Fit, NodeTimes};
+use libi_tree::calibrate::{calibrate, compare, fit_model, Cores, Fit, ModelFit, NodeTimes, Run};
 use serde::Serialize;
 
 /// Largest `--nodes` accepted (keeps a typo from allocating gigabytes).
@@ -45,7 +45,8 @@ enum Cmd {
     Plan(PlanArgs),
     /// Print one tree with the modeled launch time of every node.
     Show(ShowArgs),
-    /// Fit SEQ and REM by least squares to the launches of a report (libi-mpiexec --report).
+    /// Fit the launch model (SEQ, REM and, on shared cores, C and W) to launch reports
+    /// (libi-mpiexec --report): least squares on measured against modeled connect times.
     Calibrate(CalibrateArgs),
     /// Draw measured against modeled launch time of every NLA of a report, as SVG.
     Plot(PlotArgs),
@@ -53,9 +54,17 @@ enum Cmd {
 
 #[derive(Args, Debug)]
 struct CalibrateArgs {
-    /// Launch report (libi-mpiexec --report FILE.json)
-    #[arg(value_name = "FILE.json")]
-    file: PathBuf,
+    /// Launch reports (libi-mpiexec --report FILE.json), any shapes and sizes: one model is
+    /// fitted to every launched node of all of them
+    #[arg(value_name = "FILE.json", required = true)]
+    files: Vec<PathBuf>,
+    /// Shared cores: fit (fit how many), off (the base model) or a number
+    #[arg(long, default_value = "fit", value_name = "fit|off|C")]
+    cores: String,
+    /// Model the driver's held setups (a child's setup waits for its parent's launches):
+    /// yes or no
+    #[arg(long, default_value = "yes", value_name = "yes|no")]
+    hold: String,
     /// Output format: table or json
     #[arg(long, default_value = "table")]
     format: String,
@@ -378,6 +387,31 @@ fn secs(v: f64) -> String {
     format!("{v:.decimals$}")
 }
 
+/// One run of `calibrate --format json`: its summary and every node's pair.
+#[derive(Serialize)]
+struct RunJson {
+    file: String,
+    tree: String,
+    nodes: u32,
+    /// Measured and modeled launch time of the whole run (the last connect).
+    measured: f64,
+    modeled: f64,
+    /// `[measured, modeled]` connect time of every NLA.
+    points: Vec<[f64; 2]>,
+}
+
+#[derive(Serialize)]
+struct CalibrateJson {
+    #[serde(flatten)]
+    fit: ModelFit,
+    /// The per-launch line fit of the first report (`connected − ready(parent)` against
+    /// `order − 1`), as earlier versions printed it.
+    line: Fit,
+    /// R² over every sample of the model with the line fit's constants.
+    line_r2: f64,
+    per_run: Vec<RunJson>,
+}
+
 fn calibrate_cmd(a: &CalibrateArgs) -> Result<String, String> {
     let json = match a.format.as_str() {
         "table" => false,
@@ -389,35 +423,111 @@ fn calibrate_cmd(a: &CalibrateArgs) -> Result<String, String> {
             ))
         }
     };
-    let report = load_report(&a.file)?;
-    let fit = calibrate(&report).map_err(|e| format!("{}: {e}", shown(&a.file)))?;
+    let cores = match a.cores.as_str() {
+        "fit" => Cores::Fit,
+        "off" | "0" => Cores::Off,
+        other => match other.parse::<f64>() {
+            Ok(c) if c.is_finite() && c > 0.0 => Cores::Fixed(c),
+            _ => {
+                return Err(format!(
+                    "--cores must be fit, off or a positive number, got '{}'",
+                    other.escape_debug()
+                ))
+            }
+        },
+    };
+    let hold = match a.hold.as_str() {
+        "yes" => true,
+        "no" => false,
+        other => return Err(format!("--hold must be yes or no, got '{}'", other.escape_debug())),
+    };
+    let mut runs = Vec::new();
+    let mut line = None;
+    for f in &a.files {
+        let report = load_report(f)?;
+        if line.is_none() {
+            line = Some(calibrate(&report).map_err(|e| format!("{}: {e}", shown(f)))?);
+        }
+        runs.push(Run::new(&report).map_err(|e| format!("{}: {e}", shown(f)))?);
+    }
+    let Some(line) = line else {
+        return Err("no launch reports given".to_string());
+    };
+    let fit = fit_model(&runs, cores, hold)?;
+    let model = fit.model();
+    let line_model = line.model(0.0);
+    let (line_r2, _, _) = libi_tree::calibrate::goodness(&runs, &line_model);
+    let per_run: Vec<RunJson> = runs
+        .iter()
+        .zip(&a.files)
+        .map(|(r, f)| {
+            let times = r.times(&model);
+            let modeled = times.iter().map(|t| t.modeled).fold(0.0, f64::max);
+            RunJson {
+                file: f.display().to_string(),
+                tree: r.tree.clone(),
+                nodes: r.nodes,
+                measured: r.measured_total(),
+                modeled,
+                points: times.iter().map(|t| [t.measured, t.modeled]).collect(),
+            }
+        })
+        .collect();
     if json {
-        let mut s = serde_json::to_string(&fit).map_err(|e| format!("encoding JSON: {e}"))?;
+        let doc = CalibrateJson { fit, line, line_r2, per_run };
+        let mut s = serde_json::to_string(&doc).map_err(|e| format!("encoding JSON: {e}"))?;
         s.push('\n');
         return Ok(s);
     }
-    Ok(fit_table(&fit))
+    let mut s = model_table(&fit);
+    if runs.len() == 1 {
+        if let Some(note) = &line.note {
+            s.push_str(note);
+            s.push('\n');
+        }
+    } else {
+        s.push_str(&format!(
+            "{:<10} {:>6} {:>14} {:>13}\n",
+            "tree", "NLAs", "measured (s)", "modeled (s)"
+        ));
+        for r in &per_run {
+            s.push_str(&format!(
+                "{:<10} {:>6} {:>14} {:>13}\n",
+                r.tree,
+                r.nodes,
+                secs(r.measured),
+                secs(r.modeled)
+            ));
+        }
+    }
+    Ok(s)
 }
 
-fn fit_table(fit: &Fit) -> String {
-    let seq = match fit.seq {
-        Some(v) => format!("SEQ {} s", secs(v)),
-        None => "SEQ unknown".to_string(),
-    };
-    let r2 = match fit.r2 {
-        Some(v) => format!("R² {v:.4}"),
-        None => "R² n/a".to_string(),
-    };
+/// The fit in a few lines: the model and its R², then (on shared cores) the base model's.
+fn model_table(fit: &ModelFit) -> String {
     let noun = if fit.samples == 1 { "launch" } else { "launches" };
+    let runs = if fit.runs == 1 { "1 run".to_string() } else { format!("{} runs", fit.runs) };
     let mut s = format!(
-        "{seq}  REM {} s  {r2}  RMS {} s  (n = {} {noun})\n",
+        "SEQ {} s  REM {} s  R² {:.4}  RMS {} s  (n = {} {noun}, {runs})\n",
+        secs(fit.seq),
         secs(fit.rem),
+        fit.r2,
         secs(fit.rms),
         fit.samples
     );
-    if let Some(note) = &fit.note {
-        s.push_str(note);
-        s.push('\n');
+    if fit.cores > 0.0 || fit.hold {
+        let shared = if fit.cores > 0.0 {
+            format!("shared cores {:.2}, CPU per remote start {} s", fit.cores, secs(fit.cpu))
+        } else {
+            "no shared cores".to_string()
+        };
+        let hold = if fit.hold { ", setups held" } else { "" };
+        s.push_str(&format!(
+            "{shared}{hold}; the paper's model: SEQ {} s  REM {} s  R² {:.4}\n",
+            secs(fit.base_seq),
+            secs(fit.base_rem),
+            fit.base_r2
+        ));
     }
     s
 }

@@ -17,6 +17,7 @@ mod greedy;
 pub mod model;
 pub mod plan;
 pub mod shapes;
+mod shared;
 
 #[cfg(test)]
 mod tests;
