@@ -1,10 +1,11 @@
 //! `libi-tree`: compare launch-tree shapes under the launch model, and print a tree.
 //!
 //! ```text
-//! libi-tree plan --nodes N [--seq S --rem R] [--slots C] [--batch B] [--format table|json]
+//! libi-tree plan --nodes N [--seq S --rem R] [--slots C] [--batch B] [--cores C --cpu W]
+//!                [--hold] [--format table|json]
 //! libi-tree show --nodes N --tree SHAPE [--seq S --rem R] [--slots C] [--batch B]
-//!                [--format text|dot]
-//! libi-tree calibrate FILE.json [--format table|json]
+//!                [--cores C --cpu W] [--hold] [--format text|dot]
+//! libi-tree calibrate FILE.json... [--cores fit|off|C] [--hold yes|no] [--format table|json]
 //! libi-tree plot FILE.json [-o OUT.svg] [--seq S --rem R] [--sort time|node] [--format svg]
 //! ```
 //!
@@ -106,6 +107,15 @@ struct ModelArgs {
     /// Launch children in batches of B, waiting for each batch to connect back
     #[arg(long, value_name = "B", allow_negative_numbers = true)]
     batch: Option<String>,
+    /// Cores shared by every launch (processor sharing; 0: none, the default)
+    #[arg(long, value_name = "C", allow_negative_numbers = true)]
+    cores: Option<String>,
+    /// Of REM, the CPU seconds a remote start does on the shared cores [default: REM]
+    #[arg(long, value_name = "W", allow_negative_numbers = true)]
+    cpu: Option<String>,
+    /// A child's setup waits until its parent's launches are out (as the NLA driver does)
+    #[arg(long)]
+    hold: bool,
 }
 
 #[derive(Args, Debug)]
@@ -245,7 +255,15 @@ fn parse_model(a: &ModelArgs) -> Result<LaunchModel, String> {
         Some(s) => Some(parse_count("--batch", s)?),
         None => None,
     };
-    Ok(LaunchModel::new(seq, rem).with_slots(slots).with_batch(batch))
+    let cores = parse_time("--cores", a.cores.as_deref(), 0.0)?;
+    let cpu = parse_time("--cpu", a.cpu.as_deref(), rem)?;
+    let m = LaunchModel::new(seq, rem)
+        .with_slots(slots)
+        .with_batch(batch)
+        .with_shared(cores, cpu)
+        .with_hold(a.hold);
+    m.validate()?;
+    Ok(m)
 }
 
 fn describe(m: &LaunchModel) -> String {
@@ -257,7 +275,14 @@ fn describe(m: &LaunchModel) -> String {
         Some(b) => format!("batches of {b}"),
         None => "no batching".to_string(),
     };
-    format!("SEQ {} s, REM {} s, {slots}, {batch}", m.seq, m.rem)
+    let mut s = format!("SEQ {} s, REM {} s, {slots}, {batch}", m.seq, m.rem);
+    if m.is_shared() {
+        s.push_str(&format!(", {} shared cores, {} s CPU per remote start", m.cores, m.cpu));
+    }
+    if m.hold {
+        s.push_str(", setups held");
+    }
+    s
 }
 
 #[derive(Serialize)]
