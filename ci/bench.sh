@@ -32,7 +32,7 @@
 #           each (shapes alternating); `libi-tree calibrate` fits one model to every node of
 #           every run (shared cores = nproc, held setups) and gives R² of measured against
 #           modeled; then, at the largest size, greedy planned with the fitted model against
-#           greedy with the default constants, flat and the best k-ary of the first phase
+#           greedy with the default constants, flat and the two best k-ary of the first phase
 #           (BENCH_LM_CMP_RUNS runs each, alternating). Each run waits (up to
 #           BENCH_LM_QUIET_WAIT s) for the machine to be quiet first. Writes the section
 #           between launch-model markers of results.md, bench/launch-model.{svg,png} and
@@ -54,7 +54,7 @@
 #   BENCH_SSH_HOSTS=8       namespace hosts of the ssh case
 #   BENCH_LM_HOSTS=32       namespace hosts of the launch-model case
 #   BENCH_LM_SIZES="4 8 16 32"  host counts of its first phase (each <= BENCH_LM_HOSTS)
-#   BENCH_LM_RUNS=3         runs per shape and size; BENCH_LM_CMP_RUNS=7 in its second phase
+#   BENCH_LM_RUNS=3         runs per shape and size; BENCH_LM_CMP_RUNS=15 in its second phase
 #   BENCH_LM_QUIET_WAIT=10  seconds a run waits for no other runnable process (then runs anyway,
 #                           and the record says how busy the machine was)
 #   BENCH_LOCK_WAIT=120     seconds to wait for another run (ci/test.sh) to release the netns
@@ -397,15 +397,17 @@ case_launch_model() {
   fi
   "$TREE" calibrate --cores fit --hold yes --format json "${files[@]}" >"$WORK/lm-fit-cores.json" 2>/dev/null || true
   "$TREE" calibrate --cores "$(nproc)" --hold yes "${files[@]}" >&2 || true
+  "$TREE" calibrate --cores "$(nproc)" --hold yes --accept no --format json "${files[@]}" >"$WORK/lm-fit-noaccept.json" 2>/dev/null || true
   # Greedy planned with the fitted model against the others at the largest size.
   local model best
   model=$("$PY" "$ROOT/ci/bench_plot.py" lm-model --work "$WORK")
   best=$("$PY" "$ROOT/ci/bench_plot.py" lm-best-kary --work "$WORK" --n "$big")
   echo "$model" >"$WORK/lm-model.txt"
   log "launch-model: fitted model $model; best k-ary at $big hosts: $best"
-  local cmp=(greedy-fit greedy flat "$best") c
-  [ "$best" = flat ] && cmp=(greedy-fit greedy flat)
-  for r in $(seq 1 "${BENCH_LM_CMP_RUNS:-7}"); do
+  local cmp=(greedy-fit greedy flat) c
+  [ "$best" = flat ] || read -r -a c <<<"$best"
+  [ "$best" = flat ] || cmp+=("${c[@]}")
+  for r in $(seq 1 "${BENCH_LM_CMP_RUNS:-15}"); do
     for c in $(rotated "$r" "${cmp[@]}"); do
       if [ "$c" = greedy-fit ]; then
         lm_run compare "$big" greedy greedy-fit "$r" --launch-model "$model"

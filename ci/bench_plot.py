@@ -575,16 +575,32 @@ def lm_model(work):
     m = f"{f['seq']},{f['rem']}"
     if f["cores"] > 0:
         m += f",cores={f['cores']},cpu={f['cpu']}"
+    if f.get("accept", 0) > 0:
+        m += f",accept={f['accept']}"
     if f.get("hold"):
         m += ",hold=1"
     print(m)
 
 
 def lm_best_kary(work, n):
+    """The two k-ary shapes with the lowest median launch at n hosts."""
     g = lm_groups(lm_records(work), "shapes")
-    best = min(((statistics.median(lm_launch(r) for r in rs), c) for (c, m), rs in g.items()
-                if m == n and c.startswith("kary:")), default=(None, "flat"))
-    print(best[1])
+    ks = sorted((statistics.median(lm_launch(r) for r in rs), c) for (c, m), rs in g.items()
+                if m == n and c.startswith("kary:"))
+    print(" ".join(c for _, c in ks[:2]) or "flat")
+
+
+def ratio_ci(a, b, reps=2000):
+    """Median of a over median of b, and a 95 % bootstrap interval (fixed seed)."""
+    import random
+    rnd = random.Random(20)
+    rs = sorted(statistics.median(rnd.choices(a, k=len(a))) / statistics.median(rnd.choices(b, k=len(b)))
+                for _ in range(reps))
+    return statistics.median(a) / statistics.median(b), rs[int(0.025 * reps)], rs[int(0.975 * reps) - 1]
+
+
+def rms_ms(pts):
+    return 1000 * (sum((a - b) ** 2 for a, b in pts) / len(pts)) ** 0.5 if pts else float("nan")
 
 
 def r2_of(pts):
@@ -676,13 +692,14 @@ def lm_render(work, out, git):
              "namespace with its own sshd, all on this machine's cores. One model is fitted to the "
              "connect time of every NLA of every run (`libi-tree calibrate --cores "
              f"{fit['cores']:g} --hold yes`): SEQ = {fit['seq'] * 1000:.2f} ms, REM = {fit['rem'] * 1000:.1f} ms "
-             f"of which W = {fit['cpu'] * 1000:.1f} ms CPU on C = {fit['cores']:g} shared cores, setups held; "
+             f"of which W = {fit['cpu'] * 1000:.1f} ms CPU on C = {fit['cores']:g} shared cores, "
+             f"A = {fit.get('accept', 0) * 1000:.2f} ms of the parent's loop per hello, setups held; "
              f"{fit['samples']} samples from {fit['runs']} runs"
              + (f" ({len(left_out)} run(s) left out as stalled: more than {LM_OUTLIER}× their shape's median: "
                 + ", ".join(f"`{r['extra']['file']}` {lm_launch(r):.2f} s" for r in left_out) + ")" if left_out else "")
              + ".")
     if fitc:
-        L.append(f"Letting C float too gives C = {fitc['cores']:.2f}, W = {fitc['cpu'] * 1000:.1f} ms, "
+        L.append(f"Letting C float too gives C = {fitc['cores']:.2f}, W = {fitc['cpu'] * 1000:.1f} ms, A = {fitc.get('accept', 0) * 1000:.2f} ms, "
                  f"SEQ = {fitc['seq'] * 1000:.2f} ms, REM = {fitc['rem'] * 1000:.1f} ms, R² = {fitc['r2']:.3f}.")
     L.append("")
     L.append("| R² of measured against modeled connect times | samples | R² |")
@@ -693,6 +710,11 @@ def lm_render(work, out, git):
     L.append(f"| this model, {big} hosts without the chain | {len(pts(lambda r: r['nodes'] == big and r['tree'] != 'chain'))} | {fmt_r2(r2['big_no_chain'])} |")
     L.append(f"| this model against each NLA's median over the runs | {len(med_pts)} | {fmt_r2(r2['median_all'])} |")
     L.append(f"| … {big} hosts without the chain | {sum(1 for p in med_pts if p[3] == big and p[2] != 'chain')} | {fmt_r2(r2['median_big_no_chain'])} |")
+    try:
+        fna = json.load(open(os.path.join(work, "lm-fit-noaccept.json")))
+        L.append(f"| the same without the parent's loop (A = 0), every NLA of every run | {fna['samples']} | {fmt_r2(fna['r2'])} |")
+    except (OSError, ValueError, KeyError):
+        pass
     L.append(f"| the paper's model, best SEQ = {fit['base_seq'] * 1000:.1f} ms, REM = {fit['base_rem'] * 1000:.1f} ms for all of them | {fit['samples']} | {fmt_r2(fit['base_r2'])} |")
     line = fit.get("line") or {}
     lseq = line.get("seq")
@@ -701,8 +723,8 @@ def lm_render(work, out, git):
     L.append("")
     L.append("Per shape (launch = the last NLA connected; medians over the runs):")
     L.append("")
-    L.append("| shape | hosts | runs | measured launch s | modeled s | R² of its NLAs |")
-    L.append("|---|---:|---:|---:|---:|---:|")
+    L.append("| shape | hosts | runs | measured launch s | modeled s | RMS of its NLAs ms | R² of its NLAs |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|")
     for shape in LM_SHAPES:
         for n in sizes:
             rs = groups.get((shape, n))
@@ -710,7 +732,11 @@ def lm_render(work, out, git):
                 continue
             L.append(f"| {shape} | {n} | {len(rs)} | {statistics.median(r['measured'] for r in rs):.3f} | "
                      f"{statistics.median(r['modeled'] for r in rs):.3f} | "
+                     f"{rms_ms([tuple(p) for r in rs for p in r['points']]):.0f} | "
                      f"{fmt_r2(r2_of([tuple(p) for r in rs for p in r['points']]))} |")
+    L.append("")
+    L.append("(Where every NLA of a shape connects at about the same time — wide trees on few hosts — "
+             "there is no spread for a model to explain, and R² within that group says little; its RMS does.)")
     L.append("")
     if plot_ok:
         L.append("![launch model](launch-model.svg)")
@@ -729,9 +755,11 @@ def lm_render(work, out, git):
         ks = [r for r in cmp_rows if r["contender"].startswith("kary:")]
         if gf and ks:
             k = min(ks, key=lambda r: r["median"])
-            ratio = gf["median"] / k["median"]
-            L.append(f"Greedy (fitted model) / best k-ary ({k['contender']}): {ratio:.3f} "
-                     + ("— no slower." if ratio <= 1.0 else "— slower."))
+            ratio, lo, hi = ratio_ci(gf["all"], k["all"])
+            verdict = ("no slower" if hi <= 1.0 else "slower" if lo > 1.0
+                       else "no difference the runs can resolve (the interval holds 1)")
+            L.append(f"Greedy (fitted model) / best k-ary here ({k['contender']}): median ratio {ratio:.3f}, "
+                     f"95 % bootstrap interval {lo:.3f}–{hi:.3f}: {verdict}.")
             L.append("")
     L.append("<!-- launch-model:end -->")
     sec = "\n".join(L) + "\n"
@@ -778,7 +806,7 @@ def lm_plot(runs, fit, r2, big, out):
         axes[i // ncol][i % ncol].axis("off")
     fig.suptitle(f"Launch over ssh into namespace hosts: every NLA's connect time, measured against "
                  f"modeled (SEQ {fit['seq'] * 1000:.1f} ms, REM {fit['rem'] * 1000:.0f} ms, W {fit['cpu'] * 1000:.0f} ms "
-                 f"on {fit['cores']:g} cores, setups held); R² {r2['all']:.3f} over all", fontsize=10)
+                 f"on {fit['cores']:g} cores, A {fit.get('accept', 0) * 1000:.1f} ms, setups held); R² {r2['all']:.3f} over all", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.96))
     for ext in ("png", "svg"):
         fig.savefig(os.path.join(out, f"launch-model.{ext}"), dpi=100)

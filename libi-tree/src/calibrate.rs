@@ -332,6 +332,8 @@ pub struct ModelFit {
     pub cpu: f64,
     /// Setups held until the parent's launches are out (see `LaunchModel::hold`).
     pub hold: bool,
+    /// CPU of the parent's loop per hello (see `LaunchModel::accept`).
+    pub accept: f64,
     /// 1 − SSE / SST of measured against modeled connect times, every node of every run.
     pub r2: f64,
     /// Root mean square of measured − modeled, seconds.
@@ -348,7 +350,10 @@ pub struct ModelFit {
 impl ModelFit {
     /// The fitted model (one lane, no batching).
     pub fn model(&self) -> LaunchModel {
-        LaunchModel::new(self.seq, self.rem).with_shared(self.cores, self.cpu).with_hold(self.hold)
+        LaunchModel::new(self.seq, self.rem)
+            .with_shared(self.cores, self.cpu)
+            .with_hold(self.hold)
+            .with_accept(self.accept)
     }
 }
 
@@ -462,9 +467,11 @@ fn nelder_mead(f: &dyn Fn(&[f64]) -> f64, x0: &[f64], step: &[f64], iters: usize
 /// against modeled connect times (see the [module docs](self)): the base model exactly
 /// (linear), then, unless `cores` is [`Cores::Off`], the shared-cores extension
 /// (`SEQ`, `REM`, `W` and, with [`Cores::Fit`], `C`) by Nelder–Mead from several starts.
-/// When sharing does not fit better than the base model (less than 0.1 % less squared
-/// error), the base model is returned (`cores = 0`). Errors when there are no samples.
-pub fn fit_model(runs: &[Run], cores: Cores, hold: bool) -> Result<ModelFit, String> {
+/// With `accept`, the parent's per-hello CPU (`A`) is fitted too; with `hold`, setups are
+/// held (not fitted: it is how the driver works or not). When the extensions do not fit
+/// better than the base model (less than 0.1 % less squared error), the base model is
+/// returned (`cores = 0`). Errors when there are no samples.
+pub fn fit_model(runs: &[Run], cores: Cores, hold: bool, accept: bool) -> Result<ModelFit, String> {
     let (bseq, brem) = fit_base(runs);
     let base = LaunchModel::new(bseq, brem);
     let (base_r2, base_rms, samples) = goodness(runs, &base);
@@ -477,6 +484,7 @@ pub fn fit_model(runs: &[Run], cores: Cores, hold: bool) -> Result<ModelFit, Str
         cores: 0.0,
         cpu: 0.0,
         hold: false,
+        accept: 0.0,
         r2: base_r2,
         rms: base_rms,
         samples,
@@ -487,7 +495,7 @@ pub fn fit_model(runs: &[Run], cores: Cores, hold: bool) -> Result<ModelFit, Str
     };
     // `Some(0)`: no sharing (only SEQ and REM are fitted, with `hold`).
     let fixed = match cores {
-        Cores::Off if !hold => return Ok(out),
+        Cores::Off if !hold && !accept => return Ok(out),
         Cores::Off => Some(0.0),
         Cores::Fixed(c) if !(c.is_finite() && c > 0.0) => {
             return Err(format!("shared cores must be a positive number, got {c}"))
@@ -495,14 +503,15 @@ pub fn fit_model(runs: &[Run], cores: Cores, hold: bool) -> Result<ModelFit, Str
         Cores::Fixed(c) => Some(c),
         Cores::Fit => None,
     };
-    // Parameters: x = [SEQ, REM, W/REM, C]; out-of-range values are clamped (Nelder–Mead
+    // Parameters: x = [SEQ, REM, W/REM, C, A]; out-of-range values are clamped (Nelder–Mead
     // then sees a flat objective there and walks back).
     let model_of = |x: &[f64]| -> LaunchModel {
         let seq = x[0].abs();
         let rem = x[1].abs();
         let frac = x[2].clamp(0.0, 1.0);
         let c = fixed.unwrap_or_else(|| x[3].abs().clamp(CORES_MIN, CORES_MAX));
-        LaunchModel::new(seq, rem).with_shared(c, frac * rem).with_hold(hold)
+        let a = if accept { x[4].abs() } else { 0.0 };
+        LaunchModel::new(seq, rem).with_shared(c, frac * rem).with_hold(hold).with_accept(a)
     };
     let sse = |x: &[f64]| -> f64 {
         let m = model_of(x);
@@ -512,22 +521,26 @@ pub fn fit_model(runs: &[Run], cores: Cores, hold: bool) -> Result<ModelFit, Str
     let scale = brem.max(1e-6);
     let mut best: Option<(Vec<f64>, f64)> = None;
     let starts_c: &[f64] = if fixed.is_some() { &[0.0] } else { &[1.0, 2.0, 4.0] };
+    let starts_a: &[f64] = if accept { &[0.0, 0.002] } else { &[0.0] };
     for &c0 in starts_c {
         for frac in [0.3, 0.7, 0.95] {
             for rem0 in [brem * 0.5, brem] {
-                let x0 = [bseq, rem0.max(1e-6), frac, fixed.unwrap_or(c0)];
-                let step = [bseq.max(1e-4) * 0.5, scale * 0.2, 0.1, 0.5];
-                let x = nelder_mead(&sse, &x0, &step, 400);
-                let v = sse(&x);
-                if best.as_ref().is_none_or(|b| v < b.1) {
-                    best = Some((x, v));
+                for &a0 in starts_a {
+                    let x0 = [bseq, rem0.max(1e-6), frac, fixed.unwrap_or(c0), a0];
+                    let step = [bseq.max(1e-4) * 0.5, scale * 0.2, 0.1, 0.5, 0.001];
+                    let x = nelder_mead(&sse, &x0, &step, 400);
+                    let v = sse(&x);
+                    if best.as_ref().is_none_or(|b| v < b.1) {
+                        best = Some((x, v));
+                    }
                 }
             }
         }
     }
     let Some((x, _)) = best else { return Ok(out) };
     // A final polish from the best point.
-    let step = [x[0].abs().max(1e-4) * 0.2, x[1].abs().max(1e-6) * 0.1, 0.05, 0.2];
+    let step =
+        [x[0].abs().max(1e-4) * 0.2, x[1].abs().max(1e-6) * 0.1, 0.05, 0.2, x[4].abs().max(1e-4)];
     let x = nelder_mead(&sse, &x, &step, 600);
     let v = sse(&x);
     if v < base_sse * 0.999 {
@@ -538,6 +551,7 @@ pub fn fit_model(runs: &[Run], cores: Cores, hold: bool) -> Result<ModelFit, Str
         out.rem = m.rem;
         out.cores = m.cores;
         out.cpu = m.cpu;
+        out.accept = m.accept;
         out.r2 = r2;
         out.rms = rms;
     }
@@ -689,13 +703,13 @@ mod tests {
     fn whole_model_fit_recovers_the_base_model() {
         let m = LaunchModel::new(0.004, 0.16);
         let runs = runs_of(&m, &[5, 17, 33]);
-        let fit = fit_model(&runs, Cores::Off, false).expect("fit");
+        let fit = fit_model(&runs, Cores::Off, false, false).expect("fit");
         assert!((fit.seq - 0.004).abs() < 1e-9 && (fit.rem - 0.16).abs() < 1e-9, "{fit:?}");
         assert!((fit.r2 - 1.0).abs() < 1e-9 && fit.rms < 1e-9, "{fit:?}");
         assert_eq!((fit.cores, fit.hold), (0.0, false));
         assert_eq!(fit.samples, runs.iter().map(|r| r.lt.tree.len() - 1).sum::<usize>());
         // Fitting sharing to data without any: no better than the base model, so base.
-        let fit = fit_model(&runs, Cores::Fit, false).expect("fit");
+        let fit = fit_model(&runs, Cores::Fit, false, true).expect("fit");
         assert_eq!(fit.cores, 0.0, "{fit:?}");
         assert!((fit.r2 - 1.0).abs() < 1e-9, "{fit:?}");
     }
@@ -707,7 +721,7 @@ mod tests {
         let m = LaunchModel::new(0.003, 0.16).with_shared(2.0, 0.06).with_hold(true);
         let runs = runs_of(&m, &[5, 17, 33]);
         for cores in [Cores::Fixed(2.0), Cores::Fit] {
-            let fit = fit_model(&runs, cores, true).expect("fit");
+            let fit = fit_model(&runs, cores, true, false).expect("fit");
             let near = |a: f64, b: f64| (a - b).abs() <= 0.02 * b;
             assert!(near(fit.seq, 0.003), "{cores:?} {fit:?}");
             assert!(near(fit.rem, 0.16), "{cores:?} {fit:?}");
@@ -724,8 +738,17 @@ mod tests {
         // Goodness of the true model is perfect.
         let (r2, rms, n) = goodness(&runs, &m);
         assert!((r2 - 1.0).abs() < 1e-12 && rms < 1e-12 && n > 0);
-        assert!(fit_model(&[], Cores::Fit, true).is_err());
-        assert!(fit_model(&runs, Cores::Fixed(-1.0), true).is_err());
+        assert!(fit_model(&[], Cores::Fit, true, true).is_err());
+        assert!(fit_model(&runs, Cores::Fixed(-1.0), true, true).is_err());
+        // The parent's loop: data with a per-hello cost, fitted with it.
+        let m = m.with_accept(0.004);
+        let runs = runs_of(&m, &[5, 17, 33]);
+        let fit = fit_model(&runs, Cores::Fixed(2.0), true, true).expect("fit");
+        let near = |a: f64, b: f64| (a - b).abs() <= 0.03 * b;
+        assert!(near(fit.accept, 0.004) && near(fit.cpu, 0.06) && near(fit.rem, 0.16), "{fit:?}");
+        assert!(fit.r2 > 0.9999, "{fit:?}");
+        let got = fit.model();
+        assert_eq!((got.cores, got.hold, got.slots, got.batch), (m.cores, m.hold, 1, None));
     }
 
     #[test]

@@ -66,6 +66,9 @@ struct CalibrateArgs {
     /// yes or no
     #[arg(long, default_value = "yes", value_name = "yes|no")]
     hold: String,
+    /// Fit the CPU the parent's loop spends on each child's hello: yes or no
+    #[arg(long, default_value = "yes", value_name = "yes|no")]
+    accept: String,
     /// Output format: table or json
     #[arg(long, default_value = "table")]
     format: String,
@@ -116,6 +119,9 @@ struct ModelArgs {
     /// A child's setup waits until its parent's launches are out (as the NLA driver does)
     #[arg(long)]
     hold: bool,
+    /// CPU seconds the parent's loop spends on each child's hello, one at a time [default: 0]
+    #[arg(long, value_name = "A", allow_negative_numbers = true)]
+    accept: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -261,7 +267,8 @@ fn parse_model(a: &ModelArgs) -> Result<LaunchModel, String> {
         .with_slots(slots)
         .with_batch(batch)
         .with_shared(cores, cpu)
-        .with_hold(a.hold);
+        .with_hold(a.hold)
+        .with_accept(parse_time("--accept", a.accept.as_deref(), 0.0)?);
     m.validate()?;
     Ok(m)
 }
@@ -281,6 +288,9 @@ fn describe(m: &LaunchModel) -> String {
     }
     if m.hold {
         s.push_str(", setups held");
+    }
+    if m.accept > 0.0 {
+        s.push_str(&format!(", {} s per hello", m.accept));
     }
     s
 }
@@ -466,6 +476,11 @@ fn calibrate_cmd(a: &CalibrateArgs) -> Result<String, String> {
         "no" => false,
         other => return Err(format!("--hold must be yes or no, got '{}'", other.escape_debug())),
     };
+    let accept = match a.accept.as_str() {
+        "yes" => true,
+        "no" => false,
+        other => return Err(format!("--accept must be yes or no, got '{}'", other.escape_debug())),
+    };
     let mut runs = Vec::new();
     let mut line = None;
     for f in &a.files {
@@ -478,7 +493,7 @@ fn calibrate_cmd(a: &CalibrateArgs) -> Result<String, String> {
     let Some(line) = line else {
         return Err("no launch reports given".to_string());
     };
-    let fit = fit_model(&runs, cores, hold)?;
+    let fit = fit_model(&runs, cores, hold, accept)?;
     let model = fit.model();
     let line_model = line.model(0.0);
     let (line_r2, _, _) = libi_tree::calibrate::goodness(&runs, &line_model);
@@ -540,13 +555,16 @@ fn model_table(fit: &ModelFit) -> String {
         secs(fit.rms),
         fit.samples
     );
-    if fit.cores > 0.0 || fit.hold {
+    if fit.cores > 0.0 || fit.hold || fit.accept > 0.0 {
         let shared = if fit.cores > 0.0 {
             format!("shared cores {:.2}, CPU per remote start {} s", fit.cores, secs(fit.cpu))
         } else {
             "no shared cores".to_string()
         };
-        let hold = if fit.hold { ", setups held" } else { "" };
+        let mut hold = if fit.hold { ", setups held".to_string() } else { String::new() };
+        if fit.accept > 0.0 {
+            hold.push_str(&format!(", {} s per hello", secs(fit.accept)));
+        }
         s.push_str(&format!(
             "{shared}{hold}; the paper's model: SEQ {} s  REM {} s  R² {:.4}\n",
             secs(fit.base_seq),

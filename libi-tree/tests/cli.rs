@@ -235,7 +235,7 @@ fn calibrate_recovers_the_constants() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("calibrate prints JSON");
     let keys: Vec<&str> = v.as_object().expect("object").keys().map(String::as_str).collect();
-    assert_eq!(keys.len(), 15, "{keys:?}");
+    assert_eq!(keys.len(), 16, "{keys:?}");
     assert!((v["seq"].as_f64().expect("seq") - 0.01).abs() < 1e-9, "{v}");
     assert!((v["rem"].as_f64().expect("rem") - 0.2).abs() < 1e-9, "{v}");
     assert!((v["r2"].as_f64().expect("r2") - 1.0).abs() < 1e-9, "{v}");

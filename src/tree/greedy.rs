@@ -107,7 +107,7 @@ pub(crate) fn build(n: usize, model: &LaunchModel) -> (Tree, Vec<f64>) {
 /// to flat), each evaluated with processor sharing; the fastest is taken (the unscaled one
 /// on ties). O(n log² n).
 pub(crate) fn build_shared(n: usize, model: &LaunchModel) -> Tree {
-    let base = LaunchModel { cores: 0.0, cpu: 0.0, hold: false, ..*model };
+    let base = LaunchModel { cores: 0.0, cpu: 0.0, hold: false, accept: 0.0, ..*model };
     let mut best = build(n, &base).0;
     if n <= 2 {
         return best;

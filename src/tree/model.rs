@@ -80,6 +80,14 @@
 //! is out (with batches: the batch's). `hold = true` models that; it matters when a
 //! parent's launches take longer than `REM` (wide trees, or `SEQ` stretched by load).
 //!
+//! # The parent's loop (`accept = A`)
+//!
+//! A parent's hellos are read, authenticated and answered with the setup by its one event
+//! loop, one after the other. `accept = A` gives each that much CPU work (shared like any
+//! other when cores are shared): a child counts as connected when its parent's loop is done
+//! with its hello, so children that connect at once queue up, and a wide fan-out costs its
+//! parent `A` per child on top of `SEQ`.
+//!
 //! # Exact arithmetic path
 //!
 //! Launch times are computed incrementally, the same way by [`evaluate`] and by the greedy
@@ -117,6 +125,10 @@ pub struct LaunchModel {
     /// does: an NLA launches its children, forks its ranks, and only then runs the loop that
     /// answers hellos. `false`: the paper's model (a child launches as soon as it is up).
     pub hold: bool,
+    /// Seconds of CPU the parent spends on each child's hello (authenticate it, answer with
+    /// the setup) in its one loop, one hello after the other; 0: free (the paper's model).
+    /// Part of `REM` for a parent's first child, on top of it for later ones that queue.
+    pub accept: f64,
 }
 
 /// What a sibling-to-sibling step costs, as a kind (the greedy builder keeps one FIFO queue
@@ -151,11 +163,21 @@ impl LaunchModel {
         cores: 0.0,
         cpu: 0.0,
         hold: false,
+        accept: 0.0,
     };
 
     /// The paper's model with the given constants (one lane, no batching).
     pub fn new(seq: f64, rem: f64) -> Self {
-        LaunchModel { seq, rem, slots: 1, batch: None, cores: 0.0, cpu: 0.0, hold: false }
+        LaunchModel {
+            seq,
+            rem,
+            slots: 1,
+            batch: None,
+            cores: 0.0,
+            cpu: 0.0,
+            hold: false,
+            accept: 0.0,
+        }
     }
 
     /// The same model with setups held until the parent's launches are out (`hold`).
@@ -164,9 +186,16 @@ impl LaunchModel {
         self
     }
 
-    /// True when the model needs the event-driven evaluation (shared cores or `hold`).
+    /// The same model with `accept` seconds of the parent's loop per child's hello.
+    pub fn with_accept(mut self, accept: f64) -> Self {
+        self.accept = accept;
+        self
+    }
+
+    /// True when the model needs the event-driven evaluation (shared cores, `hold` or
+    /// `accept`).
     pub fn is_event_driven(&self) -> bool {
-        self.is_shared() || self.hold
+        self.is_shared() || self.hold || self.accept > 0.0
     }
 
     /// The same model on `cores` shared cores, each remote start doing `cpu` seconds of CPU
@@ -208,6 +237,7 @@ impl LaunchModel {
         }
         check_time("cores", self.cores)?;
         check_time("cpu", self.cpu)?;
+        check_time("accept", self.accept)?;
         if self.cpu > self.rem {
             return Err(format!("cpu ({}) must not exceed REM ({})", self.cpu, self.rem));
         }
@@ -316,11 +346,12 @@ impl FromStr for LaunchModel {
             match extra.trim().split_once('=') {
                 Some(("cores", v)) => m.cores = parse_time("cores", v)?,
                 Some(("cpu", v)) => m.cpu = parse_time("cpu", v)?,
+                Some(("accept", v)) => m.accept = parse_time("accept", v)?,
                 Some(("hold", "1")) => m.hold = true,
                 Some(("hold", "0")) => m.hold = false,
                 _ => {
                     return Err(format!(
-                        "launch model: expected cores=C, cpu=W or hold=0|1 after SEQ,REM, got '{}'",
+                        "launch model: expected cores=C, cpu=W, accept=A or hold=0|1 after SEQ,REM, got '{}'",
                         extra.escape_debug()
                     ))
                 }
@@ -341,6 +372,9 @@ impl fmt::Display for LaunchModel {
         write!(f, "{},{}", self.seq, self.rem)?;
         if self.is_shared() {
             write!(f, ",cores={},cpu={}", self.cores, self.cpu)?;
+        }
+        if self.accept > 0.0 {
+            write!(f, ",accept={}", self.accept)?;
         }
         if self.hold {
             write!(f, ",hold=1")?;

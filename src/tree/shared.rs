@@ -1,6 +1,7 @@
 //! The launch model evaluated event by event: on shared cores (every launch's CPU work
-//! shares `cores` CPUs by processor sharing) and/or with setups held until the parent's
-//! launches are out (`hold`); see the [model docs](super::model).
+//! shares `cores` CPUs by processor sharing), with setups held until the parent's launches
+//! are out (`hold`), and/or with hellos handled one at a time by the parent (`accept`); see
+//! the [model docs](super::model).
 //!
 //! An event-driven evaluation in O(n log n): the CPU jobs in progress all run at the same
 //! rate, `min(1, cores / jobs)`, so the service every job has received since it started is
@@ -22,6 +23,8 @@ enum Then {
     LaneDone { p: u32, i: u32 },
     /// Child `c`'s remote start finished its CPU work; its delay follows.
     StartCpuDone { c: u32 },
+    /// Child `c`'s hello reached its parent, whose loop handles hellos one at a time.
+    Hello { c: u32 },
     /// Child `c` connected back: it can launch its own children.
     Up { c: u32 },
 }
@@ -42,12 +45,16 @@ struct Parent {
     pending: u32,
     /// Launches of the current batch started so far.
     in_batch: u32,
+    /// The loop is handling a hello (`accept > 0`).
+    in_hello: bool,
 }
 
 struct Sim<'a> {
     tree: &'a Tree,
     /// Children that connected while their parent was still launching (`hold`).
     waiting: Vec<Vec<u32>>,
+    /// Hellos waiting for their parent's loop (`accept > 0`).
+    hellos: Vec<std::collections::VecDeque<u32>>,
     m: &'a LaunchModel,
     lanes: u32,
     batch: Option<u32>,
@@ -142,10 +149,24 @@ impl Sim<'_> {
                     self.pump(p);
                 }
             }
-            Then::StartCpuDone { c } => self.timer(self.delay, Then::Up { c }),
+            Then::StartCpuDone { c } => {
+                let then = if self.m.accept > 0.0 { Then::Hello { c } } else { Then::Up { c } };
+                self.timer(self.delay, then)
+            }
+            Then::Hello { c } => {
+                let Some(p) = self.tree.parent(c as usize) else { return };
+                self.hellos[p].push_back(c);
+                self.next_hello(p);
+            }
             Then::Up { c } => {
                 let c = c as usize;
                 self.times[c] = self.now;
+                if self.m.accept > 0.0 {
+                    if let Some(p) = self.tree.parent(c) {
+                        self.parents[p].in_hello = false;
+                        self.next_hello(p);
+                    }
+                }
                 if let Some(p) = self.tree.parent(c) {
                     self.parents[p].pending -= 1;
                     // Its hello waits until the parent's launches are out (decided before
@@ -163,6 +184,17 @@ impl Sim<'_> {
                 }
                 self.pump(c);
             }
+        }
+    }
+
+    /// `p`'s loop takes the next hello, if it is free: `accept` of CPU, then the child is up.
+    fn next_hello(&mut self, p: usize) {
+        if self.parents[p].in_hello {
+            return;
+        }
+        if let Some(c) = self.hellos[p].pop_front() {
+            self.parents[p].in_hello = true;
+            self.job(self.m.accept, Then::Up { c });
         }
     }
 
@@ -214,6 +246,11 @@ pub(crate) fn evaluate(tree: &Tree, model: &LaunchModel) -> Evaluation {
     let mut sim = Sim {
         tree,
         waiting: if model.hold { vec![Vec::new(); n] } else { Vec::new() },
+        hellos: if model.accept > 0.0 {
+            vec![std::collections::VecDeque::new(); n]
+        } else {
+            Vec::new()
+        },
         m: model,
         lanes: model.slots.max(1),
         batch: model.batch.filter(|&b| b > 0),

@@ -671,3 +671,24 @@ fn shared_model_parse_and_display() {
     assert!(LaunchModel::new(0.1, 0.1).with_shared(1.0, 0.2).validate().is_err());
     assert_eq!("0.007,0.172".parse::<LaunchModel>(), Ok(LaunchModel::new(0.007, 0.172)));
 }
+
+#[test]
+fn parents_loop_by_hand() {
+    // Flat over 4 nodes, SEQ 0, REM 1, 0.5 s of the root's loop per hello: the three hellos
+    // arrive at 1 and are handled one after the other.
+    let m = LaunchModel::new(0.0, 1.0).with_accept(0.5);
+    assert!(m.is_event_driven());
+    assert_eq!(evaluate(&Tree::flat(4), &m).times, vec![0.0, 1.5, 2.0, 2.5]);
+    // SEQ 1: hellos arrive 1 apart, no queue: each is up A after it arrived.
+    let m = LaunchModel::new(1.0, 1.0).with_accept(0.5);
+    assert_eq!(evaluate(&Tree::flat(4), &m).times, vec![0.0, 1.5, 2.5, 3.5]);
+    // A chain: A per hop.
+    assert_eq!(evaluate(&Tree::chain(3), &m).times, vec![0.0, 1.5, 3.0]);
+    // On one shared core the loop's work shares it: flat over 3, SEQ 0, REM = W = 1,
+    // A = 1: both starts end at 2 (half speed), then the two hellos one after the other.
+    let m = LaunchModel::new(0.0, 1.0).with_shared(1.0, 1.0).with_accept(1.0);
+    assert_eq!(evaluate(&Tree::flat(3), &m).times, vec![0.0, 3.0, 4.0]);
+    let p: LaunchModel = "0,1,accept=0.5,hold=1".parse().expect("parse");
+    assert_eq!(p, LaunchModel::new(0.0, 1.0).with_accept(0.5).with_hold(true));
+    assert_eq!(p.to_string(), "0,1,accept=0.5,hold=1");
+}
