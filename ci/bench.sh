@@ -398,6 +398,7 @@ case_launch_model() {
   "$TREE" calibrate --cores fit --hold yes --format json "${files[@]}" >"$WORK/lm-fit-cores.json" 2>/dev/null || true
   "$TREE" calibrate --cores "$(nproc)" --hold yes "${files[@]}" >&2 || true
   "$TREE" calibrate --cores "$(nproc)" --hold yes --accept no --format json "${files[@]}" >"$WORK/lm-fit-noaccept.json" 2>/dev/null || true
+  "$TREE" calibrate --cores off --hold no --accept no --format json "${files[@]}" >"$WORK/lm-fit-paper.json" 2>/dev/null || true
   # Greedy planned with the fitted model against the others at the largest size.
   local model best
   model=$("$PY" "$ROOT/ci/bench_plot.py" lm-model --work "$WORK")
