@@ -1,7 +1,20 @@
 //! Fitting the launch model to a launch report, and comparing measured with modeled launch
 //! times (`libi-tree calibrate` and `libi-tree plot`). Pure functions of a [`Report`].
 //!
-//! # The fit
+//! # The whole-model fit (`libi-tree calibrate`)
+//!
+//! [`fit_model`] takes any number of reports ([`Run`]s: any shapes, any sizes), rebuilds
+//! each launch tree, evaluates the model on it from the root's `ready` on (open loop: no
+//! measured time but the root's enters a modeled one) and minimises the squared difference
+//! of measured and modeled `connected` over every launched node of every run. The paper's
+//! `SEQ` and `REM` are linear in that (a node's time is `depth × REM + (sum of order − 1
+//! along its path) × SEQ`) and come from the normal equations; the extensions of
+//! [`LaunchModel`] (shared cores `C`, CPU `W` of `REM`, the parent's per-hello CPU `A`,
+//! held setups) need the event-driven evaluation and are fitted by Nelder–Mead from several
+//! starts. R² is `1 − SSE/SST` over all those nodes: how much of the spread of connect
+//! times, across shapes and sizes, the model explains.
+//!
+//! # The per-launch line (`line` in the JSON)
 //!
 //! The launch model says `launch(child_i) = launch(parent) + SEQ*(i-1) + REM`. Every
 //! [`LaunchRecord`] gives one sample of it:
