@@ -9,6 +9,8 @@
 #   ci/bench.sh launch hello    only these cases (launch hello pmi ssh mem targets)
 #   ci/bench.sh targets         only the "Targets of issue 20" table (~2 min): updates that
 #                               section of bench/results.md, leaves the rest of it alone
+#   ci/bench.sh launch-model    only the launch model against 32 ssh namespace hosts (~6 min;
+#                               not part of the default run): its own section of results.md
 #
 # Cases (each one a separate process: a failing case is recorded and the others still run;
 # the contenders alternate run by run, each value is the median of BENCH_RUNS runs):
@@ -24,6 +26,17 @@
 #           kary:2, kary:16, flat), measured (--report) and modeled after calibration
 #   mem     peak RSS of the front end and of the NLA / hydra proxy serving 64 ranks (VmHWM
 #           sampled from /proc every 50 ms; /usr/bin/time's max RSS of the front end kept too)
+#   launch-model (not in the default run; ~6 min) the launch model against real launches:
+#           BENCH_LM_HOSTS (32) namespace hosts over ssh; every shape (greedy flat kary:2
+#           kary:4 kary:8 kary:16 binomial chain) at BENCH_LM_SIZES hosts, BENCH_LM_RUNS runs
+#           each (shapes alternating); `libi-tree calibrate` fits one model to every node of
+#           every run (shared cores = nproc, held setups) and gives R² of measured against
+#           modeled; then, at the largest size, greedy planned with the fitted model against
+#           greedy with the default constants, flat and the two best k-ary of the first phase
+#           (BENCH_LM_CMP_RUNS runs each, alternating). Each run waits (up to
+#           BENCH_LM_QUIET_WAIT s) for the machine to be quiet first. Writes the section
+#           between launch-model markers of results.md, bench/launch-model.{svg,png} and
+#           bench/data/launch-model.json; leaves the rest of results.md alone.
 #   targets the four ratios of issue 20, each the median of BENCH_TARGET_RUNS (>= 10) runs,
 #           contenders alternating: -n 64 hostname (bench/spawnfloor.c, the physical floor,
 #           vs libi vs hydra); -n 1 true (libi vs hydra); the process manager's own CPU time
@@ -39,6 +52,11 @@
 #   BENCH_PMI_GETS_MAX=256  largest N of the pmi "gets" variant (1024 takes ~1 min per run here)
 #   BENCH_PMI_HYDRA_MAX=4096  largest N hydra is tried at in the pmi case
 #   BENCH_SSH_HOSTS=8       namespace hosts of the ssh case
+#   BENCH_LM_HOSTS=32       namespace hosts of the launch-model case
+#   BENCH_LM_SIZES="4 8 16 32"  host counts of its first phase (each <= BENCH_LM_HOSTS)
+#   BENCH_LM_RUNS=3         runs per shape and size; BENCH_LM_CMP_RUNS=15 in its second phase
+#   BENCH_LM_QUIET_WAIT=10  seconds a run waits for no other runnable process (then runs anyway,
+#                           and the record says how busy the machine was)
 #   BENCH_LOCK_WAIT=120     seconds to wait for another run (ci/test.sh) to release the netns
 #                           hosts / the Slurm cluster before the case gives up (recorded)
 #   CARGO_TARGET_DIR        honoured (binaries from $CARGO_TARGET_DIR/release)
@@ -291,7 +309,7 @@ case_ssh() {
   fi
   cp "$f" "$WORK/ssh-greedy.report.json"
   "$TREE" plot "$f" -o "$WORK/launch-greedy.svg" >/dev/null 2>&1 || true
-  if ! fit=$("$TREE" calibrate "$f" --format json 2>"$WORK/cal.err"); then
+  if ! fit=$("$TREE" calibrate "$f" --cores off --hold no --format json 2>"$WORK/cal.err"); then
     rec ssh model "$nh" calibration 0 null false "libi-tree calibrate failed: $(tail -n1 "$WORK/cal.err")"
     return 0
   fi
@@ -300,6 +318,106 @@ case_ssh() {
   plan=$("$TREE" plan --nodes $((nh + 1)) --seq "$seq" --rem "$rem" --format json)
   rec ssh model "$nh" calibration 0 null true "SEQ/REM fitted on greedy run 1 (negative values clamped to 0)" \
     "{\"fit\":$fit,\"seq_used\":$seq,\"rem_used\":$rem,\"plan\":$plan}"
+}
+
+# ---- launch-model: the launch model against real ssh launches
+
+# Wait (up to BENCH_LM_QUIET_WAIT s) until nothing else is runnable: procs_running of
+# /proc/stat at most 2 (this reader and a passing kernel thread) in 5 samples 0.1 s apart.
+# Sets BUSY: the largest procs_running seen in the last window.
+quiet() {
+  local deadline=$((SECONDS + ${BENCH_LM_QUIET_WAIT:-10})) k r
+  while :; do
+    BUSY=0
+    for k in 1 2 3 4 5; do
+      r=$(awk '/^procs_running/ {print $2}' /proc/stat)
+      [ "$r" -gt "$BUSY" ] && BUSY=$r
+      sleep 0.1
+    done
+    [ "$BUSY" -le 2 ] && return 0
+    [ "$SECONDS" -lt "$deadline" ] || return 0
+    sleep 0.5
+  done
+}
+
+# lm_run PHASE N SHAPE LABEL RUN [--launch-model M]: one ssh launch into the first N hosts.
+lm_run() {
+  local phase=$1 n=$2 shape=$3 lbl=$4 r=$5 hosts f
+  shift 5
+  hosts=$(echo "$LIBI_TEST_HOSTS" | tr ',' '\n' | head -n "$n" | paste -sd,)
+  f=$WORK/lm/$phase-${lbl//:/}-$n-$r.json
+  quiet
+  local busy=$BUSY load
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  timed 120 '' 0 "$LIBI" -launcher ssh -launcher-exec "$LIBI_TEST_SSH" -hosts "$hosts" --tree "$shape" \
+    --report "$f" "$@" -n "$n" true
+  local lt=null
+  if [ "$RC" -eq 0 ] && [ -s "$f" ]; then
+    lt=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["launch_time"])' "$f" 2>/dev/null || echo null)
+  else
+    rm -f "$f"
+  fi
+  rec launch-model "$phase" "$n" "$lbl" "$r" "$WALL" "$(ok_json)" "$NOTE" \
+    "{\"launch_time\":$lt,\"busy_before\":$busy,\"load1\":$load,\"file\":$(jstr "${f##*/}")}"
+}
+
+case_launch_model() {
+  local nh=${BENCH_LM_HOSTS:-32}
+  if [ -z "${LIBI_TEST_HOSTS:-}" ]; then
+    if ! flock -w "${BENCH_LOCK_WAIT:-120}" /run/lock/libi-netns-session.lock true 2>/dev/null; then
+      rec launch-model shapes "$nh" greedy 0 null false "n/a: another run held the netns hosts (ci/with-netns-hosts.sh) for over ${BENCH_LOCK_WAIT:-120} s"
+      return 1
+    fi
+    exec bash "$ROOT/ci/with-netns-hosts.sh" "$nh" -- bash "$SELF" __case launch-model
+  fi
+  local sizes shapes=(greedy flat kary:2 kary:4 kary:8 kary:16 binomial chain) runs=${BENCH_LM_RUNS:-3}
+  read -r -a sizes <<<"${BENCH_LM_SIZES:-4 8 16 32}"
+  [ "$QUICK" = 1 ] && { sizes=(8 32); runs=1; }
+  mkdir -p "$WORK/lm"
+  local n r s big=0
+  for n in "${sizes[@]}"; do
+    [ "$n" -le "$nh" ] || { log "launch-model: $n hosts > BENCH_LM_HOSTS=$nh, skipped"; continue; }
+    [ "$n" -gt "$big" ] && big=$n
+    for r in $(seq 1 "$runs"); do
+      for s in $(rotated "$r" "${shapes[@]}"); do lm_run shapes "$n" "$s" "$s" "$r"; done
+    done
+    log "launch-model: $n hosts done (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  done
+  # One model for every node of every run (runs far off their shape's median are left out,
+  # see bench_plot.py lm-select), on the machine's cores, setups held as the driver does.
+  local files
+  mapfile -t files < <("$PY" "$ROOT/ci/bench_plot.py" lm-select --work "$WORK")
+  if [ ${#files[@]} -eq 0 ]; then
+    rec launch-model fit "$big" calibrate 0 null false "no launch report to fit"
+    return 1
+  fi
+  if ! "$TREE" calibrate --cores "$(nproc)" --hold yes --format json "${files[@]}" >"$WORK/lm-fit.json" 2>"$WORK/lm-fit.err"; then
+    rec launch-model fit "$big" calibrate 0 null false "libi-tree calibrate failed: $(tail -n1 "$WORK/lm-fit.err")"
+    return 1
+  fi
+  "$TREE" calibrate --cores fit --hold yes --format json "${files[@]}" >"$WORK/lm-fit-cores.json" 2>/dev/null || true
+  "$TREE" calibrate --cores "$(nproc)" --hold yes "${files[@]}" >&2 || true
+  "$TREE" calibrate --cores "$(nproc)" --hold yes --accept no --format json "${files[@]}" >"$WORK/lm-fit-noaccept.json" 2>/dev/null || true
+  "$TREE" calibrate --cores off --hold no --accept no --format json "${files[@]}" >"$WORK/lm-fit-paper.json" 2>/dev/null || true
+  # Greedy planned with the fitted model against the others at the largest size.
+  local model best
+  model=$("$PY" "$ROOT/ci/bench_plot.py" lm-model --work "$WORK")
+  best=$("$PY" "$ROOT/ci/bench_plot.py" lm-best-kary --work "$WORK" --n "$big")
+  echo "$model" >"$WORK/lm-model.txt"
+  log "launch-model: fitted model $model; best k-ary at $big hosts: $best"
+  local cmp=(greedy-fit greedy flat) c
+  [ "$best" = flat ] || read -r -a c <<<"$best"
+  [ "$best" = flat ] || cmp+=("${c[@]}")
+  for r in $(seq 1 "${BENCH_LM_CMP_RUNS:-15}"); do
+    for c in $(rotated "$r" "${cmp[@]}"); do
+      if [ "$c" = greedy-fit ]; then
+        lm_run compare "$big" greedy greedy-fit "$r" --launch-model "$model"
+      else
+        lm_run compare "$big" "$c" "$c" "$r"
+      fi
+    done
+  done
+  log "launch-model: done (load $(cut -d' ' -f1-3 /proc/loadavg))"
 }
 
 # NLA / hydra proxy peak RSS while 64 ranks run `sleep 2`.
@@ -538,18 +656,25 @@ PYEOF
 
 if [ "${1:-}" = __case ]; then
   : "${WORK:?}" "${PY:?}"
-  "case_$2"
+  "case_${2//-/_}"
   exit 0
 fi
 
 # ---------------------------------------------------------------- main
 
 ALL_CASES=(launch hello pmi ssh mem targets)
+# Cases only run when named (not part of the default run).
+OPT_CASES=(launch-model)
 CASES=("$@")
 [ ${#CASES[@]} -gt 0 ] || CASES=("${ALL_CASES[@]}")
 for c in "${CASES[@]}"; do
-  [[ " ${ALL_CASES[*]} " == *" $c "* ]] || { echo "usage: ci/bench.sh [${ALL_CASES[*]}]" >&2; exit 2; }
+  [[ " ${ALL_CASES[*]} ${OPT_CASES[*]} " == *" $c "* ]] || { echo "usage: ci/bench.sh [${ALL_CASES[*]} ${OPT_CASES[*]}]" >&2; exit 2; }
 done
+# Cases that write a section of results.md of their own (between markers) and leave the
+# rest of it, and raw.json, alone when they are all that runs.
+SECTION_CASES=" targets launch-model "
+only_sections=1
+for c in "${CASES[@]}"; do [[ "$SECTION_CASES" == *" $c "* ]] || only_sections=0; done
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_RUNS must be a positive integer" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || log "warning: not root: apt installs and the ssh case (namespaces) will fail"
 
@@ -638,8 +763,8 @@ done
 
 if [ -f "$WORK/launch-greedy.svg" ]; then cp "$WORK/launch-greedy.svg" "$OUT/ssh-greedy-launch.svg"; fi
 if [ -f "$WORK/ssh-greedy.report.json" ]; then cp "$WORK/ssh-greedy.report.json" "$OUT/ssh-greedy-report.json"; fi
-# Only the targets case: the rest of results.md (and raw.json) stays as it was.
-if [ "${CASES[*]}" != targets ]; then
+# Only section cases (targets, launch-model): the rest of results.md (and raw.json) stays as it was.
+if [ "$only_sections" = 0 ]; then
   "$PY" "$ROOT/ci/bench_plot.py" render --work "$WORK" --out "$OUT"
 fi
 if grep -q '"case":"targets"' "$WORK/raw.jsonl"; then
@@ -662,5 +787,12 @@ pat = re.compile(r"<!-- targets:begin.*?<!-- targets:end -->\n?", re.S)
 doc = pat.sub(lambda _m: new, doc, count=1) if pat.search(doc) else doc.rstrip("\n") + "\n\n" + new
 open(sys.argv[1], "w").write(doc)
 PYEOF
+fi
+if grep -q '"case":"launch-model"' "$WORK/raw.jsonl"; then
+  mkdir -p "$OUT/data"
+  touch "$OUT/results.md"
+  "$PY" "$ROOT/ci/bench_plot.py" lm-render --work "$WORK" --out "$OUT" \
+    --git "$(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet 2>/dev/null || echo ', dirty')" >&2 \
+    || log "launch-model: lm-render failed"
 fi
 log "done in $((SECONDS - START)) s: $OUT/results.md (work dir $WORK)"

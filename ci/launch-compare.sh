@@ -24,8 +24,8 @@ for i in $(seq 1 "$RUNS"); do
 done
 median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 echo "== calibration from greedy run 1 (SEQ/REM least squares)"
-"$T" calibrate "$out/greedy.1.json"
-fit=$("$T" calibrate "$out/greedy.1.json" --format json)
+"$T" calibrate --cores off --hold no "$out/greedy.1.json"
+fit=$("$T" calibrate --cores off --hold no "$out/greedy.1.json" --format json)
 seq=$(python3 -c "import json,sys; f=json.loads(sys.argv[1]); print(f['seq'] if f['seq'] is not None else 0.007)" "$fit")
 rem=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['rem'])" "$fit")
 echo

@@ -1,7 +1,20 @@
 //! Fitting the launch model to a launch report, and comparing measured with modeled launch
 //! times (`libi-tree calibrate` and `libi-tree plot`). Pure functions of a [`Report`].
 //!
-//! # The fit
+//! # The whole-model fit (`libi-tree calibrate`)
+//!
+//! [`fit_model`] takes any number of reports ([`Run`]s: any shapes, any sizes), rebuilds
+//! each launch tree, evaluates the model on it from the root's `ready` on (open loop: no
+//! measured time but the root's enters a modeled one) and minimises the squared difference
+//! of measured and modeled `connected` over every launched node of every run. The paper's
+//! `SEQ` and `REM` are linear in that (a node's time is `depth × REM + (sum of order − 1
+//! along its path) × SEQ`) and come from the normal equations; the extensions of
+//! [`LaunchModel`] (shared cores `C`, CPU `W` of `REM`, the parent's per-hello CPU `A`,
+//! held setups) need the event-driven evaluation and are fitted by Nelder–Mead from several
+//! starts. R² is `1 − SSE/SST` over all those nodes: how much of the spread of connect
+//! times, across shapes and sizes, the model explains.
+//!
+//! # The per-launch line (`line` in the JSON)
 //!
 //! The launch model says `launch(child_i) = launch(parent) + SEQ*(i-1) + REM`. Every
 //! [`LaunchRecord`] gives one sample of it:
@@ -229,22 +242,333 @@ pub struct NodeTimes {
 /// Every launched node's measured and modeled launch time under `model`, in the rebuilt
 /// tree's breadth-first order (see [`launch_tree`]).
 pub fn compare(report: &Report, model: &LaunchModel) -> Result<Vec<NodeTimes>, String> {
-    let lt = launch_tree(report)?;
-    let t0 = ready_by_node(report)?.get(&lt.nodes[0]).copied().unwrap_or(0.0);
-    let eval = evaluate(&lt.tree, model);
-    Ok(lt
-        .records
-        .iter()
-        .zip(&eval.times)
-        .filter_map(|(rec, &t)| {
-            rec.as_ref().map(|r| NodeTimes {
-                node: r.node,
-                host: r.host.clone(),
-                measured: r.connected,
-                modeled: t0 + t,
+    Ok(Run::new(report)?.times(model))
+}
+
+// ------------------------------------------------------------------ the whole-model fit
+
+/// Whether [`fit_model`] fits the shared-cores extension.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Cores {
+    /// The base model only (`cores = 0`).
+    Off,
+    /// Shared cores, this many (`W` and the base constants are fitted).
+    Fixed(f64),
+    /// Fit the number of shared cores too.
+    Fit,
+}
+
+/// One report's launch tree with its measured connect times, ready to be modeled many times.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// The report's tree shape (`greedy`, `kary:4`, …) and NLA count.
+    pub tree: String,
+    pub nodes: u32,
+    lt: LaunchTree,
+    /// The root's `ready` (the model's clock starts there).
+    t0: f64,
+    /// Measured `connected` of tree index `i` (index 0, the root: unused).
+    measured: Vec<f64>,
+}
+
+impl Run {
+    /// The run of one report (see [`launch_tree`] for what makes a report unusable).
+    pub fn new(report: &Report) -> Result<Run, String> {
+        let lt = launch_tree(report)?;
+        let t0 = ready_by_node(report)?.get(&lt.nodes[0]).copied().unwrap_or(0.0);
+        let measured = lt.records.iter().map(|r| r.as_ref().map_or(t0, |r| r.connected)).collect();
+        Ok(Run { tree: report.tree.clone(), nodes: report.nodes, lt, t0, measured })
+    }
+
+    /// Measured and modeled launch time of every launched node (breadth-first order).
+    pub fn times(&self, model: &LaunchModel) -> Vec<NodeTimes> {
+        let eval = evaluate(&self.lt.tree, model);
+        self.lt
+            .records
+            .iter()
+            .zip(&eval.times)
+            .filter_map(|(rec, &t)| {
+                rec.as_ref().map(|r| NodeTimes {
+                    node: r.node,
+                    host: r.host.clone(),
+                    measured: r.connected,
+                    modeled: self.t0 + t,
+                })
             })
-        })
-        .collect())
+            .collect()
+    }
+
+    /// Measured launch time of the whole run: the last connect.
+    pub fn measured_total(&self) -> f64 {
+        self.measured.iter().skip(1).copied().fold(self.t0, f64::max)
+    }
+
+    /// Sum of squared residuals (measured − modeled) over the launched nodes.
+    fn sse(&self, model: &LaunchModel) -> f64 {
+        let eval = evaluate(&self.lt.tree, model);
+        self.measured
+            .iter()
+            .zip(&eval.times)
+            .skip(1)
+            .map(|(&m, &t)| {
+                let r = m - (self.t0 + t);
+                r * r
+            })
+            .sum()
+    }
+
+    /// Per launched node: (depth, sum over the path from the root of `order − 1`) — the
+    /// base model's time is `depth × REM + that × SEQ`.
+    fn base_terms(&self) -> Vec<(f64, f64)> {
+        let tree = &self.lt.tree;
+        let mut terms = vec![(0.0f64, 0.0f64); tree.len()];
+        // Breadth-first numbering: a parent comes before its children.
+        for p in 0..tree.len() {
+            let (d, s) = terms[p];
+            for (i, &c) in tree.children(p).iter().enumerate() {
+                terms[c] = (d + 1.0, s + i as f64);
+            }
+        }
+        terms
+    }
+}
+
+/// The launch model fitted to every node of every run (measured against modeled connect
+/// times), with how well it fits.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelFit {
+    pub seq: f64,
+    pub rem: f64,
+    /// Shared cores (0: the base model fits as well, or sharing was not fitted).
+    pub cores: f64,
+    /// Of REM, the CPU work on the shared cores.
+    pub cpu: f64,
+    /// Setups held until the parent's launches are out (see `LaunchModel::hold`).
+    pub hold: bool,
+    /// CPU of the parent's loop per hello (see `LaunchModel::accept`).
+    pub accept: f64,
+    /// 1 − SSE / SST of measured against modeled connect times, every node of every run.
+    pub r2: f64,
+    /// Root mean square of measured − modeled, seconds.
+    pub rms: f64,
+    /// Launched nodes (samples) and runs (reports).
+    pub samples: usize,
+    pub runs: usize,
+    /// The best base model (no shared cores) over the same samples, and its R².
+    pub base_seq: f64,
+    pub base_rem: f64,
+    pub base_r2: f64,
+}
+
+impl ModelFit {
+    /// The fitted model (one lane, no batching).
+    pub fn model(&self) -> LaunchModel {
+        LaunchModel::new(self.seq, self.rem)
+            .with_shared(self.cores, self.cpu)
+            .with_hold(self.hold)
+            .with_accept(self.accept)
+    }
+}
+
+/// R² and RMS of `model` over `runs`: `(r2, rms, samples)`.
+pub fn goodness(runs: &[Run], model: &LaunchModel) -> (f64, f64, usize) {
+    let ys: Vec<f64> = runs.iter().flat_map(|r| r.measured.iter().skip(1).copied()).collect();
+    let n = ys.len();
+    if n == 0 {
+        return (0.0, 0.0, 0);
+    }
+    let mean = ys.iter().sum::<f64>() / n as f64;
+    let sst: f64 = ys.iter().map(|y| (y - mean) * (y - mean)).sum();
+    let sse: f64 = runs.iter().map(|r| r.sse(model)).sum();
+    let r2 = if sst > 0.0 {
+        1.0 - sse / sst
+    } else if sse == 0.0 {
+        1.0
+    } else {
+        0.0
+    };
+    (r2, (sse / n as f64).sqrt(), n)
+}
+
+/// The base model (`cores = 0`) by linear least squares: every node's modeled time is
+/// `depth × REM + (sum of order − 1 along its path) × SEQ`, no intercept.
+fn fit_base(runs: &[Run]) -> (f64, f64) {
+    let (mut aa, mut ab, mut bb, mut ay, mut by) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for r in runs {
+        for ((a, b), &m) in r.base_terms().into_iter().zip(&r.measured).skip(1) {
+            let y = m - r.t0;
+            aa += a * a;
+            ab += a * b;
+            bb += b * b;
+            ay += a * y;
+            by += b * y;
+        }
+    }
+    let det = aa * bb - ab * ab;
+    if det.abs() <= f64::EPSILON * aa * bb || bb == 0.0 {
+        // SEQ not identifiable (e.g. only chains): REM alone.
+        return (0.0, if aa > 0.0 { (ay / aa).max(0.0) } else { 0.0 });
+    }
+    let rem = (ay * bb - by * ab) / det;
+    let seq = (by * aa - ay * ab) / det;
+    // Negative constants mean nothing: refit with that one at 0.
+    if seq < 0.0 {
+        return (0.0, if aa > 0.0 { (ay / aa).max(0.0) } else { 0.0 });
+    }
+    if rem < 0.0 {
+        return ((by / bb).max(0.0), 0.0);
+    }
+    (seq, rem)
+}
+
+/// Most and fewest shared cores a fit considers.
+const CORES_MIN: f64 = 0.25;
+const CORES_MAX: f64 = 256.0;
+
+/// Nelder–Mead minimisation of `f` from `x0` with initial steps `step`; deterministic.
+fn nelder_mead(f: &dyn Fn(&[f64]) -> f64, x0: &[f64], step: &[f64], iters: usize) -> Vec<f64> {
+    let d = x0.len();
+    let mut pts: Vec<(Vec<f64>, f64)> = Vec::with_capacity(d + 1);
+    pts.push((x0.to_vec(), f(x0)));
+    for i in 0..d {
+        let mut x = x0.to_vec();
+        x[i] += step[i];
+        let v = f(&x);
+        pts.push((x, v));
+    }
+    for _ in 0..iters {
+        pts.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let (best, worst) = (pts[0].1, pts[d].1);
+        if (worst - best).abs() <= 1e-12 * (1.0 + best.abs()) {
+            break;
+        }
+        let centroid: Vec<f64> =
+            (0..d).map(|j| pts[..d].iter().map(|p| p.0[j]).sum::<f64>() / d as f64).collect();
+        let along = |t: f64| -> Vec<f64> {
+            (0..d).map(|j| centroid[j] + t * (pts[d].0[j] - centroid[j])).collect()
+        };
+        let xr = along(-1.0);
+        let fr = f(&xr);
+        if fr < pts[0].1 {
+            let xe = along(-2.0);
+            let fe = f(&xe);
+            pts[d] = if fe < fr { (xe, fe) } else { (xr, fr) };
+        } else if fr < pts[d - 1].1 {
+            pts[d] = (xr, fr);
+        } else {
+            let xc = if fr < pts[d].1 { along(-0.5) } else { along(0.5) };
+            let fc = f(&xc);
+            if fc < pts[d].1.min(fr) {
+                pts[d] = (xc, fc);
+            } else {
+                // Shrink towards the best.
+                let b = pts[0].0.clone();
+                for p in pts.iter_mut().skip(1) {
+                    for (x, &bj) in p.0.iter_mut().zip(&b) {
+                        *x = bj + 0.5 * (*x - bj);
+                    }
+                    p.1 = f(&p.0);
+                }
+            }
+        }
+    }
+    pts.sort_by(|a, b| a.1.total_cmp(&b.1));
+    pts.swap_remove(0).0
+}
+
+/// Fits the launch model to every launched node of `runs` by least squares on measured
+/// against modeled connect times (see the [module docs](self)): the base model exactly
+/// (linear), then, unless `cores` is [`Cores::Off`], the shared-cores extension
+/// (`SEQ`, `REM`, `W` and, with [`Cores::Fit`], `C`) by Nelder–Mead from several starts.
+/// With `accept`, the parent's per-hello CPU (`A`) is fitted too; with `hold`, setups are
+/// held (not fitted: it is how the driver works or not). When the extensions do not fit
+/// better than the base model (less than 0.1 % less squared error), the base model is
+/// returned (`cores = 0`). Errors when there are no samples.
+pub fn fit_model(runs: &[Run], cores: Cores, hold: bool, accept: bool) -> Result<ModelFit, String> {
+    let (bseq, brem) = fit_base(runs);
+    let base = LaunchModel::new(bseq, brem);
+    let (base_r2, base_rms, samples) = goodness(runs, &base);
+    if samples == 0 {
+        return Err("no launched nodes to fit".to_string());
+    }
+    let mut out = ModelFit {
+        seq: bseq,
+        rem: brem,
+        cores: 0.0,
+        cpu: 0.0,
+        hold: false,
+        accept: 0.0,
+        r2: base_r2,
+        rms: base_rms,
+        samples,
+        runs: runs.len(),
+        base_seq: bseq,
+        base_rem: brem,
+        base_r2,
+    };
+    // `Some(0)`: no sharing (only SEQ and REM are fitted, with `hold`).
+    let fixed = match cores {
+        Cores::Off if !hold && !accept => return Ok(out),
+        Cores::Off => Some(0.0),
+        Cores::Fixed(c) if !(c.is_finite() && c > 0.0) => {
+            return Err(format!("shared cores must be a positive number, got {c}"))
+        }
+        Cores::Fixed(c) => Some(c),
+        Cores::Fit => None,
+    };
+    // Parameters: x = [SEQ, REM, W/REM, C, A]; out-of-range values are clamped (Nelder–Mead
+    // then sees a flat objective there and walks back).
+    let model_of = |x: &[f64]| -> LaunchModel {
+        let seq = x[0].abs();
+        let rem = x[1].abs();
+        let frac = x[2].clamp(0.0, 1.0);
+        let c = fixed.unwrap_or_else(|| x[3].abs().clamp(CORES_MIN, CORES_MAX));
+        let a = if accept { x[4].abs() } else { 0.0 };
+        LaunchModel::new(seq, rem).with_shared(c, frac * rem).with_hold(hold).with_accept(a)
+    };
+    let sse = |x: &[f64]| -> f64 {
+        let m = model_of(x);
+        runs.iter().map(|r| r.sse(&m)).sum()
+    };
+    let base_sse = base_rms * base_rms * samples as f64;
+    let scale = brem.max(1e-6);
+    let mut best: Option<(Vec<f64>, f64)> = None;
+    let starts_c: &[f64] = if fixed.is_some() { &[0.0] } else { &[1.0, 2.0, 4.0] };
+    let starts_a: &[f64] = if accept { &[0.0, 0.002] } else { &[0.0] };
+    for &c0 in starts_c {
+        for frac in [0.3, 0.7, 0.95] {
+            for rem0 in [brem * 0.5, brem] {
+                for &a0 in starts_a {
+                    let x0 = [bseq, rem0.max(1e-6), frac, fixed.unwrap_or(c0), a0];
+                    let step = [bseq.max(1e-4) * 0.5, scale * 0.2, 0.1, 0.5, 0.001];
+                    let x = nelder_mead(&sse, &x0, &step, 400);
+                    let v = sse(&x);
+                    if best.as_ref().is_none_or(|b| v < b.1) {
+                        best = Some((x, v));
+                    }
+                }
+            }
+        }
+    }
+    let Some((x, _)) = best else { return Ok(out) };
+    // A final polish from the best point.
+    let step =
+        [x[0].abs().max(1e-4) * 0.2, x[1].abs().max(1e-6) * 0.1, 0.05, 0.2, x[4].abs().max(1e-4)];
+    let x = nelder_mead(&sse, &x, &step, 600);
+    let v = sse(&x);
+    if v < base_sse * 0.999 {
+        let m = model_of(&x);
+        out.hold = hold;
+        let (r2, rms, _) = goodness(runs, &m);
+        out.seq = m.seq;
+        out.rem = m.rem;
+        out.cores = m.cores;
+        out.cpu = m.cpu;
+        out.accept = m.accept;
+        out.r2 = r2;
+        out.rms = rms;
+    }
+    Ok(out)
 }
 
 fn launch_records(report: &Report) -> impl Iterator<Item = &LaunchRecord> {
@@ -333,17 +657,111 @@ mod tests {
                 stack.push(c);
             }
         }
+        Report { launcher: "fork".into(), seq, rem, ..wrap(shape, reports) }
+    }
+
+    /// The report of `shape` made of `reports` (one per tree node).
+    fn wrap(shape: &Shape, reports: Vec<NodeReport>) -> Report {
+        let n = reports.len() as u32;
         Report {
-            nodes: n as u32 - 1,
-            ranks: n as u32 - 1,
+            nodes: n - 1,
+            ranks: n - 1,
             tree: shape.to_string(),
-            launcher: "fork".into(),
-            seq,
-            rem,
-            launch_time: 0.0,
-            total_time: 0.0,
+            launcher: "ssh".into(),
             reports,
+            ..Report::default()
         }
+    }
+
+    /// A report of `shape` over `n` tree nodes whose connect times are `model`'s (any
+    /// model, the event-driven ones included); every NLA ready when it connected.
+    fn from_model(shape: &Shape, n: usize, model: &LaunchModel) -> Report {
+        let tree = Tree::build(shape, n, model);
+        let t = evaluate(&tree, model).times;
+        let mut reports: Vec<NodeReport> = (0..n)
+            .map(|v| NodeReport {
+                node: v as u32,
+                host: format!("h{v}"),
+                ready: t[v],
+                ..NodeReport::default()
+            })
+            .collect();
+        for p in 0..n {
+            for (i, &c) in tree.children(p).iter().enumerate() {
+                reports[p].launches.push(LaunchRecord {
+                    node: c as u32,
+                    host: format!("h{c}"),
+                    parent: p as u32,
+                    order: i as u32 + 1,
+                    start: t[p],
+                    connected: t[c],
+                });
+            }
+        }
+        wrap(shape, reports)
+    }
+
+    fn runs_of(model: &LaunchModel, sizes: &[usize]) -> Vec<Run> {
+        let shapes = [Shape::Flat, Shape::Kary(2), Shape::Kary(4), Shape::Binomial, Shape::Chain];
+        let mut runs = Vec::new();
+        for &n in sizes {
+            for shape in &shapes {
+                runs.push(Run::new(&from_model(shape, n, model)).expect("run"));
+            }
+        }
+        runs
+    }
+
+    #[test]
+    fn whole_model_fit_recovers_the_base_model() {
+        let m = LaunchModel::new(0.004, 0.16);
+        let runs = runs_of(&m, &[5, 17, 33]);
+        let fit = fit_model(&runs, Cores::Off, false, false).expect("fit");
+        assert!((fit.seq - 0.004).abs() < 1e-9 && (fit.rem - 0.16).abs() < 1e-9, "{fit:?}");
+        assert!((fit.r2 - 1.0).abs() < 1e-9 && fit.rms < 1e-9, "{fit:?}");
+        assert_eq!((fit.cores, fit.hold), (0.0, false));
+        assert_eq!(fit.samples, runs.iter().map(|r| r.lt.tree.len() - 1).sum::<usize>());
+        // Fitting sharing to data without any: no better than the base model, so base.
+        let fit = fit_model(&runs, Cores::Fit, false, true).expect("fit");
+        assert_eq!(fit.cores, 0.0, "{fit:?}");
+        assert!((fit.r2 - 1.0).abs() < 1e-9, "{fit:?}");
+    }
+
+    #[test]
+    fn whole_model_fit_recovers_shared_cores() {
+        // Data made by the shared-cores model with held setups: the fit finds the constants
+        // again, and the paper's model fits them clearly worse.
+        let m = LaunchModel::new(0.003, 0.16).with_shared(2.0, 0.06).with_hold(true);
+        let runs = runs_of(&m, &[5, 17, 33]);
+        for cores in [Cores::Fixed(2.0), Cores::Fit] {
+            let fit = fit_model(&runs, cores, true, false).expect("fit");
+            let near = |a: f64, b: f64| (a - b).abs() <= 0.02 * b;
+            assert!(near(fit.seq, 0.003), "{cores:?} {fit:?}");
+            assert!(near(fit.rem, 0.16), "{cores:?} {fit:?}");
+            assert!(near(fit.cpu, 0.06), "{cores:?} {fit:?}");
+            assert!(near(fit.cores, 2.0), "{cores:?} {fit:?}");
+            assert!(fit.hold);
+            assert!(fit.r2 > 0.9999, "{cores:?} {fit:?}");
+            assert!(fit.base_r2 < fit.r2 - 0.01, "{cores:?} {fit:?}");
+            assert_eq!(
+                fit.model(),
+                LaunchModel::new(fit.seq, fit.rem).with_shared(fit.cores, fit.cpu).with_hold(true)
+            );
+        }
+        // Goodness of the true model is perfect.
+        let (r2, rms, n) = goodness(&runs, &m);
+        assert!((r2 - 1.0).abs() < 1e-12 && rms < 1e-12 && n > 0);
+        assert!(fit_model(&[], Cores::Fit, true, true).is_err());
+        assert!(fit_model(&runs, Cores::Fixed(-1.0), true, true).is_err());
+        // The parent's loop: data with a per-hello cost, fitted with it.
+        let m = m.with_accept(0.004);
+        let runs = runs_of(&m, &[5, 17, 33]);
+        let fit = fit_model(&runs, Cores::Fixed(2.0), true, true).expect("fit");
+        let near = |a: f64, b: f64| (a - b).abs() <= 0.03 * b;
+        assert!(near(fit.accept, 0.004) && near(fit.cpu, 0.06) && near(fit.rem, 0.16), "{fit:?}");
+        assert!(fit.r2 > 0.9999, "{fit:?}");
+        let got = fit.model();
+        assert_eq!((got.cores, got.hold, got.slots, got.batch), (m.cores, m.hold, 1, None));
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! `libi-tree`: compare launch-tree shapes under the launch model, and print a tree.
 //!
 //! ```text
-//! libi-tree plan --nodes N [--seq S --rem R] [--slots C] [--batch B] [--format table|json]
+//! libi-tree plan --nodes N [--seq S --rem R] [--slots C] [--batch B] [--cores C --cpu W]
+//!                [--hold] [--format table|json]
 //! libi-tree show --nodes N --tree SHAPE [--seq S --rem R] [--slots C] [--batch B]
-//!                [--format text|dot]
-//! libi-tree calibrate FILE.json [--format table|json]
+//!                [--cores C --cpu W] [--hold] [--format text|dot]
+//! libi-tree calibrate FILE.json... [--cores fit|off|C] [--hold yes|no] [--format table|json]
 //! libi-tree plot FILE.json [-o OUT.svg] [--seq S --rem R] [--sort time|node] [--format svg]
 //! ```
 //!
@@ -21,7 +22,7 @@ use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
 use libi::report::Report;
 use libi::tree::{evaluate, rank_shapes, LaunchModel, Shape, Tree};
-use libi_tree::calibrate::{calibrate, compare, Fit, NodeTimes};
+use libi_tree::calibrate::{calibrate, compare, fit_model, Cores, Fit, ModelFit, NodeTimes, Run};
 use serde::Serialize;
 
 /// Largest `--nodes` accepted (keeps a typo from allocating gigabytes).
@@ -45,7 +46,8 @@ enum Cmd {
     Plan(PlanArgs),
     /// Print one tree with the modeled launch time of every node.
     Show(ShowArgs),
-    /// Fit SEQ and REM by least squares to the launches of a report (libi-mpiexec --report).
+    /// Fit the launch model (SEQ, REM and, on shared cores, C and W) to launch reports
+    /// (libi-mpiexec --report): least squares on measured against modeled connect times.
     Calibrate(CalibrateArgs),
     /// Draw measured against modeled launch time of every NLA of a report, as SVG.
     Plot(PlotArgs),
@@ -53,9 +55,20 @@ enum Cmd {
 
 #[derive(Args, Debug)]
 struct CalibrateArgs {
-    /// Launch report (libi-mpiexec --report FILE.json)
-    #[arg(value_name = "FILE.json")]
-    file: PathBuf,
+    /// Launch reports (libi-mpiexec --report FILE.json), any shapes and sizes: one model is
+    /// fitted to every launched node of all of them
+    #[arg(value_name = "FILE.json", required = true)]
+    files: Vec<PathBuf>,
+    /// Shared cores: fit (fit how many), off (the base model) or a number
+    #[arg(long, default_value = "fit", value_name = "fit|off|C")]
+    cores: String,
+    /// Model the driver's held setups (a child's setup waits for its parent's launches):
+    /// yes or no
+    #[arg(long, default_value = "yes", value_name = "yes|no")]
+    hold: String,
+    /// Fit the CPU the parent's loop spends on each child's hello: yes or no
+    #[arg(long, default_value = "yes", value_name = "yes|no")]
+    accept: String,
     /// Output format: table or json
     #[arg(long, default_value = "table")]
     format: String,
@@ -97,6 +110,18 @@ struct ModelArgs {
     /// Launch children in batches of B, waiting for each batch to connect back
     #[arg(long, value_name = "B", allow_negative_numbers = true)]
     batch: Option<String>,
+    /// Cores shared by every launch (processor sharing; 0: none, the default)
+    #[arg(long, value_name = "C", allow_negative_numbers = true)]
+    cores: Option<String>,
+    /// Of REM, the CPU seconds a remote start does on the shared cores [default: REM]
+    #[arg(long, value_name = "W", allow_negative_numbers = true)]
+    cpu: Option<String>,
+    /// A child's setup waits until its parent's launches are out (as the NLA driver does)
+    #[arg(long)]
+    hold: bool,
+    /// CPU seconds the parent's loop spends on each child's hello, one at a time [default: 0]
+    #[arg(long, value_name = "A", allow_negative_numbers = true)]
+    accept: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -236,7 +261,16 @@ fn parse_model(a: &ModelArgs) -> Result<LaunchModel, String> {
         Some(s) => Some(parse_count("--batch", s)?),
         None => None,
     };
-    Ok(LaunchModel::new(seq, rem).with_slots(slots).with_batch(batch))
+    let cores = parse_time("--cores", a.cores.as_deref(), 0.0)?;
+    let cpu = parse_time("--cpu", a.cpu.as_deref(), rem)?;
+    let m = LaunchModel::new(seq, rem)
+        .with_slots(slots)
+        .with_batch(batch)
+        .with_shared(cores, cpu)
+        .with_hold(a.hold)
+        .with_accept(parse_time("--accept", a.accept.as_deref(), 0.0)?);
+    m.validate()?;
+    Ok(m)
 }
 
 fn describe(m: &LaunchModel) -> String {
@@ -248,7 +282,17 @@ fn describe(m: &LaunchModel) -> String {
         Some(b) => format!("batches of {b}"),
         None => "no batching".to_string(),
     };
-    format!("SEQ {} s, REM {} s, {slots}, {batch}", m.seq, m.rem)
+    let mut s = format!("SEQ {} s, REM {} s, {slots}, {batch}", m.seq, m.rem);
+    if m.is_shared() {
+        s.push_str(&format!(", {} shared cores, {} s CPU per remote start", m.cores, m.cpu));
+    }
+    if m.hold {
+        s.push_str(", setups held");
+    }
+    if m.accept > 0.0 {
+        s.push_str(&format!(", {} s per hello", m.accept));
+    }
+    s
 }
 
 #[derive(Serialize)]
@@ -378,6 +422,31 @@ fn secs(v: f64) -> String {
     format!("{v:.decimals$}")
 }
 
+/// One run of `calibrate --format json`: its summary and every node's pair.
+#[derive(Serialize)]
+struct RunJson {
+    file: String,
+    tree: String,
+    nodes: u32,
+    /// Measured and modeled launch time of the whole run (the last connect).
+    measured: f64,
+    modeled: f64,
+    /// `[measured, modeled]` connect time of every NLA.
+    points: Vec<[f64; 2]>,
+}
+
+#[derive(Serialize)]
+struct CalibrateJson {
+    #[serde(flatten)]
+    fit: ModelFit,
+    /// The per-launch line fit of the first report (`connected − ready(parent)` against
+    /// `order − 1`), as earlier versions printed it.
+    line: Fit,
+    /// R² over every sample of the model with the line fit's constants.
+    line_r2: f64,
+    per_run: Vec<RunJson>,
+}
+
 fn calibrate_cmd(a: &CalibrateArgs) -> Result<String, String> {
     let json = match a.format.as_str() {
         "table" => false,
@@ -389,35 +458,119 @@ fn calibrate_cmd(a: &CalibrateArgs) -> Result<String, String> {
             ))
         }
     };
-    let report = load_report(&a.file)?;
-    let fit = calibrate(&report).map_err(|e| format!("{}: {e}", shown(&a.file)))?;
+    let cores = match a.cores.as_str() {
+        "fit" => Cores::Fit,
+        "off" | "0" => Cores::Off,
+        other => match other.parse::<f64>() {
+            Ok(c) if c.is_finite() && c > 0.0 => Cores::Fixed(c),
+            _ => {
+                return Err(format!(
+                    "--cores must be fit, off or a positive number, got '{}'",
+                    other.escape_debug()
+                ))
+            }
+        },
+    };
+    let hold = match a.hold.as_str() {
+        "yes" => true,
+        "no" => false,
+        other => return Err(format!("--hold must be yes or no, got '{}'", other.escape_debug())),
+    };
+    let accept = match a.accept.as_str() {
+        "yes" => true,
+        "no" => false,
+        other => return Err(format!("--accept must be yes or no, got '{}'", other.escape_debug())),
+    };
+    let mut runs = Vec::new();
+    let mut line = None;
+    for f in &a.files {
+        let report = load_report(f)?;
+        if line.is_none() {
+            line = Some(calibrate(&report).map_err(|e| format!("{}: {e}", shown(f)))?);
+        }
+        runs.push(Run::new(&report).map_err(|e| format!("{}: {e}", shown(f)))?);
+    }
+    let Some(line) = line else {
+        return Err("no launch reports given".to_string());
+    };
+    let fit = fit_model(&runs, cores, hold, accept)?;
+    let model = fit.model();
+    let line_model = line.model(0.0);
+    let (line_r2, _, _) = libi_tree::calibrate::goodness(&runs, &line_model);
+    let per_run: Vec<RunJson> = runs
+        .iter()
+        .zip(&a.files)
+        .map(|(r, f)| {
+            let times = r.times(&model);
+            let modeled = times.iter().map(|t| t.modeled).fold(0.0, f64::max);
+            RunJson {
+                file: f.display().to_string(),
+                tree: r.tree.clone(),
+                nodes: r.nodes,
+                measured: r.measured_total(),
+                modeled,
+                points: times.iter().map(|t| [t.measured, t.modeled]).collect(),
+            }
+        })
+        .collect();
     if json {
-        let mut s = serde_json::to_string(&fit).map_err(|e| format!("encoding JSON: {e}"))?;
+        let doc = CalibrateJson { fit, line, line_r2, per_run };
+        let mut s = serde_json::to_string(&doc).map_err(|e| format!("encoding JSON: {e}"))?;
         s.push('\n');
         return Ok(s);
     }
-    Ok(fit_table(&fit))
+    let mut s = model_table(&fit);
+    if runs.len() == 1 {
+        if let Some(note) = &line.note {
+            s.push_str(note);
+            s.push('\n');
+        }
+    } else {
+        s.push_str(&format!(
+            "{:<10} {:>6} {:>14} {:>13}\n",
+            "tree", "NLAs", "measured (s)", "modeled (s)"
+        ));
+        for r in &per_run {
+            s.push_str(&format!(
+                "{:<10} {:>6} {:>14} {:>13}\n",
+                r.tree,
+                r.nodes,
+                secs(r.measured),
+                secs(r.modeled)
+            ));
+        }
+    }
+    Ok(s)
 }
 
-fn fit_table(fit: &Fit) -> String {
-    let seq = match fit.seq {
-        Some(v) => format!("SEQ {} s", secs(v)),
-        None => "SEQ unknown".to_string(),
-    };
-    let r2 = match fit.r2 {
-        Some(v) => format!("R² {v:.4}"),
-        None => "R² n/a".to_string(),
-    };
+/// The fit in a few lines: the model and its R², then (on shared cores) the base model's.
+fn model_table(fit: &ModelFit) -> String {
     let noun = if fit.samples == 1 { "launch" } else { "launches" };
+    let runs = if fit.runs == 1 { "1 run".to_string() } else { format!("{} runs", fit.runs) };
     let mut s = format!(
-        "{seq}  REM {} s  {r2}  RMS {} s  (n = {} {noun})\n",
+        "SEQ {} s  REM {} s  R² {:.4}  RMS {} s  (n = {} {noun}, {runs})\n",
+        secs(fit.seq),
         secs(fit.rem),
+        fit.r2,
         secs(fit.rms),
         fit.samples
     );
-    if let Some(note) = &fit.note {
-        s.push_str(note);
-        s.push('\n');
+    if fit.cores > 0.0 || fit.hold || fit.accept > 0.0 {
+        let shared = if fit.cores > 0.0 {
+            format!("shared cores {:.2}, CPU per remote start {} s", fit.cores, secs(fit.cpu))
+        } else {
+            "no shared cores".to_string()
+        };
+        let mut hold = if fit.hold { ", setups held".to_string() } else { String::new() };
+        if fit.accept > 0.0 {
+            hold.push_str(&format!(", {} s per hello", secs(fit.accept)));
+        }
+        s.push_str(&format!(
+            "{shared}{hold}; the paper's model: SEQ {} s  REM {} s  R² {:.4}\n",
+            secs(fit.base_seq),
+            secs(fit.base_rem),
+            fit.base_r2
+        ));
     }
     s
 }

@@ -228,26 +228,56 @@ fn report_file(name: &str, r: &Report) -> PathBuf {
 
 #[test]
 fn calibrate_recovers_the_constants() {
-    let r = synthetic_report(&Shape::Kary(3), 13, 0.01, 0.2, 0.002);
+    let r = synthetic_report(&Shape::Kary(3), 13, 0.01, 0.2, 0.0);
     let f = report_file("kary3.json", &r);
     let path = f.to_str().expect("utf-8 path");
     let o = run(&["calibrate", path, "--format", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("calibrate prints JSON");
     let keys: Vec<&str> = v.as_object().expect("object").keys().map(String::as_str).collect();
-    assert_eq!(keys.len(), 5, "{keys:?}");
+    assert_eq!(keys.len(), 16, "{keys:?}");
     assert!((v["seq"].as_f64().expect("seq") - 0.01).abs() < 1e-9, "{v}");
     assert!((v["rem"].as_f64().expect("rem") - 0.2).abs() < 1e-9, "{v}");
     assert!((v["r2"].as_f64().expect("r2") - 1.0).abs() < 1e-9, "{v}");
     assert!(v["rms"].as_f64().expect("rms") < 1e-9, "{v}");
     assert_eq!(v["samples"].as_u64(), Some(12));
+    assert_eq!(v["runs"].as_u64(), Some(1));
+    // The data follow the paper's model: no sharing, nothing held.
+    assert_eq!(v["cores"].as_f64(), Some(0.0), "{v}");
+    assert_eq!(v["hold"].as_bool(), Some(false), "{v}");
+    // The per-launch line fit of earlier versions, and every node's pair.
+    assert!((v["line"]["seq"].as_f64().expect("line seq") - 0.01).abs() < 1e-9, "{v}");
+    assert_eq!(v["per_run"][0]["points"].as_array().map(Vec::len), Some(12), "{v}");
+    assert_eq!(v["per_run"][0]["tree"].as_str(), Some("kary:3"), "{v}");
 
     let o = run(&["calibrate", path]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert_eq!(out.lines().count(), 1, "{out}");
     assert!(out.starts_with("SEQ 0.0100 s  REM 0.2000 s  R² 1.0000  RMS "), "{out}");
-    assert!(out.contains("(n = 12 launches)"), "{out}");
+    assert!(out.contains("(n = 12 launches, 1 run)"), "{out}");
+}
+
+#[test]
+fn calibrate_fits_several_reports() {
+    let a = report_file("multi-flat.json", &synthetic_report(&Shape::Flat, 9, 0.01, 0.2, 0.0));
+    let b = report_file("multi-k2.json", &synthetic_report(&Shape::Kary(2), 9, 0.01, 0.2, 0.0));
+    let (a, b) = (a.to_str().expect("utf-8"), b.to_str().expect("utf-8"));
+    let o = run(&["calibrate", a, b, "--cores", "off", "--hold", "no"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].contains("R² 1.0000") && lines[0].contains("(n = 16 launches, 2 runs)"),
+        "{out}"
+    );
+    assert!(lines[1].starts_with("tree"), "{out}");
+    assert!(lines[2].starts_with("flat") && lines[3].starts_with("kary:2"), "{out}");
+    for bad in [["--cores", "x"], ["--cores", "-2"], ["--hold", "maybe"]] {
+        let o = run(&["calibrate", a, bad[0], bad[1]]);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+        assert_eq!(stderr(&o).lines().count(), 1, "{bad:?}");
+    }
 }
 
 #[test]
@@ -259,7 +289,8 @@ fn calibrate_without_seq_information() {
     let o = run(&["calibrate", path, "--format", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON");
-    assert!(v["seq"].is_null(), "{v}");
+    assert!(v["line"]["seq"].is_null(), "{v}");
+    assert_eq!(v["seq"].as_f64(), Some(0.0), "{v}");
     assert!((v["rem"].as_f64().expect("rem") - 0.25).abs() < 1e-9, "{v}");
     assert_eq!(v["samples"].as_u64(), Some(4));
     let o = run(&["calibrate", path]);
@@ -267,7 +298,7 @@ fn calibrate_without_seq_information() {
     let out = stdout(&o);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}");
-    assert!(lines[0].starts_with("SEQ unknown  REM 0.2500 s"), "{out}");
+    assert!(lines[0].starts_with("SEQ 0.0000 s  REM 0.2500 s"), "{out}");
     assert!(lines[1].contains("not identifiable"), "{out}");
 }
 

@@ -88,8 +88,9 @@ pub struct Segment {
     /// Launch tree shape: greedy | kary:K | binomial | flat | chain
     #[arg(long = "tree", value_name = "SHAPE")]
     pub tree: Option<Shape>,
-    /// Launch model constants "SEQ,REM" in seconds (for the greedy tree and reports)
-    #[arg(long = "launch-model", value_name = "SEQ,REM")]
+    /// Launch model constants "SEQ,REM" in seconds (for the greedy tree and reports), with
+    /// ",cores=C,cpu=W" for launches that share C cores and ",hold=1" for held setups
+    #[arg(long = "launch-model", value_name = "SEQ,REM[,cores=C,cpu=W][,hold=1]")]
     pub launch_model: Option<LaunchModel>,
     /// Universe size: N (spawns beyond N running processes fail), SYSTEM (the host list's
     /// slots, the default) or INFINITE

@@ -98,6 +98,52 @@ pub(crate) fn build(n: usize, model: &LaunchModel) -> (Tree, Vec<f64>) {
     (Tree::from_topo_parents(parent), times)
 }
 
+/// The greedy tree on shared cores (`model.cores > 0`) or with held setups (`hold`).
+/// Processor sharing (and holding) makes a
+/// position's time depend on every launch in flight, so positions cannot be taken cheapest
+/// first. What the load does, though, is stretch `REM` and `SEQ` by how many launches share
+/// the cores — that is, change the effective `REM/SEQ`, the one figure that shapes a greedy
+/// tree. So: the greedy trees of the base model for `REM` scaled by `2^j` (from chain-like
+/// to flat), each evaluated with processor sharing; the fastest is taken (the unscaled one
+/// on ties). O(n log² n).
+pub(crate) fn build_shared(n: usize, model: &LaunchModel) -> Tree {
+    let base = LaunchModel { cores: 0.0, cpu: 0.0, hold: false, accept: 0.0, ..*model };
+    let mut best = build(n, &base).0;
+    if n <= 2 {
+        return best;
+    }
+    let mut best_t = super::shared::evaluate(&best, model).total;
+    let unit = if model.rem > 0.0 { model.rem } else { model.seq };
+    if unit <= 0.0 {
+        return best;
+    }
+    // 2^-span .. 2^span with 2^span >= 2n: from REM << SEQ (chain) to REM >= n SEQ (flat),
+    // whatever REM/SEQ is now.
+    let span = (usize::BITS - n.leading_zeros()) as i32 + 1;
+    let ratio = if model.seq > 0.0 { model.rem / model.seq } else { f64::INFINITY };
+    let mut last_shape: Option<Vec<Option<usize>>> = None;
+    for j in -span..=span {
+        let f = 2f64.powi(j);
+        // Scaling REM past the ratio that already makes a flat tree changes nothing.
+        if ratio.is_finite() && ratio * f > 4.0 * n as f64 && j > 0 && f > 2.0 {
+            break;
+        }
+        let m = LaunchModel { rem: unit * f, ..base };
+        let tree = build(n, &m).0;
+        let shape: Vec<Option<usize>> = (0..n).map(|v| tree.parent(v)).collect();
+        if last_shape.as_ref() == Some(&shape) {
+            continue;
+        }
+        last_shape = Some(shape);
+        let t = super::shared::evaluate(&tree, model).total;
+        if t < best_t {
+            best = tree;
+            best_t = t;
+        }
+    }
+    best
+}
+
 #[cfg(test)]
 pub(crate) mod reference {
     //! The textbook O(n log n) heap version, to check the queue version against.

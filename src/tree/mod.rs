@@ -1,8 +1,9 @@
 //! Launch trees and the launch model.
 //!
 //! * [`LaunchModel`] — the two constants of a machine room (`SEQ`, `REM`) plus the optional
-//!   concurrent-launch (`slots`) and batching (`batch`) extensions; the exact rules are in
-//!   the [`model`] module docs.
+//!   concurrent-launch (`slots`), batching (`batch`), shared-cores (`cores`, `cpu`),
+//!   held-setup (`hold`) and parent's-loop (`accept`) extensions; the exact rules are in the
+//!   [`model`] module docs (the last three are evaluated event by event, in `shared`).
 //! * [`Tree`] — an ordered launch tree (node 0 is the root; in `libi-mpiexec` it is the front
 //!   end and the other nodes are NLAs), built for a [`Shape`]: the optimal `greedy` tree, or
 //!   `kary:K`, `binomial`, `flat`, `chain` for comparison. Node numbering is documented on
@@ -17,6 +18,7 @@ mod greedy;
 pub mod model;
 pub mod plan;
 pub mod shapes;
+mod shared;
 
 #[cfg(test)]
 mod tests;

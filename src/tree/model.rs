@@ -47,6 +47,47 @@
 //! start(first of batch j+1) = start(last of batch j) + max(SEQ, REM)
 //! ```
 //!
+//! # Shared cores (`cores = C`, `cpu = W`)
+//!
+//! The base model gives every launch the same `REM` whatever else is going on: right when
+//! every host has CPUs of its own and the launches of different parents do not compete.
+//! When the hosts share CPUs — every "host" a namespace on one machine, or hosts that are
+//! VMs on one box — a remote start is mostly CPU (the remote shell's key exchange on both
+//! ends, the shell, the NLA's start), and `k` of them at once take turns on `C` cores.
+//! This extension makes that explicit:
+//!
+//! * `REM = W + (REM − W)`: `W` seconds of CPU work on the shared cores (remote-shell client
+//!   and server, exec and start of the NLA), then a fixed delay `REM − W` that uses no CPU
+//!   (round trips, timers);
+//! * a parent's `SEQ` per launch is CPU work on the shared cores too (its launch lane);
+//! * the CPU work in progress is processor-shared, as the kernel's fair scheduler does:
+//!   with `k` jobs running, each advances at `min(1, C / k)` of a core.
+//!
+//! Alone on the machine a launch still takes `REM` and launches go out `SEQ` apart, so with
+//! one launch in flight this is the base model; with many, every one of them slows down, so
+//! the shape that keeps the cores busy from the start wins, and no shape can beat the total
+//! CPU work divided by `C`. `cores = 0` (the default) is the base model: nothing shared.
+//! [`evaluate`] then runs an event-driven processor-sharing evaluation (O(n log n)).
+//! Slots and batches keep their meaning (a new group of `c` starts once every lane of the
+//! previous one is done; a new batch once the lanes are done and the batch is connected).
+//!
+//! # Held setups (`hold`)
+//!
+//! The paper's model lets a child launch the moment it is up. The NLA driver does not: it
+//! launches its children, forks its ranks and only then runs the loop that reads the
+//! children's hellos and sends them their setups. So a child that connects while its
+//! parent is still launching starts its own launches only when the parent's last launch
+//! is out (with batches: the batch's). `hold = true` models that; it matters when a
+//! parent's launches take longer than `REM` (wide trees, or `SEQ` stretched by load).
+//!
+//! # The parent's loop (`accept = A`)
+//!
+//! A parent's hellos are read, authenticated and answered with the setup by its one event
+//! loop, one after the other. `accept = A` gives each that much CPU work (shared like any
+//! other when cores are shared): a child counts as connected when its parent's loop is done
+//! with its hello, so children that connect at once queue up, and a wide fan-out costs its
+//! parent `A` per child on top of `SEQ`.
+//!
 //! # Exact arithmetic path
 //!
 //! Launch times are computed incrementally, the same way by [`evaluate`] and by the greedy
@@ -73,6 +114,21 @@ pub struct LaunchModel {
     /// Launch children in batches of `b`, waiting for each batch to connect back.
     /// `None` (or `Some(0)`) means no batching.
     pub batch: Option<u32>,
+    /// Cores shared by every launch (`C`, see the module docs); 0: every host has CPUs of
+    /// its own (the base model).
+    pub cores: f64,
+    /// Of `REM`, the seconds of CPU work a remote start does on the shared cores (`W`, at
+    /// most `REM`); used only when `cores > 0`.
+    pub cpu: f64,
+    /// A child that connected while its parent was still launching gets its setup (and so
+    /// starts its own launches) only once the parent's launches are out — what the driver
+    /// does: an NLA launches its children, forks its ranks, and only then runs the loop that
+    /// answers hellos. `false`: the paper's model (a child launches as soon as it is up).
+    pub hold: bool,
+    /// Seconds of CPU the parent spends on each child's hello (authenticate it, answer with
+    /// the setup) in its one loop, one hello after the other; 0: free (the paper's model).
+    /// Part of `REM` for a parent's first child, on top of it for later ones that queue.
+    pub accept: f64,
 }
 
 /// What a sibling-to-sibling step costs, as a kind (the greedy builder keeps one FIFO queue
@@ -99,11 +155,60 @@ impl LaunchModel {
     ///   ranges (the issue's 0.172 s is a fast, warmed-up LAN). The greedy tree is not very
     ///   sensitive to the exact figure: what shapes it is the ratio `REM/SEQ` (≈ 43 here).
     /// * One launch lane, no batching: the paper's model.
-    pub const DEFAULT: LaunchModel = LaunchModel { seq: 0.007, rem: 0.30, slots: 1, batch: None };
+    pub const DEFAULT: LaunchModel = LaunchModel {
+        seq: 0.007,
+        rem: 0.30,
+        slots: 1,
+        batch: None,
+        cores: 0.0,
+        cpu: 0.0,
+        hold: false,
+        accept: 0.0,
+    };
 
     /// The paper's model with the given constants (one lane, no batching).
     pub fn new(seq: f64, rem: f64) -> Self {
-        LaunchModel { seq, rem, slots: 1, batch: None }
+        LaunchModel {
+            seq,
+            rem,
+            slots: 1,
+            batch: None,
+            cores: 0.0,
+            cpu: 0.0,
+            hold: false,
+            accept: 0.0,
+        }
+    }
+
+    /// The same model with setups held until the parent's launches are out (`hold`).
+    pub fn with_hold(mut self, hold: bool) -> Self {
+        self.hold = hold;
+        self
+    }
+
+    /// The same model with `accept` seconds of the parent's loop per child's hello.
+    pub fn with_accept(mut self, accept: f64) -> Self {
+        self.accept = accept;
+        self
+    }
+
+    /// True when the model needs the event-driven evaluation (shared cores, `hold` or
+    /// `accept`).
+    pub fn is_event_driven(&self) -> bool {
+        self.is_shared() || self.hold || self.accept > 0.0
+    }
+
+    /// The same model on `cores` shared cores, each remote start doing `cpu` seconds of CPU
+    /// work on them (see the module docs; `cores = 0` turns sharing off).
+    pub fn with_shared(mut self, cores: f64, cpu: f64) -> Self {
+        self.cores = cores;
+        self.cpu = cpu;
+        self
+    }
+
+    /// True when launches share cores (`cores > 0`).
+    pub fn is_shared(&self) -> bool {
+        self.cores > 0.0
     }
 
     /// The same model with `c` concurrent launch lanes per parent.
@@ -129,6 +234,12 @@ impl LaunchModel {
         }
         if self.batch == Some(0) {
             return Err("batch size must be at least 1".to_string());
+        }
+        check_time("cores", self.cores)?;
+        check_time("cpu", self.cpu)?;
+        check_time("accept", self.accept)?;
+        if self.cpu > self.rem {
+            return Err(format!("cpu ({}) must not exceed REM ({})", self.cpu, self.rem));
         }
         Ok(())
     }
@@ -219,23 +330,55 @@ pub(crate) fn parse_time(what: &str, s: &str) -> Result<f64, String> {
 impl FromStr for LaunchModel {
     type Err = String;
 
-    /// Parses `"SEQ,REM"` in seconds, e.g. `"0.007,0.172"` (one lane, no batching).
+    /// Parses `"SEQ,REM"` in seconds, e.g. `"0.007,0.172"` (one lane, no batching),
+    /// optionally followed by `,cores=C,cpu=W` (shared cores) and `,hold=1` (see the
+    /// module docs).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut parts = s.split(',');
-        let (Some(seq), Some(rem), None) = (parts.next(), parts.next(), parts.next()) else {
+        let (Some(seq), Some(rem)) = (parts.next(), parts.next()) else {
             return Err(format!(
                 "launch model must be SEQ,REM in seconds (e.g. 0.007,0.172), got '{}'",
                 s.escape_debug()
             ));
         };
-        Ok(LaunchModel::new(parse_time("SEQ", seq)?, parse_time("REM", rem)?))
+        let mut m = LaunchModel::new(parse_time("SEQ", seq)?, parse_time("REM", rem)?);
+        for extra in parts {
+            match extra.trim().split_once('=') {
+                Some(("cores", v)) => m.cores = parse_time("cores", v)?,
+                Some(("cpu", v)) => m.cpu = parse_time("cpu", v)?,
+                Some(("accept", v)) => m.accept = parse_time("accept", v)?,
+                Some(("hold", "1")) => m.hold = true,
+                Some(("hold", "0")) => m.hold = false,
+                _ => {
+                    return Err(format!(
+                        "launch model: expected cores=C, cpu=W, accept=A or hold=0|1 after SEQ,REM, got '{}'",
+                        extra.escape_debug()
+                    ))
+                }
+            }
+        }
+        if m.cpu > m.rem {
+            return Err(format!("launch model: cpu ({}) must not exceed REM ({})", m.cpu, m.rem));
+        }
+        Ok(m)
     }
 }
 
 impl fmt::Display for LaunchModel {
-    /// `SEQ,REM` (parsable by `FromStr`), then `slots=c` / `batch=b` when not the defaults.
+    /// `SEQ,REM` (with `,cores=C,cpu=W` when cores are shared, `,hold=1`; parsable by
+    /// `FromStr`), then
+    /// `slots=c` / `batch=b` when not the defaults.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{},{}", self.seq, self.rem)?;
+        if self.is_shared() {
+            write!(f, ",cores={},cpu={}", self.cores, self.cpu)?;
+        }
+        if self.accept > 0.0 {
+            write!(f, ",accept={}", self.accept)?;
+        }
+        if self.hold {
+            write!(f, ",hold=1")?;
+        }
         if self.slots != 1 {
             write!(f, " slots={}", self.slots)?;
         }
@@ -257,6 +400,9 @@ pub struct Evaluation {
 
 /// Evaluates the launch model on any tree: per-node launch times and their maximum.
 pub fn evaluate(tree: &Tree, model: &LaunchModel) -> Evaluation {
+    if model.is_event_driven() {
+        return super::shared::evaluate(tree, model);
+    }
     let n = tree.len();
     let mut times = vec![0.0f64; n];
     let mut total = 0.0f64;

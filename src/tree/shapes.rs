@@ -113,7 +113,7 @@ impl Tree {
     /// If `n >= u32::MAX`.
     pub fn build(shape: &Shape, n: usize, model: &LaunchModel) -> Tree {
         match shape {
-            Shape::Greedy => greedy::build(n, model).0,
+            Shape::Greedy => Tree::greedy(n, model),
             Shape::Kary(k) => Tree::kary(n, *k),
             Shape::Binomial => Tree::binomial(n),
             Shape::Flat => Tree::kary(n, u32::MAX),
@@ -123,6 +123,9 @@ impl Tree {
 
     /// The greedy tree for `model` (see [`Shape::Greedy`]).
     pub fn greedy(n: usize, model: &LaunchModel) -> Tree {
+        if model.is_event_driven() {
+            return greedy::build_shared(n, model);
+        }
         greedy::build(n, model).0
     }
 

@@ -519,3 +519,176 @@ fn from_parents_depth_in_topological_order() {
     let t = Tree::from_parents(&[None, Some(2), Some(0)]).expect("reordered chain");
     assert_eq!(t.depth(), 2);
 }
+
+// ---------------------------------------------------------------- shared cores, held setups
+
+/// Every shape over `n` nodes, for the event-driven checks.
+fn all_shapes() -> Vec<Shape> {
+    vec![
+        Shape::Greedy,
+        Shape::Flat,
+        Shape::Chain,
+        Shape::Binomial,
+        Shape::Kary(2),
+        Shape::Kary(3),
+        Shape::Kary(16),
+    ]
+}
+
+#[test]
+fn plenty_of_cores_is_the_base_model() {
+    // With more cores than jobs every launch runs at full speed: the event-driven
+    // evaluation gives the closed-form times, whatever part of REM is CPU.
+    for (seq, rem) in [(0.007, 0.172), (1.0, 10.0), (10.0, 1.0), (0.0, 0.5)] {
+        let base = LaunchModel::new(seq, rem);
+        for slots in [1, 2, 3] {
+            for batch in [None, Some(2), Some(5)] {
+                let b = base.with_slots(slots).with_batch(batch);
+                for cpu in [0.0, rem / 2.0, rem] {
+                    let m = b.with_shared(1e6, cpu);
+                    for shape in all_shapes() {
+                        for n in [1, 2, 3, 7, 40] {
+                            let t = Tree::build(&shape, n, &b);
+                            let (want, got) = (evaluate(&t, &b), evaluate(&t, &m));
+                            for v in 0..n {
+                                assert!(
+                                    (want.times[v] - got.times[v]).abs() < 1e-9,
+                                    "{shape} n={n} v={v} {b:?} cpu={cpu}: {} vs {}",
+                                    want.times[v],
+                                    got.times[v]
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn processor_sharing_by_hand() {
+    // Flat over 5 nodes on one core, SEQ 0, REM = W = 1: the 4 starts share the core from
+    // t = 0 and all end at 4.
+    let m = LaunchModel::new(0.0, 1.0).with_shared(1.0, 1.0);
+    assert_eq!(evaluate(&Tree::flat(5), &m).times, vec![0.0, 4.0, 4.0, 4.0, 4.0]);
+    // Two cores: 4 jobs at half speed, done at 2.
+    let m = LaunchModel::new(0.0, 1.0).with_shared(2.0, 1.0);
+    assert_eq!(evaluate(&Tree::flat(5), &m).times, vec![0.0, 2.0, 2.0, 2.0, 2.0]);
+    // Half of REM is a delay: the CPU halves share the core (done at 2), then 0.5 more.
+    let m = LaunchModel::new(0.0, 1.0).with_shared(1.0, 0.5);
+    assert_eq!(evaluate(&Tree::flat(5), &m).times, vec![0.0, 2.5, 2.5, 2.5, 2.5]);
+    // A chain on one core: the parent's SEQ and its child's start share it at first.
+    // SEQ 0.2, W = REM = 1: both run at 1/2 until the lane is done at 0.4, then the start
+    // alone: it ends at 0.4 + 0.8 = 1.2 = REM + SEQ per hop. The last node has no lane.
+    let m = LaunchModel::new(0.2, 1.0).with_shared(1.0, 1.0);
+    let e = evaluate(&Tree::chain(4), &m);
+    for (v, want) in [(1, 1.2), (2, 2.4), (3, 3.6)] {
+        assert!((e.times[v] - want).abs() < 1e-12, "{:?}", e.times);
+    }
+}
+
+#[test]
+fn shared_cores_cannot_beat_the_work() {
+    // No tree launches n - 1 children faster than their CPU work over the cores.
+    for (seq, rem, cores, cpu) in
+        [(0.003, 0.17, 2.0, 0.06), (0.01, 0.2, 1.0, 0.2), (0.0, 0.1, 4.0, 0.1)]
+    {
+        let m = LaunchModel::new(seq, rem).with_shared(cores, cpu).with_hold(true);
+        for shape in all_shapes() {
+            for n in [2, 9, 33, 100] {
+                let t = evaluate(&Tree::build(&shape, n, &m), &m).total;
+                let work = (n - 1) as f64 * (cpu + seq) / cores;
+                assert!(t >= work - 1e-9, "{shape} n={n}: {t} < {work}");
+                // And it is never faster than the same tree with cores of its own.
+                let own = LaunchModel::new(seq, rem).with_hold(true);
+                let t_own = evaluate(&Tree::build(&shape, n, &m), &own).total;
+                assert!(t >= t_own - 1e-9, "{shape} n={n}: {t} < {t_own}");
+            }
+        }
+    }
+}
+
+#[test]
+fn held_setups_by_hand() {
+    // Flat root launching 3 children, SEQ 1, REM 1.5; node 1 launches one child (node 4).
+    // Paper: 1 up at 1.5, launches 4 at once: 4 up at 3.0. Held: 1 gets its setup when the
+    // root's last launch is out (at 3), so 4 is up at 4.5.
+    let t = Tree::from_parents(&[None, Some(0), Some(0), Some(0), Some(1)]).expect("tree");
+    let m = LaunchModel::new(1.0, 1.5);
+    assert_eq!(evaluate(&t, &m).times, vec![0.0, 1.5, 2.5, 3.5, 3.0]);
+    let e = evaluate(&t, &m.with_hold(true));
+    assert_eq!(e.times, vec![0.0, 1.5, 2.5, 3.5, 4.5]);
+    assert_eq!(e.total, 4.5);
+    // With batches of 1 the root is done with each batch when it launches it... and waits
+    // for the child: every setup is sent before the next launch, as without holding.
+    let b = m.with_batch(Some(1));
+    assert_eq!(evaluate(&t, &b), evaluate(&t, &b.with_hold(true)));
+    // Holding changes nothing when a parent's launches are out before its first child is up.
+    let quick = LaunchModel::new(0.1, 1.0);
+    for shape in [Shape::Kary(2), Shape::Binomial, Shape::Chain] {
+        let tree = Tree::build(&shape, 30, &quick);
+        let (a, b) = (evaluate(&tree, &quick), evaluate(&tree, &quick.with_hold(true)));
+        for v in 0..30 {
+            assert!((a.times[v] - b.times[v]).abs() < 1e-9, "{shape} v={v}");
+        }
+    }
+}
+
+#[test]
+fn greedy_on_shared_cores_is_no_worse_than_its_family() {
+    // The shared-cores greedy picks, by the full model, among greedy trees for scaled REM:
+    // never worse than the base greedy tree or the flat tree (both in that family) under it.
+    for (seq, rem, cores, cpu) in
+        [(0.0027, 0.158, 2.0, 0.059), (0.007, 0.3, 1.0, 0.1), (0.01, 0.05, 8.0, 0.04)]
+    {
+        for hold in [false, true] {
+            let m = LaunchModel::new(seq, rem).with_shared(cores, cpu).with_hold(hold);
+            let base = LaunchModel::new(seq, rem);
+            for n in [2, 3, 17, 33, 129] {
+                let g = evaluate(&Tree::greedy(n, &m), &m).total;
+                let bg = evaluate(&Tree::greedy(n, &base), &m).total;
+                let flat = evaluate(&Tree::flat(n), &m).total;
+                assert!(g <= bg + 1e-12 && g <= flat + 1e-12, "n={n} {m:?}: {g} {bg} {flat}");
+                // Deterministic.
+                assert_eq!(Tree::greedy(n, &m), Tree::greedy(n, &m));
+            }
+        }
+    }
+}
+
+#[test]
+fn shared_model_parse_and_display() {
+    let m: LaunchModel = "0.003,0.17,cores=2,cpu=0.06,hold=1".parse().expect("parse");
+    assert_eq!(m, LaunchModel::new(0.003, 0.17).with_shared(2.0, 0.06).with_hold(true));
+    assert_eq!(m.to_string(), "0.003,0.17,cores=2,cpu=0.06,hold=1");
+    assert_eq!(m.to_string().parse::<LaunchModel>(), Ok(m));
+    assert!(m.validate().is_ok());
+    assert!("0.003,0.17,cpu=0.2".parse::<LaunchModel>().is_err(), "cpu above REM");
+    assert!("0.003,0.17,cores=-1".parse::<LaunchModel>().is_err());
+    assert!("0.003,0.17,bogus=1".parse::<LaunchModel>().is_err());
+    assert!("0.003,0.17,hold=2".parse::<LaunchModel>().is_err());
+    assert!(LaunchModel::new(0.1, 0.1).with_shared(1.0, 0.2).validate().is_err());
+    assert_eq!("0.007,0.172".parse::<LaunchModel>(), Ok(LaunchModel::new(0.007, 0.172)));
+}
+
+#[test]
+fn parents_loop_by_hand() {
+    // Flat over 4 nodes, SEQ 0, REM 1, 0.5 s of the root's loop per hello: the three hellos
+    // arrive at 1 and are handled one after the other.
+    let m = LaunchModel::new(0.0, 1.0).with_accept(0.5);
+    assert!(m.is_event_driven());
+    assert_eq!(evaluate(&Tree::flat(4), &m).times, vec![0.0, 1.5, 2.0, 2.5]);
+    // SEQ 1: hellos arrive 1 apart, no queue: each is up A after it arrived.
+    let m = LaunchModel::new(1.0, 1.0).with_accept(0.5);
+    assert_eq!(evaluate(&Tree::flat(4), &m).times, vec![0.0, 1.5, 2.5, 3.5]);
+    // A chain: A per hop.
+    assert_eq!(evaluate(&Tree::chain(3), &m).times, vec![0.0, 1.5, 3.0]);
+    // On one shared core the loop's work shares it: flat over 3, SEQ 0, REM = W = 1,
+    // A = 1: both starts end at 2 (half speed), then the two hellos one after the other.
+    let m = LaunchModel::new(0.0, 1.0).with_shared(1.0, 1.0).with_accept(1.0);
+    assert_eq!(evaluate(&Tree::flat(3), &m).times, vec![0.0, 3.0, 4.0]);
+    let p: LaunchModel = "0,1,accept=0.5,hold=1".parse().expect("parse");
+    assert_eq!(p, LaunchModel::new(0.0, 1.0).with_accept(0.5).with_hold(true));
+    assert_eq!(p.to_string(), "0,1,accept=0.5,hold=1");
+}
