@@ -9,7 +9,7 @@
 #   ci/bench.sh launch hello    only these cases (launch hello pmi ssh mem targets)
 #   ci/bench.sh targets         only the "Targets of issue 20" table (~2 min): updates that
 #                               section of bench/results.md, leaves the rest of it alone
-#   ci/bench.sh launch-model    only the launch model against 32 ssh namespace hosts (~6 min;
+#   ci/bench.sh launch-model    only the launch model against 32 ssh namespace hosts (~8 min;
 #                               not part of the default run): its own section of results.md
 #
 # Cases (each one a separate process: a failing case is recorded and the others still run;
@@ -26,7 +26,7 @@
 #           kary:2, kary:16, flat), measured (--report) and modeled after calibration
 #   mem     peak RSS of the front end and of the NLA / hydra proxy serving 64 ranks (VmHWM
 #           sampled from /proc every 50 ms; /usr/bin/time's max RSS of the front end kept too)
-#   launch-model (not in the default run; ~6 min) the launch model against real launches:
+#   launch-model (not in the default run; ~8 min) the launch model against real launches:
 #           BENCH_LM_HOSTS (32) namespace hosts over ssh; every shape (greedy flat kary:2
 #           kary:4 kary:8 kary:16 binomial chain) at BENCH_LM_SIZES hosts, BENCH_LM_RUNS runs
 #           each (shapes alternating); `libi-tree calibrate` fits one model to every node of
@@ -40,8 +40,10 @@
 #   targets the four ratios of issue 20, each the median of BENCH_TARGET_RUNS (>= 10) runs,
 #           contenders alternating: -n 64 hostname (bench/spawnfloor.c, the physical floor,
 #           vs libi vs hydra); -n 1 true (libi vs hydra); the process manager's own CPU time
-#           in MPICH hello n=64 (each job in a cgroup of its own, cpuacct, minus the CPU each
-#           rank reports for itself after MPI_Finalize); NLA vs hydra proxy peak RSS serving
+#           in MPICH hello n=64, two ways from the same runs (each job in a cgroup of its
+#           own, cpuacct: its total minus the CPU each rank reports for itself after
+#           MPI_Finalize; and what is left in that cgroup when each rank moves itself into a
+#           second one before exec, bench/into_cgroup.c); NLA vs hydra proxy peak RSS serving
 #           64 ranks of `sleep 1`. Written to results.md between targets markers.
 #
 # Environment:
