@@ -38,17 +38,22 @@ pub mod tree;
 /// used. (`tracing-subscriber`'s `Targets`, not its regex-based `EnvFilter`: no regex engine
 /// in every agent.)
 pub fn init_tracing(verbose: bool) {
+    use tracing::level_filters::LevelFilter;
+    use tracing_subscriber::filter::Targets;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let default = if verbose { "debug" } else { "warn" };
     let mut bad = None;
-    let filter = match std::env::var("LIBI_LOG") {
-        Ok(v) => v.parse::<tracing_subscriber::filter::Targets>().unwrap_or_else(|e| {
-            bad = Some(format!("LIBI_LOG={v:?} ignored: {e}"));
-            default.parse().unwrap_or_default()
-        }),
-        Err(_) => default.parse().unwrap_or_default(),
-    };
+    let filter = std::env::var("LIBI_LOG")
+        .ok()
+        .and_then(|v| {
+            v.parse::<Targets>()
+                .map_err(|e| bad = Some(format!("LIBI_LOG={v:?} ignored: {e}")))
+                .ok()
+        })
+        .unwrap_or_else(|| {
+            let level = if verbose { LevelFilter::DEBUG } else { LevelFilter::WARN };
+            Targets::new().with_default(level)
+        });
     let fmt = tracing_subscriber::fmt::layer()
         .with_target(false)
         .without_time()

@@ -159,15 +159,16 @@ fn cstring(s: &str) -> io::Result<CString> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("NUL byte in '{s}'")))
 }
 
-/// Our end of a pipe we made (so known to be a pipe, and which end): non-blocking, in one
-/// system call (tokio's checked constructors spend three on checks we need not make).
-fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+/// Our end of a pipe we made (so known to be a pipe, and which end), made non-blocking in
+/// one system call and handed to tokio's unchecked constructor `wrap` (its checked ones
+/// spend three system calls on checks we need not make).
+fn nonblocking<T>(fd: OwnedFd, wrap: fn(OwnedFd) -> io::Result<T>) -> io::Result<T> {
     // SAFETY: fcntl on a descriptor we own. F_SETFL changes only the status flags (the
     // access mode is kept); a pipe end we made has none set but O_NONBLOCK now.
     if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(())
+    wrap(fd)
 }
 
 fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -416,14 +417,12 @@ fn try_start(
         Some(r) => r.as_raw_fd(),
         None => batch.dev_null()?,
     };
-    let (out_fd, err_fd) = (out_w.as_raw_fd(), err_w.as_raw_fd());
-    let parent = batch.parent;
 
     let args = ChildArgs {
-        parent,
+        parent: batch.parent,
         in_fd,
-        out_fd,
-        err_fd,
+        out_fd: out_w.as_raw_fd(),
+        err_fd: err_w.as_raw_fd(),
         pmi_fd: raw,
         failed_stage: 0.into(),
         failed_errno: 0.into(),
@@ -506,17 +505,9 @@ fn watch(
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
     Ok(RankProcess {
         pid,
-        stdin: in_w
-            .map(|w| set_nonblocking(&w).and_then(|()| pipe::Sender::from_owned_fd_unchecked(w)))
-            .transpose()?,
-        stdout: Some(
-            set_nonblocking(&out_r)
-                .and_then(|()| pipe::Receiver::from_owned_fd_unchecked(out_r))?,
-        ),
-        stderr: Some(
-            set_nonblocking(&err_r)
-                .and_then(|()| pipe::Receiver::from_owned_fd_unchecked(err_r))?,
-        ),
+        stdin: in_w.map(|w| nonblocking(w, pipe::Sender::from_owned_fd_unchecked)).transpose()?,
+        stdout: Some(nonblocking(out_r, pipe::Receiver::from_owned_fd_unchecked)?),
+        stderr: Some(nonblocking(err_r, pipe::Receiver::from_owned_fd_unchecked)?),
         // SAFETY: `pidfd` is an owned descriptor that lives exactly as long as the AsyncFd.
         pidfd: unsafe { AsyncFd::register(pidfd).map_err(io::Error::from)? },
     })

@@ -155,19 +155,10 @@ impl LaunchModel {
     ///   ranges (the 0.172 s is a fast, warmed-up LAN). The greedy tree is not very
     ///   sensitive to the exact figure: what shapes it is the ratio `REM/SEQ` (≈ 43 here).
     /// * One launch lane, no batching: the paper's model.
-    pub const DEFAULT: LaunchModel = LaunchModel {
-        seq: 0.007,
-        rem: 0.30,
-        slots: 1,
-        batch: None,
-        cores: 0.0,
-        cpu: 0.0,
-        hold: false,
-        accept: 0.0,
-    };
+    pub const DEFAULT: LaunchModel = LaunchModel::new(0.007, 0.30);
 
     /// The paper's model with the given constants (one lane, no batching).
-    pub fn new(seq: f64, rem: f64) -> Self {
+    pub const fn new(seq: f64, rem: f64) -> Self {
         LaunchModel {
             seq,
             rem,
