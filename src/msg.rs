@@ -37,11 +37,16 @@ pub const PAIR_OVERHEAD: usize = 8;
 /// one per copy.
 pub type Value = std::sync::Arc<str>;
 
-/// Decoding fence pairs: each value straight into its shared allocation (serde's `Arc<str>`
+/// A KVS key as held and passed on: shared like [`Value`], so the node's map, its pending
+/// list and the fence data it sends up hold one allocation of each key, not a copy each
+/// (on the wire it is a plain string).
+pub type Key = std::sync::Arc<str>;
+
+/// Decoding fence pairs: each key and value straight into its shared allocation (serde's `Arc<str>`
 /// goes through a `String`: two allocations and two copies a value). The wire format is
-/// serde's for `Vec<(String, Value)>`.
+/// serde's for `Vec<(String, String)>`.
 mod pairs {
-    use super::Value;
+    use super::{Key, Value};
     use serde::de::{Deserializer, SeqAccess, Visitor};
     use serde::Deserialize;
     use std::fmt;
@@ -68,16 +73,16 @@ mod pairs {
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, Value)>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(Key, Value)>, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Vec<(String, Value)>;
+            type Value = Vec<(Key, Value)>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a sequence of pairs")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(AHEAD));
-                while let Some((k, Val(v))) = seq.next_element::<(String, Val)>()? {
+                while let Some((Val(k), Val(v))) = seq.next_element::<(Val, Val)>()? {
                     out.push((k, v));
                 }
                 Ok(out)
@@ -152,7 +157,7 @@ pub enum Msg {
     FenceInPart {
         epoch: u64,
         #[serde(deserialize_with = "pairs::deserialize")]
-        pairs: Vec<(String, Value)>,
+        pairs: Vec<(Key, Value)>,
         top: KvsTop,
     },
     /// Every rank below this subtree entered fence `epoch`; `pairs` are the pairs put since
@@ -161,7 +166,7 @@ pub enum Msg {
     FenceIn {
         epoch: u64,
         #[serde(deserialize_with = "pairs::deserialize")]
-        pairs: Vec<(String, Value)>,
+        pairs: Vec<(Key, Value)>,
         top: KvsTop,
     },
     /// A key missed in this subtree's caches: look it up further up.
@@ -196,7 +201,7 @@ pub enum Msg {
     FenceOutPart {
         epoch: u64,
         #[serde(deserialize_with = "pairs::deserialize")]
-        pairs: Vec<(String, Value)>,
+        pairs: Vec<(Key, Value)>,
         stale: Vec<String>,
     },
     /// Fence `epoch` completed everywhere. `pushed`: the `pairs` of this message and of the
@@ -207,7 +212,7 @@ pub enum Msg {
         epoch: u64,
         pushed: bool,
         #[serde(deserialize_with = "pairs::deserialize")]
-        pairs: Vec<(String, Value)>,
+        pairs: Vec<(Key, Value)>,
         stale: Vec<String>,
     },
     /// Answer to `Get` (`None`: not found anywhere).
@@ -533,8 +538,9 @@ mod fuzz {
         "[ -~]{0,12}"
     }
 
-    fn pairs() -> impl Strategy<Value = Vec<(String, super::Value)>> {
-        proptest::collection::vec((text(), text().prop_map(super::Value::from)), 0..4)
+    fn pairs() -> impl Strategy<Value = Vec<(super::Key, super::Value)>> {
+        let shared = || text().prop_map(std::sync::Arc::<str>::from);
+        proptest::collection::vec((shared(), shared()), 0..4)
     }
 
     fn msg() -> impl Strategy<Value = Msg> {

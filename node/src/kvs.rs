@@ -2,7 +2,7 @@
 //! answers fetched from up the tree — in one map, each key once, with what the fence needs to
 //! know about it, and the number of bytes held (keys plus values) the KVS limit is checked on.
 
-use libi::msg::Value;
+use libi::msg::{Key, Value};
 use std::collections::HashMap;
 
 /// The map's hasher: foldhash, seeded per map (keys come from ranks, so a fixed-seed hash
@@ -10,9 +10,9 @@ use std::collections::HashMap;
 /// short keys of PMI, and hashing was a tenth of an NLA's time in a fence.
 type Hasher = foldhash::fast::RandomState;
 
-/// Keys are boxed `str`s (no spare capacity; 8 bytes less a field than `String`): with small
-/// pairs the map's own bytes are most of a node's memory. Values are shared ([`Value`]): the
-/// copy a fence passes on to the parent or the children is the same allocation.
+/// Keys and values are shared ([`Key`], [`Value`]: no spare capacity, 8 bytes less a field
+/// than `String`): the copy the pending list holds and the one a fence passes on to the
+/// parent or the children is the same allocation.
 #[derive(Debug)]
 struct Entry {
     value: Value,
@@ -26,7 +26,7 @@ struct Entry {
 
 #[derive(Debug, Default)]
 pub struct Kvs {
-    map: HashMap<Box<str>, Entry, Hasher>,
+    map: HashMap<Key, Entry, Hasher>,
     bytes: u64,
 }
 
@@ -79,8 +79,8 @@ impl Kvs {
 
     /// A pair put in this subtree during fence `epoch` (by a local rank, or merged from a
     /// child). `pend`: it is to be sent up with this node's fence data.
-    pub fn write(&mut self, key: String, value: Value, epoch: u64, pend: bool) -> Written {
-        match self.map.get_mut(key.as_str()) {
+    pub fn write(&mut self, key: Key, value: Value, epoch: u64, pend: bool) -> Written {
+        match self.map.get_mut(&*key) {
             Some(e) => {
                 let (old, new) = (e.value.len() as u64, value.len() as u64);
                 self.bytes = self.bytes - old + new;
@@ -95,7 +95,7 @@ impl Kvs {
                 let grew = size(&key, &value);
                 self.bytes += grew;
                 let e = Entry { value, written: epoch, cached: false, pending: pend };
-                self.map.insert(key.into(), e);
+                self.map.insert(key, e);
                 Written { grew, replaced: false, queued: pend }
             }
         }
@@ -108,8 +108,8 @@ impl Kvs {
     }
 
     /// A pair that arrived with a fence release (pushed down).
-    pub fn store(&mut self, key: String, value: Value) {
-        match self.map.get_mut(key.as_str()) {
+    pub fn store(&mut self, key: Key, value: Value) {
+        match self.map.get_mut(&*key) {
             Some(e) => {
                 self.bytes = self.bytes - e.value.len() as u64 + value.len() as u64;
                 e.value = value;
@@ -118,15 +118,15 @@ impl Kvs {
             None => {
                 self.bytes += size(&key, &value);
                 let e = Entry { value, written: 0, cached: false, pending: false };
-                self.map.insert(key.into(), e);
+                self.map.insert(key, e);
             }
         }
     }
 
     /// An answer fetched from up the tree. A value written here in the meantime is newer
     /// and stays.
-    pub fn cache(&mut self, key: String, value: Value) {
-        match self.map.get_mut(key.as_str()) {
+    pub fn cache(&mut self, key: Key, value: Value) {
+        match self.map.get_mut(&*key) {
             Some(e) if !e.cached => {}
             Some(e) => {
                 self.bytes = self.bytes - e.value.len() as u64 + value.len() as u64;
@@ -135,7 +135,7 @@ impl Kvs {
             None => {
                 self.bytes += size(&key, &value);
                 let e = Entry { value, written: 0, cached: true, pending: false };
-                self.map.insert(key.into(), e);
+                self.map.insert(key, e);
             }
         }
     }

@@ -1014,7 +1014,7 @@ mod tests {
     }
 
     fn frame(epoch: u64, bytes: usize) -> Bytes {
-        let pairs = vec![(format!("k{epoch}"), "v".repeat(bytes).into())];
+        let pairs = vec![(format!("k{epoch}").into(), "v".repeat(bytes).into())];
         encode_frame(&Msg::FenceOutPart { epoch, pairs, stale: vec![] }).expect("encode")
     }
 

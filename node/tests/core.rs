@@ -96,7 +96,7 @@ fn fence_waits_for_every_local_rank_and_child() {
     match up[0] {
         Msg::FenceIn { epoch: 1, pairs, top } => {
             assert_eq!(*top, KvsTop { rank: 0, bytes: 2 }, "the biggest contributor, lowest rank");
-            let mut keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+            let mut keys: Vec<&str> = pairs.iter().map(|(k, _)| &**k).collect();
             keys.sort();
             assert_eq!(keys, vec!["a", "c"]);
         }
@@ -471,7 +471,7 @@ fn assert_frames_fit(fx: &[Effect], max: usize) {
 }
 
 /// The pairs of every fence message up, in order; checks that the FenceIn comes last.
-fn fence_up(fx: &[Effect]) -> (Vec<(String, libi::msg::Value)>, usize, bool) {
+fn fence_up(fx: &[Effect]) -> (Vec<(libi::msg::Key, libi::msg::Value)>, usize, bool) {
     let (mut pairs, mut parts, mut closed) = (Vec::new(), 0, false);
     for m in to_parent(fx) {
         match m {
@@ -520,12 +520,12 @@ fn big_fence_goes_up_in_bounded_parts() {
     // the child's big fence: parts of its own, then its FenceIn
     let top = KvsTop { rank: 2, bytes: 1_000_000 };
     for p in 0..20 {
-        let pairs: Vec<(String, libi::msg::Value)> = (0..50)
+        let pairs: Vec<(libi::msg::Key, libi::msg::Value)> = (0..50)
             .map(|i| {
                 let key = format!("c{p}-{i}");
                 let value = value_for(&key, 1000);
                 want.insert(key.clone(), value.clone());
-                (key, value.into())
+                (key.into(), value.into())
             })
             .collect();
         let mut cfx = Vec::new();
@@ -544,7 +544,8 @@ fn big_fence_goes_up_in_bounded_parts() {
     let (pairs, _, closed) = fence_up(&fx);
     assert!(closed, "the fence closed");
     assert_eq!(pairs.len(), want.len(), "every pair once");
-    let got: HashMap<String, String> = pairs.into_iter().map(|(k, v)| (k, v.to_string())).collect();
+    let got: HashMap<String, String> =
+        pairs.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     assert_eq!(got, want);
     assert_eq!(core.kvs().len(), want.len() + 1, "stored once (plus the preput pair)");
     match to_parent(&fx).last() {
@@ -566,12 +567,12 @@ fn big_release_goes_down_in_bounded_parts() {
     let mut fx = Vec::new();
     for child in 0..2 {
         for p in 0..10 {
-            let pairs: Vec<(String, libi::msg::Value)> = (0..100)
+            let pairs: Vec<(libi::msg::Key, libi::msg::Value)> = (0..100)
                 .map(|i| {
                     let key = format!("n{child}p{p}k{i}");
                     let value = value_for(&key, 900);
                     want.insert(key.clone(), value.clone());
-                    (key, value.into())
+                    (key.into(), value.into())
                 })
                 .collect();
             let top = KvsTop { rank: child as u32, bytes: 1 };
@@ -621,8 +622,8 @@ fn big_release_goes_down_in_bounded_parts() {
 fn many_stale_keys_go_down_in_bounded_parts() {
     let mut root = NodeCore::new(setup(&[], &[&[0]], 0), true, false);
     root.set_fence_chunk(4096);
-    let pairs: Vec<(String, libi::msg::Value)> =
-        (0..3000).map(|i| (format!("key{i:05}"), "v".into())).collect();
+    let pairs: Vec<(libi::msg::Key, libi::msg::Value)> =
+        (0..3000).map(|i| (format!("key{i:05}").into(), "v".into())).collect();
     let top = KvsTop { rank: 0, bytes: 1 };
     let mut fx = Vec::new();
     root.child_msg(0, Msg::FenceIn { epoch: 1, pairs: pairs.clone(), top }, &mut fx);
@@ -666,7 +667,7 @@ fn repeated_put_is_stored_once_last_value_wins() {
     let (pairs, parts, closed) = fence_up(&fx);
     assert!(closed);
     assert_eq!(parts, 0);
-    assert_eq!(pairs, vec![("a".to_string(), "3".into())], "sent up once, last value");
+    assert_eq!(pairs, vec![("a".into(), "3".into())], "sent up once, last value");
     let fx = rank_lines(&mut core, 1, "cmd=get kvsname=kvs key=a\n");
     assert_eq!(replies(&fx, 1), vec!["cmd=get_result rc=0 msg=success value=3\n"]);
 }
@@ -706,7 +707,7 @@ fn kvs_limit_total_names_the_biggest_contributor() {
     let mut s = setup(&[], &[&[0], &[1, 2]], 1 << 20);
     s.job.kvs_max = 3000;
     let mut root = NodeCore::new(s, true, false);
-    let pairs = |n: &str| vec![(n.to_string(), libi::msg::Value::from("x".repeat(999)))];
+    let pairs = |n: &str| vec![(libi::msg::Key::from(n), libi::msg::Value::from("x".repeat(999)))];
     let mut fx = Vec::new();
     root.child_msg(
         0,

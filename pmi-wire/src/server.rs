@@ -188,6 +188,45 @@ struct Pending {
     proto: Proto,
 }
 
+/// Requests handed to the driver and not answered yet, oldest first. The first is held in
+/// place: a PMI client has one request outstanding (PMI-1 and PMI-2 are lock-step), and a
+/// server holds a connection per rank; a separate allocation for it was a cache miss on
+/// every answer. `first` is empty only when `more` is.
+#[derive(Debug, Default)]
+struct Outstanding {
+    first: Option<Pending>,
+    more: std::collections::VecDeque<Pending>,
+}
+
+impl Outstanding {
+    fn push(&mut self, p: Pending) {
+        if self.first.is_none() {
+            self.first = Some(p);
+        } else {
+            self.more.push_back(p);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Pending> {
+        self.first.iter().chain(self.more.iter())
+    }
+
+    fn remove(&mut self, i: usize) -> Option<Pending> {
+        if i == 0 {
+            let p = self.first.take();
+            self.first = self.more.pop_front();
+            p
+        } else {
+            self.more.remove(i - 1)
+        }
+    }
+
+    fn clear(&mut self) {
+        self.first = None;
+        self.more.clear();
+    }
+}
+
 /// One rank's PMI connection (PMI-1 and PMI-2, detected per message), server side. Feed it
 /// bytes with [`Connection::receive`].
 #[derive(Debug)]
@@ -208,7 +247,7 @@ pub struct Connection {
     /// Whether the last complete message was PMI-2.
     last_v2: bool,
     /// Requests handed to the driver, oldest first.
-    pending: Vec<Pending>,
+    pending: Outstanding,
 }
 
 /// Printable, escaped prefix of `line`, at most 80 chars.
@@ -277,7 +316,7 @@ impl Connection {
             frame_len: None,
             align: v2::Align::Right,
             last_v2: false,
-            pending: Vec::new(),
+            pending: Outstanding::default(),
         }
     }
 
@@ -668,8 +707,8 @@ impl Connection {
             .iter()
             .position(|p| p.kind == *kind)
             .or_else(|| self.pending.iter().position(|p| p.kind.same_kind(kind)));
-        match pos {
-            Some(i) => self.pending.remove(i).proto,
+        match pos.and_then(|i| self.pending.remove(i)) {
+            Some(p) => p.proto,
             None if self.last_v2 => Proto::V2 { thrid: None },
             None => Proto::V1,
         }

@@ -376,10 +376,13 @@ enum Ev {
         node: u32,
         local: u32,
     },
+    /// A PMI request of a rank: step `step` of its trace, naming `peer`. It is rendered
+    /// when it arrives (the queue holds millions of them at 100k agents).
     FromRank {
         node: u32,
         local: u32,
-        bytes: Vec<u8>,
+        step: u32,
+        peer: u32,
     },
     /// Bytes on a rank's PMGR connection.
     Pmgr {
@@ -409,6 +412,29 @@ enum Ev {
     /// A timer of the root core is due (its `poll_timeout`).
     RootTimer,
     Fault(usize),
+}
+
+impl Ev {
+    /// The node whose event loop (or launch lane) the event is for.
+    fn node(&self) -> Option<u32> {
+        match self {
+            Ev::Hello { parent, .. } | Ev::LauncherExited { parent, .. } => Some(*parent),
+            Ev::Loop { node, .. }
+            | Ev::LoopFree { node }
+            | Ev::Launch { node, .. }
+            | Ev::Fork { node, .. }
+            | Ev::Launched { node, .. }
+            | Ev::Forked { node, .. }
+            | Ev::RankStart { node, .. }
+            | Ev::FromRank { node, .. }
+            | Ev::Pmgr { node, .. }
+            | Ev::RankExit { node, .. }
+            | Ev::RanksStarted { node }
+            | Ev::Timer { node } => Some(*node),
+            Ev::Link { to, .. } | Ev::Closed { to, .. } => Some(*to),
+            Ev::Work { .. } | Ev::CpuDone { .. } | Ev::RootTimer | Ev::Fault(_) => None,
+        }
+    }
 }
 
 /// One agent (or the front end, node 0) and its simulated surroundings.
@@ -483,6 +509,8 @@ pub struct Cluster {
     spawn_base: SpawnBase,
     rng: rand::rngs::StdRng,
     fx: Vec<Effect>,
+    /// The PMI request being delivered (one buffer for all).
+    request: Vec<u8>,
     out: Outcome,
     /// The front end's job policy: what reaches a group root's parent side goes to it.
     root: RootCore,
@@ -777,6 +805,7 @@ impl Cluster {
             spawner: Spawner::new(&spawn_base),
             spawn_base,
             fx: Vec::new(),
+            request: Vec::new(),
             out,
             root: root_core,
             root_timer_at: None,
@@ -802,8 +831,7 @@ impl Cluster {
     }
 
     fn push(&mut self, t: Time, ev: Ev) {
-        self.seq += 1;
-        self.queue.push(t, self.seq, ev);
+        self.queue.push(t, ev);
     }
 
     fn jitter(&mut self, x: f64) -> f64 {
@@ -817,6 +845,19 @@ impl Cluster {
 
     /// Run to the end (or the virtual time limit).
     pub fn run(mut self) -> Outcome {
+        self.run_to_end()
+    }
+
+    /// [`Self::run`] for the last run of a process that exits next: the cluster's memory
+    /// is left to the exit instead of being freed one allocation at a time (at 100k agents
+    /// and 1.6M ranks that took 8 % of the run).
+    pub fn run_then_exit(mut self) -> Outcome {
+        let out = self.run_to_end();
+        std::mem::forget(self);
+        out
+    }
+
+    fn run_to_end(&mut self) -> Outcome {
         let limit = ns(self.cfg.limit);
         while let Some((t, ev)) = self.queue.pop() {
             if t > limit {
@@ -825,12 +866,46 @@ impl Cluster {
             }
             self.now = t;
             self.out.events += 1;
+            self.prefetch_next();
             self.handle(t, ev);
         }
         self.finish()
     }
 
-    fn finish(mut self) -> Outcome {
+    /// Start loading what the next event touches into the cache while this one is
+    /// handled: at 100k agents the node records alone are 200 MB, and the misses on them and
+    /// on the ranks' connections were a quarter of the run. Its node's record; for a rank's
+    /// request, the rank's connection in the core and its entry in the rank table.
+    fn prefetch_next(&self) {
+        let Some(next) = self.queue.peek() else {
+            return;
+        };
+        if let Some(n) = next.node() {
+            self.prefetch_node(n);
+        }
+        if let Ev::FromRank { node, local, .. } = next {
+            if let Some(core) = self.nodes.get(*node as usize).and_then(|n| n.core.as_ref()) {
+                core.prefetch_rank(*local as usize);
+            }
+            let gid = self.gid(*node, *local);
+            if let Some(r) = self.ranks.get(gid) {
+                libi::prefetch((r as *const Rank).cast());
+            }
+        }
+    }
+
+    /// The lines of `node`'s record an event handling reads first (a dozen prefetches at
+    /// most are in flight at once: the whole 2 KB record would stall the loop).
+    fn prefetch_node(&self, node: u32) {
+        if let Some(n) = self.nodes.get(node as usize) {
+            libi::prefetch((n as *const Node).cast());
+            libi::prefetch(std::ptr::addr_of!(n.loop_busy).cast());
+            libi::prefetch(std::ptr::addr_of!(n.first_rank).cast());
+            libi::prefetch(std::ptr::addr_of!(n.timer_at).cast());
+        }
+    }
+
+    fn finish(&mut self) -> Outcome {
         let mut levels: Vec<Level> = Vec::new();
         let mut sum = 0u64;
         for n in &self.nodes {
@@ -913,7 +988,7 @@ impl Cluster {
             self.out.message = Some("the job did not end".into());
             self.out.status = -1;
         }
-        self.out
+        std::mem::take(&mut self.out)
     }
 
     /// CPU time of handling `bytes` (a message, a PMI request).
@@ -1091,7 +1166,7 @@ impl Cluster {
         match ev {
             Ev::Hello { parent, idx } => self.hello(t, parent, idx),
             Ev::Link { to, from, msg } => self.link(t, to, from, *msg),
-            Ev::FromRank { node, local, bytes } => {
+            Ev::FromRank { node, local, step, peer } => {
                 let gid = self.gid(node, local);
                 if self.nodes[node as usize].dead
                     || matches!(self.ranks[gid].state, RState::Gone | RState::Exiting)
@@ -1099,7 +1174,11 @@ impl Cluster {
                     return;
                 }
                 self.out.pmi_requests += 1;
+                let mut bytes = std::mem::take(&mut self.request);
+                let trace = self.trace_of(node);
+                trace.request_into(step as usize, &self.who(node, local), peer, &mut bytes);
                 self.with_core(node, t, |c, fx| c.rank_data(local as usize, &bytes, fx));
+                self.request = bytes;
             }
             Ev::Pmgr { node, local, io, bytes } => {
                 let gid = self.gid(node, local);
@@ -1709,14 +1788,14 @@ impl Cluster {
                 continue;
             }
             let peer = trace.peer(step, r.peer_i, &who);
-            let bytes = trace.request(step, &who, peer);
             let one_way = trace.steps[step].one_way;
             let r = &mut self.ranks[gid];
             r.peer_i += 1;
             r.asked = step as u32;
             r.peer = peer;
             r.state = if one_way { RState::Idle } else { RState::Waiting };
-            self.work_then(t + lat, cost, Ev::FromRank { node, local, bytes });
+            let step = step as u32;
+            self.work_then(t + lat, cost, Ev::FromRank { node, local, step, peer });
             if !one_way {
                 return;
             }

@@ -1,33 +1,48 @@
-//! The event queue: a radix heap over `(time, sequence)` keys. Events are never scheduled
-//! before the one being handled (time is monotone), which is what a radix heap needs; it
-//! moves each entry between a few buckets (plain vectors, appended and drained in order)
-//! instead of sifting it through a binary heap's random memory: at 100k agents the queue
-//! holds millions of entries and the binary heap was a third of the simulator's time.
-//! Keys are unique (the sequence number breaks ties), so events of one instant come out in
-//! the order they were scheduled and every run is the same.
+//! The event queue: a radix heap over event times. Events are never scheduled before the
+//! one being handled (time is monotone), which is what a radix heap needs; it moves each
+//! entry between a few buckets (plain queues, appended and drained in order) instead of
+//! sifting it through a binary heap's random memory: at 100k agents the queue holds
+//! millions of entries and the binary heap was a third of the simulator's time.
+//!
+//! Events of one instant come out in the order they were scheduled, so every run is the
+//! same: a bucket only ever receives entries in scheduling order (a push appends; a
+//! redistribution empties a bucket into lower buckets, which are empty then, in order), and
+//! bucket 0 (the entries at the current instant) is drained from its front. Buckets keep
+//! a modest allocation when drained, so the millions of moves seldom reallocate.
 
-/// `(time in ns, sequence number)` packed into one ordered key.
-fn key(t: u64, seq: u64) -> u128 {
-    (u128::from(t) << 64) | u128::from(seq)
-}
+use std::collections::VecDeque;
+
+/// Entries a drained bucket keeps room for.
+const KEEP: usize = 4096;
 
 pub struct RadixQueue<V> {
-    last: u128,
-    buckets: Vec<Vec<(u128, V)>>,
+    last: u64,
+    buckets: Vec<VecDeque<(u64, V)>>,
+    /// Bit `i`: bucket `i` holds entries.
+    full: u128,
+    /// Of each bucket, its earliest entry's key and index (the first of that key pushed):
+    /// what the next pop returns is found without redistributing ([`Self::peek`]).
+    min: Vec<(u64, usize)>,
     len: usize,
 }
 
 impl<V> Default for RadixQueue<V> {
     fn default() -> Self {
-        RadixQueue { last: 0, buckets: (0..=128).map(|_| Vec::new()).collect(), len: 0 }
+        RadixQueue {
+            last: 0,
+            buckets: (0..=64).map(|_| VecDeque::new()).collect(),
+            full: 0,
+            min: vec![(u64::MAX, 0); 65],
+            len: 0,
+        }
     }
 }
 
-fn bucket(k: u128, last: u128) -> usize {
+fn bucket(k: u64, last: u64) -> usize {
     if k == last {
         0
     } else {
-        128 - (k ^ last).leading_zeros() as usize
+        64 - (k ^ last).leading_zeros() as usize
     }
 }
 
@@ -40,30 +55,58 @@ impl<V> RadixQueue<V> {
         self.len == 0
     }
 
-    /// Schedule `v` at time `t` with tie-breaker `seq`. A key before the last one popped
-    /// is taken as the last one's time (the queue never goes back).
-    pub fn push(&mut self, t: u64, seq: u64, v: V) {
-        let k = key(t, seq).max(self.last);
-        self.buckets[bucket(k, self.last)].push((k, v));
+    /// Schedule `v` at time `t`, after everything already scheduled at `t`. A time before
+    /// the last one popped is taken as that one (the queue never goes back).
+    pub fn push(&mut self, t: u64, v: V) {
+        let k = t.max(self.last);
+        self.put(bucket(k, self.last), k, v);
         self.len += 1;
     }
 
-    /// The earliest entry: its time and value.
+    fn put(&mut self, i: usize, k: u64, v: V) {
+        let b = &mut self.buckets[i];
+        if b.is_empty() || k < self.min[i].0 {
+            self.min[i] = (k, b.len());
+        }
+        b.push_back((k, v));
+        self.full |= 1 << i;
+    }
+
+    /// What the next [`Self::pop`] returns (unless something earlier is pushed first).
+    pub fn peek(&self) -> Option<&V> {
+        if self.full == 0 {
+            return None;
+        }
+        let i = self.full.trailing_zeros() as usize;
+        let at = if i == 0 { 0 } else { self.min[i].1 };
+        self.buckets[i].get(at).map(|(_, v)| v)
+    }
+
+    /// The earliest entry (of those at one time, the first scheduled): its time and value.
     pub fn pop(&mut self) -> Option<(u64, V)> {
         if self.len == 0 {
             return None;
         }
-        if self.buckets[0].is_empty() {
-            let i = self.buckets.iter().position(|b| !b.is_empty())?;
-            let items = std::mem::take(&mut self.buckets[i]);
-            self.last = items.iter().map(|(k, _)| *k).min()?;
-            for (k, v) in items {
-                self.buckets[bucket(k, self.last)].push((k, v));
+        if self.full & 1 == 0 {
+            let i = self.full.trailing_zeros() as usize;
+            let mut items = std::mem::take(&mut self.buckets[i]);
+            self.full &= !(1 << i);
+            self.last = self.min[i].0;
+            for (k, v) in items.drain(..) {
+                self.put(bucket(k, self.last), k, v);
+            }
+            // Every entry went below `i`: the bucket is empty. Keep a modest allocation
+            // for reuse (keeping every bucket's peak would hold several queues' worth).
+            if items.capacity() <= KEEP {
+                self.buckets[i] = items;
             }
         }
-        let (k, v) = self.buckets[0].pop()?;
+        let (k, v) = self.buckets[0].pop_front()?;
+        if self.buckets[0].is_empty() {
+            self.full &= !1;
+        }
         self.len -= 1;
-        Some(((k >> 64) as u64, v))
+        Some((k, v))
     }
 }
 
@@ -73,8 +116,8 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// Pops come out in (time, sequence) order, whatever the pushes in between, as long
-        /// as nothing is scheduled before the last pop.
+        /// Pops come out in (time, scheduling order) order, whatever the pushes in between,
+        /// as long as nothing is scheduled before the last pop.
         #[test]
         fn pops_in_key_order(ops in proptest::collection::vec((0u64..1000, any::<bool>()), 1..400)) {
             let mut q = RadixQueue::default();
@@ -84,13 +127,14 @@ mod tests {
                 let seq = seq as u64;
                 if pop {
                     let want = reference.pop_first();
+                    prop_assert_eq!(q.peek().copied(), want.map(|(_, s)| s));
                     let got = q.pop();
                     prop_assert_eq!(got, want);
                     if let Some((t, _)) = want {
                         now = t;
                     }
                 } else {
-                    q.push(now + dt, seq, seq);
+                    q.push(now + dt, seq);
                     reference.insert((now + dt, seq));
                 }
             }

@@ -13,8 +13,6 @@
 //! ?rank=0,!spawned > mcmd=spawn nprocs=3 execname=self …       a spawn (one field per line)
 //! ```
 
-use std::fmt::Write as _;
-
 /// Which ranks a request line is repeated for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Repeat {
@@ -380,9 +378,20 @@ impl Trace {
     /// The request of step `step` for `who` and `peer` (rendered once per trace when it is
     /// the same for every rank).
     pub fn request(&self, step: usize, who: &Who, peer: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.request_into(step, who, peer, &mut out);
+        out
+    }
+
+    /// [`Self::request`] into `out` (replacing what it held): the simulator renders each
+    /// request when it arrives, into one buffer, instead of holding millions in its queue.
+    pub fn request_into(&self, step: usize, who: &Who, peer: u32, out: &mut Vec<u8>) {
         match &self.fixed[step] {
-            Some(b) => b.clone(),
-            None => self.render(step, who, peer, 0),
+            Some(b) => {
+                out.clear();
+                out.extend_from_slice(b);
+            }
+            None => self.render_into(step, who, peer, 0, out),
         }
     }
 
@@ -394,18 +403,23 @@ impl Trace {
     /// The request line (with its newline) of step `step` for `who` and `peer`. A PMI-1
     /// `mcmd=` block (a spawn) is sent one field per line.
     pub fn render(&self, step: usize, who: &Who, peer: u32, appnum: u32) -> Vec<u8> {
-        let mut body = fill(&self.steps[step].pieces, who, peer, appnum);
-        if !self.steps[step].pmi2 && body.starts_with(b"mcmd=") {
-            body.iter_mut().filter(|b| **b == b' ').for_each(|b| *b = b'\n');
+        let mut out = Vec::new();
+        self.render_into(step, who, peer, appnum, &mut out);
+        out
+    }
+
+    /// [`Self::render`] into `out` (replacing what it held).
+    pub fn render_into(&self, step: usize, who: &Who, peer: u32, appnum: u32, out: &mut Vec<u8>) {
+        out.clear();
+        fill_into(&self.steps[step].pieces, who, peer, appnum, out);
+        if !self.steps[step].pmi2 && out.starts_with(b"mcmd=") {
+            out.iter_mut().filter(|b| **b == b' ').for_each(|b| *b = b'\n');
         }
         if self.steps[step].pmi2 {
-            let mut v = format!("{:<6}", body.len()).into_bytes();
-            v.extend_from_slice(&body);
-            v
+            let head = format!("{:<6}", out.len());
+            out.splice(0..0, head.into_bytes());
         } else {
-            let mut v = body;
-            v.push(b'\n');
-            v
+            out.push(b'\n');
         }
     }
 }
@@ -417,38 +431,32 @@ fn slice(who: &Who) -> (u32, u32) {
 
 /// A template with its placeholders filled in.
 fn fill(pieces: &[Piece], who: &Who, peer: u32, appnum: u32) -> Vec<u8> {
-    {
-        let mut s = String::with_capacity(96);
-        for p in pieces {
-            match p {
-                Piece::Text(t) => s.push_str(t),
-                Piece::Rank => {
-                    let _ = write!(s, "{}", who.rank);
-                }
-                Piece::Size => {
-                    let _ = write!(s, "{}", who.size);
-                }
-                Piece::Kvsname => s.push_str(who.kvsname),
-                Piece::Appnum => {
-                    let _ = write!(s, "{appnum}");
-                }
-                Piece::Peer => {
-                    let _ = write!(s, "{peer}");
-                }
-                Piece::Leader => {
-                    let _ = write!(s, "{}", who.local_first);
-                }
-                Piece::Node => {
-                    let _ = write!(s, "{}", who.node);
-                }
-                Piece::Fill(n) => {
-                    // As the replay client (tests/programs/pmi_replay.c) fills them.
-                    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-                    s.extend((0..*n).map(|i| DIGITS[(i + who.rank as usize) % 36] as char))
-                }
+    let mut out = Vec::new();
+    fill_into(pieces, who, peer, appnum, &mut out);
+    out
+}
+
+/// [`fill`], appended to `out`.
+fn fill_into(pieces: &[Piece], who: &Who, peer: u32, appnum: u32, out: &mut Vec<u8>) {
+    use std::io::Write as _;
+    for p in pieces {
+        // Writes to a vector do not fail.
+        let _ = match p {
+            Piece::Text(t) => out.write_all(t.as_bytes()),
+            Piece::Rank => write!(out, "{}", who.rank),
+            Piece::Size => write!(out, "{}", who.size),
+            Piece::Kvsname => out.write_all(who.kvsname.as_bytes()),
+            Piece::Appnum => write!(out, "{appnum}"),
+            Piece::Peer => write!(out, "{peer}"),
+            Piece::Leader => write!(out, "{}", who.local_first),
+            Piece::Node => write!(out, "{}", who.node),
+            Piece::Fill(n) => {
+                // As the replay client (tests/programs/pmi_replay.c) fills them.
+                const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+                out.extend((0..*n).map(|i| DIGITS[(i + who.rank as usize) % 36]));
+                Ok(())
             }
-        }
-        s.into_bytes()
+        };
     }
 }
 
