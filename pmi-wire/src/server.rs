@@ -235,7 +235,9 @@ pub struct Connection {
     phase: Phase,
     /// Partial line (no `\n` yet), or the partial PMI-2 header / body.
     buf: Vec<u8>,
-    spawn: Option<SpawnAcc>,
+    /// A PMI-1 spawn (`mcmd=`) block being accumulated (boxed: a connection per rank, and
+    /// spawns are rare).
+    spawn: Option<Box<SpawnAcc>>,
     /// A fatal protocol error happened: input is ignored.
     failed: bool,
     /// A PMI-2 frame is being accumulated in `buf`.
@@ -502,7 +504,7 @@ impl Connection {
             let mut acc = SpawnAcc::default();
             acc.block.extend_from_slice(line);
             acc.block.push(b'\n');
-            self.spawn = Some(acc);
+            self.spawn = Some(Box::new(acc));
             return;
         }
         match parse_request(line) {
