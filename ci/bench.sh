@@ -477,6 +477,7 @@ case_mem() {
 # ---- targets of issue 20
 
 # cpu_job NAME LAUNCHER-ARGS... PROGRAM: run the job in a cpuacct cgroup of its own (v1), set
+# (output checked as `timed` does for CPU_JOB_RE, CPU_JOB_N lines; default ' ok$', 64)
 # WALL, RC, NOTE like `timed`, and CPU_NS: the CPU time of the whole job (every process in
 # it). With a writable cpuacct hierarchy each rank is started through into_cgroup, which
 # moves it into a second cgroup before it execs PROGRAM: then CPU_NS is what the process
@@ -493,14 +494,14 @@ cpu_job() {
   cg=$CG_ROOT/libi-bench-$$-$name
   rk=$cg-ranks
   if [ -w "$CG_ROOT" ] && mkdir "$cg" 2>/dev/null && mkdir "$rk" 2>/dev/null; then
-    timed 120 ' ok$' 64 bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" \
+    timed 120 "${CPU_JOB_RE:- ok\$}" "${CPU_JOB_N:-64}" bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" \
       "${@:1:$n}" "$WORK/into_cgroup" "$rk" "$prog"
     CPU_NS=$(cat "$cg/cpuacct.usage" 2>/dev/null || echo)
     RANKS_NS=$(cat "$rk/cpuacct.usage" 2>/dev/null || echo)
     rmdir "$rk" "$cg" 2>/dev/null || true
   else
     rmdir "$cg" 2>/dev/null || true
-    timed 120 ' ok$' 64 /usr/bin/time -f 'time_cpu %U %S' -o "$WORK/cpu.time" "$@"
+    timed 120 "${CPU_JOB_RE:- ok\$}" "${CPU_JOB_N:-64}" /usr/bin/time -f 'time_cpu %U %S' -o "$WORK/cpu.time" "$@"
     CPU_NS=$(awk '/^time_cpu/ {printf "%.0f", ($2 + $3) * 1e9}' "$WORK/cpu.time" 2>/dev/null || echo)
   fi
 }
@@ -579,6 +580,26 @@ case_targets() {
     done
   done
   log "targets: hello 64 CPU done"
+  # 3b. the same accounting for 64 ranks of /bin/true: what creating and reaping the ranks
+  # costs the process manager, against the floor (spawnfloor: one process that clones 64
+  # children, each through into_cgroup, and waits for them)
+  if [ -w "$CG_ROOT" ]; then
+    for r in $(seq 1 "$runs"); do
+      for c in $(rotated "$r" floor libi hydra); do
+        case $c in
+          floor) CPU_JOB_N=0 cpu_job "$c-$r" "$WORK/spawnfloor" 64 /bin/true ;;
+          libi) CPU_JOB_N=0 cpu_job "$c-$r" "$LIBI" -n 64 /bin/true ;;
+          hydra) CPU_JOB_N=0 cpu_job "$c-$r" mpiexec.hydra -n 64 /bin/true ;;
+        esac
+        local own=null
+        if [ "$RC" -eq 0 ] && [ -n "$CPU_NS" ] && [ -n "$RANKS_NS" ]; then
+          own=$(awk -v a="$CPU_NS" 'BEGIN {printf "%.3f", a / 1e6}')
+        fi
+        rec targets true64cpu 64 "$c" "$r" "$WALL" "$(ok_json)" "$NOTE" "{\"pm_own_cpu_ms\":$own}"
+      done
+    done
+    log "targets: true 64 CPU done"
+  fi
   # 4. agent peak RSS serving 64 ranks
   for r in $(seq 1 "$runs"); do
     for c in $(rotated "$r" libi hydra); do
@@ -631,6 +652,10 @@ us, nu = med("hello64cpu", "libi", "pm_own_cpu_ms"); hy, nh = med("hello64cpu", 
 if nu and nh:
     rows.append(("process manager CPU, MPICH hello n=64 (ms, user+sys): its own processes", f"libi {f(us)} / hydra {f(hy)}",
                  f"{ratio(us, hy)} hydra", "libi <= 0.5x hydra", "yes" if us is not None and hy and us <= 0.5 * hy else "no", min(nu, nh)))
+fl, nf = med("true64cpu", "floor", "pm_own_cpu_ms"); us, nu = med("true64cpu", "libi", "pm_own_cpu_ms"); hy, nh = med("true64cpu", "hydra", "pm_own_cpu_ms")
+if nf and nu and nh:
+    rows.append(("for scale: CPU of creating and reaping 64 ranks of `/bin/true` (ms, own processes)", f"floor {f(fl)} / libi {f(us)} / hydra {f(hy)}",
+                 f"libi {ratio(us, hy)} hydra, floor {ratio(fl, hy)} hydra", "(the floor bounds what 0.5x can mean)", "-", min(nf, nu, nh)))
 us, nu = med("rss64", "libi", "rss_kb"); hy, nh = med("rss64", "hydra", "rss_kb")
 rows.append(("agent peak RSS serving 64 ranks (kB)", f"NLA {f(us)} / hydra proxy {f(hy)}",
              f"{ratio(us, hy)} hydra", "NLA <= hydra proxy", "yes" if us and hy and us <= hy else "no", min(nu, nh)))
@@ -649,7 +674,8 @@ print(f"Medians of alternating runs (contender order rotated run by run); load a
       f"(fork or clone, the child's work before exec) as the rank's, since its rusage covers it). "
       f"Its own processes: each rank is started through `bench/into_cgroup.c`, which moves it into "
       f"a second cgroup and execs the program; what is left in the job's cgroup is the front "
-      f"end and agents (mpiexec and proxies) with the creation of every rank up to its move. RSS: "
+      f"end and agents (mpiexec and proxies) with the creation of every rank up to its move; the "
+      f"floor there is `spawnfloor 64` starting the same ranks. RSS: "
       f"VmHWM of the agent, sampled every 20 ms, `-n 64 sleep 1`.")
 PYEOF
 }
