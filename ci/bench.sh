@@ -43,8 +43,10 @@
 #           in MPICH hello n=64, two ways from the same runs (each job in a cgroup of its
 #           own, cpuacct: its total minus the CPU each rank reports for itself after
 #           MPI_Finalize; and what is left in that cgroup when each rank moves itself into a
-#           second one before exec, bench/into_cgroup.c); NLA vs hydra proxy peak RSS serving
-#           64 ranks of `sleep 1`. Written to results.md between targets markers.
+#           second one before exec, bench/into_cgroup.c); for scale, the same own-processes
+#           CPU for 64 ranks of /bin/true with spawnfloor as the floor; NLA vs hydra proxy
+#           peak RSS serving 64 ranks of `sleep 1`. Written to results.md between targets
+#           markers.
 #
 # Environment:
 #   BENCH_RUNS=5            runs per contender and size (median reported)
