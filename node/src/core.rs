@@ -942,8 +942,8 @@ impl NodeCore {
     }
 
     /// Apply what a release carries: pushed pairs, stale keys (the root holds both already).
-    /// A node with children passes the message on, so it stores shared copies of the pairs
-    /// (one more count on each key and value).
+    /// The pairs are stored shared (one more count on each key and value): a node with
+    /// children passes the message on.
     fn apply_release(&mut self, pairs: &[(Key, Value)], stale: &[String]) {
         if self.is_root {
             return;
@@ -951,19 +951,6 @@ impl NodeCore {
         self.kvs.reserve(pairs.len());
         for (k, v) in pairs {
             self.kvs.store(k.clone(), v.clone());
-        }
-        self.drop_stale(stale);
-    }
-
-    /// [`Self::apply_release`] for a release that goes no further (a leaf): the pairs are
-    /// stored as they came.
-    fn apply_release_owned(&mut self, pairs: Vec<(Key, Value)>, stale: &[String]) {
-        if self.is_root {
-            return;
-        }
-        self.kvs.reserve(pairs.len());
-        for (k, v) in pairs {
-            self.kvs.store(k, v);
         }
         self.drop_stale(stale);
     }
@@ -986,10 +973,8 @@ impl NodeCore {
             return;
         }
         self.counters.fence_parts_down += 1;
-        if self.child_fenced.is_empty() {
-            self.apply_release_owned(pairs, &stale);
-        } else {
-            self.apply_release(&pairs, &stale);
+        self.apply_release(&pairs, &stale);
+        if !self.child_fenced.is_empty() {
             fx.push(Effect::ToChildren(Msg::FenceOutPart { epoch, pairs, stale }));
         }
     }
@@ -1004,13 +989,9 @@ impl NodeCore {
             fx.push(Effect::Warn(format!("fence release {epoch} during fence {}", self.epoch)));
             return;
         }
-        let onward = if self.child_fenced.is_empty() {
-            self.apply_release_owned(pairs, &stale);
-            None
-        } else {
-            self.apply_release(&pairs, &stale);
-            Some(Msg::FenceOut { epoch, pushed, pairs, stale })
-        };
+        self.apply_release(&pairs, &stale);
+        let onward =
+            (!self.child_fenced.is_empty()).then(|| Msg::FenceOut { epoch, pushed, pairs, stale });
         if !pushed {
             self.lazy = true;
         }

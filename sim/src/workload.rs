@@ -376,15 +376,8 @@ impl Trace {
     }
 
     /// The request of step `step` for `who` and `peer` (rendered once per trace when it is
-    /// the same for every rank).
-    pub fn request(&self, step: usize, who: &Who, peer: u32) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.request_into(step, who, peer, &mut out);
-        out
-    }
-
-    /// [`Self::request`] into `out` (replacing what it held): the simulator renders each
-    /// request when it arrives, into one buffer, instead of holding millions in its queue.
+    /// the same for every rank), into `out` (replacing what it held): the simulator renders
+    /// each request when it arrives, into one buffer, instead of holding millions in its queue.
     pub fn request_into(&self, step: usize, who: &Who, peer: u32, out: &mut Vec<u8>) {
         match &self.fixed[step] {
             Some(b) => {
