@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 REPS=${REPS:-5}
 ITER=${ITER:-100}
 NODES=${*:-4 16 64}
-cargo build --release -q -p libi-mpiexec -p libi-node -p libi-capi
+cargo build --release -q -p libi-mpiexec -p libi-nla -p libi-capi
 export PKG_CONFIG_PATH=$PWD/target/release
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 TOTAL=${1:-300M}
 NODES=${2:-4}
 GETS=${3:-2000}
-[ -n "${LIBI_NO_BUILD:-}" ] || cargo build --release -q -p libi-mpiexec -p libi-node
+[ -n "${LIBI_NO_BUILD:-}" ] || cargo build --release -q -p libi-mpiexec -p libi-nla
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cc -O2 -o "$work/bigfence" tests/programs/bigfence.c

@@ -53,6 +53,40 @@ enum ToRank {
     Close,
 }
 
+/// The write side of a rank's PMI socket, shared by the central loop and the rank's task.
+/// The loop writes a reply straight into the socket when nothing is queued for the rank
+/// (the usual case: PMI clients are lock-step and read their reply at once), which spares
+/// the reply a channel hop and a task wake-up; what does not fit goes to the rank's task
+/// as [`ToRank::Write`], which waits for room (bounded by `STALL_LIMIT`), and every later
+/// reply queues behind it, so replies stay in order.
+struct PmiOut {
+    wr: tokio::net::unix::OwnedWriteHalf,
+    /// Writes handed to the rank's task and not finished yet.
+    queued: std::sync::atomic::AtomicUsize,
+}
+
+impl PmiOut {
+    /// Write `b` whole, waiting for room as needed.
+    async fn write_all(&self, mut b: &[u8]) -> io::Result<()> {
+        while !b.is_empty() {
+            self.wr.writable().await?;
+            match self.wr.try_write(b) {
+                Ok(n) => b = &b[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// No more replies: the rank reads EOF once it has read what was written.
+    fn shutdown(&self) {
+        use std::os::fd::AsRawFd;
+        let s: &UnixStream = self.wr.as_ref();
+        let _ = nix::sys::socket::shutdown(s.as_raw_fd(), nix::sys::socket::Shutdown::Write);
+    }
+}
+
 /// Connect to the parent, authenticate, receive the setup, launch the children, start the
 /// local ranks, and serve until the whole subtree has ended. Returns the NLA's exit status.
 /// Where an NLA finds its parent.
@@ -307,6 +341,10 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             Ev::Ended(local, end) => {
                 // Exact reaping: the pid stayed ours until now, and no signal goes to the
                 // rank's group from here on.
+                if let Some(out) = ranks.pmi_out.get_mut(local) {
+                    // Its socket closes with the task's read half.
+                    *out = None;
+                }
                 if let Some(pid) = ranks.pids[local].take() {
                     if let Ok(mut pids) = rank_pids.lock() {
                         pids.retain(|(_, p)| *p != pid);
@@ -382,10 +420,22 @@ struct NlaIo<'a> {
 }
 
 impl NodeIo for NlaIo<'_> {
-    fn to_rank(&mut self, local: usize, bytes: Vec<u8>) {
-        if let Some(Some(tx)) = self.ranks.to_rank.get(local) {
-            let _ = tx.send(ToRank::Write(bytes));
+    fn to_rank(&mut self, local: usize, mut bytes: Vec<u8>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(Some(tx)) = self.ranks.to_rank.get(local) else { return };
+        if let Some(Some(out)) = self.ranks.pmi_out.get(local) {
+            if out.queued.load(Relaxed) == 0 {
+                match out.wr.try_write(&bytes) {
+                    Ok(n) if n == bytes.len() => return,
+                    Ok(n) => drop(bytes.drain(..n)),
+                    // No room (or an error, which the rank's task meets and handles as
+                    // before): the task writes it.
+                    Err(_) => {}
+                }
+            }
+            out.queued.fetch_add(1, Relaxed);
         }
+        let _ = tx.send(ToRank::Write(bytes));
     }
 
     fn close_rank(&mut self, local: usize) {
@@ -646,6 +696,8 @@ async fn pmgr_writer(
 /// The driver's view of the local ranks.
 struct Ranks {
     to_rank: Vec<Option<UnboundedSender<ToRank>>>,
+    /// The write side of each forked rank's PMI socket (not the singleton's).
+    pmi_out: Vec<Option<Arc<PmiOut>>>,
     /// Pids of the ranks not reaped yet (each leads its own process group).
     pids: Vec<Option<i32>>,
     stdin: Option<UnboundedSender<Vec<u8>>>,
@@ -665,6 +717,7 @@ impl Ranks {
         let n = plan.ranks.len();
         let mut node = Ranks {
             to_rank: (0..n).map(|_| None).collect(),
+            pmi_out: (0..n).map(|_| None).collect(),
             pids: vec![None; n],
             stdin: None,
             failed_starts: Vec::new(),
@@ -719,8 +772,11 @@ impl Ranks {
                     }
                     let (tx, rx) = unbounded_channel();
                     node.to_rank[local] = Some(tx);
+                    let (rd, wr) = sock.into_split();
+                    let out = Arc::new(PmiOut { wr, queued: 0.into() });
+                    node.pmi_out[local] = Some(out.clone());
                     let (ev, up) = (ev.clone(), up.clone());
-                    tokio::spawn(rank_task(local, slot.rank, child, sock, rx, ev, up));
+                    tokio::spawn(rank_task(local, slot.rank, child, rd, out, rx, ev, up));
                 }
                 Err(StartFailed { errno, reason }) => {
                     node.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
@@ -784,11 +840,13 @@ async fn stdin_task(
 /// One task per rank: its PMI socket and its exit; its stdout and stderr are forwarded by
 /// tasks of their own, and its end is reported once they are done (so the end follows the
 /// output up the tree).
+#[allow(clippy::too_many_arguments)]
 async fn rank_task(
     local: usize,
     rank: u32,
     mut child: crate::spawn::RankProcess,
-    sock: UnixStream,
+    mut rd: tokio::net::unix::OwnedReadHalf,
+    out: Arc<PmiOut>,
     mut rx: UnboundedReceiver<ToRank>,
     ev: UnboundedSender<Ev>,
     up: UpLink,
@@ -802,26 +860,29 @@ async fn rank_task(
                 Some(tokio::spawn(forward_output(pipe, rank, stream, up.clone(), exited.clone())))
             })
             .collect();
-    let (rd, mut wr) = sock.into_split();
     let mut pmi_open = true;
     let mut rx_open = true;
-    // Allocated once the rank talks PMI (a rank that never does costs no buffer).
+    // Allocated once the rank talks PMI (a rank that never does costs no buffer). Reads
+    // go through `read`, which (unlike `try_read`) takes a short read as the socket drained
+    // and spares the read that would only say EAGAIN.
     let mut pbuf = Vec::new();
     let status = loop {
         tokio::select! {
-            r = rd.readable(), if pmi_open => {
+            r = async {
                 if pbuf.is_empty() {
+                    rd.readable().await?;
                     pbuf = vec![0u8; 16 * 1024];
                 }
-                match r.and_then(|()| rd.try_read(&mut pbuf)) {
-                    Ok(n) if n > 0 => { let _ = ev.send(Ev::Pmi(local, pbuf[..n].to_vec())); }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    _ => { pmi_open = false; let _ = ev.send(Ev::PmiEof(local)); }
-                }
+                rd.read(&mut pbuf).await
+            }, if pmi_open => match r {
+                Ok(n) if n > 0 => { let _ = ev.send(Ev::Pmi(local, pbuf[..n].to_vec())); }
+                _ => { pmi_open = false; let _ = ev.send(Ev::PmiEof(local)); }
             },
             cmd = rx.recv(), if rx_open => match cmd {
                 Some(ToRank::Write(b)) => {
-                    match tokio::time::timeout(STALL_LIMIT, wr.write_all(&b)).await {
+                    let r = tokio::time::timeout(STALL_LIMIT, out.write_all(&b)).await;
+                    out.queued.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                    match r {
                         Ok(Ok(())) => {}
                         Ok(Err(_)) => pmi_open = false,
                         Err(_) => {
@@ -831,7 +892,7 @@ async fn rank_task(
                         }
                     }
                 }
-                Some(ToRank::Close) => { pmi_open = false; let _ = wr.shutdown().await; }
+                Some(ToRank::Close) => { pmi_open = false; out.shutdown(); }
                 None => rx_open = false,
             },
             st = child.wait() => break st,

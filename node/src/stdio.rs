@@ -392,7 +392,7 @@ where
 /// silent for [`OUTPUT_DRAIN`] (it is held open by a child of the rank). Waiting for budget
 /// never times out: output is not dropped because the reader is slow.
 pub async fn forward_output(
-    pipe: pipe::Receiver,
+    mut pipe: pipe::Receiver,
     rank: u32,
     stream: Stream,
     up: UpLink,
@@ -417,10 +417,12 @@ pub async fn forward_output(
         let old_len = lines.pending();
         let r = loop {
             if gone {
-                break tokio::time::timeout(OUTPUT_DRAIN, read_some(&pipe, &mut lines)).await.ok();
+                break tokio::time::timeout(OUTPUT_DRAIN, read_some(&mut pipe, &mut lines))
+                    .await
+                    .ok();
             }
             tokio::select! {
-                r = read_some(&pipe, &mut lines) => break Some(r),
+                r = read_some(&mut pipe, &mut lines) => break Some(r),
                 c = exited.changed() => gone = c.is_err() || *exited.borrow(),
             }
         };
@@ -445,15 +447,12 @@ pub async fn forward_output(
 /// Read what the pipe has (at most [`READ_CHUNK`] bytes) into `lines`' buffer. The buffer
 /// grows only once there is something to read: a rank that writes nothing (or not yet)
 /// costs no buffer. Cancel-safe.
-async fn read_some(pipe: &pipe::Receiver, lines: &mut LineBuf) -> std::io::Result<usize> {
-    loop {
-        pipe.readable().await?;
-        let mut buf = bytes::BufMut::limit(lines.buffer(), READ_CHUNK);
-        match pipe.try_read_buf(&mut buf) {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            r => return r,
-        }
-    }
+async fn read_some(pipe: &mut pipe::Receiver, lines: &mut LineBuf) -> std::io::Result<usize> {
+    pipe.readable().await?;
+    // `read_buf` (not `try_read_buf`): a short read tells tokio the pipe is drained, which
+    // spares the read that would only say EAGAIN.
+    let mut buf = bytes::BufMut::limit(lines.buffer(), READ_CHUNK);
+    tokio::io::AsyncReadExt::read_buf(pipe, &mut buf).await
 }
 
 #[cfg(test)]
