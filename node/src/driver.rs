@@ -56,16 +56,81 @@ enum ToRank {
 /// The write side of a rank's PMI socket, shared by the central loop and the rank's task.
 /// The loop writes a reply straight into the socket when nothing is queued for the rank
 /// (the usual case: PMI clients are lock-step and read their reply at once), which spares
-/// the reply a channel hop and a task wake-up; what does not fit goes to the rank's task
-/// as [`ToRank::Write`], which waits for room (bounded by `STALL_LIMIT`), and every later
-/// reply queues behind it, so replies stay in order.
+/// the reply a hop and a task wake-up; what does not fit is queued for the rank's task,
+/// which waits for room (bounded by `STALL_LIMIT`), and every later reply (and the close)
+/// queues behind it, so they stay in order. A queue and a `Notify` rather than a channel:
+/// most ranks never need it, and a channel costs each rank two allocations up front.
 struct PmiOut {
     wr: tokio::net::unix::OwnedWriteHalf,
-    /// Writes handed to the rank's task and not finished yet.
-    queued: std::sync::atomic::AtomicUsize,
+    /// What the rank's task is to do, in order; the front entry stays until it is done.
+    queue: Mutex<std::collections::VecDeque<ToRank>>,
+    queued: tokio::sync::Notify,
+    /// The rank stopped reading (stalled) or its task ended: nothing more is written.
+    dead: std::sync::atomic::AtomicBool,
 }
 
 impl PmiOut {
+    fn new(wr: tokio::net::unix::OwnedWriteHalf) -> PmiOut {
+        PmiOut {
+            wr,
+            queue: Mutex::new(std::collections::VecDeque::new()),
+            queued: tokio::sync::Notify::new(),
+            dead: false.into(),
+        }
+    }
+
+    /// Write `bytes` (a reply) or close, after whatever is queued; straight away when
+    /// nothing is.
+    fn send(&self, cmd: ToRank) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.dead.load(Relaxed) {
+            return;
+        }
+        let Ok(mut q) = self.queue.lock() else { return };
+        let cmd = match cmd {
+            ToRank::Write(mut bytes) if q.is_empty() => match self.wr.try_write(&bytes) {
+                Ok(n) if n == bytes.len() => return,
+                Ok(n) => {
+                    bytes.drain(..n);
+                    ToRank::Write(bytes)
+                }
+                // No room (or an error, which the rank's task meets and handles).
+                Err(_) => ToRank::Write(bytes),
+            },
+            ToRank::Close if q.is_empty() => {
+                self.shutdown();
+                return;
+            }
+            cmd => cmd,
+        };
+        q.push_back(cmd);
+        drop(q);
+        self.queued.notify_one();
+    }
+
+    /// The front of the queue, left in place (so that the loop queues behind it).
+    fn front(&self) -> Option<Result<Vec<u8>, ()>> {
+        let mut q = self.queue.lock().ok()?;
+        match q.front_mut()? {
+            ToRank::Write(b) => Some(Ok(std::mem::take(b))),
+            ToRank::Close => Some(Err(())),
+        }
+    }
+
+    fn pop(&self) {
+        if let Ok(mut q) = self.queue.lock() {
+            q.pop_front();
+        }
+    }
+
+    /// Nothing more is written: the queue is dropped.
+    fn kill(&self) {
+        self.dead.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(mut q) = self.queue.lock() {
+            q.clear();
+        }
+    }
+
     /// Write `b` whole, waiting for room as needed.
     async fn write_all(&self, mut b: &[u8]) -> io::Result<()> {
         while !b.is_empty() {
@@ -420,28 +485,12 @@ struct NlaIo<'a> {
 }
 
 impl NodeIo for NlaIo<'_> {
-    fn to_rank(&mut self, local: usize, mut bytes: Vec<u8>) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let Some(Some(tx)) = self.ranks.to_rank.get(local) else { return };
-        if let Some(Some(out)) = self.ranks.pmi_out.get(local) {
-            if out.queued.load(Relaxed) == 0 {
-                match out.wr.try_write(&bytes) {
-                    Ok(n) if n == bytes.len() => return,
-                    Ok(n) => drop(bytes.drain(..n)),
-                    // No room (or an error, which the rank's task meets and handles as
-                    // before): the task writes it.
-                    Err(_) => {}
-                }
-            }
-            out.queued.fetch_add(1, Relaxed);
-        }
-        let _ = tx.send(ToRank::Write(bytes));
+    fn to_rank(&mut self, local: usize, bytes: Vec<u8>) {
+        self.ranks.send(local, ToRank::Write(bytes));
     }
 
     fn close_rank(&mut self, local: usize) {
-        if let Some(Some(tx)) = self.ranks.to_rank.get(local) {
-            let _ = tx.send(ToRank::Close);
-        }
+        self.ranks.send(local, ToRank::Close);
     }
 
     fn to_parent(&mut self, msg: Msg) {
@@ -695,9 +744,10 @@ async fn pmgr_writer(
 
 /// The driver's view of the local ranks.
 struct Ranks {
-    to_rank: Vec<Option<UnboundedSender<ToRank>>>,
-    /// The write side of each forked rank's PMI socket (not the singleton's).
+    /// The write side of each forked rank's PMI socket.
     pmi_out: Vec<Option<Arc<PmiOut>>>,
+    /// The singleton's connection (see [`Ranks::singleton`]).
+    to_singleton: Option<UnboundedSender<ToRank>>,
     /// Pids of the ranks not reaped yet (each leads its own process group).
     pids: Vec<Option<i32>>,
     stdin: Option<UnboundedSender<Vec<u8>>>,
@@ -716,8 +766,8 @@ impl Ranks {
         let (job, plan) = (core.job(), core.plan());
         let n = plan.ranks.len();
         let mut node = Ranks {
-            to_rank: (0..n).map(|_| None).collect(),
             pmi_out: (0..n).map(|_| None).collect(),
+            to_singleton: None,
             pids: vec![None; n],
             stdin: None,
             failed_starts: Vec::new(),
@@ -770,13 +820,11 @@ impl Ranks {
                         tokio::spawn(stdin_task(stdin, rx, up.clone()));
                         node.stdin = Some(tx);
                     }
-                    let (tx, rx) = unbounded_channel();
-                    node.to_rank[local] = Some(tx);
                     let (rd, wr) = sock.into_split();
-                    let out = Arc::new(PmiOut { wr, queued: 0.into() });
+                    let out = Arc::new(PmiOut::new(wr));
                     node.pmi_out[local] = Some(out.clone());
                     let (ev, up) = (ev.clone(), up.clone());
-                    tokio::spawn(rank_task(local, slot.rank, child, rd, out, rx, ev, up));
+                    tokio::spawn(rank_task(local, slot.rank, child, rd, out, ev, up));
                 }
                 Err(StartFailed { errno, reason }) => {
                     node.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
@@ -792,7 +840,7 @@ impl Ranks {
         match crate::singleton::connect(port, kvsname).await {
             Ok(stream) => {
                 let (tx, rx) = unbounded_channel();
-                self.to_rank[local] = Some(tx);
+                self.to_singleton = Some(tx);
                 tokio::spawn(singleton_task(local, stream, rx, ev.clone()));
             }
             Err(e) => {
@@ -803,12 +851,23 @@ impl Ranks {
         }
     }
 
+    /// A reply (or the close) for local rank `local`'s PMI connection.
+    fn send(&self, local: usize, cmd: ToRank) {
+        if self.singleton == Some(local) {
+            if let Some(tx) = &self.to_singleton {
+                let _ = tx.send(cmd);
+            }
+        } else if let Some(Some(out)) = self.pmi_out.get(local) {
+            out.send(cmd);
+        }
+    }
+
     /// Signal the process group of every rank not reaped yet: its leader's pid is still
     /// ours, so the group is the one the rank created (setsid in the child). A singleton is
     /// not signalled: a teardown (SIGTERM, SIGKILL) closes its PMI connection.
     fn kill_all(&self, sig: i32) {
         if sig == libc::SIGTERM || sig == libc::SIGKILL {
-            if let Some(Some(tx)) = self.singleton.and_then(|l| self.to_rank.get(l)) {
+            if let Some(tx) = &self.to_singleton {
                 let _ = tx.send(ToRank::Close);
             }
         }
@@ -837,9 +896,9 @@ async fn stdin_task(
     // dropping `stdin` closes the pipe: EOF for rank 0
 }
 
-/// One task per rank: its PMI socket and its exit; its stdout and stderr are forwarded by
-/// tasks of their own, and its end is reported once they are done (so the end follows the
-/// output up the tree).
+/// One task per rank: its PMI socket, its exit, and the forwarding of its stdout and
+/// stderr (joined in the same task); its end is reported once the output is done (so the
+/// end follows the output up the tree).
 #[allow(clippy::too_many_arguments)]
 async fn rank_task(
     local: usize,
@@ -847,77 +906,84 @@ async fn rank_task(
     mut child: crate::spawn::RankProcess,
     mut rd: tokio::net::unix::OwnedReadHalf,
     out: Arc<PmiOut>,
-    mut rx: UnboundedReceiver<ToRank>,
     ev: UnboundedSender<Ev>,
     up: UpLink,
 ) {
+    // A task per stream would cost each rank two more task allocations.
     let (exited_tx, exited) = watch::channel(false);
-    let outputs: Vec<_> =
-        [(child.stdout.take(), Stream::Stdout), (child.stderr.take(), Stream::Stderr)]
-            .into_iter()
-            .filter_map(|(pipe, stream)| {
-                let pipe = pipe?;
-                Some(tokio::spawn(forward_output(pipe, rank, stream, up.clone(), exited.clone())))
-            })
-            .collect();
-    let mut pmi_open = true;
-    let mut rx_open = true;
-    // Allocated once the rank talks PMI (a rank that never does costs no buffer). Reads
-    // go through `read`, which (unlike `try_read`) takes a short read as the socket drained
-    // and spares the read that would only say EAGAIN.
-    let mut pbuf = Vec::new();
-    let status = loop {
-        tokio::select! {
-            r = async {
-                if pbuf.is_empty() {
-                    rd.readable().await?;
-                    pbuf = vec![0u8; 16 * 1024];
-                }
-                rd.read(&mut pbuf).await
-            }, if pmi_open => match r {
-                Ok(n) if n > 0 => { let _ = ev.send(Ev::Pmi(local, pbuf[..n].to_vec())); }
-                _ => { pmi_open = false; let _ = ev.send(Ev::PmiEof(local)); }
-            },
-            cmd = rx.recv(), if rx_open => match cmd {
-                Some(ToRank::Write(b)) => {
-                    let r = tokio::time::timeout(STALL_LIMIT, out.write_all(&b)).await;
-                    out.queued.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                    match r {
-                        Ok(Ok(())) => {}
-                        Ok(Err(_)) => pmi_open = false,
-                        Err(_) => {
-                            pmi_open = false;
-                            rx_open = false;
-                            let _ = ev.send(Ev::Stalled(local));
-                        }
-                    }
-                }
-                Some(ToRank::Close) => { pmi_open = false; out.shutdown(); }
-                None => rx_open = false,
-            },
-            st = child.wait() => break st,
-        }
-    };
-    // The process is gone: whatever it wrote to the PMI socket before exiting (an `abort`,
-    // say) is still to be read.
-    if pmi_open {
-        if pbuf.is_empty() {
-            pbuf = vec![0u8; 16 * 1024];
-        }
-        loop {
-            match rd.try_read(&mut pbuf) {
-                Ok(n) if n > 0 => {
-                    let _ = ev.send(Ev::Pmi(local, pbuf[..n].to_vec()));
-                }
-                _ => break,
+    let forward = |pipe: Option<tokio::net::unix::pipe::Receiver>, stream| {
+        let (up, exited) = (up.clone(), exited.clone());
+        async move {
+            if let Some(pipe) = pipe {
+                forward_output(pipe, rank, stream, up, exited).await;
             }
         }
-    }
-    // Its output may still be in the pipes (or held open by its own children: bounded wait).
-    let _ = exited_tx.send(true);
-    for o in outputs {
-        let _ = o.await;
-    }
+    };
+    let stdout = forward(child.stdout.take(), Stream::Stdout);
+    let stderr = forward(child.stderr.take(), Stream::Stderr);
+    let pmi = async {
+        let mut pmi_open = true;
+        let mut writing = true;
+        // Allocated once the rank talks PMI (a rank that never does costs no buffer). Reads
+        // go through `read`, which (unlike `try_read`) takes a short read as the socket drained
+        // and spares the read that would only say EAGAIN.
+        let mut pbuf = Vec::new();
+        let status = loop {
+            tokio::select! {
+                r = async {
+                    if pbuf.is_empty() {
+                        rd.readable().await?;
+                        pbuf = vec![0u8; 16 * 1024];
+                    }
+                    rd.read(&mut pbuf).await
+                }, if pmi_open => match r {
+                    Ok(n) if n > 0 => { let _ = ev.send(Ev::Pmi(local, pbuf[..n].to_vec())); }
+                    _ => { pmi_open = false; let _ = ev.send(Ev::PmiEof(local)); }
+                },
+                () = out.queued.notified(), if writing => {
+                    while let Some(cmd) = out.front() {
+                        match cmd {
+                            Ok(b) => match tokio::time::timeout(STALL_LIMIT, out.write_all(&b)).await {
+                                Ok(Ok(())) => {}
+                                Ok(Err(_)) => pmi_open = false,
+                                Err(_) => {
+                                    pmi_open = false;
+                                    writing = false;
+                                    out.kill();
+                                    let _ = ev.send(Ev::Stalled(local));
+                                    break;
+                                }
+                            },
+                            Err(()) => { pmi_open = false; out.shutdown(); }
+                        }
+                        out.pop();
+                    }
+                },
+                st = child.wait() => break st,
+            }
+        };
+        // The process is gone: whatever it wrote to the PMI socket before exiting (an `abort`,
+        // say) is still to be read.
+        if pmi_open {
+            if pbuf.is_empty() {
+                pbuf = vec![0u8; 16 * 1024];
+            }
+            loop {
+                match rd.try_read(&mut pbuf) {
+                    Ok(n) if n > 0 => {
+                        let _ = ev.send(Ev::Pmi(local, pbuf[..n].to_vec()));
+                    }
+                    _ => break,
+                }
+            }
+        }
+        // Replies to a process that is gone go nowhere.
+        out.kill();
+        // Its output may still be in the pipes (or held open by its own children: bounded wait).
+        let _ = exited_tx.send(true);
+        status
+    };
+    let (status, (), ()) = tokio::join!(pmi, stdout, stderr);
     let end = match status {
         Ok(crate::spawn::ProcStatus::Exited(c)) => ProcEnd::Exited(c),
         Ok(crate::spawn::ProcStatus::Signaled(s)) => ProcEnd::Signaled(s),
