@@ -210,6 +210,12 @@ impl From<io::Error> for Failure {
 pub struct SpawnBatch {
     sigs: Vec<i32>,
     programs: std::cell::RefCell<Vec<(u32, CString)>>,
+    /// Per app (and whether the PMGR variables are set): the environment every rank of
+    /// the app has, `NAME=value`, without the variables set per rank (`PER_RANK`).
+    envs: std::cell::RefCell<Vec<((u32, bool), SharedEnv)>>,
+    /// The children's stack between clone and exec, one for the batch: each child is done
+    /// with it (has exec'd or exited) before the next clone.
+    stack: std::cell::RefCell<Vec<u8>>,
     /// `/dev/null` for the stdin of ranks that do not read ours, opened once per batch.
     dev_null: std::cell::OnceCell<OwnedFd>,
     /// Our pid: a child whose parent is no longer this one exits before exec.
@@ -236,7 +242,14 @@ impl SpawnBatch {
             .collect();
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
-        SpawnBatch { sigs, programs: Default::default(), dev_null: Default::default(), parent }
+        SpawnBatch {
+            sigs,
+            programs: Default::default(),
+            envs: Default::default(),
+            stack: Default::default(),
+            dev_null: Default::default(),
+            parent,
+        }
     }
 
     /// The batch's `/dev/null` (opened on first use; every child dup2s it to its stdin).
@@ -261,6 +274,63 @@ impl SpawnBatch {
         Ok(path)
     }
 }
+
+impl SpawnBatch {
+    /// App `app`'s environment without the per-rank variables, built once for its ranks.
+    fn base_env(
+        &self,
+        app: u32,
+        spec: &AppSpec,
+        pmgr: bool,
+    ) -> Result<std::rc::Rc<Vec<CString>>, Failure> {
+        if let Some((_, e)) = self.envs.borrow().iter().find(|(k, _)| *k == (app, pmgr)) {
+            return Ok(e.clone());
+        }
+        let per_rank = |k: &str| PER_RANK.contains(&k) || (pmgr && PER_RANK_PMGR.contains(&k));
+        let mut env: Vec<CString> = spec
+            .env
+            .iter()
+            .filter(|(k, _)| !per_rank(k))
+            .map(|(k, v)| cstring(&format!("{k}={v}")))
+            .collect::<io::Result<_>>()
+            .map_err(Failure::Exec)?;
+        // As under Hydra: gfortran programs do not buffer their preconnected units (stdout,
+        // stderr), so their output interleaves with C's as written. A value the rank's
+        // environment already has (-genv, -env, ours) is kept.
+        if !spec.env.iter().any(|(k, _)| k == "GFORTRAN_UNBUFFERED_PRECONNECTED") {
+            env.push(c"GFORTRAN_UNBUFFERED_PRECONNECTED=y".to_owned());
+        }
+        let env = std::rc::Rc::new(env);
+        self.envs.borrow_mut().push(((app, pmgr), env.clone()));
+        Ok(env)
+    }
+}
+
+/// An environment as `NAME=value` strings, shared by the ranks of a batch.
+type SharedEnv = std::rc::Rc<Vec<CString>>;
+
+/// The variables [`try_start`] sets for each rank (replacing any of the app's).
+const PER_RANK: [&str; 7] = [
+    "PMI_FD",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "PMI_SPAWNED",
+    "PMI_HOSTNAME",
+    "MPI_LOCALRANKID",
+    "MPI_LOCALNRANKS",
+];
+/// ... and, when the job serves PMGR, these.
+const PER_RANK_PMGR: [&str; 9] = [
+    "MPIRUN_HOST",
+    "MPIRUN_PORT",
+    "MPIRUN_RANK",
+    "MPIRUN_NPROCS",
+    "MPIRUN_ID",
+    "MPIRUN_SHM_ENABLE",
+    "MPIRUN_MPD",
+    "NOT_USE_TOTALVIEW",
+    "MPIRUN_CONNECT_ONCE",
+];
 
 impl Default for SpawnBatch {
     fn default() -> Self {
@@ -353,54 +423,55 @@ fn try_start(
     let client_fd: OwnedFd = client.into();
     let raw = client_fd.as_raw_fd();
 
-    let mut env: Vec<(String, String)> = app.env.clone();
-    // As under Hydra: gfortran programs do not buffer their preconnected units (stdout,
-    // stderr), so their output interleaves with C's as written. A value the rank's
-    // environment already has (-genv, -env, ours) is kept.
-    if !env.iter().any(|(k, _)| k == "GFORTRAN_UNBUFFERED_PRECONNECTED") {
-        env.push(("GFORTRAN_UNBUFFERED_PRECONNECTED".into(), "y".into()));
-    }
-    let mut set = |k: &str, v: String| {
-        env.retain(|(ek, _)| ek != k);
-        env.push((k.to_string(), v));
+    let pmgr = match (job.pmgr, pmi_port) {
+        (Some(id), Some(port)) => Some((id, port)),
+        _ => None,
     };
-    set("PMI_FD", raw.to_string());
-    set("PMI_RANK", slot.rank.to_string());
-    set("PMI_SIZE", job.size.to_string());
-    set("PMI_SPAWNED", if job.spawned_by.is_some() { "1" } else { "0" }.into());
-    set("PMI_HOSTNAME", plan.host.clone());
-    set("MPI_LOCALRANKID", local.to_string());
-    set("MPI_LOCALNRANKS", plan.ranks.len().to_string());
-    if let (Some(id), Some(port)) = (job.pmgr, pmi_port) {
+    // The app's environment (built once per batch), then this rank's variables.
+    let base = batch.base_env(slot.app, app, pmgr.is_some())?;
+    let mut vars: Vec<(&str, String)> = vec![
+        ("PMI_FD", raw.to_string()),
+        ("PMI_RANK", slot.rank.to_string()),
+        ("PMI_SIZE", job.size.to_string()),
+        ("PMI_SPAWNED", if job.spawned_by.is_some() { "1" } else { "0" }.into()),
+        ("PMI_HOSTNAME", plan.host.clone()),
+        ("MPI_LOCALRANKID", local.to_string()),
+        ("MPI_LOCALNRANKS", plan.ranks.len().to_string()),
+    ];
+    if let Some((id, port)) = pmgr {
         // What a PMGR (pmgr_collective v8 / MVAPICH-1) client reads; shared memory off, or
         // clients of >= 1024 ranks never talk to the server
         // (`docs/spec/pmgr-wire.md` §2).
-        set("MPIRUN_HOST", "127.0.0.1".into());
-        set("MPIRUN_PORT", port.to_string());
-        set("MPIRUN_RANK", slot.rank.to_string());
-        set("MPIRUN_NPROCS", job.size.to_string());
-        set("MPIRUN_ID", id.to_string());
-        set("MPIRUN_SHM_ENABLE", "0".into());
-        set("MPIRUN_MPD", "0".into());
-        set("NOT_USE_TOTALVIEW", "1".into());
-        set("MPIRUN_CONNECT_ONCE", "1".into());
+        vars.extend([
+            ("MPIRUN_HOST", "127.0.0.1".into()),
+            ("MPIRUN_PORT", port.to_string()),
+            ("MPIRUN_RANK", slot.rank.to_string()),
+            ("MPIRUN_NPROCS", job.size.to_string()),
+            ("MPIRUN_ID", id.to_string()),
+            ("MPIRUN_SHM_ENABLE", "0".into()),
+            ("MPIRUN_MPD", "0".into()),
+            ("NOT_USE_TOTALVIEW", "1".into()),
+            ("MPIRUN_CONNECT_ONCE", "1".into()),
+        ]);
     }
+    debug_assert!(vars.iter().all(|(k, _)| PER_RANK.contains(k) || PER_RANK_PMGR.contains(k)));
 
     // Everything the child needs, prepared before fork (the child may not allocate).
-    let path = batch.program(slot.app, &app.exe, &env)?;
+    let path = batch.program(slot.app, &app.exe, &app.env)?;
     let argv_c: Vec<CString> = std::iter::once(app.exe.as_str())
         .chain(app.args.iter().map(String::as_str))
         .map(cstring)
         .collect::<io::Result<_>>()
         .map_err(Failure::Exec)?;
-    let envp_c: Vec<CString> = env
+    let vars_c: Vec<CString> = vars
         .iter()
         .map(|(k, v)| cstring(&format!("{k}={v}")))
         .collect::<io::Result<_>>()
         .map_err(Failure::Exec)?;
     let mut argv: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
     argv.push(std::ptr::null());
-    let mut envp: Vec<*const libc::c_char> = envp_c.iter().map(|c| c.as_ptr()).collect();
+    let mut envp: Vec<*const libc::c_char> =
+        base.iter().chain(&vars_c).map(|c| c.as_ptr()).collect();
     envp.push(std::ptr::null());
     let wdir_c = app.wdir.as_deref().map(cstring).transpose().map_err(Failure::Chdir)?;
 
@@ -438,7 +509,10 @@ fn try_start(
     // vfork-style: the child shares our memory until it execs (no page-table copy, no
     // copy-on-write faults while a node starts hundreds of ranks), on a stack of its own;
     // we are suspended only until its execve.
-    let mut stack = vec![0u8; CHILD_STACK];
+    let mut stack = batch.stack.borrow_mut();
+    if stack.is_empty() {
+        stack.resize(CHILD_STACK, 0);
+    }
     // The orphan reaper must not take the child for an orphan: it is claimed under the
     // registry's lock before anybody could look.
     let mut claims = reaper::claims();
