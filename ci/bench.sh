@@ -45,8 +45,8 @@
 #           MPI_Finalize; and what is left in that cgroup when each rank moves itself into a
 #           second one before exec, bench/into_cgroup.c); for scale, the same own-processes
 #           CPU for 64 ranks of /bin/true with spawnfloor as the floor; NLA vs hydra proxy
-#           peak RSS serving 64 ranks of `sleep 1`. Written to results.md between targets
-#           markers.
+#           peak RSS serving 64 ranks of `sleep 1` (and, for scale, 256 ranks: what each
+#           added rank costs). Written to results.md between targets markers.
 #
 # Environment:
 #   BENCH_RUNS=5            runs per contender and size (median reported)
@@ -616,6 +616,20 @@ case_targets() {
       fi
     done
   done
+  # 4b. for scale: the same at 256 ranks (what each added rank costs the agent)
+  for r in $(seq 1 $((runs < 5 ? runs : 5))); do
+    for c in $(rotated "$r" libi hydra); do
+      case $c in
+        libi) peak_rss libi-nla "$LIBI" -n 256 sleep 1 ;;
+        hydra) peak_rss hydra_pmi_proxy mpiexec.hydra -n 256 sleep 1 ;;
+      esac
+      if [ "$RC" -eq 0 ] && [ "$HWM" -gt 0 ]; then
+        rec targets rss256 256 "$c" "$r" null true "" "{\"rss_kb\":$HWM}"
+      else
+        rec targets rss256 256 "$c" "$r" null false "exit $RC, agent VmHWM $HWM kB"
+      fi
+    done
+  done
   log "targets: RSS done, load $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
@@ -661,6 +675,11 @@ if nf and nu and nh:
 us, nu = med("rss64", "libi", "rss_kb"); hy, nh = med("rss64", "hydra", "rss_kb")
 rows.append(("agent peak RSS serving 64 ranks (kB)", f"NLA {f(us)} / hydra proxy {f(hy)}",
              f"{ratio(us, hy)} hydra", "NLA <= hydra proxy", "yes" if us and hy and us <= hy else "no", min(nu, nh)))
+u2, nu2 = med("rss256", "libi", "rss_kb"); h2, nh2 = med("rss256", "hydra", "rss_kb")
+if nu2 and nh2:
+    per = lambda a, b: "n/a" if a is None or b is None else f"{(a - b) / 192:.2f}"
+    rows.append(("for scale: agent peak RSS serving 256 ranks (kB)", f"NLA {f(u2)} / hydra proxy {f(h2)}",
+                 f"{ratio(u2, h2)} hydra; per rank added: NLA {per(u2, us)} kB, proxy {per(h2, hy)} kB", "-", "-", min(nu2, nh2)))
 jc, _ = med("hello64cpu", "libi", "job_cpu_ms"); jh, _ = med("hello64cpu", "hydra", "job_cpu_ms")
 how = next((r["extra"].get("how") for r in recs if r["variant"] == "hello64cpu" and r["extra"]), "?")
 print("| measure | medians | ratio | target | met | runs each |")
@@ -678,7 +697,7 @@ print(f"Medians of alternating runs (contender order rotated run by run); load a
       f"a second cgroup and execs the program; what is left in the job's cgroup is the front "
       f"end and agents (mpiexec and proxies) with the creation of every rank up to its move; the "
       f"floor there is `spawnfloor 64` starting the same ranks. RSS: "
-      f"VmHWM of the agent, sampled every 20 ms, `-n 64 sleep 1`.")
+      f"VmHWM of the agent, sampled every 20 ms, `-n 64 sleep 1` (and `-n 256 sleep 1`, at most 5 runs each).")
 PYEOF
 }
 
