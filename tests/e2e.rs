@@ -89,6 +89,22 @@ fn stdin_reaches_rank0_only() {
 }
 
 #[test]
+fn stdin_from_dev_null_is_eof_at_once() {
+    // Started with `< /dev/null`, as scripts and batch systems do (and with nothing to
+    // read, no reader thread): every rank reads EOF at once and the job ends.
+    let out = Command::new(MPIEXEC)
+        .args(["-n", "2", "sh", "-c", "wc -c"])
+        .env("MPIEXEC_TIMEOUT", "60")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run libi-mpiexec");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let counts: Vec<&str> = stdout.split_whitespace().collect();
+    assert_eq!(counts, ["0", "0"], "{stdout}");
+}
+
+#[test]
 fn partial_last_line_is_flushed() {
     // A last line without a newline is ended with one (never joined to another line).
     let r = run(&["-n", "1", "printf", "no newline"], b"");

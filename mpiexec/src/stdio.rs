@@ -88,11 +88,32 @@ struct Writer {
     shared: Arc<Mutex<Option<Tx>>>,
 }
 
-/// The queue of a stream's writer: a task of the event loop, or a thread.
+/// The queue of a stream's writer: a task of the event loop, or a thread (started when
+/// the first thing is queued: a job that writes nothing on a stream starts no thread).
 #[derive(Clone)]
 enum Tx {
     Task(tokio::sync::mpsc::UnboundedSender<Vec<Item>>),
-    Thread(mpsc::Sender<Vec<Item>>),
+    Thread(mpsc::Sender<Vec<Item>>, Arc<Mutex<LazyThread>>),
+}
+
+type Call = Box<dyn FnOnce() + Send>;
+
+/// A writer thread not started yet (see [`Tx::Thread`]). Dropped unstarted (the output
+/// closed with nothing written on the stream), it reports the writer finished, as the
+/// thread would have.
+struct LazyThread {
+    start: Option<Call>,
+    unstarted: Option<Call>,
+}
+
+impl Drop for LazyThread {
+    fn drop(&mut self) {
+        if self.start.is_some() {
+            if let Some(finished) = self.unstarted.take() {
+                finished();
+            }
+        }
+    }
 }
 
 impl Tx {
@@ -100,7 +121,12 @@ impl Tx {
     fn send(&self, items: Vec<Item>) -> bool {
         match self {
             Tx::Task(t) => t.send(items).is_ok(),
-            Tx::Thread(t) => t.send(items).is_ok(),
+            Tx::Thread(t, lazy) => {
+                if let Some(start) = lazy.lock().ok().and_then(|mut l| l.start.take()) {
+                    start();
+                }
+                t.send(items).is_ok()
+            }
         }
     }
 }
@@ -615,11 +641,22 @@ impl Writer {
             },
             (fd, _) => {
                 let (tx, rx) = mpsc::channel::<Vec<Item>>();
-                std::thread::Builder::new()
-                    .name(name.into())
-                    .spawn(move || write_thread(stream, fd, rx, st, epoch, report))
-                    .ok()
-                    .map(|_| Tx::Thread(tx))
+                let finished = report.clone();
+                // A thread that cannot start: the stream is reported broken and its writer
+                // finished (every later send fails: `rx` is gone).
+                let start: Call = Box::new(move || {
+                    let failed = report.clone();
+                    if let Err(e) = std::thread::Builder::new()
+                        .name(name.into())
+                        .spawn(move || write_thread(stream, fd, rx, st, epoch, report))
+                    {
+                        failed(WriterEvent::Broken(stream, e));
+                        failed(WriterEvent::Finished);
+                    }
+                });
+                let unstarted: Call = Box::new(move || finished(WriterEvent::Finished));
+                let lazy = LazyThread { start: Some(start), unstarted: Some(unstarted) };
+                Some(Tx::Thread(tx, Arc::new(Mutex::new(lazy))))
             }
         };
         let fd = match stream {
@@ -686,6 +723,15 @@ pub fn spawn_stdin_reader(
     credit: Arc<StdinCredit>,
     send: impl Fn(Vec<u8>) -> bool + Send + 'static,
 ) {
+    // `/dev/null` (a job started with `< /dev/null`, as scripts and batch systems do): EOF
+    // at once, and no thread to start for it.
+    let null = |st: nix::sys::stat::FileStat| {
+        st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3)
+    };
+    if nix::sys::stat::fstat(libc::STDIN_FILENO).is_ok_and(null) {
+        send(Vec::new());
+        return;
+    }
     let _ = std::thread::Builder::new().name("stdin".into()).spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
         let stdin = std::io::stdin();

@@ -248,18 +248,33 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     crate::reserve_fd_table(fds);
     if keep_stdin {
         // Our launcher keeps our stdin open for the job: EOF means it (the ssh session, the
-        // parent) is gone. A plain thread: a blocking read must not hold up the runtime.
+        // parent) is gone. Watched by the event loop when stdin can be polled (a pipe or a
+        // socket: no thread to start); otherwise by a plain thread, whose blocking read
+        // must not hold up the runtime.
         let tx = ev_tx.clone();
-        let _ = std::thread::Builder::new().name("stdin-watch".into()).spawn(move || {
-            let mut buf = [0u8; 256];
-            loop {
-                match std::io::Read::read(&mut std::io::stdin(), &mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-            }
+        let gone = move || {
             let _ = tx.send(Ev::ParentGone("the launcher connection (stdin) closed".into()));
-        });
+        };
+        match pollable_stdin() {
+            Ok(stdin) => {
+                tokio::spawn(async move {
+                    watch_to_eof(stdin).await;
+                    gone();
+                });
+            }
+            Err(_) => {
+                let _ = std::thread::Builder::new().name("stdin-watch".into()).spawn(move || {
+                    let mut buf = [0u8; 256];
+                    loop {
+                        match std::io::Read::read(&mut std::io::stdin(), &mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(_) => {}
+                        }
+                    }
+                    gone();
+                });
+            }
+        }
     }
     let report = setup.job.report;
     let mut core = NodeCore::new(setup, false, report);
@@ -470,6 +485,36 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     drop(link);
     drop(stage);
     Ok(0)
+}
+
+/// Our stdin, non-blocking and registered with the event loop; an error when it cannot be
+/// polled (a regular file, `/dev/null`). The description is ours alone: the launcher holds
+/// only the other end, and no rank inherits our stdin.
+fn pollable_stdin() -> io::Result<tokio::io::unix::AsyncFd<std::fs::File>> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    use std::os::fd::{AsFd, AsRawFd};
+    let fd = std::io::stdin().as_fd().try_clone_to_owned()?;
+    let flags = fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL).map_err(io::Error::from)?;
+    let flags = OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK;
+    fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(flags)).map_err(io::Error::from)?;
+    let file = std::fs::File::from(fd);
+    // SAFETY: `file` is our own duplicate, moved into the AsyncFd, which closes it (and
+    // deregisters it first).
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(file, tokio::io::Interest::READABLE) }
+        .map_err(io::Error::from)
+}
+
+/// Read (and drop) what comes until EOF or an error.
+async fn watch_to_eof(stdin: tokio::io::unix::AsyncFd<std::fs::File>) {
+    let mut buf = [0u8; 256];
+    loop {
+        let Ok(mut ready) = stdin.readable().await else { return };
+        match ready.try_io(|f| std::io::Read::read(&mut f.get_ref(), &mut buf)) {
+            Ok(Ok(n)) if n > 0 => {}
+            Ok(_) => return,
+            Err(_would_block) => {}
+        }
+    }
 }
 
 /// The NLA's I/O for the node core's effects ([`crate::effect`]).
