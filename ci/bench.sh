@@ -529,6 +529,25 @@ peak_rss() {
   wait "$tp" || RC=$?
 }
 
+# rss_runs VARIANT N RUNS: RUNS alternating runs of `-n N sleep 1`, each recording the
+# peak RSS of its agent (libi-nla / hydra_pmi_proxy) as targets VARIANT.
+rss_runs() {
+  local variant=$1 n=$2 r c
+  for r in $(seq 1 "$3"); do
+    for c in $(rotated "$r" libi hydra); do
+      case $c in
+        libi) peak_rss libi-nla "$LIBI" -n "$n" sleep 1 ;;
+        hydra) peak_rss hydra_pmi_proxy mpiexec.hydra -n "$n" sleep 1 ;;
+      esac
+      if [ "$RC" -eq 0 ] && [ "$HWM" -gt 0 ]; then
+        rec targets "$variant" "$n" "$c" "$r" null true "" "{\"rss_kb\":$HWM}"
+      else
+        rec targets "$variant" "$n" "$c" "$r" null false "exit $RC, agent VmHWM $HWM kB"
+      fi
+    done
+  done
+}
+
 case_targets() {
   local runs=${BENCH_TARGET_RUNS:-11} r c
   [ "$runs" -ge 10 ] || runs=10
@@ -602,34 +621,9 @@ case_targets() {
     done
     log "targets: true 64 CPU done"
   fi
-  # 4. agent peak RSS serving 64 ranks
-  for r in $(seq 1 "$runs"); do
-    for c in $(rotated "$r" libi hydra); do
-      case $c in
-        libi) peak_rss libi-nla "$LIBI" -n 64 sleep 1 ;;
-        hydra) peak_rss hydra_pmi_proxy mpiexec.hydra -n 64 sleep 1 ;;
-      esac
-      if [ "$RC" -eq 0 ] && [ "$HWM" -gt 0 ]; then
-        rec targets rss64 64 "$c" "$r" null true "" "{\"rss_kb\":$HWM}"
-      else
-        rec targets rss64 64 "$c" "$r" null false "exit $RC, agent VmHWM $HWM kB"
-      fi
-    done
-  done
-  # 4b. for scale: the same at 256 ranks (what each added rank costs the agent)
-  for r in $(seq 1 $((runs < 5 ? runs : 5))); do
-    for c in $(rotated "$r" libi hydra); do
-      case $c in
-        libi) peak_rss libi-nla "$LIBI" -n 256 sleep 1 ;;
-        hydra) peak_rss hydra_pmi_proxy mpiexec.hydra -n 256 sleep 1 ;;
-      esac
-      if [ "$RC" -eq 0 ] && [ "$HWM" -gt 0 ]; then
-        rec targets rss256 256 "$c" "$r" null true "" "{\"rss_kb\":$HWM}"
-      else
-        rec targets rss256 256 "$c" "$r" null false "exit $RC, agent VmHWM $HWM kB"
-      fi
-    done
-  done
+  # 4. agent peak RSS serving 64 ranks; for scale, at 256 (what each added rank costs)
+  rss_runs rss64 64 "$runs"
+  rss_runs rss256 256 $((runs < 5 ? runs : 5))
   log "targets: RSS done, load $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 

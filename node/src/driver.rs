@@ -108,13 +108,14 @@ impl PmiOut {
         self.queued.notify_one();
     }
 
-    /// The front of the queue, left in place (so that the loop queues behind it).
-    fn front(&self) -> Option<Result<Vec<u8>, ()>> {
+    /// The front of the queue (its bytes taken out), left in place so that the loop queues
+    /// behind it until [`PmiOut::pop`].
+    fn front(&self) -> Option<ToRank> {
         let mut q = self.queue.lock().ok()?;
-        match q.front_mut()? {
-            ToRank::Write(b) => Some(Ok(std::mem::take(b))),
-            ToRank::Close => Some(Err(())),
-        }
+        Some(match q.front_mut()? {
+            ToRank::Write(b) => ToRank::Write(std::mem::take(b)),
+            ToRank::Close => ToRank::Close,
+        })
     }
 
     fn pop(&self) {
@@ -988,7 +989,7 @@ async fn rank_task(
                 () = out.queued.notified(), if writing => {
                     while let Some(cmd) = out.front() {
                         match cmd {
-                            Ok(b) => match tokio::time::timeout(STALL_LIMIT, out.write_all(&b)).await {
+                            ToRank::Write(b) => match tokio::time::timeout(STALL_LIMIT, out.write_all(&b)).await {
                                 Ok(Ok(())) => {}
                                 Ok(Err(_)) => pmi_open = false,
                                 Err(_) => {
@@ -999,7 +1000,7 @@ async fn rank_task(
                                     break;
                                 }
                             },
-                            Err(()) => { pmi_open = false; out.shutdown(); }
+                            ToRank::Close => { pmi_open = false; out.shutdown(); }
                         }
                         out.pop();
                     }

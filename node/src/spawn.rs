@@ -154,6 +154,11 @@ impl RankProcess {
     }
 }
 
+/// `NAME=value`, as the child's environment holds it.
+fn env_entry(name: &str, value: &str) -> io::Result<CString> {
+    cstring(&format!("{name}={value}"))
+}
+
 fn cstring(s: &str) -> io::Result<CString> {
     CString::new(s)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("NUL byte in '{s}'")))
@@ -201,8 +206,8 @@ impl From<io::Error> for Failure {
 
 /// What the ranks a node starts at once share, found once for all of them: the signals
 /// that are not at their default disposition here (each child resets exactly these before
-/// its exec, instead of one system call per signal number while its parent waits), and
-/// each app's program as found on its `PATH`.
+/// its exec, instead of one system call per signal number while its parent waits), each
+/// app's program as found on its `PATH` and its environment, and the children's stack.
 ///
 /// Make it right before starting the ranks, with nothing in between that could install a
 /// signal handler (the driver starts its ranks in one synchronous loop): a handler
@@ -273,16 +278,9 @@ impl SpawnBatch {
         self.programs.borrow_mut().push((app, path.clone()));
         Ok(path)
     }
-}
 
-impl SpawnBatch {
     /// App `app`'s environment without the per-rank variables, built once for its ranks.
-    fn base_env(
-        &self,
-        app: u32,
-        spec: &AppSpec,
-        pmgr: bool,
-    ) -> Result<std::rc::Rc<Vec<CString>>, Failure> {
+    fn base_env(&self, app: u32, spec: &AppSpec, pmgr: bool) -> Result<SharedEnv, Failure> {
         if let Some((_, e)) = self.envs.borrow().iter().find(|(k, _)| *k == (app, pmgr)) {
             return Ok(e.clone());
         }
@@ -291,7 +289,7 @@ impl SpawnBatch {
             .env
             .iter()
             .filter(|(k, _)| !per_rank(k))
-            .map(|(k, v)| cstring(&format!("{k}={v}")))
+            .map(|(k, v)| env_entry(k, v))
             .collect::<io::Result<_>>()
             .map_err(Failure::Exec)?;
         // As under Hydra: gfortran programs do not buffer their preconnected units (stdout,
@@ -465,7 +463,7 @@ fn try_start(
         .map_err(Failure::Exec)?;
     let vars_c: Vec<CString> = vars
         .iter()
-        .map(|(k, v)| cstring(&format!("{k}={v}")))
+        .map(|(k, v)| env_entry(k, v))
         .collect::<io::Result<_>>()
         .map_err(Failure::Exec)?;
     let mut argv: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
