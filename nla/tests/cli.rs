@@ -19,11 +19,11 @@ fn no_secret_on_stdin() {
     assert!(e.contains("secret"), "{e}");
 }
 
-#[test]
-fn unreachable_parent() {
-    // Port 1 on loopback: nothing listens there.
+/// Run the agent with the secret against `parent`, where nothing listens: it must fail with
+/// status 1 and one line on stderr, which is returned.
+fn unreachable(parent: &str, node: &str) -> String {
     let mut child = Command::new(NLA)
-        .args(["--parent", "127.0.0.1:1", "--node", "3"])
+        .args(["--parent", parent, "--node", node])
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -31,8 +31,15 @@ fn unreachable_parent() {
     child.stdin.take().expect("stdin").write_all(b"s3cret\n").expect("write");
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(1));
-    let e = String::from_utf8_lossy(&out.stderr);
+    let e = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(e.lines().count(), 1, "{e}");
+    e
+}
+
+#[test]
+fn unreachable_parent() {
+    // Port 1 on loopback: nothing listens there.
+    let e = unreachable("127.0.0.1:1", "3");
     assert!(e.contains("node 3") && e.contains("127.0.0.1:1"), "{e}");
 }
 
@@ -40,4 +47,33 @@ fn unreachable_parent() {
 fn missing_arguments() {
     let out = Command::new(NLA).stdin(Stdio::null()).output().expect("run libi-nla");
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// The agent is a static executable (nla/build.rs) unless built with `LIBI_NLA_DYNAMIC`: no
+/// program interpreter (PT_INTERP) in its ELF program headers.
+#[test]
+fn linked_statically() {
+    if option_env!("LIBI_NLA_DYNAMIC").is_some_and(|v| !v.is_empty() && v != "0") {
+        return;
+    }
+    let elf = std::fs::read(NLA).expect("read libi-nla");
+    let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
+    let phoff = u64::from_le_bytes(elf[0x20..0x28].try_into().expect("e_phoff")) as usize;
+    let (size, count) = (u16_at(0x36), u16_at(0x38));
+    assert!(&elf[..4] == b"\x7fELF" && elf[4] == 2 && count > 0, "not a 64-bit ELF");
+    const PT_INTERP: u32 = 3;
+    for i in 0..count {
+        let o = phoff + i * size;
+        let p_type = u32::from_le_bytes(elf[o..o + 4].try_into().expect("p_type"));
+        assert_ne!(p_type, PT_INTERP, "libi-nla has a program interpreter: linked dynamically");
+    }
+}
+
+/// A parent given by name: the static agent resolves it with the C library's built-in
+/// sources (here `localhost` from /etc/hosts) and reports the refused connection, not a
+/// failed lookup.
+#[test]
+fn parent_by_name() {
+    let e = unreachable("localhost:1", "4");
+    assert!(e.contains("localhost:1") && e.to_lowercase().contains("refused"), "{e}");
 }

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# bench/nla-libc-hot/collect.sh: regenerate nla/libc-hot.txt, the C library functions the
+# static libi-nla runs, which nla/build.rs has the linker place first (see there for why).
+#
+# Runs a spread of jobs (PMI-1, PMI-2, PMGR, MPI_Comm_spawn, output floods, stdin, failures,
+# timeouts, binding, several nodes) with every agent under gdb (trace.py), then writes the
+# union, plus every alias of each function, the child side of the rank spawn (which gdb does
+# not see) and every CPU variant (sse2, avx2, evex, avx512...) of the string functions that
+# ran: another CPU picks other variants. Needs gdb, mpicc and MPICH 5 (ci/install-deps.sh), a release
+# build. A function missing from the list costs resident memory, never correctness.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+WORK=$(mktemp -d /tmp/libi-hot.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+cargo build --release -q -p libi-nla -p libi-mpiexec
+NLA=$ROOT/target/release/libi-nla
+M=$ROOT/target/release/libi-mpiexec
+file "$NLA" | grep -q static-pie || { echo "collect.sh: $NLA is not static (LIBI_NLA_DYNAMIC?)" >&2; exit 1; }
+mpicc -O2 -DPROG='"hello"' -o "$WORK/hello" tests/programs/hello.c
+"${LIBI_MPICH5:-/opt/libi/mpich5}/bin/mpicc" -O2 -o "$WORK/spawn" tests/programs/spawn.c
+cc -O2 -o "$WORK/pmi_exchange" tests/programs/pmi_exchange.c
+cc -O2 -o "$WORK/pmgr_exit" tests/programs/pmgr_exit.c
+cc -O2 -I/usr/include/slurm -o "$WORK/pmi2_slurm" tests/programs/pmi2_slurm.c -lpmi2
+# The fork launcher passes --parent-pid; under gdb the agent's parent is gdb.
+cat >"$WORK/nla" <<WRAP
+#!/usr/bin/env bash
+args=(); skip=0
+for a in "\$@"; do
+  if [ \$skip = 1 ]; then skip=0; continue; fi
+  if [ "\$a" = --parent-pid ]; then skip=1; continue; fi
+  args+=("\$a")
+done
+HOT_OUT=$WORK/hits exec gdb -q -batch -nx -x $ROOT/bench/nla-libc-hot/trace.py --args $NLA "\${args[@]}" >/dev/null 2>>$WORK/gdb.err
+WRAP
+chmod +x "$WORK/nla"
+export LIBI_NLA=$WORK/nla
+job() {
+  local rc=0
+  timeout 300 "$@" >"$WORK/out" 2>&1 </dev/null || rc=$?
+  echo "collect.sh: exit $rc, $(wc -l <"$WORK/out") lines: $*" >&2
+}
+job "$M" -n 64 true
+job "$M" -n 64 "$WORK/hello"
+job "$M" -n 8 "$WORK/pmi2_slurm"
+job "$M" -n 16 "$WORK/pmi_exchange"
+job "$M" --pmgr -n 4 "$WORK/pmgr_exit"
+job "$M" -n 2 "$WORK/spawn"
+job "$M" -n 2 sh -c 'head -c 20000000 /dev/zero | base64; head -c 2000000 /dev/zero | base64 >&2'
+job sh -c "seq 1 100000 | $M -n 2 cat"
+job "$M" -n 3 sh -c 'exit 3'
+job "$M" -n 2 sh -c 'kill -9 $$'
+job env MPIEXEC_TIMEOUT=1 "$M" -n 2 sleep 5
+job "$M" -v -bind-to core -n 2 true
+job "$M" -launcher fork -hosts a:2,b:2,c:2 -n 6 "$WORK/hello"
+job "$M" -l -n 4 hostname
+python3 - "$NLA" "$WORK" "$ROOT/nla/libc-hot.txt" <<'PY'
+import collections, glob, re, subprocess, sys
+nla, work, dest = sys.argv[1:]
+by_addr, by_name, size = collections.defaultdict(list), {}, {}
+for line in subprocess.run(["nm", "-S", "--defined-only", nla], capture_output=True,
+                           text=True, check=True).stdout.splitlines():
+    p = line.split()
+    if len(p) == 3:
+        p.insert(1, "0")
+    if len(p) == 4 and p[2] in "tTwWiI" and not p[3].startswith(("_ZN", "_R")):
+        a = int(p[0], 16)
+        by_addr[a].append(p[3])
+        by_name[p[3]] = a
+        size[a] = max(size.get(a, 0), int(p[1], 16))
+ran = set()
+for f in glob.glob(f"{work}/hits.*"):
+    ran |= set(open(f).read().split())
+if len(ran) < 50:
+    sys.exit(f"collect.sh: only {len(ran)} functions seen; see {work}/gdb.err")
+# The rank's side of the clone (node/src/spawn.rs, child_main), before its execve.
+child = ["_start", "setsid", "prctl", "getppid", "syscall", "sigemptyset", "sigprocmask",
+         "dup2", "fcntl", "fcntl64", "chdir", "execve", "_exit", "__errno_location"]
+hot = {by_name[n] for n in ran | set(child) if n in by_name}
+isa = r"(sse2|ssse3|sse4_1|sse4_2|sse42|avx|avx2|evex|evex512|avx512\w*|erms|unaligned|rtm|aligned)"
+variant = re.compile(r"^__([a-z0-9]+?)_" + isa + r"(_|$)")
+families = {m.group(1) for a in hot for n in by_addr[a] if (m := variant.match(n))}
+other = {a for n, a in by_name.items()
+         if (m := variant.match(n)) and m.group(1) in families and a not in hot}
+with open(dest, "w") as f:
+    f.write("# C library functions libi-nla runs, placed first by the linker (nla/build.rs).\n"
+            "# Made by bench/nla-libc-hot/collect.sh; first the ones that ran, then the other\n"
+            f"# CPU variants of those string functions. {len(hot)} + {len(other)} functions,\n"
+            f"# {sum(size[a] for a in hot)} + {sum(size[a] for a in other)} bytes.\n")
+    for a in sorted(hot) + sorted(other):
+        f.write(by_addr[a][0] + "\n")
+print(f"collect.sh: {dest}: {len(hot)} functions ran, {len(other)} other variants", file=sys.stderr)
+PY
