@@ -44,7 +44,9 @@
 #           own, cpuacct: its total minus the CPU each rank reports for itself after
 #           MPI_Finalize; and what is left in that cgroup when each rank moves itself into a
 #           second one before exec, bench/into_cgroup.c); for scale, the same own-processes
-#           CPU for 64 ranks of /bin/true with spawnfloor as the floor; NLA vs hydra proxy
+#           CPU for 64 ranks of /bin/true with spawnfloor as the floor, and what is left
+#           beyond that against bench/pmifloor.c answering 64 x 15 lock-step PMI-1 requests
+#           (the floor of the requests themselves); NLA vs hydra proxy
 #           peak RSS serving 64 ranks of `sleep 1` (and, for scale, 256 ranks: what each
 #           added rank costs). Written to results.md between targets markers.
 #
@@ -621,6 +623,18 @@ case_targets() {
     done
     log "targets: true 64 CPU done"
   fi
+  # 3c. for scale, the floor of answering the requests: pmifloor (one epoll loop in C, one
+  # recv and one send per request) answering 64 forked clients, 15 lock-step PMI-1 requests
+  # each (MPICH hello n=64 makes ~14.5 per rank here)
+  for r in $(seq 1 "$runs"); do
+    local fl_out fl_ms
+    fl_out=$("$WORK/pmifloor" 64 15 2>&1) && RC=0 || RC=$?
+    fl_ms=$(echo "$fl_out" | awk '/^server_cpu_ms/ {print $2}')
+    [ -n "$fl_ms" ] || { RC=1; fl_ms=null; }
+    NOTE=$([ "$RC" -eq 0 ] && echo "" || echo "$fl_out")
+    rec targets pmifloor64 64 floor "$r" null "$(ok_json)" "$NOTE" "{\"server_cpu_ms\":$fl_ms}"
+  done
+  log "targets: pmifloor done"
   # 4. agent peak RSS serving 64 ranks; for scale, at 256 (what each added rank costs)
   rss_runs rss64 64 "$runs"
   rss_runs rss256 256 $((runs < 5 ? runs : 5))
@@ -666,6 +680,13 @@ fl, nf = med("true64cpu", "floor", "pm_own_cpu_ms"); us, nu = med("true64cpu", "
 if nf and nu and nh:
     rows.append(("for scale: CPU of creating and reaping 64 ranks of `/bin/true` (ms, own processes)", f"floor {f(fl)} / libi {f(us)} / hydra {f(hy)}",
                  f"libi {ratio(us, hy)} hydra, floor {ratio(fl, hy)} hydra", "(the floor bounds what 0.5x can mean)", "-", min(nf, nu, nh)))
+pf, npf = med("pmifloor64", "floor", "server_cpu_ms")
+hu, _ = med("hello64cpu", "libi", "pm_own_cpu_ms"); hh, _ = med("hello64cpu", "hydra", "pm_own_cpu_ms")
+tu, _ = med("true64cpu", "libi", "pm_own_cpu_ms"); th, _ = med("true64cpu", "hydra", "pm_own_cpu_ms")
+if npf and None not in (hu, hh, tu, th):
+    rows.append(("for scale: CPU beyond creating and reaping the ranks (hello n=64 own minus `/bin/true` own), against answering 64 x 15 lock-step PMI-1 requests in C (ms)",
+                 f"floor {f(pf)} / libi {f(hu - tu)} / hydra {f(hh - th)}", f"libi {ratio(hu - tu, hh - th)} hydra, floor {ratio(pf, hh - th)} hydra",
+                 "(with the row above: the floor of the whole target)", "-", npf))
 us, nu = med("rss64", "libi", "rss_kb"); hy, nh = med("rss64", "hydra", "rss_kb")
 rows.append(("agent peak RSS serving 64 ranks (kB)", f"NLA {f(us)} / hydra proxy {f(hy)}",
              f"{ratio(us, hy)} hydra", "NLA <= hydra proxy", "yes" if us and hy and us <= hy else "no", min(nu, nh)))
@@ -690,7 +711,8 @@ print(f"Medians of alternating runs (contender order rotated run by run); load a
       f"Its own processes: each rank is started through `bench/into_cgroup.c`, which moves it into "
       f"a second cgroup and execs the program; what is left in the job's cgroup is the front "
       f"end and agents (mpiexec and proxies) with the creation of every rank up to its move; the "
-      f"floor there is `spawnfloor 64` starting the same ranks. RSS: "
+      f"floor there is `spawnfloor 64` starting the same ranks; `bench/pmifloor.c` is the least a "
+      f"server spends answering lock-step requests (forked clients, no parsing, no key-value space). RSS: "
       f"VmHWM of the agent, sampled every 20 ms, `-n 64 sleep 1` (and `-n 256 sleep 1`, at most 5 runs each).")
 PYEOF
 }
@@ -748,6 +770,7 @@ cargo build --release --workspace --bins -q
 mpicc -DPROG='"hello"' -O2 -o "$WORK/hello" tests/programs/hello.c
 cc -O2 -o "$WORK/pmi_exchange" tests/programs/pmi_exchange.c
 cc -O2 -o "$WORK/spawnfloor" bench/spawnfloor.c
+cc -O2 -o "$WORK/pmifloor" bench/pmifloor.c
 mpicc -DPROG='"hello"' -DSELF_CPU -O2 -o "$WORK/hello_cpu" tests/programs/hello.c
 cc -O2 -static -o "$WORK/into_cgroup" bench/into_cgroup.c 2>/dev/null || cc -O2 -o "$WORK/into_cgroup" bench/into_cgroup.c
 
