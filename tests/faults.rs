@@ -451,7 +451,10 @@ fn hostile_pmi_input() {
     assert!(line.contains("rank 1") && line.contains("longer than"), "{line}");
     report("over-long PMI line", r.status, t.elapsed().as_secs_f64());
 
-    let flood = "yes cmd=get_maxes >&$PMI_FD";
+    // Rank 0 reads its NLA's (its parent's) peak RSS 3 s into the flood, before the stall
+    // limit (5 s) ends it: the NLA reads no more requests while replies wait for the rank.
+    let flood = "{ echo 'cmd=init pmi_version=1 pmi_subversion=1'; yes cmd=get_maxes; } >&$PMI_FD";
+    let probe = "sleep 3; echo nla_hwm $(awk '/^VmHWM:/ {print $2}' /proc/$PPID/status); sleep 60";
     let t = Instant::now();
     let r = run(
         &[
@@ -459,13 +462,21 @@ fn hostile_pmi_input() {
             "2",
             "bash",
             "-c",
-            &format!("if [ $PMI_RANK = 1 ]; then {flood}; else sleep 60; fi"),
+            &format!("if [ $PMI_RANK = 1 ]; then {flood}; else {probe}; fi"),
         ],
         b"",
     );
     assert_eq!(r.status, 1, "{}", r.stderr);
     let line = failure_line(&r);
     assert!(line.contains("rank 1") && line.contains("stopped reading"), "{line}");
+    let hwm: u64 = r
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("nla_hwm "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no nla_hwm line: {}", r.stdout));
+    eprintln!("NLA peak RSS {hwm} KiB 3 s into a request flood");
+    assert!(hwm < 12 * 1024, "NLA peak RSS {hwm} KiB during a request flood");
     report("PMI request flood", r.status, t.elapsed().as_secs_f64());
 }
 

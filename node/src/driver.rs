@@ -28,7 +28,11 @@ use crate::core::limits::{FINAL_SEND, LAUNCHERS_EXIT, PMGR_FINAL_SWEEP, SETUP_WA
 
 /// Events reaching the central loop.
 enum Ev {
+    /// Bytes from the singleton's PMI connection.
     Pmi(usize, Vec<u8>),
+    /// A local rank's PMI socket has something to read (or is closed): the central loop
+    /// reads it itself (see [`Ranks::read_pmi`]).
+    PmiReady(usize),
     PmiEof(usize),
     /// From the writer of the parent link.
     Up(UpEvent),
@@ -67,6 +71,14 @@ struct PmiOut {
     queued: tokio::sync::Notify,
     /// The rank stopped reading (stalled) or its task ended: nothing more is written.
     dead: std::sync::atomic::AtomicBool,
+    /// The central loop read what the socket had (see [`Ranks::read_pmi`]): the rank's task
+    /// may watch it again.
+    drained: tokio::sync::Notify,
+    /// The central loop met the socket's end (EOF or an error).
+    read_closed: std::sync::atomic::AtomicBool,
+    /// The central loop left the socket unread because replies are queued (the rank is not
+    /// reading them): the rank's task hands it back once the queue is written.
+    paused: std::sync::atomic::AtomicBool,
 }
 
 impl PmiOut {
@@ -76,7 +88,16 @@ impl PmiOut {
             queue: Mutex::new(std::collections::VecDeque::new()),
             queued: tokio::sync::Notify::new(),
             dead: false.into(),
+            drained: tokio::sync::Notify::new(),
+            read_closed: false.into(),
+            paused: false.into(),
         }
+    }
+
+    /// Wait until the socket has something to read (or is closed); the central loop reads it.
+    async fn readable(&self) -> io::Result<()> {
+        let s: &UnixStream = self.wr.as_ref();
+        s.readable().await
     }
 
     /// Write `bytes` (a reply) or close, after whatever is queued; straight away when
@@ -413,6 +434,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         parent_lost_before = core.parent_is_lost();
         match ev {
             Ev::Pmi(local, data) => core.rank_data(local, &data, &mut fx),
+            Ev::PmiReady(local) => ranks.read_pmi(local, &mut core, &mut fx, &ev_tx),
             Ev::PmiEof(local) => core.rank_eof(local, &mut fx),
             Ev::Up(UpEvent::ChildDone(idx, bytes)) => core.child_output_passed(idx, bytes, &mut fx),
             Ev::Up(UpEvent::Unsendable(why)) => core.unsendable(&why, &mut fx),
@@ -423,8 +445,11 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 // Exact reaping: the pid stayed ours until now, and no signal goes to the
                 // rank's group from here on.
                 if let Some(out) = ranks.pmi_out.get_mut(local) {
-                    // Its socket closes with the task's read half.
                     *out = None;
+                }
+                if let Some(rd) = ranks.pmi_rd.get_mut(local) {
+                    // Its socket closes with the read half.
+                    *rd = None;
                 }
                 if let Some(pid) = ranks.pids[local].take() {
                     if let Ok(mut pids) = rank_pids.lock() {
@@ -792,6 +817,8 @@ async fn pmgr_writer(
 struct Ranks {
     /// The write side of each forked rank's PMI socket.
     pmi_out: Vec<Option<Arc<PmiOut>>>,
+    /// The read side of each local rank's PMI socket, read by the central loop.
+    pmi_rd: Vec<Option<tokio::net::unix::OwnedReadHalf>>,
     /// The singleton's connection (see [`Ranks::singleton`]).
     to_singleton: Option<UnboundedSender<ToRank>>,
     /// Pids of the ranks not reaped yet (each leads its own process group).
@@ -800,6 +827,9 @@ struct Ranks {
     failed_starts: Vec<(usize, ProcEnd)>,
     /// The local rank that is a singleton MPI process (not ours: connected, never signalled).
     singleton: Option<usize>,
+    /// The central loop's buffer for reading the ranks' PMI sockets (allocated on the first
+    /// read: a job whose ranks never talk PMI costs none).
+    pmi_buf: Vec<u8>,
 }
 
 impl Ranks {
@@ -813,11 +843,13 @@ impl Ranks {
         let n = plan.ranks.len();
         let mut node = Ranks {
             pmi_out: (0..n).map(|_| None).collect(),
+            pmi_rd: (0..n).map(|_| None).collect(),
             to_singleton: None,
             pids: vec![None; n],
             stdin: None,
             failed_starts: Vec::new(),
             singleton: None,
+            pmi_buf: Vec::new(),
         };
         // Every rank's affinity mask, built before any clone (the child only applies it).
         let masks: Vec<Option<Vec<u64>>> = match crate::bind::node_cpus(job, plan) {
@@ -869,8 +901,9 @@ impl Ranks {
                     let (rd, wr) = sock.into_split();
                     let out = Arc::new(PmiOut::new(wr));
                     node.pmi_out[local] = Some(out.clone());
+                    node.pmi_rd[local] = Some(rd);
                     let (ev, up) = (ev.clone(), up.clone());
-                    tokio::spawn(rank_task(local, slot.rank, child, rd, out, ev, up));
+                    tokio::spawn(rank_task(local, slot.rank, child, out, ev, up));
                 }
                 Err(StartFailed { errno, reason }) => {
                     node.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
@@ -895,6 +928,70 @@ impl Ranks {
                 self.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
             }
         }
+    }
+
+    /// Read local rank `local`'s PMI socket, which its task found readable, and hand what
+    /// comes to the core at once. Reading here rather than in the rank's task puts the reply
+    /// right behind the read: a lock-step client that the read woke (the kernel wakes a
+    /// writer once its bytes are consumed) is still awake when the reply comes, instead of
+    /// asleep again and woken a second time. At most `PMI_READS` buffers at a time; a rank
+    /// with more to say is read again after the events queued meanwhile.
+    fn read_pmi(
+        &mut self,
+        local: usize,
+        core: &mut NodeCore,
+        fx: &mut Vec<Effect>,
+        ev: &UnboundedSender<Ev>,
+    ) {
+        const PMI_READS: usize = 4;
+        use std::sync::atomic::Ordering::Relaxed;
+        let (Some(Some(out)), Some(Some(rd))) =
+            (self.pmi_out.get(local), self.pmi_rd.get_mut(local))
+        else {
+            return;
+        };
+        if out.read_closed.load(Relaxed) {
+            return;
+        }
+        // Replies are waiting for the rank to read them: read no more requests until it does
+        // (its task hands the socket back), so a rank that floods requests without reading
+        // is held to what its socket buffers hold.
+        if out.queue.lock().is_ok_and(|q| !q.is_empty()) {
+            out.paused.store(true, Relaxed);
+            return;
+        }
+        if self.pmi_buf.is_empty() {
+            self.pmi_buf = vec![0u8; 16 * 1024];
+        }
+        // `poll_read`, not a plain read: tokio takes a short read (or EAGAIN) as the socket
+        // drained and clears its readiness against the event it saw before reading, so that
+        // bytes arriving meanwhile still wake the rank's task. Nothing waits on this waker.
+        let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
+        for _ in 0..PMI_READS {
+            let mut rb = tokio::io::ReadBuf::new(&mut self.pmi_buf);
+            match tokio::io::AsyncRead::poll_read(std::pin::Pin::new(&mut *rd), &mut cx, &mut rb) {
+                std::task::Poll::Ready(Ok(())) if !rb.filled().is_empty() => {
+                    let n = rb.filled().len();
+                    core.rank_data(local, &self.pmi_buf[..n], fx);
+                    if n < self.pmi_buf.len() {
+                        out.drained.notify_one();
+                        return;
+                    }
+                }
+                std::task::Poll::Pending => {
+                    out.drained.notify_one();
+                    return;
+                }
+                // EOF, or the connection failed.
+                std::task::Poll::Ready(_) => {
+                    out.read_closed.store(true, Relaxed);
+                    out.drained.notify_one();
+                    core.rank_eof(local, fx);
+                    return;
+                }
+            }
+        }
+        let _ = ev.send(Ev::PmiReady(local));
     }
 
     /// A reply (or the close) for local rank `local`'s PMI connection.
@@ -950,7 +1047,6 @@ async fn rank_task(
     local: usize,
     rank: u32,
     mut child: crate::spawn::RankProcess,
-    mut rd: tokio::net::unix::OwnedReadHalf,
     out: Arc<PmiOut>,
     ev: UnboundedSender<Ev>,
     up: UpLink,
@@ -968,23 +1064,26 @@ async fn rank_task(
     let stdout = forward(child.stdout.take(), Stream::Stdout);
     let stderr = forward(child.stderr.take(), Stream::Stderr);
     let pmi = async {
+        use std::sync::atomic::Ordering::Relaxed;
         let mut pmi_open = true;
         let mut writing = true;
-        // Allocated once the rank talks PMI (a rank that never does costs no buffer). Reads
-        // go through `read`, which (unlike `try_read`) takes a short read as the socket drained
-        // and spares the read that would only say EAGAIN.
-        let mut pbuf = Vec::new();
+        // The socket was found readable and handed to the central loop, which reads it
+        // (`Ranks::read_pmi`) and says when it is drained.
+        let mut handed = false;
         let status = loop {
             tokio::select! {
-                r = async {
-                    if pbuf.is_empty() {
-                        rd.readable().await?;
-                        pbuf = vec![0u8; 16 * 1024];
+                r = out.readable(), if pmi_open && !handed => match r {
+                    Ok(()) => {
+                        handed = true;
+                        let _ = ev.send(Ev::PmiReady(local));
                     }
-                    rd.read(&mut pbuf).await
-                }, if pmi_open => match r {
-                    Ok(n) if n > 0 => { let _ = ev.send(Ev::Pmi(local, pbuf[..n].to_vec())); }
-                    _ => { pmi_open = false; let _ = ev.send(Ev::PmiEof(local)); }
+                    Err(_) => { pmi_open = false; let _ = ev.send(Ev::PmiEof(local)); }
+                },
+                () = out.drained.notified(), if handed => {
+                    handed = false;
+                    if out.read_closed.load(Relaxed) {
+                        pmi_open = false;
+                    }
                 },
                 () = out.queued.notified(), if writing => {
                     while let Some(cmd) = out.front() {
@@ -1004,24 +1103,17 @@ async fn rank_task(
                         }
                         out.pop();
                     }
+                    if out.paused.swap(false, Relaxed) && writing {
+                        let _ = ev.send(Ev::PmiReady(local));
+                    }
                 },
                 st = child.wait() => break st,
             }
         };
         // The process is gone: whatever it wrote to the PMI socket before exiting (an `abort`,
-        // say) is still to be read.
-        if pmi_open {
-            if pbuf.is_empty() {
-                pbuf = vec![0u8; 16 * 1024];
-            }
-            loop {
-                match rd.try_read(&mut pbuf) {
-                    Ok(n) if n > 0 => {
-                        let _ = ev.send(Ev::Pmi(local, pbuf[..n].to_vec()));
-                    }
-                    _ => break,
-                }
-            }
+        // say) is still to be read, by the central loop, before the rank's end.
+        if pmi_open && !out.read_closed.load(Relaxed) {
+            let _ = ev.send(Ev::PmiReady(local));
         }
         // Replies to a process that is gone go nowhere.
         out.kill();
