@@ -105,6 +105,48 @@ fn stdin_from_dev_null_is_eof_at_once() {
 }
 
 #[test]
+fn output_to_regular_files() {
+    // Stdout and stderr redirected to files (as batch scripts do): written straight from the
+    // event loop on a local filesystem. Every line arrives, each rank's in its order, and
+    // our own message about the failed rank follows the output before it.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let (o, e) = (
+        dir.join(format!("e2e-out-{}.txt", std::process::id())),
+        dir.join(format!("e2e-err-{}.txt", std::process::id())),
+    );
+    let out = Command::new(MPIEXEC)
+        .args(["-l", "-n", "4", "sh", "-c"])
+        .arg("seq 1 2000; seq 1 50 >&2; [ $PMI_RANK != 3 ] || exit 7")
+        .env("MPIEXEC_TIMEOUT", "60")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&o).expect("stdout file"))
+        .stderr(std::fs::File::create(&e).expect("stderr file"))
+        .status()
+        .expect("run libi-mpiexec");
+    let (stdout, stderr) = (
+        std::fs::read_to_string(&o).expect("read stdout"),
+        std::fs::read_to_string(&e).expect("read stderr"),
+    );
+    let _ = (std::fs::remove_file(&o), std::fs::remove_file(&e));
+    assert_eq!(out.code(), Some(7), "{stderr}");
+    for (text, n) in [(&stdout, 2000), (&stderr, 50)] {
+        for rank in 0..4 {
+            let tag = format!("[{rank}] ");
+            let got: Vec<u32> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix(&tag))
+                .map(|v| v.parse().expect("a number"))
+                .collect();
+            assert_eq!(got, (1..=n).collect::<Vec<u32>>(), "rank {rank}");
+        }
+    }
+    let lines: Vec<&str> = stderr.lines().collect();
+    let ours = lines.iter().position(|l| l.starts_with("libi-mpiexec:")).expect("our line");
+    let last3 = lines.iter().rposition(|l| l.starts_with("[3] ")).expect("rank 3's lines");
+    assert!(ours > last3, "{stderr}");
+}
+
+#[test]
 fn partial_last_line_is_flushed() {
     // A last line without a newline is ended with one (never joined to another line).
     let r = run(&["-n", "1", "printf", "no newline"], b"");

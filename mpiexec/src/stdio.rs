@@ -73,12 +73,58 @@ fn write_nowait(fd: i32, data: &[u8]) -> Result<usize, nix::errno::Errno> {
     }
 }
 
+/// Whether `fd` is a regular file on a local filesystem (ext4, xfs, btrfs, tmpfs, ...).
+/// Such a file is written straight from the event loop, as Hydra does: the write goes to the
+/// page cache and waits at worst for the kernel's dirty-page throttling, which is bounded,
+/// and it spares a thread and a wake-up of it per burst of output. (`RWF_NOWAIT`, which lets
+/// pipes be written without waiting, is refused for buffered files: EOPNOTSUPP.) A file on
+/// a network or FUSE filesystem, whose server may not answer for minutes, keeps the thread.
+fn local_file(fd: &OwnedFd) -> bool {
+    use nix::sys::statfs::{self, FsType};
+    let regular = nix::sys::stat::fstat(fd.as_raw_fd())
+        .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG);
+    if !regular {
+        return false;
+    }
+    const LOCAL: [libc::__fsword_t; 7] = [
+        0xEF53,      // ext2, ext3, ext4
+        0x5846_5342, // xfs
+        0x9123_683E, // btrfs
+        0x0102_1994, // tmpfs
+        0xF2F5_2010, // f2fs
+        0x2FC1_2FC1, // zfs
+        0x858_458F6, // ramfs
+    ];
+    statfs::fstatfs(fd).is_ok_and(|f| {
+        let t: FsType = f.filesystem_type();
+        LOCAL.contains(&t.0)
+    })
+}
+
+/// Write all of `data` to a regular file (see [`local_file`]).
+fn write_file(fd: i32, mut data: &[u8]) -> Result<(), nix::errno::Errno> {
+    // SAFETY: `fd` is our stdout or stderr, open for the process's life.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    while !data.is_empty() {
+        match nix::unistd::write(fd, data) {
+            Ok(0) => return Err(nix::errno::Errno::ENOSPC),
+            Ok(n) => data = &data[n..],
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// One of our output streams, written by its own thread.
 struct Writer {
     /// Our stdout or stderr (fd 1 or 2), for writes that cannot block.
     fd: i32,
     /// Writes that cannot block are possible on it.
     direct: bool,
+    /// It is a regular file on a local filesystem: written straight from the event loop
+    /// (see [`local_file`]).
+    local_file: bool,
     tx: Option<Tx>,
     state: Arc<WriterState>,
     /// Items not handed to the writer yet (see [`Output::commit`]).
@@ -511,7 +557,22 @@ impl Output {
         if w.state.broken.load(Ordering::Relaxed) {
             return Wrote::Now;
         }
-        if w.direct && w.pending.is_empty() && w.state.queued.load(Ordering::Relaxed) == 0 {
+        let idle = w.pending.is_empty() && w.state.queued.load(Ordering::Relaxed) == 0;
+        if w.local_file && idle {
+            return match write_file(w.fd, &data) {
+                Ok(()) => {
+                    w.state
+                        .progress_ms
+                        .store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+                    Wrote::Now
+                }
+                Err(e) => {
+                    w.state.broken.store(true, Ordering::Relaxed);
+                    Wrote::Broken(e.into())
+                }
+            };
+        }
+        if w.direct && idle {
             match write_nowait(w.fd, &data) {
                 Ok(n) if n == data.len() => {
                     w.state
@@ -627,6 +688,7 @@ impl Writer {
             })
         });
         let in_runtime = tokio::runtime::Handle::try_current().is_ok();
+        let local_file = in_runtime && fd.as_ref().is_some_and(local_file);
         let tx = match (fd, nowait && in_runtime) {
             // SAFETY: `fd` is our own duplicate, moved into the AsyncFd, which closes it.
             (Some(fd), true) => match unsafe {
@@ -664,7 +726,7 @@ impl Writer {
             Stream::Stderr => libc::STDERR_FILENO,
         };
         let shared = Arc::new(Mutex::new(tx.clone()));
-        Writer { fd, direct: true, tx, state, pending: Vec::new(), shared }
+        Writer { fd, direct: true, local_file, tx, state, pending: Vec::new(), shared }
     }
 
     fn commit(&mut self) {
