@@ -73,19 +73,14 @@ fn write_nowait(fd: i32, data: &[u8]) -> Result<usize, nix::errno::Errno> {
     }
 }
 
-/// Whether `fd` is a regular file on a local filesystem (ext4, xfs, btrfs, tmpfs, ...).
+/// Whether the regular file `fd` is on a local filesystem (ext4, xfs, btrfs, tmpfs, ...).
 /// Such a file is written straight from the event loop, as Hydra does: the write goes to the
 /// page cache and waits at worst for the kernel's dirty-page throttling, which is bounded,
 /// and it spares a thread and a wake-up of it per burst of output. (`RWF_NOWAIT`, which lets
 /// pipes be written without waiting, is refused for buffered files: EOPNOTSUPP.) A file on
 /// a network or FUSE filesystem, whose server may not answer for minutes, keeps the thread.
-fn local_file(fd: &OwnedFd) -> bool {
+fn on_local_fs(fd: &OwnedFd) -> bool {
     use nix::sys::statfs::{self, FsType};
-    let regular = nix::sys::stat::fstat(fd.as_raw_fd())
-        .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG);
-    if !regular {
-        return false;
-    }
     const LOCAL: [libc::__fsword_t; 7] = [
         0xEF53,      // ext2, ext3, ext4
         0x5846_5342, // xfs
@@ -101,7 +96,7 @@ fn local_file(fd: &OwnedFd) -> bool {
     })
 }
 
-/// Write all of `data` to a regular file (see [`local_file`]).
+/// Write all of `data` to a regular file (see [`on_local_fs`]).
 fn write_file(fd: i32, mut data: &[u8]) -> Result<(), nix::errno::Errno> {
     // SAFETY: `fd` is our stdout or stderr, open for the process's life.
     let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
@@ -123,7 +118,7 @@ struct Writer {
     /// Writes that cannot block are possible on it.
     direct: bool,
     /// It is a regular file on a local filesystem: written straight from the event loop
-    /// (see [`local_file`]).
+    /// (see [`on_local_fs`]).
     local_file: bool,
     tx: Option<Tx>,
     state: Arc<WriterState>,
@@ -681,14 +676,14 @@ impl Writer {
         // A pipe or a socket is written by a task of the event loop's own, waiting for room
         // with epoll between writes that cannot block; anything else (a file, a terminal)
         // by a thread of its own that may block.
-        let nowait = fd.as_ref().is_some_and(|fd| {
-            nix::sys::stat::fstat(fd.as_raw_fd()).is_ok_and(|st| {
-                let t = st.st_mode & libc::S_IFMT;
-                t == libc::S_IFIFO || t == libc::S_IFSOCK
-            })
-        });
+        let kind = fd
+            .as_ref()
+            .and_then(|fd| nix::sys::stat::fstat(fd.as_raw_fd()).ok())
+            .map(|st| st.st_mode & libc::S_IFMT);
+        let nowait = matches!(kind, Some(libc::S_IFIFO | libc::S_IFSOCK));
         let in_runtime = tokio::runtime::Handle::try_current().is_ok();
-        let local_file = in_runtime && fd.as_ref().is_some_and(local_file);
+        let local_file =
+            in_runtime && kind == Some(libc::S_IFREG) && fd.as_ref().is_some_and(on_local_fs);
         let tx = match (fd, nowait && in_runtime) {
             // SAFETY: `fd` is our own duplicate, moved into the AsyncFd, which closes it.
             (Some(fd), true) => match unsafe {

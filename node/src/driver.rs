@@ -51,6 +51,13 @@ enum Ev {
     PmgrEof(u64),
 }
 
+/// A forked rank's PMI socket: the write side, shared with the rank's task, and the read
+/// side, read by the central loop (see [`Ranks::read_pmi`]).
+struct RankPmi {
+    out: Arc<PmiOut>,
+    rd: tokio::net::unix::OwnedReadHalf,
+}
+
 /// Command for a rank task.
 enum ToRank {
     Write(Vec<u8>),
@@ -444,12 +451,9 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             Ev::Ended(local, end) => {
                 // Exact reaping: the pid stayed ours until now, and no signal goes to the
                 // rank's group from here on.
-                if let Some(out) = ranks.pmi_out.get_mut(local) {
-                    *out = None;
-                }
-                if let Some(rd) = ranks.pmi_rd.get_mut(local) {
-                    // Its socket closes with the read half.
-                    *rd = None;
+                if let Some(pmi) = ranks.pmi.get_mut(local) {
+                    // Its socket closes with both halves.
+                    *pmi = None;
                 }
                 if let Some(pid) = ranks.pids[local].take() {
                     if let Ok(mut pids) = rank_pids.lock() {
@@ -815,10 +819,8 @@ async fn pmgr_writer(
 
 /// The driver's view of the local ranks.
 struct Ranks {
-    /// The write side of each forked rank's PMI socket.
-    pmi_out: Vec<Option<Arc<PmiOut>>>,
-    /// The read side of each local rank's PMI socket, read by the central loop.
-    pmi_rd: Vec<Option<tokio::net::unix::OwnedReadHalf>>,
+    /// Each forked rank's PMI socket.
+    pmi: Vec<Option<RankPmi>>,
     /// The singleton's connection (see [`Ranks::singleton`]).
     to_singleton: Option<UnboundedSender<ToRank>>,
     /// Pids of the ranks not reaped yet (each leads its own process group).
@@ -842,8 +844,7 @@ impl Ranks {
         let (job, plan) = (core.job(), core.plan());
         let n = plan.ranks.len();
         let mut node = Ranks {
-            pmi_out: (0..n).map(|_| None).collect(),
-            pmi_rd: (0..n).map(|_| None).collect(),
+            pmi: (0..n).map(|_| None).collect(),
             to_singleton: None,
             pids: vec![None; n],
             stdin: None,
@@ -900,8 +901,7 @@ impl Ranks {
                     }
                     let (rd, wr) = sock.into_split();
                     let out = Arc::new(PmiOut::new(wr));
-                    node.pmi_out[local] = Some(out.clone());
-                    node.pmi_rd[local] = Some(rd);
+                    node.pmi[local] = Some(RankPmi { out: out.clone(), rd });
                     let (ev, up) = (ev.clone(), up.clone());
                     tokio::spawn(rank_task(local, slot.rank, child, out, ev, up));
                 }
@@ -945,11 +945,7 @@ impl Ranks {
     ) {
         const PMI_READS: usize = 4;
         use std::sync::atomic::Ordering::Relaxed;
-        let (Some(Some(out)), Some(Some(rd))) =
-            (self.pmi_out.get(local), self.pmi_rd.get_mut(local))
-        else {
-            return;
-        };
+        let Some(Some(RankPmi { out, rd })) = self.pmi.get_mut(local) else { return };
         if out.read_closed.load(Relaxed) {
             return;
         }
@@ -1000,7 +996,7 @@ impl Ranks {
             if let Some(tx) = &self.to_singleton {
                 let _ = tx.send(cmd);
             }
-        } else if let Some(Some(out)) = self.pmi_out.get(local) {
+        } else if let Some(Some(RankPmi { out, .. })) = self.pmi.get(local) {
             out.send(cmd);
         }
     }
