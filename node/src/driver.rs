@@ -31,8 +31,10 @@ enum Ev {
     /// Bytes from the singleton's PMI connection.
     Pmi(usize, Vec<u8>),
     /// A local rank's PMI socket has something to read (or is closed): the central loop
-    /// reads it itself (see [`Ranks::read_pmi`]).
+    /// reads it itself (see [`Ranks::read_pmi`]). Sent by the socket's waker ([`PmiWaker`]),
+    /// by the rank's task (queued replies written; the process is gone), and by the loop.
     PmiReady(usize),
+    /// The singleton's PMI connection closed.
     PmiEof(usize),
     /// From the writer of the parent link.
     Up(UpEvent),
@@ -56,6 +58,8 @@ enum Ev {
 struct RankPmi {
     out: Arc<PmiOut>,
     rd: tokio::net::unix::OwnedReadHalf,
+    /// What tokio wakes when the socket turns readable: a [`PmiWaker`].
+    waker: std::task::Waker,
 }
 
 /// Command for a rank task.
@@ -78,14 +82,31 @@ struct PmiOut {
     queued: tokio::sync::Notify,
     /// The rank stopped reading (stalled) or its task ended: nothing more is written.
     dead: std::sync::atomic::AtomicBool,
-    /// The central loop read what the socket had (see [`Ranks::read_pmi`]): the rank's task
-    /// may watch it again.
-    drained: tokio::sync::Notify,
-    /// The central loop met the socket's end (EOF or an error).
+    /// Nothing more is read: the central loop met the socket's end (EOF or an error), or
+    /// the rank stalled.
     read_closed: std::sync::atomic::AtomicBool,
     /// The central loop left the socket unread because replies are queued (the rank is not
     /// reading them): the rank's task hands it back once the queue is written.
     paused: std::sync::atomic::AtomicBool,
+}
+
+/// The waker a rank's PMI socket is read with (see [`Ranks::read_pmi`]): tokio calls it when
+/// the socket turns readable, and it hands the socket to the central loop. No task sits
+/// between the socket and the loop: a request costs one event, not a task's wake-up and a
+/// hand-over.
+struct PmiWaker {
+    local: usize,
+    ev: UnboundedSender<Ev>,
+}
+
+impl std::task::Wake for PmiWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let _ = self.ev.send(Ev::PmiReady(self.local));
+    }
 }
 
 impl PmiOut {
@@ -95,16 +116,9 @@ impl PmiOut {
             queue: Mutex::new(std::collections::VecDeque::new()),
             queued: tokio::sync::Notify::new(),
             dead: false.into(),
-            drained: tokio::sync::Notify::new(),
             read_closed: false.into(),
             paused: false.into(),
         }
-    }
-
-    /// Wait until the socket has something to read (or is closed); the central loop reads it.
-    async fn readable(&self) -> io::Result<()> {
-        let s: &UnixStream = self.wr.as_ref();
-        s.readable().await
     }
 
     /// Write `bytes` (a reply) or close, after whatever is queued; straight away when
@@ -173,9 +187,11 @@ impl PmiOut {
         Ok(())
     }
 
-    /// No more replies: the rank reads EOF once it has read what was written.
+    /// No more replies: the rank reads EOF once it has read what was written; nothing more
+    /// of its is read.
     fn shutdown(&self) {
         use std::os::fd::AsRawFd;
+        self.read_closed.store(true, std::sync::atomic::Ordering::Relaxed);
         let s: &UnixStream = self.wr.as_ref();
         let _ = nix::sys::socket::shutdown(s.as_raw_fd(), nix::sys::socket::Shutdown::Write);
     }
@@ -901,7 +917,10 @@ impl Ranks {
                     }
                     let (rd, wr) = sock.into_split();
                     let out = Arc::new(PmiOut::new(wr));
-                    node.pmi[local] = Some(RankPmi { out: out.clone(), rd });
+                    let waker = Arc::new(PmiWaker { local, ev: ev.clone() }).into();
+                    node.pmi[local] = Some(RankPmi { out: out.clone(), rd, waker });
+                    // The first read registers the waker.
+                    let _ = ev.send(Ev::PmiReady(local));
                     let (ev, up) = (ev.clone(), up.clone());
                     tokio::spawn(rank_task(local, slot.rank, child, out, ev, up));
                 }
@@ -930,12 +949,14 @@ impl Ranks {
         }
     }
 
-    /// Read local rank `local`'s PMI socket, which its task found readable, and hand what
-    /// comes to the core at once. Reading here rather than in the rank's task puts the reply
-    /// right behind the read: a lock-step client that the read woke (the kernel wakes a
-    /// writer once its bytes are consumed) is still awake when the reply comes, instead of
-    /// asleep again and woken a second time. At most `PMI_READS` buffers at a time; a rank
-    /// with more to say is read again after the events queued meanwhile.
+    /// Read local rank `local`'s PMI socket and hand what comes to the core at once. The
+    /// read is polled with the socket's [`PmiWaker`]: once it finds the socket drained,
+    /// tokio keeps that waker and calls it when the next bytes come, which queues
+    /// `Ev::PmiReady` for this loop. Reading here puts the reply right behind the read: a
+    /// lock-step client that the read woke (the kernel wakes a writer once its bytes are
+    /// consumed) is still awake when the reply comes, instead of asleep again and woken a
+    /// second time. At most `PMI_READS` buffers at a time; a rank with more to say is read
+    /// again after the events queued meanwhile.
     fn read_pmi(
         &mut self,
         local: usize,
@@ -945,13 +966,13 @@ impl Ranks {
     ) {
         const PMI_READS: usize = 4;
         use std::sync::atomic::Ordering::Relaxed;
-        let Some(Some(RankPmi { out, rd })) = self.pmi.get_mut(local) else { return };
+        let Some(Some(RankPmi { out, rd, waker })) = self.pmi.get_mut(local) else { return };
         if out.read_closed.load(Relaxed) {
             return;
         }
         // Replies are waiting for the rank to read them: read no more requests until it does
-        // (its task hands the socket back), so a rank that floods requests without reading
-        // is held to what its socket buffers hold.
+        // (its task hands the socket back: `Ev::PmiReady`), so a rank that floods requests
+        // without reading is held to what its socket buffers hold.
         if out.queue.lock().is_ok_and(|q| !q.is_empty()) {
             out.paused.store(true, Relaxed);
             return;
@@ -959,29 +980,19 @@ impl Ranks {
         if self.pmi_buf.is_empty() {
             self.pmi_buf = vec![0u8; 16 * 1024];
         }
-        // `poll_read`, not a plain read: tokio takes a short read (or EAGAIN) as the socket
-        // drained and clears its readiness against the event it saw before reading, so that
-        // bytes arriving meanwhile still wake the rank's task. Nothing waits on this waker.
-        let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
+        let mut cx = std::task::Context::from_waker(waker);
         for _ in 0..PMI_READS {
             let mut rb = tokio::io::ReadBuf::new(&mut self.pmi_buf);
             match tokio::io::AsyncRead::poll_read(std::pin::Pin::new(&mut *rd), &mut cx, &mut rb) {
                 std::task::Poll::Ready(Ok(())) if !rb.filled().is_empty() => {
                     let n = rb.filled().len();
                     core.rank_data(local, &self.pmi_buf[..n], fx);
-                    if n < self.pmi_buf.len() {
-                        out.drained.notify_one();
-                        return;
-                    }
                 }
-                std::task::Poll::Pending => {
-                    out.drained.notify_one();
-                    return;
-                }
+                // Drained: the waker is registered.
+                std::task::Poll::Pending => return,
                 // EOF, or the connection failed.
                 std::task::Poll::Ready(_) => {
                     out.read_closed.store(true, Relaxed);
-                    out.drained.notify_one();
                     core.rank_eof(local, fx);
                     return;
                 }
@@ -1059,43 +1070,28 @@ async fn rank_task(
     };
     let stdout = forward(child.stdout.take(), Stream::Stdout);
     let stderr = forward(child.stderr.take(), Stream::Stderr);
+    // The socket's reads are the central loop's (`Ranks::read_pmi`); this task writes the
+    // replies that did not fit at once, and waits for the process.
     let pmi = async {
         use std::sync::atomic::Ordering::Relaxed;
-        let mut pmi_open = true;
         let mut writing = true;
-        // The socket was found readable and handed to the central loop, which reads it
-        // (`Ranks::read_pmi`) and says when it is drained.
-        let mut handed = false;
         let status = loop {
             tokio::select! {
-                r = out.readable(), if pmi_open && !handed => match r {
-                    Ok(()) => {
-                        handed = true;
-                        let _ = ev.send(Ev::PmiReady(local));
-                    }
-                    Err(_) => { pmi_open = false; let _ = ev.send(Ev::PmiEof(local)); }
-                },
-                () = out.drained.notified(), if handed => {
-                    handed = false;
-                    if out.read_closed.load(Relaxed) {
-                        pmi_open = false;
-                    }
-                },
                 () = out.queued.notified(), if writing => {
                     while let Some(cmd) = out.front() {
                         match cmd {
                             ToRank::Write(b) => match tokio::time::timeout(STALL_LIMIT, out.write_all(&b)).await {
                                 Ok(Ok(())) => {}
-                                Ok(Err(_)) => pmi_open = false,
+                                Ok(Err(_)) => {}
                                 Err(_) => {
-                                    pmi_open = false;
                                     writing = false;
+                                    out.read_closed.store(true, Relaxed);
                                     out.kill();
                                     let _ = ev.send(Ev::Stalled(local));
                                     break;
                                 }
                             },
-                            ToRank::Close => { pmi_open = false; out.shutdown(); }
+                            ToRank::Close => out.shutdown(),
                         }
                         out.pop();
                     }
@@ -1108,7 +1104,7 @@ async fn rank_task(
         };
         // The process is gone: whatever it wrote to the PMI socket before exiting (an `abort`,
         // say) is still to be read, by the central loop, before the rank's end.
-        if pmi_open && !out.read_closed.load(Relaxed) {
+        if !out.read_closed.load(Relaxed) {
             let _ = ev.send(Ev::PmiReady(local));
         }
         // Replies to a process that is gone go nowhere.
