@@ -31,6 +31,11 @@ pub const READ_CHUNK: usize = 64 << 10;
 pub const STREAM_BUDGET: usize = LINE_CAP + READ_CHUNK;
 /// Output of one rank stream queued together is sent as one message up to this size.
 const MERGE_MAX: usize = 256 << 10;
+/// Rank output written to the parent link waits at most this long for more to travel with
+/// it (in the same socket write): a node whose ranks print a line each sends a few frames,
+/// not one per line, and the parent wakes once per batch. Anything else sent (a rank's end,
+/// a fence, an abort) goes at once, with the output before it.
+pub const OUTPUT_LINGER: Duration = Duration::from_millis(1);
 /// After a rank exits, how long its stdout/stderr may stay open and silent (held by its own
 /// children) before the node stops waiting for their EOF.
 pub const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
@@ -203,7 +208,15 @@ where
     S: futures::Sink<Msg, Error = CodecError> + Unpin + Send + 'static,
 {
     let (tx, rx) = unbounded_channel();
-    let mut w = UpWriter { sink, credit, rx, queue: VecDeque::new(), written: Vec::new() };
+    let mut w = UpWriter {
+        sink,
+        credit,
+        rx,
+        queue: VecDeque::new(),
+        written: Vec::new(),
+        linger: None,
+        urgent: false,
+    };
     let task = tokio::spawn(async move {
         tokio::select! {
             biased;
@@ -224,6 +237,10 @@ struct UpWriter<S> {
     queue: VecDeque<(Msg, Done)>,
     /// Fed to the sink, to be settled once it is flushed.
     written: Vec<Done>,
+    /// Only output was fed since the last flush: flush by then ([`OUTPUT_LINGER`]).
+    linger: Option<tokio::time::Instant>,
+    /// Something else was fed since the last flush: flush as soon as the queue is empty.
+    urgent: bool,
 }
 
 /// Messages that may overtake output waiting for the window: requests of the PMI and PMGR
@@ -252,6 +269,17 @@ where
         let mut closing = false;
         loop {
             if self.queue.is_empty() {
+                if let (Some(at), false) = (self.linger, self.urgent || closing) {
+                    // Only output since the last flush: wait a little for more to go with it.
+                    match tokio::time::timeout_at(at, self.rx.recv()).await {
+                        Ok(Some(item)) => {
+                            closing |= self.take(item);
+                            continue;
+                        }
+                        Ok(None) => closing = true,
+                        Err(_) => {}
+                    }
+                }
                 if !self.flush(report).await || closing {
                     return;
                 }
@@ -356,6 +384,11 @@ where
     }
 
     async fn feed(&mut self, msg: Msg, dones: Vec<Done>, report: &impl Fn(UpEvent)) -> bool {
+        if !matches!(msg, Msg::Output { .. }) {
+            self.urgent = true;
+        } else if self.linger.is_none() {
+            self.linger = Some(tokio::time::Instant::now() + OUTPUT_LINGER);
+        }
         match self.sink.feed(msg).await {
             Ok(()) => {
                 self.written.extend(dones);
@@ -374,6 +407,7 @@ where
 
     /// Flush the sink, then settle what was written. False when the connection failed.
     async fn flush(&mut self, report: &impl Fn(UpEvent)) -> bool {
+        (self.linger, self.urgent) = (None, false);
         if let Err(e) = self.sink.flush().await {
             report(UpEvent::Broken(e.to_string()));
             return false;
