@@ -16,6 +16,22 @@ fn hello_n1() {
     hello_lines(&run(&["-n", "1", &prog("hello")], b""), 1);
 }
 
+/// The front end is a static executable (mpiexec/build.rs, the `static-pie` crate) unless
+/// built with `LIBI_MPIEXEC_DYNAMIC`; it still resolves names with the C library's built-in
+/// sources: `-localhost localhost` (from /etc/hosts) is the address the agent connects to.
+#[test]
+fn front_end_linked_statically() {
+    if !option_env!("LIBI_MPIEXEC_DYNAMIC").is_some_and(|v| !v.is_empty() && v != "0") {
+        let elf = std::fs::read(MPIEXEC).expect("read libi-mpiexec");
+        assert_eq!(static_pie::is_static(&elf), Some(true), "libi-mpiexec is linked dynamically");
+    }
+    let r = run(&["-localhost", "localhost", "-n", "2", &prog("hello")], b"");
+    hello_lines(&r, 2);
+    let r = run(&["-localhost", "no-such-host.invalid", "-n", "1", "true"], b"");
+    assert!(r.stderr.contains("-localhost: cannot resolve 'no-such-host.invalid'"), "{}", r.stderr);
+    assert_ne!(r.status, 0);
+}
+
 #[test]
 fn hello_n2() {
     hello_lines(&run(&["-n", "2", &prog("hello")], b""), 2);
