@@ -480,6 +480,23 @@ fn hostile_pmi_input() {
     report("PMI request flood", r.status, t.elapsed().as_secs_f64());
 }
 
+/// A rank that sends a burst of requests and reads the replies only later (more than its
+/// socket holds: the rest waits in the NLA, which writes it as the rank makes room) gets
+/// every reply, in order, and finishes cleanly.
+#[test]
+fn late_reader_gets_every_reply() {
+    // The requests go in a few writes (they fit the socket; a reply each is more than fits).
+    let burst = "{ echo 'cmd=init pmi_version=1 pmi_subversion=1'; \
+        yes cmd=get_maxes | head -n 3000; } >&$PMI_FD; sleep 0.5; \
+        echo replies $(head -n 3001 <&$PMI_FD | grep -c '^cmd=maxes '); \
+        echo cmd=finalize >&$PMI_FD; head -n 1 <&$PMI_FD";
+    let r = run(&["-n", "2", "bash", "-c", burst], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.iter().filter(|l| **l == "replies 3000").count(), 2, "{}", r.stdout);
+    assert_eq!(lines.iter().filter(|l| **l == "cmd=finalize_ack rc=0").count(), 2, "{}", r.stdout);
+}
+
 /// A rogue connection to the front end's tree port (garbage, then a hello with a wrong
 /// secret) is dropped and logged; the job runs on and succeeds.
 #[test]

@@ -17,7 +17,6 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::UnixStream;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::{watch, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -53,11 +52,10 @@ enum Ev {
     PmgrEof(u64),
 }
 
-/// A forked rank's PMI socket: the write side, shared with the rank's task, and the read
-/// side, read by the central loop (see [`Ranks::read_pmi`]).
+/// A forked rank's PMI socket: written by the central loop and the rank's task ([`PmiOut`]),
+/// read by the central loop (see [`Ranks::read_pmi`]).
 struct RankPmi {
     out: Arc<PmiOut>,
-    rd: tokio::net::unix::OwnedReadHalf,
     /// What tokio wakes when the socket turns readable: a [`PmiWaker`].
     waker: std::task::Waker,
 }
@@ -75,8 +73,14 @@ enum ToRank {
 /// which waits for room (bounded by `STALL_LIMIT`), and every later reply (and the close)
 /// queues behind it, so they stay in order. A queue and a `Notify` rather than a channel:
 /// most ranks never need it, and a channel costs each rank two allocations up front.
+///
+/// The socket is registered with the event loop for reading only. Registered for writing
+/// too, every reply the rank reads would wake the loop (the kernel signals room to write
+/// each time the peer consumes bytes): a wake-up per request for nothing. Waiting for room
+/// is the rare case; [`PmiOut::write_all`] registers a duplicate of the socket for writing
+/// while it waits.
 struct PmiOut {
-    wr: tokio::net::unix::OwnedWriteHalf,
+    sock: tokio::io::unix::AsyncFd<std::os::unix::net::UnixStream>,
     /// What the rank's task is to do, in order; the front entry stays until it is done.
     queue: Mutex<std::collections::VecDeque<ToRank>>,
     queued: tokio::sync::Notify,
@@ -110,9 +114,9 @@ impl std::task::Wake for PmiWaker {
 }
 
 impl PmiOut {
-    fn new(wr: tokio::net::unix::OwnedWriteHalf) -> PmiOut {
+    fn new(sock: tokio::io::unix::AsyncFd<std::os::unix::net::UnixStream>) -> PmiOut {
         PmiOut {
-            wr,
+            sock,
             queue: Mutex::new(std::collections::VecDeque::new()),
             queued: tokio::sync::Notify::new(),
             dead: false.into(),
@@ -130,7 +134,8 @@ impl PmiOut {
         }
         let Ok(mut q) = self.queue.lock() else { return };
         let cmd = match cmd {
-            ToRank::Write(mut bytes) if q.is_empty() => match self.wr.try_write(&bytes) {
+            ToRank::Write(mut bytes) if q.is_empty() => match send_now(self.sock.get_ref(), &bytes)
+            {
                 Ok(n) if n == bytes.len() => return,
                 Ok(n) => {
                     bytes.drain(..n);
@@ -174,14 +179,29 @@ impl PmiOut {
         }
     }
 
-    /// Write `b` whole, waiting for room as needed.
-    async fn write_all(&self, mut b: &[u8]) -> io::Result<()> {
+    /// Write `b` whole, waiting for room as needed: through `room`, a duplicate of the
+    /// socket registered for writing, made on the first wait and kept by the caller while
+    /// it writes the queue.
+    async fn write_all(&self, mut b: &[u8], room: &mut Option<RoomFd>) -> io::Result<()> {
         while !b.is_empty() {
-            self.wr.writable().await?;
-            match self.wr.try_write(b) {
-                Ok(n) => b = &b[n..],
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
+            let w = match room {
+                Some(w) => w,
+                None => {
+                    let dup = self.sock.get_ref().try_clone()?;
+                    let interest = tokio::io::Interest::WRITABLE;
+                    // SAFETY: the AsyncFd owns `dup`, an open socket whose descriptor does
+                    // not change.
+                    let w =
+                        unsafe { tokio::io::unix::AsyncFd::register_with_interest(dup, interest) }
+                            .map_err(io::Error::from)?;
+                    room.insert(w)
+                }
+            };
+            let mut ready = w.writable().await?;
+            match ready.try_io(|s| send_now(s.get_ref(), b)) {
+                Ok(Ok(n)) => b = &b[n..],
+                Ok(Err(e)) => return Err(e),
+                Err(_would_block) => {}
             }
         }
         Ok(())
@@ -190,11 +210,21 @@ impl PmiOut {
     /// No more replies: the rank reads EOF once it has read what was written; nothing more
     /// of its is read.
     fn shutdown(&self) {
-        use std::os::fd::AsRawFd;
         self.read_closed.store(true, std::sync::atomic::Ordering::Relaxed);
-        let s: &UnixStream = self.wr.as_ref();
-        let _ = nix::sys::socket::shutdown(s.as_raw_fd(), nix::sys::socket::Shutdown::Write);
+        let _ = self.sock.get_ref().shutdown(std::net::Shutdown::Write);
     }
+}
+
+/// A rank's PMI socket registered for writing (see [`PmiOut::write_all`]).
+type RoomFd = tokio::io::unix::AsyncFd<std::os::unix::net::UnixStream>;
+
+/// One non-blocking send on a rank's PMI socket (no SIGPIPE: a rank that closed its end
+/// gives EPIPE).
+fn send_now(sock: &std::os::unix::net::UnixStream, b: &[u8]) -> io::Result<usize> {
+    use nix::sys::socket::{send, MsgFlags};
+    use std::os::fd::AsRawFd;
+    let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+    send(sock.as_raw_fd(), b, flags).map_err(io::Error::from)
 }
 
 /// Connect to the parent, authenticate, receive the setup, launch the children, start the
@@ -894,31 +924,36 @@ impl Ranks {
             let mask = masks.get(local).and_then(|m| m.as_deref());
             match start_rank(job, plan, local, *slot, pmgr_port, mask, &batch) {
                 Ok(Started { mut child, pmi }) => {
-                    let sock =
-                        match pmi.set_nonblocking(true).and_then(|_| UnixStream::from_std(pmi)) {
-                            Ok(sock) => sock,
-                            Err(e) => {
-                                reaper::reap(child.pid);
-                                let errno = e.raw_os_error().unwrap_or(0);
-                                let reason = format!(
+                    // Registered for reading only (see `PmiOut`).
+                    let readable = tokio::io::Interest::READABLE;
+                    // SAFETY: the AsyncFd owns `pmi`, an open socket whose descriptor does not
+                    // change.
+                    let sock = match pmi.set_nonblocking(true).and_then(|_| unsafe {
+                        tokio::io::unix::AsyncFd::register_with_interest(pmi, readable)
+                            .map_err(io::Error::from)
+                    }) {
+                        Ok(sock) => sock,
+                        Err(e) => {
+                            reaper::reap(child.pid);
+                            let errno = e.raw_os_error().unwrap_or(0);
+                            let reason = format!(
                                 "cannot start rank {} on {}: cannot register its PMI socket: {e}",
                                 slot.rank, plan.host
                             );
-                                node.failed_starts
-                                    .push((local, ProcEnd::SpawnFailed { errno, reason }));
-                                continue;
-                            }
-                        };
+                            node.failed_starts
+                                .push((local, ProcEnd::SpawnFailed { errno, reason }));
+                            continue;
+                        }
+                    };
                     node.pids[local] = Some(child.pid);
                     if let Some(stdin) = child.stdin.take() {
                         let (tx, rx) = unbounded_channel();
                         tokio::spawn(stdin_task(stdin, rx, up.clone()));
                         node.stdin = Some(tx);
                     }
-                    let (rd, wr) = sock.into_split();
-                    let out = Arc::new(PmiOut::new(wr));
+                    let out = Arc::new(PmiOut::new(sock));
                     let waker = Arc::new(PmiWaker { local, ev: ev.clone() }).into();
-                    node.pmi[local] = Some(RankPmi { out: out.clone(), rd, waker });
+                    node.pmi[local] = Some(RankPmi { out: out.clone(), waker });
                     // The first read registers the waker.
                     let _ = ev.send(Ev::PmiReady(local));
                     let (ev, up) = (ev.clone(), up.clone());
@@ -966,7 +1001,7 @@ impl Ranks {
     ) {
         const PMI_READS: usize = 4;
         use std::sync::atomic::Ordering::Relaxed;
-        let Some(Some(RankPmi { out, rd, waker })) = self.pmi.get_mut(local) else { return };
+        let Some(Some(RankPmi { out, waker })) = self.pmi.get(local) else { return };
         if out.read_closed.load(Relaxed) {
             return;
         }
@@ -981,20 +1016,32 @@ impl Ranks {
             self.pmi_buf = vec![0u8; 16 * 1024];
         }
         let mut cx = std::task::Context::from_waker(waker);
+        let buf = &mut self.pmi_buf;
+        let closed = |core: &mut NodeCore, fx: &mut Vec<Effect>| {
+            out.read_closed.store(true, Relaxed);
+            core.rank_eof(local, fx);
+        };
         for _ in 0..PMI_READS {
-            let mut rb = tokio::io::ReadBuf::new(&mut self.pmi_buf);
-            match tokio::io::AsyncRead::poll_read(std::pin::Pin::new(&mut *rd), &mut cx, &mut rb) {
-                std::task::Poll::Ready(Ok(())) if !rb.filled().is_empty() => {
-                    let n = rb.filled().len();
-                    core.rank_data(local, &self.pmi_buf[..n], fx);
-                }
+            let mut ready = match out.sock.poll_read_ready(&mut cx) {
                 // Drained: the waker is registered.
                 std::task::Poll::Pending => return,
+                std::task::Poll::Ready(Ok(ready)) => ready,
+                std::task::Poll::Ready(Err(_)) => return closed(core, fx),
+            };
+            match ready.try_io(|s| std::io::Read::read(&mut s.get_ref(), buf)) {
+                // Readiness cleared: the next poll registers the waker.
+                Err(_would_block) => {}
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 // EOF, or the connection failed.
-                std::task::Poll::Ready(_) => {
-                    out.read_closed.store(true, Relaxed);
-                    core.rank_eof(local, fx);
-                    return;
+                Ok(Ok(0) | Err(_)) => return closed(core, fx),
+                Ok(Ok(n)) => {
+                    // A short read drained the socket (what tokio's streams assume too):
+                    // the next poll registers the waker without a read that says EAGAIN.
+                    if n < buf.len() {
+                        ready.clear_ready();
+                    }
+                    drop(ready);
+                    core.rank_data(local, &buf[..n], fx);
                 }
             }
         }
@@ -1078,9 +1125,10 @@ async fn rank_task(
         let status = loop {
             tokio::select! {
                 () = out.queued.notified(), if writing => {
+                    let mut room = None;
                     while let Some(cmd) = out.front() {
                         match cmd {
-                            ToRank::Write(b) => match tokio::time::timeout(STALL_LIMIT, out.write_all(&b)).await {
+                            ToRank::Write(b) => match tokio::time::timeout(STALL_LIMIT, out.write_all(&b, &mut room)).await {
                                 Ok(Ok(())) => {}
                                 Ok(Err(_)) => {}
                                 Err(_) => {
