@@ -25,6 +25,12 @@ fn front_end_linked_statically() {
         let elf = std::fs::read(MPIEXEC).expect("read libi-mpiexec");
         assert_eq!(static_pie::is_static(&elf), Some(true), "libi-mpiexec is linked dynamically");
     }
+    // -info tells how it is linked, and tells the truth.
+    let info = Command::new(MPIEXEC).arg("-info").output().expect("run -info");
+    let info = String::from_utf8_lossy(&info.stdout).into_owned();
+    let elf = std::fs::read(MPIEXEC).expect("read libi-mpiexec");
+    let linked = if static_pie::is_static(&elf) == Some(true) { "static" } else { "dynamic" };
+    assert!(info.contains(&format!("linked {linked})")), "{info}");
     let r = run(&["-localhost", "localhost", "-n", "2", &prog("hello")], b"");
     hello_lines(&r, 2);
     let r = run(&["-localhost", "no-such-host.invalid", "-n", "1", "true"], b"");

@@ -176,10 +176,11 @@ pub fn info_text() -> String {
         (
             "Build",
             format!(
-                "{} {} ({})",
+                "{} {} ({}, linked {})",
                 std::env::consts::ARCH,
                 std::env::consts::OS,
-                if cfg!(debug_assertions) { "debug" } else { "release" }
+                if cfg!(debug_assertions) { "debug" } else { "release" },
+                option_env!("LIBI_LINKED").unwrap_or("dynamic")
             ),
         ),
     ];

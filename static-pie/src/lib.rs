@@ -35,26 +35,34 @@ use std::process::Command;
 /// From a build script: link the package's binaries as static PIEs, unless the environment
 /// variable `dynamic` is set (and not `0`) or the C library lacks what it takes (then a
 /// build warning naming `what`). `order`: the symbol ordering file (C library functions
-/// that run, hottest first), used where rustc links with its own lld.
+/// that run, hottest first), used where rustc links with its own lld. The package's crates
+/// see the outcome at compile time as `LIBI_LINKED` (`static` or `dynamic`).
 pub fn link_bins(what: &str, dynamic: &str, order: &Path) {
+    let linked = if static_pie(what, dynamic, order) { "static" } else { "dynamic" };
+    println!("cargo:rustc-env=LIBI_LINKED={linked}");
+}
+
+/// [`link_bins`]; true when the binaries are linked statically.
+fn static_pie(what: &str, dynamic: &str, order: &Path) -> bool {
     println!("cargo:rerun-if-changed={}", order.display());
     println!("cargo:rerun-if-env-changed={dynamic}");
     println!("cargo:rerun-if-env-changed=CC");
     let var = |k: &str| std::env::var(k).unwrap_or_default();
     if !var(dynamic).is_empty() && var(dynamic) != "0" {
-        return;
+        return false;
     }
-    if var("CARGO_CFG_TARGET_OS") != "linux"
-        || var("CARGO_CFG_TARGET_ENV") != "gnu"
-        || var("CARGO_CFG_TARGET_FEATURE").split(',').any(|f| f == "crt-static")
-    {
-        return;
+    if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" {
+        return false;
+    }
+    if var("CARGO_CFG_TARGET_FEATURE").split(',').any(|f| f == "crt-static") {
+        // The whole build is static already.
+        return true;
     }
     let dir = match archives() {
         Ok(dir) => dir,
         Err(why) => {
             println!("cargo:warning={what} is linked dynamically: {why}");
-            return;
+            return false;
         }
     };
     // `-L` as a link argument: after rustc's own search paths, before the system's.
@@ -65,6 +73,7 @@ pub fn link_bins(what: &str, dynamic: &str, order: &Path) {
         // The list names functions of one glibc build; others may lack some of them.
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
+    true
 }
 
 /// The directory of static archives named as rustc asks for the shared libraries.
