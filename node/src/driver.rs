@@ -80,7 +80,7 @@ enum ToRank {
 /// is the rare case; [`PmiOut::write_all`] registers a duplicate of the socket for writing
 /// while it waits.
 struct PmiOut {
-    sock: tokio::io::unix::AsyncFd<std::os::unix::net::UnixStream>,
+    sock: PmiFd,
     /// What the rank's task is to do, in order; the front entry stays until it is done.
     queue: Mutex<std::collections::VecDeque<ToRank>>,
     queued: tokio::sync::Notify,
@@ -114,7 +114,7 @@ impl std::task::Wake for PmiWaker {
 }
 
 impl PmiOut {
-    fn new(sock: tokio::io::unix::AsyncFd<std::os::unix::net::UnixStream>) -> PmiOut {
+    fn new(sock: PmiFd) -> PmiOut {
         PmiOut {
             sock,
             queue: Mutex::new(std::collections::VecDeque::new()),
@@ -182,19 +182,13 @@ impl PmiOut {
     /// Write `b` whole, waiting for room as needed: through `room`, a duplicate of the
     /// socket registered for writing, made on the first wait and kept by the caller while
     /// it writes the queue.
-    async fn write_all(&self, mut b: &[u8], room: &mut Option<RoomFd>) -> io::Result<()> {
+    async fn write_all(&self, mut b: &[u8], room: &mut Option<PmiFd>) -> io::Result<()> {
         while !b.is_empty() {
             let w = match room {
                 Some(w) => w,
                 None => {
                     let dup = self.sock.get_ref().try_clone()?;
-                    let interest = tokio::io::Interest::WRITABLE;
-                    // SAFETY: the AsyncFd owns `dup`, an open socket whose descriptor does
-                    // not change.
-                    let w =
-                        unsafe { tokio::io::unix::AsyncFd::register_with_interest(dup, interest) }
-                            .map_err(io::Error::from)?;
-                    room.insert(w)
+                    room.insert(register(dup, tokio::io::Interest::WRITABLE)?)
                 }
             };
             let mut ready = w.writable().await?;
@@ -215,8 +209,20 @@ impl PmiOut {
     }
 }
 
-/// A rank's PMI socket registered for writing (see [`PmiOut::write_all`]).
-type RoomFd = tokio::io::unix::AsyncFd<std::os::unix::net::UnixStream>;
+/// A rank's PMI socket registered with the event loop (for reading, or while
+/// [`PmiOut::write_all`] waits for room, a duplicate for writing).
+type PmiFd = tokio::io::unix::AsyncFd<std::os::unix::net::UnixStream>;
+
+/// Register `io` with the event loop for `interest` only.
+fn register<T>(io: T, interest: tokio::io::Interest) -> io::Result<tokio::io::unix::AsyncFd<T>>
+where
+    T: std::os::fd::AsRawFd + Into<std::os::fd::OwnedFd>,
+{
+    // SAFETY: `T` owns its descriptor (it converts into an `OwnedFd`), so it stays open and
+    // the same while the AsyncFd owns `io`; the AsyncFd deregisters it before closing it.
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(io, interest) }
+        .map_err(io::Error::from)
+}
 
 /// One non-blocking send on a rank's PMI socket (no SIGPIPE: a rank that closed its end
 /// gives EPIPE).
@@ -573,11 +579,8 @@ fn pollable_stdin() -> io::Result<tokio::io::unix::AsyncFd<std::fs::File>> {
     let flags = fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL).map_err(io::Error::from)?;
     let flags = OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK;
     fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(flags)).map_err(io::Error::from)?;
-    let file = std::fs::File::from(fd);
-    // SAFETY: `file` is our own duplicate, moved into the AsyncFd, which closes it (and
-    // deregisters it first).
-    unsafe { tokio::io::unix::AsyncFd::register_with_interest(file, tokio::io::Interest::READABLE) }
-        .map_err(io::Error::from)
+    // Our own duplicate, moved into the AsyncFd, which closes it.
+    register(std::fs::File::from(fd), tokio::io::Interest::READABLE)
 }
 
 /// Read (and drop) what comes until EOF or an error.
@@ -926,12 +929,8 @@ impl Ranks {
                 Ok(Started { mut child, pmi }) => {
                     // Registered for reading only (see `PmiOut`).
                     let readable = tokio::io::Interest::READABLE;
-                    // SAFETY: the AsyncFd owns `pmi`, an open socket whose descriptor does not
-                    // change.
-                    let sock = match pmi.set_nonblocking(true).and_then(|_| unsafe {
-                        tokio::io::unix::AsyncFd::register_with_interest(pmi, readable)
-                            .map_err(io::Error::from)
-                    }) {
+                    let sock = match pmi.set_nonblocking(true).and_then(|_| register(pmi, readable))
+                    {
                         Ok(sock) => sock,
                         Err(e) => {
                             reaper::reap(child.pid);
