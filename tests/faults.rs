@@ -50,6 +50,33 @@ fn nla_killed() {
     report("NLA SIGKILLed", r.status, secs);
 }
 
+/// The agent dies after the job ran quietly for longer than the stall limit for output
+/// (0.5 s), with our stderr on a regular file: the line saying so is written before we exit.
+/// The line used to be lost in some runs (the stream's quiet time counted as waiting for a
+/// reader, so the front end took stderr for stuck); that race is timing-dependent, and the
+/// deterministic check of its cause is the unit test `waiting_starts_when_output_is_queued`
+/// in mpiexec/src/stdio.rs.
+#[test]
+fn failure_line_after_a_quiet_run() {
+    let d = scratch_dir("quiet");
+    for round in 0..2 {
+        let err = d.join(format!("stderr-{round}.txt"));
+        let status = Command::new(common::MPIEXEC)
+            .args(["-n", "2", "sh", "-c"])
+            .arg("sleep 0.8; [ $PMI_RANK != 0 ] || kill -9 $PPID; sleep 30")
+            .env("MPIEXEC_TIMEOUT", "60")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).expect("stderr file"))
+            .status()
+            .expect("run libi-mpiexec");
+        let text = std::fs::read_to_string(&err).expect("read stderr");
+        assert_eq!(status.code(), Some(255), "{text}");
+        assert!(text.contains("libi-mpiexec: lost the NLA on "), "round {round}: [{text}]");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// Scenario 7a: SIGINT is forwarded to the ranks; they die of it: 130.
 #[test]
 fn sigint_forwarded() {

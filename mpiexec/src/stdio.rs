@@ -314,8 +314,31 @@ struct WriterState {
     /// Items queued and not written yet.
     queued: AtomicU64,
     broken: AtomicBool,
-    /// Milliseconds since `epoch` of the last completed write.
+    /// Milliseconds since `epoch` of the last completed write, or of the moment output
+    /// began to wait on a stream that had nothing to write ([`WriterState::enqueue`]).
     progress_ms: AtomicU64,
+}
+
+impl WriterState {
+    /// `n` items were queued at `now_ms`. A stream that had nothing left to write has been
+    /// waiting for its reader only from now: its quiet time before (a job that ran a while
+    /// without printing) must not make it look stuck, or the root core would stop waiting
+    /// for it and the line just queued (say, why the job failed) would be lost.
+    fn enqueue(&self, n: u64, now_ms: u64) {
+        if self.queued.fetch_add(n, Ordering::Relaxed) == 0 {
+            self.progress_ms.fetch_max(now_ms, Ordering::Relaxed);
+        }
+    }
+
+    /// What the root core sees of the stream at `now_ms`.
+    fn state_at(&self, now_ms: u64) -> libi_node::root::StreamState {
+        let idle = now_ms.saturating_sub(self.progress_ms.load(Ordering::Relaxed));
+        libi_node::root::StreamState {
+            broken: self.broken.load(Ordering::Relaxed),
+            queued: self.queued.load(Ordering::Relaxed) > 0,
+            idle: idle as f64 / 1e3,
+        }
+    }
 }
 
 /// One piece of an output pattern (`-prepend-pattern`, `-outfile-pattern`,
@@ -603,6 +626,7 @@ impl Output {
     pub fn stderr_sink(&self) -> impl Fn(&[u8]) + Send + Sync + 'static {
         let shared = self.err.shared.clone();
         let state = self.err.state.clone();
+        let epoch = self.epoch;
         move |bytes: &[u8]| {
             let Ok(tx) = shared.lock() else { return };
             let Some(tx) = tx.as_ref() else {
@@ -610,7 +634,7 @@ impl Output {
                 let _ = std::io::stderr().write_all(bytes);
                 return;
             };
-            state.queued.fetch_add(1, Ordering::Relaxed);
+            state.enqueue(1, epoch.elapsed().as_millis() as u64);
             if !tx.send(vec![Item::Line(bytes.to_vec())]) {
                 state.queued.fetch_sub(1, Ordering::Relaxed);
             }
@@ -620,8 +644,9 @@ impl Output {
     /// Hand what was queued to the writer threads (the event loop calls this when it has no
     /// more events at hand: one wake-up of each thread per burst, not per message).
     pub fn commit(&mut self) {
-        self.out.commit();
-        self.err.commit();
+        let now_ms = self.epoch.elapsed().as_millis() as u64;
+        self.out.commit(now_ms);
+        self.err.commit(now_ms);
     }
 
     fn writer(&self, stream: Stream) -> &Writer {
@@ -634,14 +659,7 @@ impl Output {
     /// What the root core needs to know of a stream to decide whether it is being read
     /// (see [`libi_node::root::StreamState::stuck`]).
     pub fn state(&self, stream: Stream) -> libi_node::root::StreamState {
-        let w = &self.writer(stream).state;
-        let now = self.epoch.elapsed().as_millis() as u64;
-        let idle = now.saturating_sub(w.progress_ms.load(Ordering::Relaxed));
-        libi_node::root::StreamState {
-            broken: w.broken.load(Ordering::Relaxed),
-            queued: w.queued.load(Ordering::Relaxed) > 0,
-            idle: idle as f64 / 1e3,
-        }
+        self.writer(stream).state.state_at(self.epoch.elapsed().as_millis() as u64)
     }
 
     /// Nothing more will be written: each writer ends once its queue is written.
@@ -724,14 +742,14 @@ impl Writer {
         Writer { fd, direct: true, local_file, tx, state, pending: Vec::new(), shared }
     }
 
-    fn commit(&mut self) {
+    fn commit(&mut self, now_ms: u64) {
         if self.pending.is_empty() {
             return;
         }
         let items = std::mem::take(&mut self.pending);
         if let Some(tx) = &self.tx {
             let n = items.len() as u64;
-            self.state.queued.fetch_add(n, Ordering::Relaxed);
+            self.state.enqueue(n, now_ms);
             if !tx.send(items) {
                 self.state.queued.fetch_sub(n, Ordering::Relaxed);
             }
@@ -811,4 +829,25 @@ pub fn spawn_stdin_reader(
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WriterState;
+
+    /// A stream that wrote nothing for a long time and then gets a line is not stuck at once:
+    /// its wait for the reader starts when the line is queued (the failure line of a job
+    /// that ran a while without printing was lost that way). It is stuck once the line has
+    /// waited `STALLED_OUTPUT`; a second line queued meanwhile does not restart the clock.
+    #[test]
+    fn waiting_starts_when_output_is_queued() {
+        let wait_ms = (libi_node::root::STALLED_OUTPUT * 1e3) as u64;
+        let st = WriterState::default();
+        assert!(!st.state_at(10_000).stuck(), "nothing queued");
+        st.enqueue(1, 10_000);
+        assert!(!st.state_at(10_000).stuck(), "just queued");
+        st.enqueue(1, 10_000 + wait_ms / 2);
+        assert!(!st.state_at(10_000 + wait_ms - 1).stuck());
+        assert!(st.state_at(10_000 + wait_ms).stuck(), "waited the whole stall limit");
+    }
 }
