@@ -1,9 +1,11 @@
 /* into_cgroup DIR PROGRAM ARGS...: move this process into the cgroup DIR (v1 or v2: writes
- * its pid to DIR/cgroup.procs), then exec PROGRAM. ci/bench.sh starts each rank through it
- * (built static, so its own start costs little) so that the rank's CPU from its first
- * instruction of PROGRAM's start-up on is accounted apart from the process manager that
- * started it; what the process manager spent creating the process (fork or clone, the
- * child's work before exec) stays the process manager's. */
+ * its pid to DIR/cgroup.procs), then exec PROGRAM (searched in PATH). ci/bench.sh starts each
+ * launcher and each rank through it (built static, so its own start costs little): the
+ * launcher, so that nothing of the harness before it is in the job's cgroup; a rank, so that
+ * its CPU from its first instruction of PROGRAM's start-up on is accounted apart from the
+ * process manager that started it. What the process manager spent creating the process (fork
+ * or clone, the child's work before exec) stays the process manager's, and so does this
+ * program's own exec and move, which ci/bench.sh measures and reports apart. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -32,7 +34,7 @@ int main(int argc, char **argv) {
         return 126;
     }
     close(fd);
-    execv(argv[2], argv + 2);
+    execvp(argv[2], argv + 2);
     fprintf(stderr, "into_cgroup: %s: %s\n", argv[2], strerror(errno));
     return 127;
 }
