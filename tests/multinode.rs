@@ -387,6 +387,31 @@ fn output_pattern_shared_file_and_errors() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// An output file that cannot be opened or written loses rank output: as with Hydra, the job
+/// is stopped (the ranks do not get to their `touch`) and ends with status 255, the file
+/// named in a line of its own. Also when the failure comes after every rank ended.
+#[test]
+fn output_file_failures_fail_the_job() {
+    let d = scratch("outfail");
+    let marker = d.join("ran-on");
+    let rest = format!("echo x; echo y >&2; sleep 5; touch {}.$PMI_RANK", marker.display());
+    let missing = format!("{}/no-such-dir/out.%r", d.display());
+    for (opt, path, says) in [
+        ("-outfile-pattern", missing.as_str(), "cannot open output file"),
+        ("-errfile-pattern", "/dev/full", "cannot write output file '/dev/full'"),
+    ] {
+        let r = run(&[opt, path, "-n", "2", "sh", "-c", &rest], b"");
+        assert_eq!(r.status, 255, "{opt} {path}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{opt} {path}: {}", r.stderr);
+        let left: Vec<_> = std::fs::read_dir(&d).expect("ls").flatten().collect();
+        assert!(left.is_empty(), "{opt} {path}: the ranks ran on: {left:?}");
+    }
+    let r = run(&["-outfile-pattern", "/dev/full", "-n", "2", "echo", "x"], b"");
+    assert_eq!(r.status, 255, "{}", r.stderr);
+    assert!(r.stderr.contains("cannot write output file '/dev/full'"), "{}", r.stderr);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// Inside a (fabricated) PBS job the hosts come from $PBS_NODEFILE, one line per slot;
 /// inside LSF from $LSB_MCPU_HOSTS; `-rmk user` ignores both; a host list wins.
 #[test]

@@ -366,6 +366,7 @@ impl FrontEnd {
                 self.root.output_broken(self.clock())
             }
             WriterEvent::Finished => self.root.output_finished(),
+            WriterEvent::FileFailed(message) => self.root.output_file_failed(self.clock(), message),
         }
     }
 

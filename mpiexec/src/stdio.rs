@@ -37,6 +37,9 @@ pub enum WriterEvent {
     Broken(Stream, std::io::Error),
     /// The writer wrote everything and ended.
     Finished,
+    /// An output file (`-outfile-pattern`, `-errfile-pattern`) could not be opened or
+    /// written (the message says which and why); what goes to it is dropped from now on.
+    FileFailed(String),
 }
 
 enum Item {
@@ -427,19 +430,29 @@ pub struct RankFormat {
 }
 
 /// A file rank output goes to (shared by the ranks whose pattern names the same path).
+/// Its first failure (to open it, or a write) is reported as [`WriterEvent::FileFailed`];
+/// what is written to it after that is dropped.
 pub struct OutFile {
     path: String,
     file: Option<std::fs::File>,
     failed: AtomicBool,
+    report: Arc<dyn Fn(WriterEvent) + Send + Sync>,
 }
 
 impl OutFile {
     fn write(&self, data: &[u8]) {
         let Some(mut f) = self.file.as_ref() else { return };
+        if self.failed.load(Ordering::Relaxed) {
+            return;
+        }
         if let Err(e) = f.write_all(data) {
-            if !self.failed.swap(true, Ordering::Relaxed) {
-                eprintln!("libi-mpiexec: cannot write output file '{}': {e}", self.path);
-            }
+            self.failed(format!("cannot write output file '{}': {e}", self.path));
+        }
+    }
+
+    fn failed(&self, message: String) {
+        if !self.failed.swap(true, Ordering::Relaxed) {
+            (self.report)(WriterEvent::FileFailed(message));
         }
     }
 }
@@ -450,6 +463,7 @@ pub struct Output {
     out: Writer,
     err: Writer,
     epoch: Instant,
+    report: Arc<dyn Fn(WriterEvent) + Send + Sync>,
     /// Host and node index of each rank, by group (for the patterns).
     place: std::collections::HashMap<(usize, u32), (Arc<str>, u32)>,
     /// Output files by path, and the file of each (group, rank, is stderr).
@@ -457,33 +471,35 @@ pub struct Output {
     file_of: std::collections::HashMap<(usize, u32, bool), Arc<OutFile>>,
 }
 
-/// Open (create, mode 0600 like Hydra, truncated) an output file; an error is said once.
-fn open_out_file(path: &str) -> OutFile {
+/// Open (create, mode 0600 like Hydra, truncated) an output file; failing, it is reported.
+fn open_out_file(path: &str, report: Arc<dyn Fn(WriterEvent) + Send + Sync>) -> OutFile {
     use std::os::unix::fs::OpenOptionsExt;
     let file =
         std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path);
-    let file = match file {
-        Ok(f) => Some(f),
-        Err(e) => {
-            eprintln!("libi-mpiexec: cannot open output file '{path}': {e}");
-            None
-        }
+    let (file, error) = match file {
+        Ok(f) => (Some(f), None),
+        Err(e) => (None, Some(format!("cannot open output file '{path}': {e}"))),
     };
-    OutFile { path: path.to_string(), file, failed: AtomicBool::new(false) }
+    let f = OutFile { path: path.to_string(), file, failed: AtomicBool::new(false), report };
+    if let Some(message) = error {
+        f.failed(message);
+    }
+    f
 }
 
 impl Output {
     /// Start the two writer threads; `report` gets their events (it must not block).
     pub fn new(format: RankFormat, report: impl Fn(WriterEvent) + Send + Sync + 'static) -> Self {
         let epoch = Instant::now();
-        let report = Arc::new(report);
+        let report: Arc<dyn Fn(WriterEvent) + Send + Sync> = Arc::new(report);
         let out = Writer::start(Stream::Stdout, epoch, report.clone());
-        let err = Writer::start(Stream::Stderr, epoch, report);
+        let err = Writer::start(Stream::Stderr, epoch, report.clone());
         Output {
             format,
             out,
             err,
             epoch,
+            report,
             place: Default::default(),
             files: Default::default(),
             file_of: Default::default(),
@@ -524,7 +540,11 @@ impl Output {
             return Some(f.clone());
         }
         let path = self.expand(pat, group, rank);
-        let f = self.files.entry(path.clone()).or_insert_with(|| Arc::new(open_out_file(&path)));
+        let report = &self.report;
+        let f = self
+            .files
+            .entry(path.clone())
+            .or_insert_with(|| Arc::new(open_out_file(&path, report.clone())));
         let f = f.clone();
         self.file_of.insert((group, rank, stream == Stream::Stderr), f.clone());
         Some(f)
@@ -615,9 +635,15 @@ impl Output {
     }
 
     /// One line of our own on stderr (`libi-mpiexec: ` in front, newline added), after the
-    /// rank output queued before it.
+    /// rank output queued before it; once the writers are closed, straight to stderr.
     pub fn line(&mut self, text: &str) {
-        self.err.pending.push(Item::Line(format!("libi-mpiexec: {text}\n").into_bytes()));
+        let line = format!("libi-mpiexec: {text}\n").into_bytes();
+        if self.err.tx.is_none() {
+            // The writers are closed (we are exiting): straight to stderr.
+            let _ = std::io::stderr().write_all(&line);
+            return;
+        }
+        self.err.pending.push(Item::Line(line));
         self.commit();
     }
 

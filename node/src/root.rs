@@ -813,6 +813,21 @@ impl RootCore {
         }
     }
 
+    /// An output file (`-outfile-pattern`, `-errfile-pattern`) could not be opened or
+    /// written: rank output is being lost. Said (`message`); during the run the job is torn
+    /// down as Hydra's is then, with [`STATUS_LAUNCH`]; after it, a job that succeeded ends
+    /// with that status all the same.
+    pub fn output_file_failed(&mut self, now: f64, message: String) {
+        if self.phase == Phase::Run && !self.killing {
+            self.fail(now, STATUS_LAUNCH, message);
+        } else {
+            self.fx.push(Effect::Print(message));
+            if self.status.unwrap_or(0) == 0 {
+                self.status = Some(STATUS_LAUNCH);
+            }
+        }
+    }
+
     /// After the driver applied the effects: `finished`, every group's tree finished (every
     /// NLA gone); `ranks_left`, ranks of every group not ended yet.
     pub fn tree_state(&mut self, now: f64, finished: bool, ranks_left: usize) {
@@ -1456,6 +1471,32 @@ mod tests {
         assert_eq!((prints(&fx).len(), kills(&fx)), (0, vec![0]));
         assert_eq!(c.status(), STATUS_BROKEN_OUTPUT);
         assert_eq!(STATUS_BROKEN_OUTPUT, 141);
+    }
+
+    #[test]
+    fn failed_output_file_fails_the_job_with_255() {
+        // During the run: said, and the job is torn down.
+        let mut c = started(cfg());
+        c.output_file_failed(1.0, "cannot open output file 'x': denied".into());
+        let fx = c.take_effects();
+        assert_eq!(prints(&fx), ["cannot open output file 'x': denied"]);
+        assert_eq!(kills(&fx), vec![0]);
+        assert_eq!(c.status(), STATUS_LAUNCH);
+        // A failed rank's status is not overwritten by a later file failure.
+        let mut c = started(cfg());
+        end(&mut c, 1.0, 0, 0, exited(3));
+        c.take_effects();
+        c.output_file_failed(1.5, "cannot write output file 'x': full".into());
+        assert_eq!(prints(&c.take_effects()), ["cannot write output file 'x': full"]);
+        assert_eq!(c.status(), 3);
+        // After a run that succeeded (output still being written): said, and the job fails.
+        let mut c = started(cfg());
+        let fx = finish(&mut c, 2.0);
+        assert!(prints(&fx).is_empty());
+        assert_eq!(c.status(), 0);
+        c.output_file_failed(2.5, "cannot write output file 'x': full".into());
+        assert_eq!(prints(&c.take_effects()), ["cannot write output file 'x': full"]);
+        assert_eq!(c.status(), STATUS_LAUNCH);
     }
 
     #[test]
