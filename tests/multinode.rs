@@ -445,7 +445,8 @@ fn resource_manager_hosts() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// Hydra's environment equivalents: HYDRA_HOST_FILE and HYDRA_LAUNCHER; options win.
+/// Hydra's environment equivalents: HYDRA_HOST_FILE, HYDRA_LAUNCHER, HYDRA_LAUNCHER_EXEC;
+/// options win.
 #[test]
 fn hydra_environment_variables() {
     let d = scratch("hydraenv");
@@ -463,6 +464,33 @@ fn hydra_environment_variables() {
     let r = common::run_env(&["true"], b"", &[("HYDRA_LAUNCHER", "telnet")]);
     assert_eq!(r.status, 2);
     assert!(r.stderr.contains("HYDRA_LAUNCHER"), "{}", r.stderr);
+    // HYDRA_LAUNCHER_EXEC: the ssh launcher runs this program (it logs the host it is
+    // asked for, then runs the command as ssh would); -launcher-exec wins.
+    let log = d.join("launched");
+    let fake = d.join("fake-ssh");
+    let script = format!(
+        "#!/bin/sh\nfor a; do last=$a; case $a in -*) ;; *) [ -z \"$host\" ] && host=$a;; esac; done\n\
+         echo \"$0 $host\" >> {}\nexec sh -c \"$last\"\n",
+        log.display()
+    );
+    std::fs::write(&fake, script).expect("write");
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let fake = fake.to_string_lossy().into_owned();
+    let other = format!("{fake}-2");
+    std::fs::copy(&fake, &other).expect("cp");
+    let env = [("HYDRA_LAUNCHER", "ssh"), ("HYDRA_LAUNCHER_EXEC", fake.as_str())];
+    let r = common::run_env(&["-hosts", "s1,s2", "-n", "2", "true"], b"", &env);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut v: Vec<String> =
+        std::fs::read_to_string(&log).expect("log").lines().map(str::to_string).collect();
+    v.sort();
+    assert_eq!(v, [format!("{fake} s1"), format!("{fake} s2")]);
+    std::fs::remove_file(&log).expect("rm");
+    let r =
+        common::run_env(&["-launcher-exec", &other, "-hosts", "s1", "-n", "1", "true"], b"", &env);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&log).expect("log"), format!("{other} s1\n"));
     let _ = std::fs::remove_dir_all(&d);
 }
 
