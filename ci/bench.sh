@@ -53,6 +53,8 @@
 # Environment:
 #   BENCH_RUNS=5            runs per contender and size (median reported)
 #   BENCH_TARGET_RUNS=11    runs per contender of the targets case (at least 10)
+#   BENCH_CPU_RUNS=21       runs per contender of its MPICH hello CPU measure (noisier: the
+#                           process managers' CPU moves with the 64 ranks' busy-polling)
 #   BENCH_QUICK=1           fewer sizes
 #   BENCH_OUT=bench         output directory
 #   BENCH_PMI_GETS_MAX=256  largest N of the pmi "gets" variant (1024 takes ~1 min per run here)
@@ -552,8 +554,9 @@ rss_runs() {
 }
 
 case_targets() {
-  local runs=${BENCH_TARGET_RUNS:-11} r c
+  local runs=${BENCH_TARGET_RUNS:-11} cpu_runs=${BENCH_CPU_RUNS:-21} r c
   [ "$runs" -ge 10 ] || runs=10
+  [ "$cpu_runs" -ge "$runs" ] || cpu_runs=$runs
   log "targets: $runs runs per contender, load $(cut -d' ' -f1-3 /proc/loadavg)"
   # 1. -n 64 hostname: the floor, libi, hydra
   for r in $(seq 1 "$runs"); do
@@ -581,7 +584,7 @@ case_targets() {
   # 3. process manager CPU, MPICH hello n=64
   local how=cgroup
   [ -w "$CG_ROOT" ] || how="/usr/bin/time (no writable $CG_ROOT)"
-  for r in $(seq 1 "$runs"); do
+  for r in $(seq 1 "$cpu_runs"); do
     for c in $(rotated "$r" libi hydra); do
       case $c in
         libi) cpu_job "$c-$r" "$LIBI" -n 64 "$WORK/hello_cpu" ;;
@@ -690,9 +693,20 @@ us, nu = med("hello64cpu", "libi", "pm_cpu_ms"); hy, nh = med("hello64cpu", "hyd
 rows.append(("process manager CPU, MPICH hello n=64 (ms, user+sys): job minus ranks' own report", f"libi {f(us)} / hydra {f(hy)}",
              f"{ratio(us, hy)} hydra", "libi <= 0.5x hydra", "yes" if us is not None and hy and us <= 0.5 * hy else "no", min(nu, nh)))
 us, nu = med("hello64cpu", "libi", "pm_own_cpu_ms"); hy, nh = med("hello64cpu", "hydra", "pm_own_cpu_ms")
+def paired(var, key):
+    """The ratio libi/hydra of each run (the two ran back to back): quartiles."""
+    by = {}
+    for r in recs:
+        if r["variant"] == var and (r["extra"] or {}).get(key) is not None:
+            by.setdefault(r["run"], {})[r["contender"]] = r["extra"][key]
+    q = sorted(v["libi"] / v["hydra"] for v in by.values() if "libi" in v and v.get("hydra"))
+    if len(q) < 4:
+        return ""
+    qs = statistics.quantiles(q, n=4)
+    return f"; run by run {qs[0]:.2f}-{qs[2]:.2f} (quartiles of {len(q)})"
 if nu and nh:
     rows.append(("process manager CPU, MPICH hello n=64 (ms, user+sys): its own processes", f"libi {f(us)} / hydra {f(hy)}",
-                 f"{ratio(us, hy)} hydra", "libi <= 0.5x hydra", "yes" if us is not None and hy and us <= 0.5 * hy else "no", min(nu, nh)))
+                 f"{ratio(us, hy)} hydra{paired('hello64cpu', 'pm_own_cpu_ms')}", "libi <= 0.5x hydra", "yes" if us is not None and hy and us <= 0.5 * hy else "no", min(nu, nh)))
 hx, nx = med("harness64cpu", "harness", "harness_cpu_ms")
 if nu and nh and nx:
     rows.append((f"process manager CPU, MPICH hello n=64 (ms, user+sys): its own processes, less the harness (into_cgroup in each rank up to its move: {f(hx)} ms per 64 ranks, measured)",

@@ -172,9 +172,9 @@ fn output_to_regular_files() {
 
 #[test]
 fn partial_last_line_is_flushed() {
-    // A last line without a newline is ended with one (never joined to another line).
+    // A last line without a newline arrives as it is (as with Hydra: nothing added).
     let r = run(&["-n", "1", "printf", "no newline"], b"");
-    assert_eq!(r.stdout, "no newline\n");
+    assert_eq!(r.stdout, "no newline");
 }
 
 #[test]

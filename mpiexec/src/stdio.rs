@@ -469,6 +469,17 @@ pub struct Output {
     /// Output files by path, and the file of each (group, rank, is stderr).
     files: std::collections::HashMap<String, Arc<OutFile>>,
     file_of: std::collections::HashMap<(usize, u32, bool), Arc<OutFile>>,
+    /// Destinations whose last byte written is not a newline, and whose line that is
+    /// (group, rank, stream).
+    unfinished: std::collections::HashMap<Dest, (usize, u32, Stream)>,
+}
+
+/// Where rank output goes: our stdout or stderr, or an output file (by its address: the
+/// files live as long as the [`Output`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Dest {
+    Stream(Stream),
+    File(usize),
 }
 
 /// Open (create, mode 0600 like Hydra, truncated) an output file; failing, it is reported.
@@ -503,6 +514,7 @@ impl Output {
             place: Default::default(),
             files: Default::default(),
             file_of: Default::default(),
+            unfinished: Default::default(),
         }
     }
 
@@ -551,9 +563,14 @@ impl Output {
     }
 
     /// Output of `rank` of process group `group` (labelled `[rank] `, or `[group:rank] ` for
-    /// spawned ranks): whole lines. Written at once when that cannot block (nothing queued
-    /// before it, and the stream takes it without waiting); otherwise queued for the
-    /// stream's thread, which reports `ack` once it is written.
+    /// spawned ranks): whole lines, or the pieces of one (a line over the agent's cap, a
+    /// last line without a newline). Passed on byte for byte, except that a line left
+    /// unfinished on a destination (our stdout or stderr, or a file) is ended there when
+    /// another rank's output (or a line of our own) comes next, so that lines never mix;
+    /// a prefix goes on each line a rank starts, not on the rest of one it continues.
+    /// Written at once when that cannot block (nothing queued before it, and the stream
+    /// takes it without waiting); otherwise queued for the stream's thread, which reports
+    /// `ack` once it is written.
     pub fn rank_output(
         &mut self,
         group: usize,
@@ -569,17 +586,37 @@ impl Output {
         } else {
             None
         };
-        let data = if let Some(p) = prefix {
-            let mut b = Vec::with_capacity(data.len() + data.len() / 8 + p.len());
-            for line in data.split_inclusive(|&c| c == b'\n') {
-                b.extend_from_slice(p.as_bytes());
+        let file = self.file_for(group, rank, stream);
+        let dest = match &file {
+            Some(f) => Dest::File(Arc::as_ptr(f) as usize),
+            None => Dest::Stream(stream),
+        };
+        let writer = (group, rank, stream);
+        let (continues, apart) = match self.unfinished.get(&dest) {
+            Some(w) => (*w == writer, *w != writer),
+            None => (false, false),
+        };
+        if data.last().is_some_and(|&c| c != b'\n') {
+            self.unfinished.insert(dest, writer);
+        } else if !data.is_empty() {
+            self.unfinished.remove(&dest);
+        }
+        let data = if prefix.is_some() || apart {
+            let p = prefix.unwrap_or_default();
+            let mut b = Vec::with_capacity(data.len() + data.len() / 8 + p.len() + 1);
+            if apart {
+                b.push(b'\n');
+            }
+            for (i, line) in data.split_inclusive(|&c| c == b'\n').enumerate() {
+                if i > 0 || !continues {
+                    b.extend_from_slice(p.as_bytes());
+                }
                 b.extend_from_slice(line);
             }
             Bytes::from(b)
         } else {
             data
         };
-        let file = self.file_for(group, rank, stream);
         let epoch = self.epoch;
         let w = match stream {
             Stream::Stdout => &mut self.out,
@@ -637,7 +674,9 @@ impl Output {
     /// One line of our own on stderr (`libi-mpiexec: ` in front, newline added), after the
     /// rank output queued before it; once the writers are closed, straight to stderr.
     pub fn line(&mut self, text: &str) {
-        let line = format!("libi-mpiexec: {text}\n").into_bytes();
+        // A rank's unfinished line on stderr is ended first.
+        let apart = self.unfinished.remove(&Dest::Stream(Stream::Stderr)).is_some();
+        let line = format!("{}libi-mpiexec: {text}\n", if apart { "\n" } else { "" }).into_bytes();
         if self.err.tx.is_none() {
             // The writers are closed (we are exiting): straight to stderr.
             let _ = std::io::stderr().write_all(&line);

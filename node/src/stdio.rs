@@ -10,7 +10,11 @@
 //!   flow-controlled per tree link: at most [`OUTPUT_WINDOW`] bytes unacknowledged by the
 //!   parent (`OutputAck`). A parent acknowledges a child's output once it has passed it on
 //!   (the front end: once written to its own stdout/stderr), so a stopped reader at the top
-//!   stops every rank's output, one window per link, and nothing grows.
+//!   stops every rank's output, one window per link, and nothing grows. A parent
+//!   acknowledges in batches of a quarter window, so a child always gets its credit back
+//!   once it has sent three quarters; no `Output` message is larger than [`OUTPUT_MSG_MAX`]
+//!   (half a window), so that a child waiting for credit to send one is always sent it
+//!   (a larger one, after a little unacknowledged output, would wait forever).
 
 use futures::SinkExt;
 use libi::msg::{CodecError, Msg, Stream, OUTPUT_WINDOW};
@@ -22,9 +26,13 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::{watch, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-/// Longest line forwarded whole; a longer one is cut into pieces of this size, each ended
-/// with a newline of its own.
-pub const LINE_CAP: usize = 1 << 20;
+/// Largest `Output` message a node sends up: half the output window (see the module's
+/// documentation).
+pub const OUTPUT_MSG_MAX: usize = (OUTPUT_WINDOW / 2) as usize;
+/// Longest line forwarded in one message; a longer one goes up in pieces of this size (the
+/// bytes as they are: the front end keeps them together unless another rank's output comes
+/// between).
+pub const LINE_CAP: usize = OUTPUT_MSG_MAX;
 /// Bytes read from a rank's pipe at a time.
 pub const READ_CHUNK: usize = 64 << 10;
 /// Bytes one rank stream may hold between its pipe and the parent's socket.
@@ -40,7 +48,9 @@ pub const OUTPUT_LINGER: Duration = Duration::from_millis(1);
 /// children) before the node stops waiting for their EOF.
 pub const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
 
-/// Splits a byte stream into whole lines of at most `cap` bytes (plus the newline).
+/// Splits a byte stream into whole lines, and lines longer than `cap` bytes into pieces of
+/// `cap` bytes; the bytes themselves are left as they are (nothing added, nothing dropped),
+/// so that the pieces put together are the stream.
 pub struct LineBuf {
     buf: Vec<u8>,
     cap: usize,
@@ -62,8 +72,8 @@ impl LineBuf {
         self.buf.len()
     }
 
-    /// Append `data`; return the whole lines it completes, each ending in a newline. A line
-    /// that reaches the cap is cut there and the piece ended with a newline.
+    /// Append `data`; return the whole lines it completes, each ending in a newline, and
+    /// the pieces of a line that goes on past the cap, `cap` bytes each.
     pub fn push(&mut self, data: &[u8]) -> Option<Vec<u8>> {
         // Fast path: no line can be longer than the cap.
         if self.buf.len() + data.len() <= self.cap {
@@ -88,10 +98,9 @@ impl LineBuf {
                     rest = &rest[i + 1..];
                 }
                 None if rest.len() > room => {
-                    // The line goes on past the cap: cut it here.
+                    // The line goes on past the cap: a piece of it goes now.
                     out.append(&mut self.buf);
                     out.extend_from_slice(&rest[..room]);
-                    out.push(b'\n');
                     rest = &rest[room..];
                 }
                 None => {
@@ -124,14 +133,9 @@ impl LineBuf {
         self.push(&new)
     }
 
-    /// The end of the stream: the last line, ended with a newline if it had none.
+    /// The end of the stream: the last line, as it is (without a newline if it had none).
     pub fn finish(&mut self) -> Option<Vec<u8>> {
-        if self.buf.is_empty() {
-            return None;
-        }
-        let mut out = std::mem::take(&mut self.buf);
-        out.push(b'\n');
-        Some(out)
+        (!self.buf.is_empty()).then(|| std::mem::take(&mut self.buf))
     }
 }
 
@@ -298,9 +302,10 @@ where
                 // message (fewer, larger frames when the parent is the bottleneck).
                 let mut merged: Option<Vec<u8>> = None;
                 while merged.as_ref().map_or(data.len(), Vec::len) < MERGE_MAX {
+                    let len = merged.as_ref().map_or(data.len(), Vec::len);
                     match self.queue.front() {
-                        Some((Msg::Output { rank: r, stream: s, .. }, _))
-                            if r == rank && s == stream => {}
+                        Some((Msg::Output { rank: r, stream: s, data: d }, _))
+                            if r == rank && s == stream && len + d.len() <= OUTPUT_MSG_MAX => {}
                         _ => break,
                     }
                     if let Some((Msg::Output { data: d, .. }, dn)) = self.queue.pop_front() {
@@ -504,35 +509,28 @@ mod tests {
         assert!(super::may_overtake(&part));
     }
 
-    fn all(lb: &mut LineBuf, chunks: &[&[u8]]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for c in chunks {
-            if let Some(d) = lb.push(c) {
-                out.extend(d);
-            }
-        }
-        out.extend(lb.finish().unwrap_or_default());
-        out
-    }
-
     #[test]
     fn whole_lines() {
         let mut lb = LineBuf::new(100);
         assert_eq!(lb.push(b"ab"), None);
         assert_eq!(lb.push(b"c\nde"), Some(b"abc\n".to_vec()));
         assert_eq!(lb.push(b"\n\nf"), Some(b"de\n\n".to_vec()));
-        assert_eq!(lb.finish(), Some(b"f\n".to_vec()));
+        assert_eq!(lb.finish(), Some(b"f".to_vec()));
         assert_eq!(lb.finish(), None);
     }
 
     #[test]
-    fn long_lines_are_cut_into_lines() {
+    fn long_lines_go_up_in_pieces_of_the_cap() {
         let mut lb = LineBuf::new(4);
-        let out = all(&mut lb, &[b"abcdefghij\nxy", b"z\n", b"1234", b"\n"]);
-        assert_eq!(out, b"abcd\nefgh\nij\nxyz\n1234\n".to_vec());
+        assert_eq!(lb.push(b"abcdefghij"), Some(b"abcdefgh".to_vec()));
+        assert_eq!(lb.pending(), 2);
+        assert_eq!(lb.push(b"\nxy"), Some(b"ij\n".to_vec()));
+        assert_eq!(lb.finish(), Some(b"xy".to_vec()));
         // A line of exactly the cap stays whole even when its newline comes later.
         let mut lb = LineBuf::new(4);
-        assert_eq!(all(&mut lb, &[b"1234", b"\n5"]), b"1234\n5\n".to_vec());
+        assert_eq!(lb.push(b"1234"), None);
+        assert_eq!(lb.push(b"\n5"), Some(b"1234\n".to_vec()));
+        assert_eq!(lb.finish(), Some(b"5".to_vec()));
     }
 
     #[test]
@@ -543,34 +541,34 @@ mod tests {
         let mut out_a = Vec::new();
         let mut out_b = Vec::new();
         for c in chunks {
-            out_a.extend(a.push(c).unwrap_or_default());
+            out_a.push(a.push(c).unwrap_or_default());
             let old = b.pending();
             b.buffer().extend_from_slice(c);
-            out_b.extend(b.take(old).unwrap_or_default());
+            out_b.push(b.take(old).unwrap_or_default());
         }
-        out_a.extend(a.finish().unwrap_or_default());
-        out_b.extend(b.finish().unwrap_or_default());
+        out_a.push(a.finish().unwrap_or_default());
+        out_b.push(b.finish().unwrap_or_default());
         assert_eq!(out_a, out_b);
-        assert_eq!(out_a, b"abcdef\ngh\nijklmnop\nqrstuvwx\nyz\n\n123\n4\n".to_vec());
+        assert_eq!(out_a.concat(), chunks.concat());
     }
 
+    /// Whatever the cap and however the stream is read: nothing added or dropped, and never
+    /// more than the cap held.
     #[test]
-    fn every_piece_at_most_cap() {
+    fn pieces_put_together_are_the_stream() {
         for cap in 1..9 {
             let data: Vec<u8> = (0..200u32)
                 .map(|i| if i % 13 == 0 { b'\n' } else { b'a' + (i % 7) as u8 })
                 .collect();
             for chunk in 1..20 {
                 let mut lb = LineBuf::new(cap);
-                let chunks: Vec<&[u8]> = data.chunks(chunk).collect();
-                let out = all(&mut lb, &chunks);
-                assert!(out.ends_with(b"\n"));
-                for line in out.split(|&b| b == b'\n') {
-                    assert!(line.len() <= cap, "cap {cap} chunk {chunk}: {line:?}");
+                let mut out = Vec::new();
+                for c in data.chunks(chunk) {
+                    out.extend(lb.push(c).unwrap_or_default());
+                    assert!(lb.pending() <= cap, "cap {cap} chunk {chunk}");
                 }
-                let strip =
-                    |v: &[u8]| v.iter().filter(|&&b| b != b'\n').copied().collect::<Vec<_>>();
-                assert_eq!(strip(&out), strip(&data), "cap {cap} chunk {chunk}");
+                out.extend(lb.finish().unwrap_or_default());
+                assert_eq!(out, data, "cap {cap} chunk {chunk}");
             }
         }
     }
