@@ -1508,6 +1508,13 @@ impl Cluster {
         self.settled(parent, t);
         let child = self.nodes[parent as usize].children[idx as usize];
         self.nodes[child as usize].connected = secs(t);
+        if self.nodes[child as usize].dead {
+            // Killed after it sent its hello: the connection closes right behind it.
+            let lat = ns(self.cfg.costs.latency);
+            let why = "connection closed";
+            self.push(t + lat, Ev::Closed { to: parent, from: From::Child(idx), why });
+            return;
+        }
         if std::mem::take(&mut self.nodes[child as usize].drop_on_connect) {
             let lat = ns(self.cfg.costs.latency);
             let why = || "connection reset";
@@ -2174,9 +2181,11 @@ impl Cluster {
                     return;
                 }
                 if self.nodes[node as usize].core.is_none() {
-                    // Killed before it connected: under the fork launcher the NLA is its own
-                    // launcher, and its parent sees that process die — now, if it was
-                    // launched, else as soon as it is.
+                    // Killed before it had its setup: under the fork launcher the NLA is its
+                    // own launcher, and its parent sees that process die — now, if it was
+                    // launched, else as soon as it is. If its hello was in already, the
+                    // parent sees the connection close too (a hello still on its way is
+                    // followed by the close: see `hello`).
                     let n = &mut self.nodes[node as usize];
                     n.never = true;
                     n.dead = true;
@@ -2187,6 +2196,11 @@ impl Cluster {
                         .is_some_and(|l| l.launched(idx as usize));
                     if launched {
                         self.push(t, Ev::LauncherExited { parent, idx, what: KILLED_EARLY });
+                    }
+                    if self.nodes[parent as usize].child_up[idx as usize] {
+                        let lat = ns(self.cfg.costs.latency);
+                        let why = "connection closed";
+                        self.push(t + lat, Ev::Closed { to: parent, from: From::Child(idx), why });
                     }
                     return;
                 }
