@@ -663,3 +663,34 @@ extern "C" {
     #[link_name = "prctl"]
     fn libc_prctl(option: i32, a2: u64, a3: u64, a4: u64, a5: u64) -> i32;
 }
+
+/// The front end and its agents raise their own limit on open files (they hold a few
+/// descriptors per rank), but ranks get the limit the job was started with, as under Hydra:
+/// on one node, and through the fork launcher's NLAs (the limit travels in their
+/// environment, and not on into the ranks').
+#[test]
+fn ranks_get_the_open_file_limit_of_the_job() {
+    let hard = Command::new("sh").args(["-c", "ulimit -Hn"]).output().expect("sh");
+    let hard = String::from_utf8_lossy(&hard.stdout).trim().to_string();
+    if hard != "unlimited" && hard.parse::<u64>().is_ok_and(|h| h <= 512) {
+        eprintln!("hard limit {hard}: nothing to raise, skipped");
+        return;
+    }
+    let rank = "echo $(ulimit -Sn) ${LIBI_NOFILE_SOFT:-unset}";
+    for hosts in [None, Some("a,b")] {
+        let mut args = vec![MPIEXEC.to_string()];
+        if let Some(h) = hosts {
+            args.extend(["-launcher", "fork", "-hosts", h].map(String::from));
+        }
+        args.extend(["-n", "2", "sh", "-c", rank].map(String::from));
+        let out = Command::new("sh")
+            .args(["-c", "ulimit -Sn 512 && exec \"$@\"", "sh"])
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{hosts:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(text, "512 unset\n512 unset\n", "{hosts:?}");
+    }
+}

@@ -1230,15 +1230,43 @@ fn proto(m: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, m)
 }
 
+/// Carries the soft limit on open files the job was started with from the front end to the
+/// NLAs it starts itself (fork launcher) and to launchers that pass the environment on (srun).
+pub const NOFILE_ENV: &str = "LIBI_NOFILE_SOFT";
+
+/// The soft limit on open files the job's processes get (see [`raise_fd_limit`]).
+static JOB_NOFILE: std::sync::OnceLock<libc::rlim_t> = std::sync::OnceLock::new();
+
 /// Raise the soft limit on open files to the hard limit: an NLA holds a few descriptors per
-/// local rank and one per child; the front end one per child.
+/// local rank and one per child; the front end one per child. The limit the user set is
+/// remembered ([`NOFILE_ENV`] when a parent passed it on, else our own at start): ranks and
+/// launchers get it back ([`job_fd_limit`]), as under Hydra, which does not raise it.
 pub fn raise_fd_limit() {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit/setrlimit on a valid struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
+    // SAFETY: getrlimit on a valid struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return;
     }
+    let job = std::env::var(NOFILE_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<libc::rlim_t>().ok())
+        .map_or(lim.rlim_cur, |v| v.min(lim.rlim_max));
+    let _ = JOB_NOFILE.set(job);
+    if lim.rlim_cur < lim.rlim_max {
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: setrlimit on a valid struct.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+    }
+}
+
+/// The limit on open files to give a process we start (soft, hard), when it differs from
+/// ours: the soft limit the job was started with, under our hard limit.
+pub fn job_fd_limit() -> Option<libc::rlimit> {
+    let job = *JOB_NOFILE.get()?;
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit on a valid struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return None;
+    }
+    (job < lim.rlim_cur).then_some(libc::rlimit { rlim_cur: job, rlim_max: lim.rlim_max })
 }

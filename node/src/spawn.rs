@@ -72,6 +72,8 @@ struct ChildArgs {
     /// The signals to put back to their default disposition (see [`SpawnBatch`]).
     sigs: *const i32,
     nsigs: usize,
+    /// The limit on open files to set (the job's, not the one we raised), if any.
+    nofile: Option<libc::rlimit>,
     path: *const libc::c_char,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
@@ -118,6 +120,11 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             fail(STAGE_EXEC);
         }
         libc::fcntl(a.pmi_fd, libc::F_SETFD, 0);
+        if let Some(lim) = &a.nofile {
+            // The raw system call (prlimit64 on this process), as for the mask below.
+            let none: *mut libc::rlimit = std::ptr::null_mut();
+            libc::syscall(libc::SYS_prlimit64, 0, libc::RLIMIT_NOFILE, lim as *const _, none);
+        }
         // The raw system call on the mask the parent built (glibc's wrapper is not on the
         // async-signal-safe list).
         if !a.cpus.is_null()
@@ -225,6 +232,8 @@ pub struct SpawnBatch {
     dev_null: std::cell::OnceCell<OwnedFd>,
     /// Our pid: a child whose parent is no longer this one exits before exec.
     parent: libc::pid_t,
+    /// The limit on open files the ranks get ([`crate::driver::job_fd_limit`]).
+    nofile: Option<libc::rlimit>,
 }
 
 impl SpawnBatch {
@@ -254,6 +263,7 @@ impl SpawnBatch {
             stack: Default::default(),
             dev_null: Default::default(),
             parent,
+            nofile: crate::driver::job_fd_limit(),
         }
     }
 
@@ -500,6 +510,7 @@ fn try_start(
         wdir: wdir_c.as_ref().map(|c| c.as_ptr()).unwrap_or(std::ptr::null()),
         sigs: batch.sigs.as_ptr(),
         nsigs: batch.sigs.len(),
+        nofile: batch.nofile,
         path: path.as_ptr(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
