@@ -592,10 +592,8 @@ impl Output {
             None => Dest::Stream(stream),
         };
         let writer = (group, rank, stream);
-        let (continues, apart) = match self.unfinished.get(&dest) {
-            Some(w) => (*w == writer, *w != writer),
-            None => (false, false),
-        };
+        let last = self.unfinished.get(&dest).copied();
+        let (continues, apart) = (last == Some(writer), last.is_some_and(|w| w != writer));
         if data.last().is_some_and(|&c| c != b'\n') {
             self.unfinished.insert(dest, writer);
         } else if !data.is_empty() {

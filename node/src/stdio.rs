@@ -301,8 +301,11 @@ where
                 // Output of the same rank and stream queued right behind travels in the same
                 // message (fewer, larger frames when the parent is the bottleneck).
                 let mut merged: Option<Vec<u8>> = None;
-                while merged.as_ref().map_or(data.len(), Vec::len) < MERGE_MAX {
+                loop {
                     let len = merged.as_ref().map_or(data.len(), Vec::len);
+                    if len >= MERGE_MAX {
+                        break;
+                    }
                     match self.queue.front() {
                         Some((Msg::Output { rank: r, stream: s, data: d }, _))
                             if r == rank && s == stream && len + d.len() <= OUTPUT_MSG_MAX => {}

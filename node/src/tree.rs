@@ -364,6 +364,12 @@ pub async fn spawn_launcher(
 ) -> io::Result<Option<u32>> {
     let mut cmd = tokio::process::Command::new(prog);
     cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped());
+    // The limit on open files the job was started with, not ours: set in a launcher before
+    // exec; an NLA (or srun's) raises its own limit again and gives its ranks this one.
+    let nofile = crate::driver::job_fd_limit();
+    if let Some(lim) = &nofile {
+        cmd.env(crate::driver::NOFILE_ENV, lim.rlim_cur.to_string());
+    }
     // Own process group: a terminal's Ctrl-C reaches only the front end, which forwards it;
     // and the launcher dies with its parent.
     if how == Spawn::Launcher {
@@ -374,9 +380,6 @@ pub async fn spawn_launcher(
         // ends (namespace hosts, VMs on one box) every sshd session. Measured on 32 ssh
         // namespace hosts sharing 2 cores: the parent's launches then went out 40 ms apart
         // instead of 3 ms, and wide trees (greedy, flat) lost to 4- and 8-ary ones.
-        // The limit on open files the job was started with, not ours (srun passes it on to
-        // the NLAs it starts, as it passes on the environment with `NOFILE_ENV`).
-        let nofile = crate::driver::job_fd_limit();
         // SAFETY: setsid, prctl and setrlimit are async-signal-safe system calls.
         unsafe {
             cmd.as_std_mut().pre_exec(move || {
@@ -391,10 +394,6 @@ pub async fn spawn_launcher(
     } else {
         // posix_spawn's POSIX_SPAWN_SETPGROUP.
         cmd.as_std_mut().process_group(0);
-    }
-    if let Some(lim) = crate::driver::job_fd_limit() {
-        // An NLA (or srun's) raises its own limit again and gives its ranks this one.
-        cmd.env(crate::driver::NOFILE_ENV, lim.rlim_cur.to_string());
     }
     // Claimed until reaped below: an NLA's orphan sweep leaves it alone, and `give_up`
     // signals its group only while its pid is still ours.
