@@ -14,7 +14,9 @@
 //! the environment of the spawner's executable. `-usize N` caps the ranks running at once.
 
 use crate::hosts::{self, Host};
-use crate::job::{process_mapping, AppSpec, JobCommon, KvsNames, NodePlan, RankSlot, SpawnRequest};
+use crate::job::{
+    process_mapping, AppSpec, JobCommon, KvsNames, LauncherSpec, NodePlan, RankSlot, SpawnRequest,
+};
 use crate::tree::{LaunchModel, Shape};
 
 /// What every spawn of a job is planned from (the job's own plan, as the front end made it).
@@ -36,6 +38,10 @@ pub struct SpawnBase {
     pub root_host: String,
     /// Ranks of the job itself (they took the first slots of the host list).
     pub job_size: u32,
+    /// How the job's own NLAs are started. A spawned group's are started the same way,
+    /// whatever group spawns it: a group whose NLAs the job's NLAs started (its launcher
+    /// says `Joined`) may spawn onto hosts where the job has none.
+    pub launcher: LauncherSpec,
 }
 
 /// A planned spawn: the new group's job and NLA tree.
@@ -164,6 +170,7 @@ impl Spawner {
             singleton: None,
             each_end: false,
             staged: Vec::new(),
+            launcher: base.launcher.clone(),
             ..parent.clone()
         };
         let root =

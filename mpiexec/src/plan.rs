@@ -90,6 +90,7 @@ impl Plan {
             max_conn: self.max_conn,
             root_host: self.root.host.clone(),
             job_size: self.job.size,
+            launcher: self.job.launcher.clone(),
         }
     }
 }

@@ -53,6 +53,23 @@ mod tests {
         out.sort();
     }
 
+    /// A group that the job's NLAs started (its launcher says `Joined`: nobody launches its
+    /// NLAs, they join) may spawn onto a host where the job has no NLA: that group's NLAs
+    /// are started the job's way. (Planned with the parent's launcher, they waited for a
+    /// join that never came, and the spawn failed after the launch timeout: MPICH's
+    /// test/mpi/spawn/concurrent_spawns over 4 fork-launcher nodes.)
+    #[test]
+    fn a_group_started_by_the_jobs_nlas_spawns_with_the_jobs_launcher() {
+        let b = base("-launcher fork -hosts n1:2,n2:2 -n 1 prog");
+        let mut s = Spawner::new(&b.spawn_base());
+        let mut joined = b.job.clone();
+        joined.launcher.kind = libi::job::LauncherKind::Joined;
+        let g = s.plan(&b.spawn_base(), &joined, &req(vec![cmd("c", 2, &[])]), 2, 2);
+        let g = g.expect("spawn");
+        assert_eq!(g.job.launcher, b.job.launcher);
+        assert_eq!(g.job.launcher.kind, libi::job::LauncherKind::Fork);
+    }
+
     #[test]
     fn continues_round_robin_after_the_job() {
         let b = base("-launcher fork -hosts n1,n2,n3,n4 -n 1 prog");

@@ -767,6 +767,7 @@ impl Cluster {
             max_conn: cfg.max_conn,
             root_host: "fe".into(),
             job_size: size32,
+            launcher: job.launcher.clone(),
         };
         // As `libi-mpiexec` configures it for this job: no MPIEXEC_TIMEOUT, the job's kill
         // grace, no terminal (no progress line), the fork launcher (the front end starts a
