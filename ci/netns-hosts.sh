@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # N test "hosts" on this machine for multi-node tests: each host is a Linux network namespace
-# (libin1..libinN) with address 10.201.0.<i>, its own UTS namespace (hostname node<i>) and its
-# own sshd accepting key-only root login. The hosts sit on bridge libibr0, which has
+# (libin1..libinN) with address 10.201.0.<i>, its own UTS namespace (hostname node<i>), its
+# own /etc/hosts (the machine's, and node<i> at 10.201.0.<i> for every i) and its own sshd
+# accepting key-only root login. The hosts sit on bridge libibr0, which has
 # 10.201.0.254 in the root namespace (the "front end" address that remote proxies connect back
-# to). The filesystem is shared: every host sees the same binaries, /tmp and /dev/shm.
+# to). The filesystem is shared (but for /etc/hosts): every host sees the same binaries, /tmp
+# and /dev/shm.
 #
 #   ci/netns-hosts.sh up N    create/repair hosts 1..N (removes hosts > N); prints the wrapper
 #   ci/netns-hosts.sh down    kill our sshds, delete namespaces and bridge (keys are kept)
@@ -191,6 +193,10 @@ write_keys_and_wrapper() {
   cp "$DIR/id_ed25519.pub" "$DIR/authorized_keys"
   chmod 600 "$DIR/ssh_host_ed25519_key" "$DIR/id_ed25519" "$DIR/authorized_keys"
   : >"$DIR/empty_bashrc"
+  # /etc/hosts inside every host (bind-mounted there): the machine's, and every test host's
+  # name at its address, as on a cluster whose nodes resolve each other's names (MPICH's
+  # test/mpi/spawn/join looks up its own host's name).
+  { cat /etc/hosts; for i in $(seq 1 "$MAXN"); do echo "$NET.$i node$i"; done; } >"$DIR/etc_hosts"
   local ssh_bin tmp
   ssh_bin=$(command -v ssh)
   tmp=$(mktemp "$DIR/.ssh.XXXXXX")
@@ -230,7 +236,7 @@ EOF
 
 start_sshd() {
   local i=$1 ns=$NSPFX$1 conf=$DIR/sshd-$NSPFX$1.conf log=$DIR/sshd-$NSPFX$1.log rc_file inner
-  local pid mode=shadow-bashrc=$SHADOW_BASHRC
+  local pid mode="shadow-bashrc=$SHADOW_BASHRC etc-hosts=1"
   if pid=$(sshd_pid "$i"); then
     # running: keep it unless it was started with the other .bashrc setting
     [ "$(cat "$DIR/sshd-$NSPFX$i.mode" 2>/dev/null)" != "$mode" ] || return 0
@@ -240,18 +246,16 @@ start_sshd() {
   rm -f "$DIR/sshd-$NSPFX$i.pid"
   echo "$mode" >"$DIR/sshd-$NSPFX$i.mode"
   : >"$log"
-  # own UTS namespace -> hostname node<i>; sshd daemonises and writes its pidfile.
-  inner="echo node$i >/proc/sys/kernel/hostname"
+  # own UTS namespace -> hostname node<i>; own mount namespace -> its /etc/hosts; sshd
+  # daemonises and writes its pidfile.
+  inner="echo node$i >/proc/sys/kernel/hostname && mount --bind $DIR/etc_hosts /etc/hosts"
   rc_file=$(getent passwd root | cut -d: -f6)/.bashrc
   if [ "$SHADOW_BASHRC" = 1 ] && [ -f "$rc_file" ]; then
     inner="$inner && mount --bind $DIR/empty_bashrc $rc_file"
-    ip netns exec "$ns" unshare --uts --mount --propagation private \
-      sh -c "$inner && exec $SSHD -f $conf -E $log" \
-      || die "starting sshd for $ns failed (see $log)"
-  else
-    ip netns exec "$ns" unshare --uts sh -c "$inner && exec $SSHD -f $conf -E $log" \
-      || die "starting sshd for $ns failed (see $log)"
   fi
+  ip netns exec "$ns" unshare --uts --mount --propagation private \
+    sh -c "$inner && exec $SSHD -f $conf -E $log" \
+    || die "starting sshd for $ns failed (see $log)"
 }
 
 wait_listener() {  # i: until a TCP connect from the root namespace succeeds (10 s)

@@ -11,3 +11,6 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace
 export LIBI_REQUIRE_SSH_TESTS=1 LIBI_REQUIRE_SLURM_TESTS=1
 bash ci/with-slurm.sh -- bash ci/with-netns-hosts.sh 4 -- cargo test --workspace --no-fail-fast
+# MPICH's own test suite (its spawn and init directories: dynamic processes, name service,
+# exit statuses, MPI_Abort) under libi-mpiexec, on this machine and over 4 ssh hosts.
+bash ci/with-netns-hosts.sh 4 -- bash ci/mpich-testsuite.sh --ssh-hosts spawn init

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# MPICH's own test suite (test/mpi of the MPICH source, run by its own `runtests`) under
+# libi-mpiexec, and with --hydra under MPICH's mpiexec.hydra in the same run, directory by
+# directory. Nothing of MPICH is kept in this repository: the source comes from Debian's
+# source package (mpich 4.0.2; the script adds a deb-src entry for it if apt has none), its
+# tests are configured against MPICH 5 (/opt/libi/mpich5, from ci/install-deps.sh: Debian's
+# MPICH 4.0.2 cannot do dynamic processes) and built under target/mpich-testsuite.
+#
+#   ci/mpich-testsuite.sh [--hydra] [--release] [--ssh-hosts] [DIR...]
+#
+# --ssh-hosts: run each directory a second time over the netns test hosts, 2 slots each,
+# with the ssh launcher (inside ci/with-netns-hosts.sh, which sets LIBI_TEST_HOSTS,
+# LIBI_TEST_SSH and LIBI_TEST_FE_ADDR): real hosts, each with its own hostname and address.
+#
+# DIR: directories of test/mpi (default: spawn init, the ones about the process manager:
+# MPI_Comm_spawn, spawn_multiple, connect/accept, name publishing, exit statuses, MPI_Abort).
+# Others worth a run: info group errhan mpi_t attr comm topo pt2pt coll rma errors impls.
+# Prints a table (tests, failures under each) and the failing tests' names; exits 1 if a test
+# fails under libi (with --hydra: only one that Hydra passes; the 4.0.2 test suite has a few
+# tests that MPICH 5 itself fails, e.g. errhan/adderr, which does not compile against it).
+# ci/test.sh runs it with the defaults; MPITEST_TIMEOUT (default 120 s) bounds each test;
+# LIBI_MPIEXEC names another libi-mpiexec to test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+hydra=0 profile=debug ssh=0 dirs=()
+for a in "$@"; do
+  case "$a" in
+    --hydra) hydra=1 ;;
+    --release) profile=release ;;
+    --ssh-hosts) ssh=1 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -*) echo "ci/mpich-testsuite.sh: unknown option $a" >&2; exit 2 ;;
+    *) dirs+=("$a") ;;
+  esac
+done
+[ ${#dirs[@]} -gt 0 ] || dirs=(spawn init)
+LIBI=${LIBI_MPIEXEC:-$ROOT/target/$profile/libi-mpiexec}
+MPICH5=${LIBI_MPICH5:-/opt/libi/mpich5}
+HYDRA=$MPICH5/bin/mpiexec.hydra
+[ -x "$LIBI" ] || { echo "ci/mpich-testsuite.sh: $LIBI not built (cargo build --workspace${profile/debug/})" >&2; exit 2; }
+if [ "$ssh" = 1 ] && [ -z "${LIBI_TEST_HOSTS:-}" -o -z "${LIBI_TEST_SSH:-}" ]; then
+  echo "ci/mpich-testsuite.sh: --ssh-hosts needs LIBI_TEST_HOSTS and LIBI_TEST_SSH (run it under ci/with-netns-hosts.sh)" >&2
+  exit 2
+fi
+[ -x "$MPICH5/bin/mpicc" ] || { echo "ci/mpich-testsuite.sh: no MPICH 5 at $MPICH5 (run ci/install-deps.sh)" >&2; exit 2; }
+
+WORK=$ROOT/target/mpich-testsuite
+T=$WORK/test/mpi
+if [ ! -f "$T/.configured" ]; then
+  mkdir -p "$WORK"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  if ! ls "$WORK"/mpich_*.orig.tar.* >/dev/null 2>&1; then
+    if ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      echo "ci/mpich-testsuite.sh: adding a deb-src entry for Debian's source packages"
+      src=/etc/apt/sources.list.d/debian.sources
+      [ -f "$src" ] || { echo "ci/mpich-testsuite.sh: no $src to derive a deb-src entry from" >&2; exit 2; }
+      sed 's/^Types: deb$/Types: deb-src/' "$src" | $SUDO tee /etc/apt/sources.list.d/libi-deb-src.sources >/dev/null
+      $SUDO apt-get update -qq
+    fi
+    (cd "$WORK" && apt-get source --download-only -qq mpich 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+  fi
+  tarball=$(ls "$WORK"/mpich_*.orig.tar.* 2>/dev/null | head -1)
+  [ -n "$tarball" ] || { echo "ci/mpich-testsuite.sh: could not fetch Debian's mpich source package" >&2; exit 2; }
+  echo "ci/mpich-testsuite.sh: unpacking test/mpi of $(basename "$tarball")"
+  rm -rf "$WORK/test"
+  # Keep the timestamps (no -m): otherwise make wants to rerun automake.
+  tar -xf "$tarball" -C "$WORK" --strip-components=1 --wildcards '*/test/mpi/*'
+  echo "ci/mpich-testsuite.sh: configuring it against $MPICH5"
+  (cd "$T" && PATH=$MPICH5/bin:$PATH MPICC=$MPICH5/bin/mpicc ./configure --with-mpi="$MPICH5" \
+      --disable-fortran --disable-cxx --disable-romio --disable-ft-tests --disable-perftest \
+      >"$WORK/configure.log" 2>&1) || { echo "ci/mpich-testsuite.sh: configure failed, see $WORK/configure.log" >&2; exit 2; }
+  make -C "$T/util" >"$WORK/make-util.log" 2>&1 && make -C "$T/dtpools" >>"$WORK/make-util.log" 2>&1 ||
+    { echo "ci/mpich-testsuite.sh: building the test library failed, see $WORK/make-util.log" >&2; exit 2; }
+  touch "$T/.configured"
+fi
+
+# run DIR NAME MPIEXEC [ARGS]: the directory's testlist through runtests (which builds each
+# program as it comes), ARGS before each test's own mpiexec arguments; sets FAILED to the
+# failing tests' names, N to the number of tests.
+run() {
+  local d=$1 name=$2 mpiexec=$3 tap=$WORK/$1-$2.tap
+  rm -f "$tap"
+  (cd "$T/$d" && MPIR_CVAR_CH4_NETMOD=ofi MPITEST_TIMEOUT=${MPITEST_TIMEOUT:-120} MPITEST_MPIEXECARG="${4:-}" \
+     ../runtests -srcdir=. -tests=testlist -mpiexec="$mpiexec" -tapfile="$tap" >"$WORK/$d-$name.log" 2>&1) || true
+  N=$(grep -cE '^(not )?ok ' "$tap" 2>/dev/null || echo 0)
+  FAILED=$(awk '/^not ok/ {print $4}' "$tap" 2>/dev/null | sed 's|^\./||' | sort | tr '\n' ' ')
+}
+
+status=0
+rows=()
+# case1 DIR LABEL SUFFIX [LIBI-ARGS [HYDRA-ARGS]]: one row of the table.
+case1() {
+  local d=$1 label=$2 sfx=$3 only fl fh nl
+  run "$d" "libi$sfx" "$LIBI" "${4:-}"; nl=$N; fl=$FAILED
+  if [ "$hydra" = 1 ]; then
+    run "$d" "hydra$sfx" "$HYDRA" "${5:-}"; fh=$FAILED
+    only=$(comm -23 <(tr ' ' '\n' <<<"$fl" | sed '/^$/d' | sort -u) <(tr ' ' '\n' <<<"$fh" | sed '/^$/d' | sort -u) | tr '\n' ' ')
+    rows+=("$label|$nl|$(wc -w <<<"$fl")|$(wc -w <<<"$fh")|${fl:--}|${fh:--}")
+  else
+    only=$fl
+    rows+=("$label|$nl|$(wc -w <<<"$fl")|-|${fl:--}|-")
+  fi
+  if [ "$nl" -eq 0 ] || [ -n "${only// /}" ]; then
+    status=1
+    echo "ci/mpich-testsuite.sh: $label: failed under libi: ${only:-no test ran} (output: $WORK/$d-libi$sfx.log)" >&2
+  fi
+}
+if [ "$ssh" = 1 ]; then
+  hostlist=$(tr ',' '\n' <<<"$LIBI_TEST_HOSTS" | sed 's/$/:2/' | paste -sd,)
+  ssh_args="-launcher ssh -launcher-exec $LIBI_TEST_SSH -hosts $hostlist"
+  nhosts=$(tr ',' '\n' <<<"$LIBI_TEST_HOSTS" | wc -l)
+fi
+for d in "${dirs[@]}"; do
+  [ -f "$T/$d/testlist" ] || { echo "ci/mpich-testsuite.sh: no test directory $d" >&2; exit 2; }
+  case1 "$d" "$d" ""
+  if [ "$ssh" = 1 ]; then
+    # Hydra's proxies reach it at the front end's address on the hosts' network.
+    case1 "$d" "$d ($nhosts ssh hosts)" "-ssh" "$ssh_args" "$ssh_args -localhost ${LIBI_TEST_FE_ADDR:-10.201.0.254}"
+  fi
+done
+echo
+echo "| test/mpi directory | tests | failed under libi | failed under Hydra | failing under libi | failing under Hydra |"
+echo "|---|---|---|---|---|---|"
+for r in "${rows[@]}"; do
+  IFS='|' read -r d n a b fa fb <<<"$r"
+  echo "| $d | $n | $a | $b | $fa | $fb |"
+done
+exit $status
