@@ -29,7 +29,7 @@ for a in "$@"; do
     --hydra) hydra=1 ;;
     --release) profile=release ;;
     --ssh-hosts) ssh=1 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     -*) echo "ci/mpich-testsuite.sh: unknown option $a" >&2; exit 2 ;;
     *) dirs+=("$a") ;;
   esac
@@ -78,14 +78,17 @@ fi
 
 # run DIR NAME MPIEXEC [ARGS]: the directory's testlist through runtests (which builds each
 # program as it comes), ARGS before each test's own mpiexec arguments; sets FAILED to the
-# failing tests' names, N to the number of tests.
+# failing tests, each as NAME:NP (a program may be listed with several process counts), N to
+# the number of tests.
 run() {
   local d=$1 name=$2 mpiexec=$3 tap=$WORK/$1-$2.tap
   rm -f "$tap"
   (cd "$T/$d" && MPIR_CVAR_CH4_NETMOD=ofi MPITEST_TIMEOUT=${MPITEST_TIMEOUT:-120} MPITEST_MPIEXECARG="${4:-}" \
      ../runtests -srcdir=. -tests=testlist -mpiexec="$mpiexec" -tapfile="$tap" >"$WORK/$d-$name.log" 2>&1) || true
-  N=$(grep -cE '^(not )?ok ' "$tap" 2>/dev/null || echo 0)
-  FAILED=$(awk '/^not ok/ {print $4}' "$tap" 2>/dev/null | sed 's|^\./||' | sort | tr '\n' ' ')
+  # grep -c prints 0 (and fails) when nothing matches, nothing when there is no file.
+  N=$(grep -cE '^(not )?ok ' "$tap" 2>/dev/null) || true
+  N=${N:-0}
+  FAILED=$(awk '/^not ok/ {print $4 ":" $5}' "$tap" 2>/dev/null | sed 's|^\./||' | sort | tr '\n' ' ')
 }
 
 status=0
