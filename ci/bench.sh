@@ -46,7 +46,10 @@
 #           second one before exec, bench/into_cgroup.c); for scale, the same own-processes
 #           CPU for 64 ranks of /bin/true with spawnfloor as the floor, and what is left
 #           beyond that against bench/pmifloor.c answering 64 x 15 lock-step PMI-1 requests
-#           (the floor of the requests themselves); NLA vs hydra proxy
+#           (the floor of the requests themselves), and the CPU 64 ranks of a static
+#           program have used when main() starts (bench/prestart.c: the child's work
+#           between fork or clone and exec, which the first way counts as the ranks');
+#           NLA vs hydra proxy
 #           peak RSS serving 64 ranks of `sleep 1` (and, for scale, 256 ranks: what each
 #           added rank costs). Written to results.md between targets markers.
 #
@@ -643,7 +646,24 @@ case_targets() {
     done
     log "targets: true 64 CPU done"
   fi
-  # 3c. for scale, the floor of answering the requests: pmifloor (one epoll loop in C, one
+  # 3c. what a rank's self-report covers of each process manager's own work: the CPU a
+  # (static) program has used when its main() starts, that is the child's work between fork
+  # or clone and exec (the process manager's code) and the exec; spawnfloor's is the floor.
+  # The "job minus ranks' report" row subtracts it from the job as the ranks' own.
+  for r in $(seq 1 "$runs"); do
+    for c in $(rotated "$r" floor libi hydra); do
+      case $c in
+        floor) timed 60 '^pre_us ' 64 "$WORK/spawnfloor" 64 "$WORK/prestart" ;;
+        libi) timed 60 '^pre_us ' 64 "$LIBI" -n 64 "$WORK/prestart" ;;
+        hydra) timed 60 '^pre_us ' 64 mpiexec.hydra -n 64 "$WORK/prestart" ;;
+      esac
+      local pre=null
+      [ "$RC" -ne 0 ] || pre=$(awk '/^pre_us / {s += $2} END {printf "%.3f", s / 1e3}' "$WORK/run.out")
+      rec targets prestart64 64 "$c" "$r" "$WALL" "$(ok_json)" "$NOTE" "{\"prestart_ms\":$pre}"
+    done
+  done
+  log "targets: pre-start CPU done"
+  # 3d. for scale, the floor of answering the requests: pmifloor (one epoll loop in C, one
   # recv and one send per request) answering 64 forked clients, 15 lock-step PMI-1 requests
   # each (MPICH hello n=64 makes ~14.5 per rank here)
   for r in $(seq 1 "$runs"); do
@@ -716,6 +736,11 @@ fl, nf = med("true64cpu", "floor", "pm_own_cpu_ms"); us, nu = med("true64cpu", "
 if nf and nu and nh:
     rows.append(("for scale: CPU of creating and reaping 64 ranks of `/bin/true` (ms, own processes)", f"floor {f(fl)} / libi {f(us)} / hydra {f(hy)}",
                  f"libi {ratio(us, hy)} hydra, floor {ratio(fl, hy)} hydra", "(the floor bounds what 0.5x can mean)", "-", min(nf, nu, nh)))
+fl, nf = med("prestart64", "floor", "prestart_ms"); us, nu = med("prestart64", "libi", "prestart_ms"); hy, nh = med("prestart64", "hydra", "prestart_ms")
+if nf and nu and nh:
+    rows.append(("for scale: CPU 64 ranks have used when their main() starts (sum of each one's getrusage; the child's work from fork or clone to exec, then the exec of a static program), which the job-minus-report row counts as the ranks' (ms)",
+                 f"floor {f(fl)} / libi {f(us)} / hydra {f(hy)}", f"libi {ratio(us, hy)} hydra, floor {ratio(fl, hy)} hydra",
+                 "-", "-", min(nf, nu, nh)))
 pf, npf = med("pmifloor64", "floor", "server_cpu_ms")
 hu, _ = med("hello64cpu", "libi", "pm_own_cpu_ms"); hh, _ = med("hello64cpu", "hydra", "pm_own_cpu_ms")
 tu, _ = med("true64cpu", "libi", "pm_own_cpu_ms"); th, _ = med("true64cpu", "hydra", "pm_own_cpu_ms")
@@ -743,7 +768,8 @@ print(f"Medians of alternating runs (contender order rotated run by run); load a
       f"({how}; median job total libi {f(jc)} ms, hydra {f(jh)} ms) minus what the 64 ranks "
       f"report for themselves (getrusage after MPI_Finalize, `hello.c -DSELF_CPU`; this counts the "
       f"ranks' exit after the report as the process manager's, and the creation of each rank "
-      f"(fork or clone, the child's work before exec) as the rank's, since its rusage covers it). "
+      f"(fork or clone, the child's work before exec) as the rank's, since its rusage covers it: the "
+      f"row on what ranks have used when main() starts shows how much that is for each). "
       f"Its own processes: each rank is started through `bench/into_cgroup.c`, which moves it into "
       f"a second cgroup and execs the program; what is left in the job's cgroup is the front "
       f"end and agents (mpiexec and proxies) with the creation of every rank up to its move; the "
@@ -810,6 +836,7 @@ mpicc -DPROG='"hello"' -O2 -o "$WORK/hello" tests/programs/hello.c
 cc -O2 -o "$WORK/pmi_exchange" tests/programs/pmi_exchange.c
 cc -O2 -o "$WORK/spawnfloor" bench/spawnfloor.c
 cc -O2 -o "$WORK/pmifloor" bench/pmifloor.c
+cc -O2 -static -o "$WORK/prestart" bench/prestart.c 2>/dev/null || cc -O2 -o "$WORK/prestart" bench/prestart.c
 mpicc -DPROG='"hello"' -DSELF_CPU -O2 -o "$WORK/hello_cpu" tests/programs/hello.c
 cc -O2 -static -o "$WORK/into_cgroup" bench/into_cgroup.c 2>/dev/null || cc -O2 -o "$WORK/into_cgroup" bench/into_cgroup.c
 
