@@ -27,32 +27,31 @@ while getopts "r:n:p:" o; do
 done
 shift $((OPTIND - 1))
 [ $# -ge 1 ] || { sed -n '2,15p' "$0"; exit 2; }
-CG=/sys/fs/cgroup/cpuacct
-[ -w "$CG" ] || { echo "cpu-ab.sh: $CG is not writable (cgroup v1 cpuacct, as root)" >&2; exit 1; }
 WORK=${CARGO_TARGET_DIR:-$PWD/target}/cpu-ab
+# timed, rotated, cpu_job (and CG_ROOT), as ci/bench.sh measures with them
+. ci/bench-lib.sh
+[ -w "$CG_ROOT" ] || { echo "cpu-ab.sh: $CG_ROOT is not writable (cgroup v1 cpuacct, as root)" >&2; exit 1; }
 mkdir -p "$WORK"
 cc -O2 -static -o "$WORK/into_cgroup" bench/into_cgroup.c 2>/dev/null ||
   cc -O2 -o "$WORK/into_cgroup" bench/into_cgroup.c
+# MPICH hello's ranks each print a line ending in " ok"; another program's output is not checked.
+CPU_JOB_N=0
 if [ -z "$PROG" ]; then
   mpicc -DPROG='"hello"' -DSELF_CPU -O2 -o "$WORK/hello_cpu" tests/programs/hello.c
-  PROG=$WORK/hello_cpu
+  PROG=$WORK/hello_cpu CPU_JOB_N=$NP
 fi
 declare -A ms
 failed=0
 for r in $(seq 1 "$RUNS"); do
-  k=$(( (r - 1) % $# ))
-  order=("${@:k+1}" "${@:1:k}")
+  mapfile -t order < <(rotated "$r" "$@")
   for b in "${order[@]}"; do
-    cg=$CG/libi-cpu-ab-$$-$r
-    mkdir "$cg" "$cg-ranks"
-    if "$WORK/into_cgroup" "$cg" "$b" -n "$NP" "$WORK/into_cgroup" "$cg-ranks" "$PROG" \
-      >"$WORK/run.out" 2>"$WORK/run.err" </dev/null; then
-      ms[$b]+="$(awk '{printf "%.3f", $1 / 1e6}' "$cg/cpuacct.usage") "
+    cpu_job "ab-$r" "$b" -n "$NP" "$PROG"
+    if [ "$RC" -eq 0 ] && [ -n "$CPU_NS" ]; then
+      ms[$b]+="$(awk -v ns="$CPU_NS" 'BEGIN {printf "%.3f", ns / 1e6}') "
     else
-      echo "cpu-ab.sh: run $r of $b failed: $(tail -n 1 "$WORK/run.err")" >&2
+      echo "cpu-ab.sh: run $r of $b failed: ${NOTE:-no cgroup CPU figure}" >&2
       failed=1
     fi
-    rmdir "$cg-ranks" "$cg"
   done
 done
 for b in "$@"; do
