@@ -44,7 +44,9 @@
 #           own, cpuacct: its total minus the CPU each rank reports for itself after
 #           MPI_Finalize; and what is left in that cgroup when each rank moves itself into a
 #           second one before exec, bench/into_cgroup.c); for scale, the same own-processes
-#           CPU for 64 ranks of /bin/true with spawnfloor as the floor, and what is left
+#           CPU for 64 ranks of /bin/true with spawnfloor as the floor (and for 1000 ranks
+#           on the node, at most 5 runs: whether a rank's start costs more the more ranks
+#           the agent already holds), and what is left
 #           beyond that against bench/pmifloor.c answering 64 x 15 lock-step PMI-1 requests
 #           (the floor of the requests themselves), and the CPU 64 ranks of a static
 #           program have used when main() starts (bench/prestart.c: the child's work
@@ -570,18 +572,19 @@ case_targets() {
             rec targets harness64cpu 64 harness "$r" "$WALL" "$(ok_json)" "$NOTE" "{\"harness_cpu_ms\":$own}"
             continue
             ;;
-          floor) CPU_JOB_N=0 cpu_job "$c-$r" "$WORK/spawnfloor" 64 /bin/true ;;
-          libi) CPU_JOB_N=0 cpu_job "$c-$r" "$LIBI" -n 64 /bin/true ;;
-          hydra) CPU_JOB_N=0 cpu_job "$c-$r" mpiexec.hydra -n 64 /bin/true ;;
+          *) true_own_cpu true64cpu 64 "$c" "$r" ;;
         esac
-        local own=null
-        if [ "$RC" -eq 0 ] && [ -n "$CPU_NS" ] && [ -n "$RANKS_NS" ]; then
-          own=$(awk -v a="$CPU_NS" 'BEGIN {printf "%.3f", a / 1e6}')
-        fi
-        rec targets true64cpu 64 "$c" "$r" "$WALL" "$(ok_json)" "$NOTE" "{\"pm_own_cpu_ms\":$own}"
       done
     done
     log "targets: true 64 CPU done"
+    # for scale: 1000 ranks on one node (a big SMP node), where what each rank's start costs
+    # must not grow with the ranks started before it (at most 5 runs)
+    for r in $(seq 1 $((runs < 5 ? runs : 5))); do
+      for c in $(rotated "$r" floor libi hydra); do
+        true_own_cpu true1000cpu 1000 "$c" "$r"
+      done
+    done
+    log "targets: true 1000 CPU done"
   fi
   # 3c. what a rank's self-report covers of each process manager's own work: the CPU a
   # (static) program has used when its main() starts, that is the child's work between fork
@@ -616,6 +619,21 @@ case_targets() {
   rss_runs rss64 64 "$runs"
   rss_runs rss256 256 $((runs < 5 ? runs : 5))
   log "targets: RSS done, load $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# true_own_cpu VARIANT N CONTENDER RUN: the own processes' CPU (cpu_job) of N ranks of
+# /bin/true started by CONTENDER (floor: spawnfloor, libi, hydra), recorded as VARIANT.
+true_own_cpu() {
+  local variant=$1 n=$2 c=$3 r=$4 own=null
+  case $c in
+    floor) CPU_JOB_N=0 cpu_job "$c-$r" "$WORK/spawnfloor" "$n" /bin/true ;;
+    libi) CPU_JOB_N=0 cpu_job "$c-$r" "$LIBI" -n "$n" /bin/true ;;
+    hydra) CPU_JOB_N=0 cpu_job "$c-$r" mpiexec.hydra -n "$n" /bin/true ;;
+  esac
+  if [ "$RC" -eq 0 ] && [ -n "$CPU_NS" ] && [ -n "$RANKS_NS" ]; then
+    own=$(awk -v a="$CPU_NS" 'BEGIN {printf "%.3f", a / 1e6}')
+  fi
+  rec targets "$variant" "$n" "$c" "$r" "$WALL" "$(ok_json)" "$NOTE" "{\"pm_own_cpu_ms\":$own}"
 }
 
 # The "Targets of issue 20" table (markdown) from raw.jsonl.
@@ -673,6 +691,11 @@ fl, nf = med("true64cpu", "floor", "pm_own_cpu_ms"); us, nu = med("true64cpu", "
 if nf and nu and nh:
     rows.append(("for scale: CPU of creating and reaping 64 ranks of `/bin/true` (ms, own processes)", f"floor {f(fl)} / libi {f(us)} / hydra {f(hy)}",
                  f"libi {ratio(us, hy)} hydra, floor {ratio(fl, hy)} hydra", "(the floor bounds what 0.5x can mean)", "-", min(nf, nu, nh)))
+fk, nfk = med("true1000cpu", "floor", "pm_own_cpu_ms"); uk, nuk = med("true1000cpu", "libi", "pm_own_cpu_ms"); hk, nhk = med("true1000cpu", "hydra", "pm_own_cpu_ms")
+if nfk and nuk and nhk:
+    rows.append(("for scale: the same with 1000 ranks on the node (ms, own processes; per rank: floor, libi, hydra)",
+                 f"floor {f(fk)} / libi {f(uk)} / hydra {f(hk)} ({fk / 1000 * 1e3:.0f} / {uk / 1000 * 1e3:.0f} / {hk / 1000 * 1e3:.0f} us)",
+                 f"libi {ratio(uk, hk)} hydra, {ratio(uk, fk)} floor", "-", "-", min(nfk, nuk, nhk)))
 fl, nf = med("prestart64", "floor", "prestart_ms"); us, nu = med("prestart64", "libi", "prestart_ms"); hy, nh = med("prestart64", "hydra", "prestart_ms")
 if nf and nu and nh:
     rows.append(("for scale: CPU 64 ranks have used when their main() starts (sum of each one's getrusage; the child's work from fork or clone to exec, then the exec of a static program), which the job-minus-report row counts as the ranks' (ms)",

@@ -69,6 +69,12 @@ pub struct NodeReport {
     pub counters: Counters,
     /// The process's peak resident memory (VmHWM) when it made the report, in KiB.
     pub peak_rss_kib: u64,
+    /// The CPU the process had used when it made the report (all its threads, not its
+    /// children), user and system, in seconds.
+    #[serde(default)]
+    pub cpu_user: f64,
+    #[serde(default)]
+    pub cpu_sys: f64,
 }
 
 /// The whole file.

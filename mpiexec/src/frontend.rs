@@ -559,6 +559,7 @@ impl FrontEnd {
         let mut me = g0.core.report();
         me.ready = self.t0;
         me.peak_rss_kib = libi::report::peak_rss_kib();
+        (me.cpu_user, me.cpu_sys) = libi_node::report_cpu::own_cpu();
         me.launches = g0.children.launches.clone();
         let mut reports: Vec<NodeReport> = vec![me];
         reports.append(&mut self.root.take_reports());

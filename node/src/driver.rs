@@ -537,6 +537,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         let mut r = core.report();
         r.ready = ready;
         r.peak_rss_kib = libi::report::peak_rss_kib();
+        (r.cpu_user, r.cpu_sys) = crate::report_cpu::own_cpu();
         r.launches = children.launches.clone();
         up.send(Msg::Report(Box::new(r)));
     }

@@ -25,6 +25,7 @@ pub mod log;
 pub mod peer;
 pub mod pmgr_node;
 pub mod reaper;
+pub mod report_cpu;
 pub mod root;
 pub mod singleton;
 pub mod spawn;
