@@ -32,8 +32,7 @@ WORK=${CARGO_TARGET_DIR:-$PWD/target}/cpu-ab
 . ci/bench-lib.sh
 [ -w "$CG_ROOT" ] || { echo "cpu-ab.sh: $CG_ROOT is not writable (cgroup v1 cpuacct, as root)" >&2; exit 1; }
 mkdir -p "$WORK"
-cc -O2 -static -o "$WORK/into_cgroup" bench/into_cgroup.c 2>/dev/null ||
-  cc -O2 -o "$WORK/into_cgroup" bench/into_cgroup.c
+build_into_cgroup
 # MPICH hello's ranks each print a line ending in " ok"; another program's output is not checked.
 CPU_JOB_N=0
 if [ -z "$PROG" ]; then

@@ -65,3 +65,16 @@ cpu_job() {
     CPU_NS=$(awk '/^time_cpu/ {printf "%.0f", ($2 + $3) * 1e9}' "$WORK/cpu.time" 2>/dev/null || echo)
   fi
 }
+
+# build_into_cgroup: bench/into_cgroup.c as $WORK/into_cgroup, without the C library where
+# that builds and runs (x86-64: its exec and move are the harness's error, which this keeps
+# small), else static, else dynamic. INTO_CGROUP_LIBC=1: the C library version (to compare).
+build_into_cgroup() {
+  local out=$WORK/into_cgroup rc=0
+  if [ "${INTO_CGROUP_LIBC:-0}" != 1 ] && cc -O2 -static -nostdlib -ffreestanding -fno-stack-protector -fno-tree-loop-distribute-patterns \
+    -fno-pie -no-pie -DINTO_CGROUP_NOLIBC -o "$out" bench/into_cgroup.c 2>/dev/null; then
+    "$out" 2>/dev/null || rc=$?
+    [ "$rc" -eq 2 ] && return 0
+  fi
+  cc -O2 -static -o "$out" bench/into_cgroup.c 2>/dev/null || cc -O2 -o "$out" bench/into_cgroup.c
+}
