@@ -9,14 +9,25 @@ use common::{failure_line, prog, run, run_env, sync_dir, PMI_SAY};
 const HOSTS4: &str = "n1:1,n2:1,n3:1,n4:1";
 
 /// The launch report's counters of every node, as (host, counters).
-fn counters(report: &std::path::Path) -> Vec<(String, serde_json::Value)> {
+/// The report's per-node entries, front end first.
+fn nodes(report: &std::path::Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(report).expect("report written");
     let v: serde_json::Value = serde_json::from_str(&text).expect("report is JSON");
-    v["reports"]
-        .as_array()
-        .expect("reports")
+    v["reports"].as_array().expect("reports").clone()
+}
+
+fn counters(report: &std::path::Path) -> Vec<(String, serde_json::Value)> {
+    nodes(report)
         .iter()
         .map(|n| (n["host"].as_str().unwrap_or("?").to_string(), n["counters"].clone()))
+        .collect()
+}
+
+/// Each node's own CPU from the report (user + system seconds), front end first.
+fn own_cpu(report: &std::path::Path) -> Vec<f64> {
+    nodes(report)
+        .iter()
+        .map(|n| n["cpu_user"].as_f64().unwrap_or(-1.0) + n["cpu_sys"].as_f64().unwrap_or(-1.0))
         .collect()
 }
 
@@ -46,6 +57,10 @@ fn big_fence_across_4_nodes() {
         assert_eq!(ok, 4, "push {push}: {}", r.stdout);
         eprintln!("{}", r.stdout.lines().find(|l| l.starts_with("bigfence:")).unwrap_or(""));
         let nodes = counters(&report);
+        // Every process reports the CPU it used (moving 32 MiB is not free).
+        let cpu = own_cpu(&report);
+        assert_eq!(cpu.len(), 5, "{cpu:?}");
+        assert!(cpu.iter().all(|&c| c > 0.0), "push {push}: {cpu:?}");
         let fe = &nodes[0].1;
         assert!(fe["kvs_bytes"].as_u64().unwrap_or(0) > 31 << 20, "the root holds it all: {fe}");
         for (host, c) in &nodes[1..] {
