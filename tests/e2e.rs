@@ -703,28 +703,21 @@ fn ranks_get_the_open_file_limit_of_the_job() {
 fn ranks_get_only_stdio_and_pmi_fd() {
     use std::os::unix::process::CommandExt as _;
     let script = r#"for f in /proc/$$/fd/*; do [ -e "$f" ] && printf '%s ' "${f##*/}"; done; echo "pmi=$PMI_FD""#;
-    let mark = common::new_mark();
-    let mut cmd = Command::new(MPIEXEC);
-    cmd.args(["-launcher", "fork", "-hosts", "n1:2,n2:2", "-n", "4", "sh", "-c", script])
-        .env("LIBI_E2E_MARK", &mark)
-        .env("MPIEXEC_TIMEOUT", "120")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // SAFETY: dup2 is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::dup2(2, 9) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let out = cmd.output().expect("run libi-mpiexec");
-    let left = common::leftovers(&mark, std::time::Duration::from_secs(5));
-    assert!(left.is_empty(), "processes left behind: {left:?}");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let args = ["-launcher", "fork", "-hosts", "n1:2,n2:2", "-n", "4", "sh", "-c", script];
+    let live = common::start_with(&args, &[], |cmd| {
+        // SAFETY: dup2 is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::dup2(2, 9) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    });
+    let (r, _) = live.finish(std::time::Instant::now());
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    let text = &r.stdout;
     assert_eq!(text.lines().count(), 4, "{text}");
     for line in text.lines() {
         let (fds, pmi) = line.rsplit_once("pmi=").expect(line);

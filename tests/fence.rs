@@ -8,7 +8,6 @@ use common::{failure_line, prog, run, run_env, sync_dir, PMI_SAY};
 
 const HOSTS4: &str = "n1:1,n2:1,n3:1,n4:1";
 
-/// The launch report's counters of every node, as (host, counters).
 /// The report's per-node entries, front end first.
 fn nodes(report: &std::path::Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(report).expect("report written");
@@ -16,6 +15,7 @@ fn nodes(report: &std::path::Path) -> Vec<serde_json::Value> {
     v["reports"].as_array().expect("reports").clone()
 }
 
+/// The launch report's counters of every node, as (host, counters).
 fn counters(report: &std::path::Path) -> Vec<(String, serde_json::Value)> {
     nodes(report)
         .iter()
