@@ -5,8 +5,10 @@
 
 use crate::job::{LauncherKind, LauncherSpec};
 
-/// The variables that limit the ports we listen on, as Hydra reads them (first set wins).
-pub const PORT_RANGE_VARS: [&str; 2] = ["MPIEXEC_PORT_RANGE", "MPIR_CVAR_CH3_PORT_RANGE"];
+/// The variables that limit the ports we listen on, as Hydra reads them (first set wins;
+/// `MPIEXEC_PORTRANGE` is Hydra's older spelling).
+pub const PORT_RANGE_VARS: [&str; 3] =
+    ["MPIEXEC_PORT_RANGE", "MPIEXEC_PORTRANGE", "MPIR_CVAR_CH3_PORT_RANGE"];
 
 /// The port range `MIN:MAX` our listeners (tree, PMGR) must bind in, if one is set: the
 /// variable's name and the range. `get` looks a variable up.

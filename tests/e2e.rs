@@ -502,6 +502,21 @@ fn bind_to_user_list_wraps_and_joins() {
     assert_eq!(common::rank_cpus(&r, 3), list(&[("0", &b), ("1", &ab), ("2", &b)]));
 }
 
+/// `HYDRA_BINDING` is `-bind-to` when the command line gives none; `-bind-to none` wins.
+#[test]
+fn hydra_binding_variable() {
+    let Some((a, b)) = two_cpus() else { return };
+    let spec = format!("user:{b},{a}");
+    let env = [("HYDRA_BINDING", spec.as_str())];
+    let r = common::run_env(&["-n", "2", "sh", "-c", common::SHOW_CPUS], b"", &env);
+    let (a, b) = (a.to_string(), b.to_string());
+    assert_eq!(common::rank_cpus(&r, 2), list(&[("0", &b), ("1", &a)]));
+    let mine = common::rank_cpus(&run(&["-n", "2", "sh", "-c", common::SHOW_CPUS], b""), 2);
+    let r =
+        common::run_env(&["-bind-to", "none", "-n", "2", "sh", "-c", common::SHOW_CPUS], b"", &env);
+    assert_eq!(common::rank_cpus(&r, 2), mine);
+}
+
 #[test]
 fn bind_to_hwthread_and_core_one_each_then_wrap() {
     let Some(_) = two_cpus() else { return };

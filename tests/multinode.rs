@@ -387,6 +387,27 @@ fn output_pattern_shared_file_and_errors() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// `%t` is Hydra's timestamp: whole seconds since the job started, at each line's arrival.
+#[test]
+fn output_pattern_seconds() {
+    let r = run(
+        &["-prepend-pattern", "[%t|%r] ", "-n", "1", "sh", "-c", "echo a; sleep 1.2; echo b"],
+        b"",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let secs: Vec<u64> = r
+        .stdout
+        .lines()
+        .map(|l| {
+            let (t, rest) = l.trim_start_matches('[').split_once('|').expect("prefix");
+            assert!(rest == "0] a" || rest == "0] b", "{l}");
+            t.parse().unwrap_or_else(|_| panic!("not whole seconds: {l}"))
+        })
+        .collect();
+    assert_eq!(secs.len(), 2, "{}", r.stdout);
+    assert!(secs[1] > secs[0], "{}", r.stdout);
+}
+
 /// An output file that cannot be opened or written loses rank output: as with Hydra, the job
 /// is stopped (the ranks do not get to their `touch`) and ends with status 255, the file
 /// named in a line of its own. Also when the failure comes after every rank ended.

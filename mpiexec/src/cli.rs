@@ -56,7 +56,7 @@ pub struct Segment {
     #[arg(short = 'l', long = "prepend-rank")]
     pub label: bool,
     /// Prefix every output line with PAT: %r rank, %g process group, %h host, %p node index,
-    /// %% a percent sign (`-l` is "[%r] ")
+    /// %t seconds since the job started, %% a percent sign (`-l` is "[%r] ")
     #[arg(long = "prepend-pattern", value_name = "PAT")]
     pub prepend_pattern: Option<Pattern>,
     /// Write each rank's stdout to the file PAT names (fields as -prepend-pattern)
@@ -265,6 +265,9 @@ pub struct Global {
     pub launch_batch: Option<u32>,
     /// `-bind-to` / `-map-by`.
     pub binding: libi_binding::Binding,
+    /// Whether `-bind-to` / `-map-by` were given (else `HYDRA_BINDING` / `HYDRA_MAPPING`).
+    pub bind_given: bool,
+    pub map_given: bool,
     pub print_all_exitcodes: bool,
     /// `-pmi_args PORT IFACE KEY PID`: the port of the singleton to serve.
     pub singleton_port: Option<u16>,
@@ -490,9 +493,11 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         global.launch_batch = s.launch_batch.or(global.launch_batch);
         if let Some(b) = &s.bind_to {
             global.binding.bind = libi_binding::parse_bind(b).map_err(usage)?;
+            global.bind_given = true;
         }
         if let Some(m) = &s.map_by {
             global.binding.map = Some(libi_binding::parse_map(m).map_err(usage)?);
+            global.map_given = true;
         }
         global.print_all_exitcodes |= s.print_all_exitcodes;
         if let Some(port) = s.pmi_args.first() {
@@ -558,24 +563,51 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
 }
 
 /// Hydra's environment equivalents of options, for what the command line left unset
-/// (options win): `HYDRA_HOST_FILE`, `HYDRA_LAUNCHER`, `HYDRA_LAUNCHER_EXEC`, `HYDRA_RMK`,
-/// `HYDRA_ENV=all`. `get` looks a variable up (empty counts as unset).
+/// (options win): `HYDRA_HOST_FILE`, `HYDRA_LAUNCHER` (or its older name `HYDRA_BOOTSTRAP`),
+/// `HYDRA_LAUNCHER_EXEC` (`HYDRA_BOOTSTRAP_EXEC`), `HYDRA_RMK`, `HYDRA_BINDING`,
+/// `HYDRA_MAPPING`, `HYDRA_IFACE`, `HYDRA_DEBUG`, `HYDRA_ENV=all`. `get` looks a variable
+/// up (empty counts as unset).
 pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
     let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
+    // The first of `names` that is set: its name and value.
+    let first = |names: &[&'static str]| names.iter().find_map(|&n| get(n).map(|v| (n, v)));
     if g.hosts.is_none() && g.hostfile.is_none() {
         g.hostfile = get("HYDRA_HOST_FILE");
     }
     if g.launcher.is_none() {
-        if let Some(v) = get("HYDRA_LAUNCHER") {
-            g.launcher = Some(v.trim().parse().map_err(|e| format!("HYDRA_LAUNCHER: {e}"))?);
+        if let Some((name, v)) = first(&["HYDRA_LAUNCHER", "HYDRA_BOOTSTRAP"]) {
+            g.launcher = Some(v.trim().parse().map_err(|e| format!("{name}: {e}"))?);
         }
     }
     if g.launcher_exec.is_none() {
-        g.launcher_exec = get("HYDRA_LAUNCHER_EXEC");
+        g.launcher_exec = first(&["HYDRA_LAUNCHER_EXEC", "HYDRA_BOOTSTRAP_EXEC"]).map(|(_, v)| v);
     }
     if g.rmk.is_none() {
         if let Some(v) = get("HYDRA_RMK") {
             g.rmk = Some(v.trim().parse().map_err(|e| format!("HYDRA_RMK: {e}"))?);
+        }
+    }
+    if !g.bind_given {
+        if let Some(v) = get("HYDRA_BINDING") {
+            g.binding.bind =
+                libi_binding::parse_bind(v.trim()).map_err(|e| format!("HYDRA_BINDING: {e}"))?;
+        }
+    }
+    if !g.map_given {
+        if let Some(v) = get("HYDRA_MAPPING") {
+            g.binding.map =
+                Some(libi_binding::parse_map(v.trim()).map_err(|e| format!("HYDRA_MAPPING: {e}"))?);
+        }
+    }
+    if g.iface.is_none() && g.localhost.is_none() {
+        g.iface = get("HYDRA_IFACE").map(|v| v.trim().to_string());
+    }
+    if let Some(v) = get("HYDRA_DEBUG") {
+        // As Hydra reads a boolean; -v on the command line wins.
+        match v.trim().to_ascii_lowercase().as_str() {
+            "1" | "yes" | "true" | "on" => g.verbose = true,
+            "0" | "no" | "false" | "off" => {}
+            _ => return Err(format!("HYDRA_DEBUG: expected a boolean (1/0, yes/no), got '{v}'")),
         }
     }
     if let Some(v) = get("HYDRA_ENV") {
@@ -699,10 +731,11 @@ mod tests {
     #[test]
     fn output_patterns() {
         use crate::stdio::Piece;
-        let c = p("-prepend-pattern <%r:%g@%h/%p>%% -outfile-pattern o.%r -errfile-pattern e.%r x")
-            .expect("parse");
+        let c =
+            p("-prepend-pattern <%r:%g@%h/%p+%t>%% -outfile-pattern o.%r -errfile-pattern e.%r x")
+                .expect("parse");
         let pp = c.global.prepend_pattern.expect("prepend");
-        assert_eq!(pp.expand(1, 7, "n2", 3), "<7:1@n2/3>%");
+        assert_eq!(pp.expand(1, 7, "n2", 3, 12), "<7:1@n2/3+12>%");
         assert_eq!(
             c.global.outfile_pattern.expect("out").0,
             vec![Piece::Text("o.".into()), Piece::Rank]
@@ -757,6 +790,38 @@ mod tests {
         let mut g = p("x").expect("parse").global;
         assert!(apply_env(&mut g, &env(&[("HYDRA_LAUNCHER", "telnet")])).is_err());
         assert!(apply_env(&mut g, &env(&[("HYDRA_ENV", "none")])).is_err());
+        // The older names, binding, mapping, interface, debug.
+        let older: &'static [(&str, &str)] = &[
+            ("HYDRA_BOOTSTRAP", "rsh"),
+            ("HYDRA_BOOTSTRAP_EXEC", "/x/rsh"),
+            ("HYDRA_BINDING", "core:2"),
+            ("HYDRA_MAPPING", "socket"),
+            ("HYDRA_IFACE", "eth7"),
+            ("HYDRA_DEBUG", "1"),
+        ];
+        let mut g = p("x").expect("parse").global;
+        apply_env(&mut g, &env(older)).expect("env");
+        assert_eq!(g.launcher, Some(LauncherKind::Rsh));
+        assert_eq!(g.launcher_exec.as_deref(), Some("/x/rsh"));
+        assert_eq!(g.binding.bind.to_string(), "core:2");
+        assert_eq!(g.binding.map.map(|m| m.obj), Some(libi_binding::Object::Socket));
+        assert_eq!(g.iface.as_deref(), Some("eth7"));
+        assert!(g.verbose);
+        // HYDRA_LAUNCHER before HYDRA_BOOTSTRAP; options before both; -bind-to none too.
+        let mut g = p("x").expect("parse").global;
+        apply_env(&mut g, &env(&[("HYDRA_LAUNCHER", "fork"), ("HYDRA_BOOTSTRAP", "rsh")]))
+            .expect("env");
+        assert_eq!(g.launcher, Some(LauncherKind::Fork));
+        let mut g = p("-bind-to none -map-by core -iface lo x").expect("parse").global;
+        apply_env(&mut g, &env(older)).expect("env");
+        assert_eq!(g.binding.bind, libi_binding::BindTo::None);
+        assert_eq!(g.binding.map.map(|m| m.obj), Some(libi_binding::Object::Core));
+        assert_eq!(g.iface.as_deref(), Some("lo"));
+        for bad in [("HYDRA_BINDING", "bogus"), ("HYDRA_MAPPING", "rr"), ("HYDRA_DEBUG", "maybe")] {
+            let mut g = p("x").expect("parse").global;
+            let e = apply_env(&mut g, &env(Box::leak(Box::new([bad])))).expect_err(bad.0);
+            assert!(e.starts_with(bad.0), "{e}");
+        }
     }
 
     #[test]

@@ -347,7 +347,7 @@ impl WriterState {
 /// One piece of an output pattern (`-prepend-pattern`, `-outfile-pattern`,
 /// `-errfile-pattern`): Hydra's fields `%r` rank, `%g` process group (0 for the job, N for
 /// the Nth spawn), `%h` host, `%p` the node's index among the job's nodes (Hydra's proxy id),
-/// `%%` a percent sign.
+/// `%t` whole seconds since the job started (Hydra's timestamp), `%%` a percent sign.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Piece {
     Text(String),
@@ -355,6 +355,7 @@ pub enum Piece {
     Group,
     Host,
     Node,
+    Seconds,
 }
 
 /// A parsed output pattern.
@@ -381,9 +382,10 @@ impl std::str::FromStr for Pattern {
                 Some('g') => Piece::Group,
                 Some('h') => Piece::Host,
                 Some('p') => Piece::Node,
+                Some('t') => Piece::Seconds,
                 Some(o) => {
                     return Err(format!(
-                        "unknown field '%{o}' in pattern '{s}' (known: %r %g %h %p %%)"
+                        "unknown field '%{o}' in pattern '{s}' (known: %r %g %h %p %t %%)"
                     ))
                 }
                 None => return Err(format!("pattern '{s}' ends in a lone '%'")),
@@ -401,8 +403,9 @@ impl std::str::FromStr for Pattern {
 }
 
 impl Pattern {
-    /// The pattern for rank `rank` of group `group` on `host` (node index `node`).
-    pub fn expand(&self, group: usize, rank: u32, host: &str, node: u32) -> String {
+    /// The pattern for rank `rank` of group `group` on `host` (node index `node`), `secs`
+    /// whole seconds into the job.
+    pub fn expand(&self, group: usize, rank: u32, host: &str, node: u32, secs: u64) -> String {
         let mut s = String::new();
         for p in &self.0 {
             match p {
@@ -411,6 +414,7 @@ impl Pattern {
                 Piece::Group => s.push_str(&group.to_string()),
                 Piece::Host => s.push_str(host),
                 Piece::Node => s.push_str(&node.to_string()),
+                Piece::Seconds => s.push_str(&secs.to_string()),
             }
         }
         s
@@ -539,7 +543,7 @@ impl Output {
             Some((h, n)) => (&**h, *n),
             None => ("", 0),
         };
-        pat.expand(group, rank, host, node)
+        pat.expand(group, rank, host, node, self.epoch.elapsed().as_secs())
     }
 
     /// The file `rank`'s `stream` goes to, if a pattern says so.
