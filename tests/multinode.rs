@@ -515,6 +515,63 @@ fn hydra_environment_variables() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// A host that is this machine is started directly, not through ssh (Hydra's autofork):
+/// every host local (`localhost`, our own name), or one of several; HYDRA_LAUNCHER_AUTOFORK=0
+/// turns that off.
+#[test]
+fn local_hosts_are_not_reached_through_ssh() {
+    let d = scratch("autofork");
+    let log = d.join("launched");
+    let fake = d.join("fake-ssh");
+    let script = format!(
+        "#!/bin/sh\nfor a; do last=$a; case $a in -*) ;; *) [ -z \"$host\" ] && host=$a;; esac; done\n\
+         echo \"$host\" >> {}\nexec sh -c \"$last\"\n",
+        log.display()
+    );
+    std::fs::write(&fake, script).expect("write");
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let fake = fake.to_string_lossy().into_owned();
+    let me = nix::unistd::gethostname().expect("hostname").to_string_lossy().into_owned();
+    let launched = || std::fs::read_to_string(&log).unwrap_or_default();
+    let env = [("HYDRA_LAUNCHER_EXEC", fake.as_str())];
+    for hosts in ["localhost:2".to_string(), format!("{me}:1,localhost:1")] {
+        let r =
+            common::run_env(&["-launcher", "ssh", "-hosts", &hosts, "-n", "2", "true"], b"", &env);
+        assert_eq!(r.status, 0, "{hosts}: {}", r.stderr);
+        assert_eq!(launched(), "", "{hosts}");
+    }
+    // One local host among others: only the others go through ssh.
+    let r = common::run_env(
+        &[
+            "-launcher",
+            "ssh",
+            "-hosts",
+            "localhost:1,far1:1",
+            "-prepend-pattern",
+            "%h ",
+            "-n",
+            "2",
+            "echo",
+            "x",
+        ],
+        b"",
+        &env,
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut v: Vec<&str> = r.stdout.lines().collect();
+    v.sort();
+    assert_eq!(v, ["far1 x", "localhost x"]);
+    assert_eq!(launched(), "far1\n");
+    std::fs::remove_file(&log).expect("rm");
+    let off = [("HYDRA_LAUNCHER_EXEC", fake.as_str()), ("HYDRA_LAUNCHER_AUTOFORK", "0")];
+    let r =
+        common::run_env(&["-launcher", "ssh", "-hosts", "localhost", "-n", "1", "true"], b"", &off);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(launched(), "localhost\n");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// A launcher that takes 1.5 s per node, then runs the command as ssh would.
 fn slow_launcher(tag: &str) -> String {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));

@@ -106,6 +106,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Every host is this machine (a host file naming it, a one-node PBS or LSF job): as
+    // Hydra, no ssh or rsh; the fork launcher starts the NLAs (see `tree::autofork`).
+    {
+        use libi::job::LauncherKind::{Fork, Rsh, Ssh};
+        let nodes = plan.root.nodes();
+        let mut hosts = nodes.iter().filter(|n| n.node != 0).map(|n| n.host.as_str());
+        if matches!(plan.job.launcher.kind, Ssh | Rsh)
+            && libi_node::tree::autofork()
+            && hosts.all(libi_node::tree::is_local_host)
+        {
+            tracing::debug!("every host is this machine: NLAs started directly (no ssh or rsh)");
+            plan.job.launcher.kind = Fork;
+        }
+    }
     if cl.global.bcast && cl.global.singleton_port.is_none() {
         match stage_executables(&plan.job) {
             Ok(staged) => plan.job.staged = staged,

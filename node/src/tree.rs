@@ -179,6 +179,50 @@ fn first_interface_address() -> Option<IpAddr> {
 
 pub use libi::launch::route_source;
 
+/// Is `host` this machine? Its name (`localhost`, our hostname, or its first label, in any
+/// case), or a name or address that resolves to a loopback address or one of our
+/// interfaces' addresses. A name that does not resolve is not local. Hydra starts the proxy
+/// of such a host directly rather than through ssh or rsh; so do we ([`autofork`]).
+pub fn is_local_host(host: &str) -> bool {
+    let host = host.trim_end_matches('.');
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    if let Ok(me) = nix::unistd::gethostname() {
+        let me = me.to_string_lossy();
+        let short = me.split('.').next().unwrap_or(&me);
+        if host.eq_ignore_ascii_case(&me) || host.eq_ignore_ascii_case(short) {
+            return true;
+        }
+    }
+    use std::net::ToSocketAddrs;
+    let Ok(addrs) = (host, 0).to_socket_addrs() else { return false };
+    let addrs: Vec<IpAddr> = addrs.map(|a| a.ip()).collect();
+    if addrs.iter().any(|ip| ip.is_loopback()) {
+        return true;
+    }
+    let Ok(ifs) = nix::ifaddrs::getifaddrs() else { return false };
+    let mine: Vec<IpAddr> = ifs
+        .filter_map(|a| {
+            let a = a.address?;
+            a.as_sockaddr_in()
+                .map(|s| IpAddr::V4(s.ip()))
+                .or_else(|| a.as_sockaddr_in6().map(|s| IpAddr::V6(s.ip())))
+        })
+        .collect();
+    addrs.iter().any(|ip| mine.contains(ip))
+}
+
+/// Whether a host that is this machine is started directly (as the fork launcher does)
+/// rather than through ssh or rsh: yes, unless `HYDRA_LAUNCHER_AUTOFORK` says no (`0`, `no`,
+/// `false`, `off`), as in Hydra.
+pub fn autofork() -> bool {
+    match std::env::var("HYDRA_LAUNCHER_AUTOFORK") {
+        Ok(v) => !matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "no" | "false" | "off"),
+        Err(_) => true,
+    }
+}
+
 /// Accept children's connections: each must open with a hello carrying the job secret and
 /// the node id of one of `children` (or a join); anything else is closed and counted in
 /// [`TREE_REJECTS`]. Before it is authenticated a connection may send one frame of at most
@@ -313,6 +357,18 @@ pub async fn launch_child(
     secret: &str,
     ev: EvSink,
 ) -> io::Result<Option<u32>> {
+    // A child on this very machine is started directly, not through ssh or rsh (Hydra's
+    // autofork): the same NLA, the same connection back over TCP.
+    let direct;
+    let spec = if matches!(spec.kind, LauncherKind::Ssh | LauncherKind::Rsh)
+        && autofork()
+        && is_local_host(&child.host)
+    {
+        direct = LauncherSpec { kind: LauncherKind::Fork, ..spec.clone() };
+        &direct
+    } else {
+        spec
+    };
     let (prog, mut args) = nla_command(spec, &child.host, parent_addr, child.node, verbose);
     debug!(node = child.node, host = %child.host, %prog, "launching NLA");
     let how = if spec.kind == LauncherKind::Fork {
