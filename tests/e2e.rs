@@ -110,6 +110,45 @@ fn stdin_reaches_rank0_only() {
     assert_eq!(r.stdout, "[0] line one\n[0] line two\n");
 }
 
+/// A prompt (a line begun, not ended) reaches our stdout while the rank waits for input:
+/// the input is written only once the prompt has been read.
+#[test]
+fn a_prompt_shows_before_its_newline() {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(common::MPIEXEC)
+        .args(["-n", "1", "sh", "-c", "printf 'Enter: '; read x; echo \"got $x\""])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start");
+    let mut out = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut b = [0u8; 64];
+        while let Ok(n) = out.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&b[..n]);
+            let _ = tx.send(got.clone());
+        }
+    });
+    let first = rx.recv_timeout(std::time::Duration::from_secs(20));
+    let mut stdin = child.stdin.take().expect("stdin");
+    let _ = stdin.write_all(b"abc\n");
+    drop(stdin);
+    let status = child.wait().expect("wait");
+    assert_eq!(first.ok().as_deref(), Some(&b"Enter: "[..]), "no prompt before the input");
+    let mut last = Vec::new();
+    while let Ok(v) = rx.recv_timeout(std::time::Duration::from_secs(5)) {
+        last = v;
+    }
+    assert!(status.success());
+    assert_eq!(String::from_utf8_lossy(&last), "Enter: got abc\n");
+}
+
 #[test]
 fn stdin_from_dev_null_is_eof_at_once() {
     // Started with `< /dev/null`, as scripts and batch systems do (and with nothing to

@@ -44,6 +44,10 @@ const MERGE_MAX: usize = 256 << 10;
 /// not one per line, and the parent wakes once per batch. Anything else sent (a rank's end,
 /// a fence, an abort) goes at once, with the output before it.
 pub const OUTPUT_LINGER: Duration = Duration::from_millis(1);
+/// A line a rank has begun but not ended (a prompt, progress dots) is sent up as it is once
+/// it has waited this long for its newline: short enough that nobody waits for a prompt,
+/// long enough that a line written in several pieces goes up whole.
+pub const PARTIAL_FLUSH: Duration = Duration::from_millis(50);
 /// After a rank exits, how long its stdout/stderr may stay open and silent (held by its own
 /// children) before the node stops waiting for their EOF.
 pub const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
@@ -430,9 +434,10 @@ where
 }
 
 /// Forward one stream of one rank: read while the stream's budget allows, send whole lines
-/// up. Ends at EOF; once `exited` turns true (the rank is gone), also when the pipe stays
-/// silent for [`OUTPUT_DRAIN`] (it is held open by a child of the rank). Waiting for budget
-/// never times out: output is not dropped because the reader is slow.
+/// up, and a line begun but not ended once it has waited [`PARTIAL_FLUSH`]. Ends at EOF; once
+/// `exited` turns true (the rank is gone), also when the pipe stays silent for
+/// [`OUTPUT_DRAIN`] (it is held open by a child of the rank). Waiting for budget never times
+/// out: output is not dropped because the reader is slow.
 pub async fn forward_output(
     mut pipe: pipe::Receiver,
     rank: u32,
@@ -445,6 +450,8 @@ pub async fn forward_output(
     // Bytes read from the pipe whose budget is not given back yet.
     let mut held = 0usize;
     let mut gone = *exited.borrow();
+    // When the unfinished line held (if any) goes up without its newline.
+    let mut partial_due: Option<tokio::time::Instant> = None;
     let emit = |data: Vec<u8>, held: &mut usize, pending: usize| {
         let n = *held - pending;
         *held = pending;
@@ -456,16 +463,24 @@ pub async fn forward_output(
             Ok(p) => p.forget(),
             Err(_) => break,
         }
-        let old_len = lines.pending();
+        let mut old_len = lines.pending();
         let r = loop {
             if gone {
                 break tokio::time::timeout(OUTPUT_DRAIN, read_some(&mut pipe, &mut lines))
                     .await
                     .ok();
             }
+            let due = partial_due.unwrap_or_else(tokio::time::Instant::now);
             tokio::select! {
                 r = read_some(&mut pipe, &mut lines) => break Some(r),
                 c = exited.changed() => gone = c.is_err() || *exited.borrow(),
+                () = tokio::time::sleep_until(due), if partial_due.is_some() => {
+                    partial_due = None;
+                    if let Some(data) = lines.finish() {
+                        emit(data, &mut held, 0);
+                    }
+                    old_len = 0;
+                }
             }
         };
         let n = match r {
@@ -477,8 +492,11 @@ pub async fn forward_output(
         };
         budget.add_permits(READ_CHUNK - n);
         held += n;
-        if let Some(data) = lines.take(old_len) {
-            emit(data, &mut held, lines.pending());
+        let sent = lines.take(old_len).map(|data| emit(data, &mut held, lines.pending()));
+        if lines.pending() == 0 {
+            partial_due = None;
+        } else if sent.is_some() || partial_due.is_none() {
+            partial_due = Some(tokio::time::Instant::now() + PARTIAL_FLUSH);
         }
     }
     if let Some(data) = lines.finish() {
