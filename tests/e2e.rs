@@ -647,20 +647,31 @@ fn binding_stays_within_the_allowed_cpus() {
     assert!(r.stderr.contains("is not usable on "), "{}", r.stderr);
 }
 
-/// `-disable-auto-cleanup` (as Hydra, measured): a rank exiting with 3 does not end the
-/// others; they run to their end, and the job's status is the failed rank's.
+/// As Hydra (measured): a rank that exits non-zero on its own (it never spoke PMI, or it
+/// finalized) ends no other rank; they run to their end and the job's status is the failed
+/// rank's. One killed by a signal (or leaving PMI without finalize) ends the others, unless
+/// `-disable-auto-cleanup`.
 #[test]
 fn disable_auto_cleanup_lets_others_finish() {
-    let body = "[ $PMI_RANK = 1 ] && exit 3; sleep 1; echo done $PMI_RANK";
-    let r = run(&["-disable-auto-cleanup", "-n", "3", "sh", "-c", body], b"");
-    assert_eq!(r.status, 3, "{}", r.stderr);
-    let mut lines: Vec<&str> = r.stdout.lines().collect();
-    lines.sort();
-    assert_eq!(lines, vec!["done 0", "done 2"], "{}", r.stderr);
-    assert!(r.stderr.contains("rank 1") && r.stderr.contains("code 3"), "{}", r.stderr);
+    let done = |r: &common::Run| {
+        let mut lines: Vec<String> = r.stdout.lines().map(str::to_string).collect();
+        lines.sort();
+        lines
+    };
+    let exit3 = "[ $PMI_RANK = 1 ] && exit 3; sleep 1; echo done $PMI_RANK";
+    for opts in [&["-disable-auto-cleanup"][..], &[]] {
+        let r = run(&[opts, &["-n", "3", "sh", "-c", exit3]].concat(), b"");
+        assert_eq!(r.status, 3, "{opts:?}: {}", r.stderr);
+        assert_eq!(done(&r), ["done 0", "done 2"], "{opts:?}: {}", r.stderr);
+        assert!(r.stderr.contains("rank 1") && r.stderr.contains("code 3"), "{}", r.stderr);
+    }
+    let segv = "[ $PMI_RANK = 1 ] && kill -SEGV $$; sleep 1; echo done $PMI_RANK";
+    let r = run(&["-disable-auto-cleanup", "-n", "3", "sh", "-c", segv], b"");
+    assert_eq!(r.status, 139, "{}", r.stderr);
+    assert_eq!(done(&r), ["done 0", "done 2"], "{}", r.stderr);
     // Without it the others are ended at once.
-    let r = run(&["-n", "3", "sh", "-c", body], b"");
-    assert_eq!(r.status, 3, "{}", r.stderr);
+    let r = run(&["-n", "3", "sh", "-c", segv], b"");
+    assert_eq!(r.status, 139, "{}", r.stderr);
     assert!(!r.stdout.contains("done"), "{}", r.stdout);
 }
 

@@ -617,11 +617,17 @@ impl RootCore {
         if !end.is_failure() {
             return;
         }
-        if self.cfg.no_cleanup && !self.killing {
-            // -disable-auto-cleanup: say so, keep the first failure's status, let the other
-            // ranks run on.
-            self.fx.push(Effect::Print(describe_end(rank, host, &end, self.cfg.pmgr && g == 0)));
-            self.status.get_or_insert(end.status());
+        // As Hydra: a rank that exits non-zero without having broken off PMI (it never spoke
+        // PMI, or it finalized) ends no other rank; nor, with -disable-auto-cleanup, does any
+        // failure. Say so, and fold its status into the job's; the others run on.
+        let quiet = self.cfg.no_cleanup || matches!(end, RankEnd::Exited { clean_pmi: true, .. });
+        if quiet && !self.killing {
+            if self.groups[g].abandoned {
+                return;
+            }
+            let message = describe_end(rank, host, &end, self.cfg.pmgr && g == 0);
+            self.fx.push(Effect::Print(in_group(g, message)));
+            self.status = Some(self.count_failed_rank(end.status_word()));
             return;
         }
         let launch = matches!(end, RankEnd::SpawnFailed { .. });
@@ -663,13 +669,7 @@ impl RootCore {
         if gr.abandoned {
             return;
         }
-        let message = match (g, message.strip_prefix("rank ")) {
-            (0, _) | (_, None) => message,
-            (_, Some(rest)) => match rest.split_once(' ') {
-                Some((r, tail)) => format!("rank {r} of spawn {g} {tail}"),
-                None => message,
-            },
-        };
+        let message = in_group(g, message);
         if let (true, Some(origin)) = (launch, gr.spawn.clone()) {
             gr.spawn = None;
             gr.abandoned = true;
@@ -684,13 +684,25 @@ impl RootCore {
         }
     }
 
+    /// Count a failed rank's wait status `word` into [`RootCore::rank_word`]; the job's
+    /// status that makes.
+    fn count_failed_rank(&mut self, word: i32) -> i32 {
+        let (first, w, n) = match self.rank_word {
+            Some((first, w, n)) => (first, w | word, n + 1),
+            None => (word, word, 1),
+        };
+        self.rank_word = Some((first, w, n));
+        combined_status(w)
+    }
+
     /// A rank failed with wait status `word`. The first failure of the job fails it; while
     /// the job is torn down for a rank failure, every further rank failure is combined into
     /// the status by Hydra's rule (the wait statuses OR'ed: ranks exiting 3 and 5 make 7).
     fn rank_failed(&mut self, now: f64, word: i32, message: String) {
         if !self.killing {
-            self.rank_word = Some((word, word, 1));
-            self.fail(now, combined_status(word), message);
+            // Ranks that failed before without ending the job count too.
+            let status = self.count_failed_rank(word);
+            self.fail(now, status, message);
         } else if let Some((_, w, n)) = self.rank_word.as_mut() {
             *w |= word;
             *n += 1;
@@ -1130,6 +1142,18 @@ pub fn rank_name(g: usize, rank: u32) -> String {
     }
 }
 
+/// A rank's message (`rank R ...`) for a rank of group `g`: `rank R of spawn G ...` for a
+/// spawned group's.
+fn in_group(g: usize, message: String) -> String {
+    match (g, message.strip_prefix("rank ")) {
+        (0, _) | (_, None) => message,
+        (_, Some(rest)) => match rest.split_once(' ') {
+            Some((r, tail)) => format!("rank {r} of spawn {g} {tail}"),
+            None => message,
+        },
+    }
+}
+
 /// One line naming a failed rank (`pmgr`: its process manager interface is PMGR).
 pub fn describe_end(rank: u32, host: &str, end: &RankEnd, pmgr: bool) -> String {
     match end {
@@ -1201,6 +1225,11 @@ mod tests {
         RankEnd::Exited { code, clean_pmi: true }
     }
 
+    /// Exited between PMI init and finalize.
+    fn unfinalized(code: i32) -> RankEnd {
+        RankEnd::Exited { code, clean_pmi: false }
+    }
+
     fn signaled(signal: i32) -> RankEnd {
         RankEnd::Signaled { signal }
     }
@@ -1256,9 +1285,9 @@ mod tests {
     #[test]
     fn first_rank_failure_tears_down_and_later_ones_are_ored() {
         let mut c = started(cfg());
-        end(&mut c, 1.0, 0, 0, exited(3));
+        end(&mut c, 1.0, 0, 0, unfinalized(3));
         let fx = c.take_effects();
-        assert_eq!(prints(&fx), ["rank 0 on n1 exited with code 3"]);
+        assert_eq!(prints(&fx), ["rank 0 on n1 exited with code 3 without calling PMI finalize"]);
         assert_eq!(kills(&fx), [0]);
         assert_eq!(c.status(), 3);
         end(&mut c, 1.1, 0, 2, exited(5));
@@ -1268,6 +1297,34 @@ mod tests {
         assert_eq!(
             prints(&fx),
             ["exit status 7: the statuses of the 2 ranks that failed, combined \
+              (-print-all-exitcodes lists every rank's)"]
+        );
+    }
+
+    /// As Hydra: a rank that exits non-zero having finalized (or never spoken PMI) is said
+    /// and counted, and the others run on; a later failure that ends the job combines.
+    #[test]
+    fn a_plain_non_zero_exit_ends_no_other_rank() {
+        let mut c = started(cfg());
+        end(&mut c, 1.0, 0, 0, exited(3));
+        let fx = c.take_effects();
+        assert_eq!(
+            (prints(&fx), kills(&fx)),
+            (vec!["rank 0 on n1 exited with code 3".into()], vec![])
+        );
+        assert_eq!(c.status(), 3);
+        end(&mut c, 1.1, 0, 2, exited(5));
+        assert!(!c.killing());
+        assert_eq!(c.status(), 7);
+        end(&mut c, 1.2, 0, 1, unfinalized(0));
+        let fx = c.take_effects();
+        assert_eq!(kills(&fx), [0]);
+        assert_eq!(c.status(), 7);
+        end(&mut c, 1.3, 0, 3, signaled(libc::SIGTERM));
+        let fx = finish(&mut c, 2.0);
+        assert_eq!(
+            prints(&fx),
+            ["exit status 7: the statuses of the 3 ranks that failed, combined \
               (-print-all-exitcodes lists every rank's)"]
         );
     }
@@ -1287,7 +1344,7 @@ mod tests {
     #[test]
     fn ranks_ended_by_our_teardown_do_not_count() {
         let mut c = started(cfg());
-        end(&mut c, 1.0, 0, 0, exited(3));
+        end(&mut c, 1.0, 0, 0, unfinalized(3));
         for (rank, e) in [
             (1, signaled(libc::SIGTERM)),
             (2, signaled(libc::SIGKILL)),
@@ -1484,7 +1541,7 @@ mod tests {
         assert_eq!(c.status(), STATUS_LAUNCH);
         // A failed rank's status is not overwritten by a later file failure.
         let mut c = started(cfg());
-        end(&mut c, 1.0, 0, 0, exited(3));
+        end(&mut c, 1.0, 0, 0, unfinalized(3));
         c.take_effects();
         c.output_file_failed(1.5, "cannot write output file 'x': full".into());
         assert_eq!(prints(&c.take_effects()), ["cannot write output file 'x': full"]);
@@ -1570,11 +1627,18 @@ mod tests {
     fn a_spawned_rank_that_fails_fails_the_job() {
         let mut c = started(cfg());
         let g = spawned(&mut c);
-        end(&mut c, 1.5, g, 0, exited(4));
+        end(&mut c, 1.5, g, 1, exited(2));
         let fx = c.take_effects();
-        assert_eq!(prints(&fx), ["rank 0 of spawn 1 on n1 exited with code 4"]);
+        assert_eq!(prints(&fx), ["rank 1 of spawn 1 on n1 exited with code 2"]);
+        assert!(kills(&fx).is_empty(), "a plain non-zero exit ends no other rank");
+        end(&mut c, 1.5, g, 0, unfinalized(4));
+        let fx = c.take_effects();
+        assert_eq!(
+            prints(&fx),
+            ["rank 0 of spawn 1 on n1 exited with code 4 without calling PMI finalize"]
+        );
         assert_eq!(kills(&fx), [0, 1]);
-        assert_eq!(c.status(), 4);
+        assert_eq!(c.status(), 6);
     }
 
     #[test]
@@ -1634,21 +1698,20 @@ mod tests {
     }
 
     #[test]
-    fn disable_auto_cleanup_keeps_the_first_status_and_the_job() {
+    fn disable_auto_cleanup_keeps_the_job_and_ors_the_statuses() {
         let mut c = started(RootConfig { no_cleanup: true, ..cfg() });
-        end(&mut c, 1.0, 0, 0, exited(3));
+        end(&mut c, 1.0, 0, 0, unfinalized(3));
         let fx = c.take_effects();
         assert_eq!(
             (prints(&fx), kills(&fx)),
-            (vec!["rank 0 on n1 exited with code 3".into()], vec![])
+            (vec!["rank 0 on n1 exited with code 3 without calling PMI finalize".into()], vec![])
         );
         assert_eq!(c.status(), 3);
-        end(&mut c, 2.0, 0, 2, exited(5));
-        assert_eq!(prints(&c.take_effects()), ["rank 2 on n2 exited with code 5"]);
-        assert_eq!(c.status(), 3);
+        end(&mut c, 2.0, 0, 2, signaled(libc::SIGSEGV));
+        assert_eq!(prints(&c.take_effects()), ["rank 2 on n2 was killed by signal 11 (SIGSEGV)"]);
+        assert_eq!(c.status(), 139);
         assert!(!c.killing());
-        // An abort still ends the job (and its code replaces nothing: the first status
-        // stays).
+        // An abort still ends the job, with its code.
         c.root_msg(2.5, 0, Msg::Abort { rank: 1, host: "n1".into(), code: 6, message: None });
         let fx = c.take_effects();
         assert_eq!(prints(&fx), ["rank 1 on n1 called MPI_Abort with exit code 6"]);
@@ -1671,7 +1734,7 @@ mod tests {
     #[test]
     fn teardown_gives_up_after_grace_plus_slack() {
         let mut c = started(cfg());
-        end(&mut c, 1.0, 0, 0, exited(1));
+        end(&mut c, 1.0, 0, 0, unfinalized(1));
         c.take_effects();
         let limit = 1.0 + 3.0 + TEARDOWN_SLACK;
         let mut t = 1.0;
@@ -1729,7 +1792,7 @@ mod tests {
         ok.handle_timeout(5.0, &stalled);
         assert_eq!(ok.phase(), Phase::Flush, "a job that succeeded waits for its reader");
         let mut failed = started(cfg());
-        end(&mut failed, 1.0, 0, 0, exited(2));
+        end(&mut failed, 1.0, 0, 0, unfinalized(2));
         finish(&mut failed, 1.5);
         failed.handle_timeout(1.5, &quiet());
         assert_eq!(failed.phase(), Phase::Flush);
@@ -1795,7 +1858,7 @@ mod tests {
             fx.as_slice(),
             [Effect::Stdout(s)] if s == "[mpiexec@root] Exit codes: [n1] 0,768\n[n2] 11,0\n"
         ));
-        assert_eq!(c.status(), 3);
+        assert_eq!(c.status(), 139, "3 and SIGSEGV combined");
     }
 
     #[test]
