@@ -237,6 +237,32 @@ fn closed_stdout_ends_the_job() {
     no_leftovers(&m);
 }
 
+/// Our stdout or stderr on a full device (`> /dev/full`): rank output is lost, so the job
+/// fails with 255 and says why in one line, as Hydra's does (EPIPE alone is silent: above).
+/// Also when the failed write comes after every rank ended.
+#[test]
+fn a_full_stdout_or_stderr_fails_the_job() {
+    for (i, stream) in ["stdout", "stderr"].into_iter().enumerate() {
+        for _ in 0..5 {
+            let full =
+                std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+            let mut cmd = Command::new(MPIEXEC);
+            cmd.args(["-n", "2", "sh", "-c", if i == 0 { "echo hi" } else { "echo hi >&2" }]);
+            let out = if i == 0 {
+                cmd.stdout(full).stderr(Stdio::piped()).output()
+            } else {
+                cmd.stderr(full).stdout(Stdio::piped()).output()
+            }
+            .expect("run");
+            assert_eq!(out.status.code(), Some(255), "{stream}");
+            if i == 0 {
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert!(err.contains("cannot write our stdout: No space left"), "{err}");
+            }
+        }
+    }
+}
+
 /// Four ranks print one 200 KiB line each, of their own letter: exactly four lines, each
 /// one letter, with and without `-l`.
 #[test]

@@ -332,6 +332,8 @@ impl FrontEnd {
                     }
                 }
                 Some(Fe::Signal(sig)) => self.root.signal(self.clock(), sig),
+                // A write of ours that failed meanwhile still counts.
+                Some(Fe::Writer(ev)) => self.writer_event(ev),
                 Some(_) => {}
             }
         }
@@ -354,6 +356,22 @@ impl FrontEnd {
         }
     }
 
+    /// Writing our stdout or stderr failed. EPIPE: nobody reads it any more, the job ends
+    /// silently with 141 (see [`RootCore::output_broken`]). Anything else (a full disk, an I/O
+    /// error) loses rank output: said, and the job fails with 255, as Hydra's does.
+    fn our_output_failed(&mut self, stream: Stream, e: std::io::Error) {
+        debug!(?stream, "cannot write our output: {e}");
+        if e.raw_os_error() == Some(libc::EPIPE) {
+            self.root.output_broken(self.clock());
+        } else {
+            let name = match stream {
+                Stream::Stdout => "stdout",
+                Stream::Stderr => "stderr",
+            };
+            self.root.output_file_failed(self.clock(), format!("cannot write our {name}: {e}"));
+        }
+    }
+
     fn writer_event(&mut self, ev: WriterEvent) {
         match ev {
             WriterEvent::Written(acks) => {
@@ -361,10 +379,7 @@ impl FrontEnd {
                     self.root.output_written(g, idx, bytes)
                 }
             }
-            WriterEvent::Broken(stream, e) => {
-                debug!(?stream, "cannot write our output: {e}");
-                self.root.output_broken(self.clock())
-            }
+            WriterEvent::Broken(stream, e) => self.our_output_failed(stream, e),
             WriterEvent::Finished => self.root.output_finished(),
             WriterEvent::FileFailed(message) => self.root.output_file_failed(self.clock(), message),
         }
@@ -481,8 +496,7 @@ impl FrontEnd {
                     }
                     Wrote::Queued => {}
                     Wrote::Broken(e) => {
-                        debug!(?stream, "cannot write our output: {e}");
-                        self.root.output_broken(self.clock());
+                        self.our_output_failed(stream, e);
                         if let Some(idx) = from {
                             self.root.output_written(g, idx, bytes)
                         }
