@@ -50,6 +50,27 @@ fn nla_killed() {
     report("NLA SIGKILLed", r.status, secs);
 }
 
+/// The front end or the agent is SIGKILLed (fork launcher): nothing the ranks started is
+/// left — their background children are killed with them, by the agent (its parent-death
+/// signal is a SIGTERM it tears down on) or by the front end (the children of a SIGKILLed
+/// agent's ranks are re-parented to it).
+#[test]
+fn sigkill_leaves_no_rank_children() {
+    for victim in ["front end", "agent"] {
+        let live = start(&["-n", "2", "sh", "-c", "sleep 77.7 & wait"], &[]);
+        live.wait_for(2, |c| c.starts_with("sleep 77.7"));
+        let pid = if victim == "agent" {
+            live.wait_for(1, |c| c.contains("libi-nla"))[0].0
+        } else {
+            live.pid()
+        };
+        signal(pid, SIGKILL);
+        // (panics naming what is left 5 s on)
+        let (r, secs) = live.finish(Instant::now());
+        report(&format!("{victim} SIGKILLed"), r.status, secs);
+    }
+}
+
 /// The agent dies after the job ran quietly for longer than the stall limit for output
 /// (0.5 s), with our stderr on a regular file: the line saying so is written before we exit.
 /// The line used to be lost in some runs (the stream's quiet time counted as waiting for a
@@ -198,18 +219,18 @@ fn launch_timeout() {
 /// torn down with it, whether the job fails or ends normally.
 #[test]
 fn rank_children_are_cleaned_up() {
-    // fails: rank 1 exits 5 while every rank has a background child
+    // fails: rank 1 dies of SIGSEGV while every rank has a background child
     let r = run(
         &[
             "-n",
             "3",
             "bash",
             "-c",
-            "sleep 100 & if [ $PMI_RANK = 1 ]; then sleep 0.5; exit 5; fi; wait",
+            "sleep 100 & if [ $PMI_RANK = 1 ]; then sleep 0.5; kill -SEGV $$; fi; wait",
         ],
         b"",
     );
-    assert_eq!(r.status, 5, "{}", r.stderr);
+    assert_eq!(r.status, 139, "{}", r.stderr);
     // succeeds: every rank exits 0 and leaves a background child behind
     let r = run(
         &[
@@ -240,11 +261,11 @@ fn rank_daemons_are_cleaned_up() {
     let r = run(&["-n", "2", "bash", "-c", &format!("{daemon}; exit 0")], b"");
     assert_eq!(r.status, 0, "{}", r.stderr);
     report("rank daemons, job succeeds", r.status, t.elapsed().as_secs_f64());
-    // fails: rank 1 exits 3 on a remote node while every rank has daemons
+    // fails: rank 1 dies of SIGSEGV on a remote node while every rank has daemons
     let t = Instant::now();
-    let script = format!("{daemon}; if [ $PMI_RANK = 1 ]; then exit 3; fi; sleep 60");
+    let script = format!("{daemon}; if [ $PMI_RANK = 1 ]; then kill -SEGV $$; fi; sleep 60");
     let r = run(&["-launcher", "fork", "-hosts", "n1,n2", "-n", "2", "bash", "-c", &script], b"");
-    assert_eq!(r.status, 3, "{}", r.stderr);
+    assert_eq!(r.status, 139, "{}", r.stderr);
     report("rank daemons, job fails", r.status, t.elapsed().as_secs_f64());
 }
 

@@ -168,7 +168,21 @@ fn main() -> ExitCode {
         }
     };
     libi_node::driver::raise_fd_limit();
+    // Under the fork launcher everything below us is the job's: should an NLA die without
+    // cleaning up (SIGKILL), what its ranks left behind is re-parented to us, not to init,
+    // and killed here at the end (by pid: our children). Not under ssh or rsh, whose own
+    // helpers (a ControlPersist master) are not ours to end.
+    let fork = plan.job.launcher.kind == libi::job::LauncherKind::Fork;
+    if fork {
+        libi_node::reaper::become_subreaper();
+    }
     let status = rt.block_on(frontend::run(plan, opts));
+    if fork {
+        let swept = libi_node::reaper::sweep();
+        if swept > 0 {
+            tracing::debug!(swept, "killed processes the job left behind");
+        }
+    }
     // Do not wait for the stdin thread.
     std::process::exit(status & 0xff);
 }

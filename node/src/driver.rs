@@ -285,6 +285,21 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     debug!(node, ranks = setup.plan.ranks.len(), children = setup.plan.children.len(), "setup");
 
     let (ev_tx, mut ev_rx) = unbounded_channel::<Ev>();
+    // SIGTERM or SIGHUP (a user's `kill`, our parent-death signal under the fork launcher):
+    // as the loss of the parent, the ranks are torn down and nothing of theirs is left.
+    for (kind, name) in [
+        (tokio::signal::unix::SignalKind::terminate(), "SIGTERM"),
+        (tokio::signal::unix::SignalKind::hangup(), "SIGHUP"),
+    ] {
+        if let Ok(mut sig) = tokio::signal::unix::signal(kind) {
+            let tx = ev_tx.clone();
+            tokio::spawn(async move {
+                if sig.recv().await.is_some() {
+                    let _ = tx.send(Ev::ParentGone(format!("killed by {name}")));
+                }
+            });
+        }
+    }
     // Everything for the parent goes through one queue and one writer task; the parent's
     // `OutputAck`s feed the output window.
     let credit = Arc::new(Semaphore::new(libi::msg::OUTPUT_WINDOW as usize));

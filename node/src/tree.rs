@@ -400,9 +400,12 @@ pub enum Spawn {
 /// the main thread: be killed when the parent dies, as a launcher is. Returns false if the
 /// parent is already gone (we were re-parented before we could ask).
 pub fn die_with_parent(parent: u32) -> bool {
+    // SIGTERM, not SIGKILL: the NLA's driver takes it as the loss of its parent and tears
+    // its ranks down, their children and daemons included (a SIGKILL would leave those to
+    // init); before the driver runs, SIGTERM's default action ends it as SIGKILL would.
     // SAFETY: prctl and getppid only set and read attributes of this process.
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0);
         libc::getppid() as u32 == parent
     }
 }
