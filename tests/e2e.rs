@@ -60,6 +60,47 @@ fn non_mpi_program() {
     assert_eq!(r.stdout, "plain\nplain\nplain\n");
 }
 
+/// Hydra 5's `-opt=value` and double-dash spellings reach the job; the program's own
+/// arguments stay as written.
+#[test]
+fn hydra_inline_option_values() {
+    let r = run(
+        &[
+            "--n=2",
+            "-genv=FOO",
+            "bar",
+            "-genv",
+            "BAZ=q=1",
+            "-l",
+            "sh",
+            "-c",
+            "echo $FOO $BAZ $0",
+            "-n=3",
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["[0] bar q=1 -n=3", "[1] bar q=1 -n=3"]);
+}
+
+/// Hydra's older names and its machinery options: accepted (the ignored ones with a note under
+/// `-v`), or refused in one line when their meaning is not ours.
+#[test]
+fn hydra_machinery_options() {
+    let r = run(
+        &["-bootstrap", "fork", "-demux", "poll", "-enable-x", "-v", "-n", "1", "echo", "ran"],
+        b"",
+    );
+    assert_eq!((r.status, r.stdout.as_str()), (0, "ran\n"), "{}", r.stderr);
+    assert!(r.stderr.contains("libi-mpiexec: -demux poll: ignored ("), "{}", r.stderr);
+    assert!(r.stderr.contains("libi-mpiexec: -enable-x: ignored ("), "{}", r.stderr);
+    let r = run(&["-membind", "core", "-n", "1", "true"], b"");
+    assert_eq!(r.status, 2);
+    assert_eq!(r.stderr, "libi-mpiexec: -membind is not supported (libi does not bind memory)\n");
+}
+
 #[test]
 fn abort_exit_code() {
     let r = run(&["-n", "4", &prog("fail"), "abort", "7"], b"");

@@ -51,6 +51,11 @@ fn main() -> ExitCode {
     // first socket we open would become our "stdin".
     reserve_std_fds();
     libi_node::init_tracing(cl.global.verbose);
+    if cl.global.verbose {
+        for note in &cl.global.notes {
+            eprintln!("libi-mpiexec: {note}");
+        }
+    }
     libi_node::tune_allocator();
     let timeout = match std::env::var("MPIEXEC_TIMEOUT") {
         Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u64>() {
