@@ -101,6 +101,21 @@ fn hydra_machinery_options() {
     assert_eq!(r.stderr, "libi-mpiexec: -membind is not supported (libi does not bind memory)\n");
 }
 
+/// Without -n, as Hydra: one process on this machine alone (its one slot; -ppn N gives N), the
+/// host list's slots for each executable otherwise.
+#[test]
+fn default_process_counts() {
+    let r = run(&["echo", "one"], b"");
+    assert_eq!((r.status, r.stdout.as_str()), (0, "one\n"), "{}", r.stderr);
+    let r = run(&["-ppn", "2", "echo", "two"], b"");
+    assert_eq!((r.status, r.stdout.as_str()), (0, "two\ntwo\n"), "{}", r.stderr);
+    let r = run(&["-launcher", "fork", "-hosts", "n1:2,n2", "echo", "a", ":", "echo", "b"], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["a", "a", "a", "b", "b", "b"]);
+}
+
 #[test]
 fn abort_exit_code() {
     let r = run(&["-n", "4", &prog("fail"), "abort", "7"], b"");

@@ -82,7 +82,6 @@ fn main() -> ExitCode {
     let ctx = plan::Context {
         inherited: std::env::vars().collect(),
         cwd: std::env::current_dir().ok().map(|p| p.to_string_lossy().into_owned()),
-        default_n: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1),
         kvs: plan::KvsNames::new(
             std::process::id(),
             rand::RngCore::next_u32(&mut rand::rngs::OsRng),
