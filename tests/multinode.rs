@@ -561,7 +561,8 @@ fn progress_line_on_terminal() {
 }
 
 /// MPIEXEC_PORT_RANGE (or MPIR_CVAR_CH3_PORT_RANGE) bounds every port we listen on: with the
-/// range's only port taken the job cannot start and says why; a bad range is a usage error.
+/// range's only port taken the job cannot start and says why; a bad range is a usage error;
+/// 0:0 is any port, and the CVAR wins over MPIEXEC_PORT_RANGE (as in Hydra 5).
 #[test]
 fn port_range_bounds_listeners() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -573,6 +574,11 @@ fn port_range_bounds_listeners() {
     let r = common::run_env(&args, b"", &[("MPIEXEC_PORT_RANGE", &range)]);
     assert_ne!(r.status, 0);
     assert!(r.stderr.contains("no free port in MPIEXEC_PORT_RANGE"), "{}", r.stderr);
+    let any = [("MPIEXEC_PORT_RANGE", range.as_str()), ("MPIR_CVAR_CH3_PORT_RANGE", "0:0")];
+    let r = common::run_env(&args, b"", &any);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let r = common::run_env(&args, b"", &[("MPIEXEC_PORT_RANGE", "0:0")]);
+    assert_eq!(r.status, 0, "{}", r.stderr);
     drop(taken);
     // A range of free ports (one per listener) works.
     let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -583,6 +589,11 @@ fn port_range_bounds_listeners() {
     assert_eq!(r.status, 0, "{}", r.stderr);
     let r = common::run_env(&args, b"", &[("MPIEXEC_PORT_RANGE", "9:x")]);
     assert_eq!(r.status, 2, "{}", r.stderr);
+    assert_eq!(
+        r.stderr,
+        "libi-mpiexec: MPIEXEC_PORT_RANGE must be MIN:MAX (ports 1..65535, MIN <= MAX) or 0:0 \
+         (any), got '9:x'\n"
+    );
 }
 
 /// A workload of `sim/workloads/`, the file the simulator replays.
