@@ -481,6 +481,31 @@ fn timeout_kills_the_job() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("MPIEXEC_TIMEOUT"));
 }
 
+/// MPIEXEC_TIMEOUT as Hydra reads it: fractions of seconds; -1 and 0 are no timeout; garbage
+/// is a one-line usage error (Hydra warns and ignores it).
+#[test]
+fn timeout_values_as_hydra() {
+    let timed = |v: &str, secs: &str| {
+        let t = std::time::Instant::now();
+        let r = common::run_env(&["-n", "1", "sleep", secs], b"", &[("MPIEXEC_TIMEOUT", v)]);
+        (r, t.elapsed().as_secs_f64())
+    };
+    let (r, took) = timed("0.5", "30");
+    assert_eq!(r.status, 124, "{}", r.stderr);
+    assert!(took < 10.0, "{took}");
+    for none in ["-1", "0"] {
+        let (r, took) = timed(none, "1.2");
+        assert_eq!(r.status, 0, "{none}: {}", r.stderr);
+        assert!(took >= 1.2, "{none}: {took}");
+    }
+    let (r, _) = timed("abc", "0");
+    assert_eq!(r.status, 2);
+    assert_eq!(
+        r.stderr,
+        "libi-mpiexec: MPIEXEC_TIMEOUT must be a number of seconds (0 or -1: none), got 'abc'\n"
+    );
+}
+
 /// A rank that speaks garbage on its PMI socket fails the job with a message naming it and
 /// the line; nothing hangs.
 #[test]

@@ -714,6 +714,28 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
     Ok(())
 }
 
+/// `MPIEXEC_TIMEOUT` (unset or empty: none): seconds, fractions allowed (`1.5`); as Hydra,
+/// 0 and negative values (Hydra's `-1`) mean no timeout. Anything else (`abc`, `2x`, `1e3`) is
+/// an error, where Hydra warns and runs without a timeout. (Hydra 5 runs `0` to the end and
+/// then exits 255.)
+pub fn mpiexec_timeout(v: Option<&str>) -> Result<Option<std::time::Duration>, String> {
+    let Some(t) = v.map(str::trim).filter(|t| !t.is_empty()) else { return Ok(None) };
+    let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+    let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let decimal = !(whole.is_empty() && frac.is_empty())
+        && whole.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit());
+    let secs: f64 = match t.parse() {
+        Ok(s) if decimal => s,
+        _ => {
+            return Err(format!(
+                "MPIEXEC_TIMEOUT must be a number of seconds (0 or -1: none), got '{t}'"
+            ))
+        }
+    };
+    // Beyond what a Duration holds: never.
+    Ok((secs > 0.0).then(|| std::time::Duration::try_from_secs_f64(secs).ok()).flatten())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -817,6 +839,33 @@ mod tests {
                 Err(CliError::Usage(m)) => assert!(m.contains(what), "{line}: {m}"),
                 other => panic!("{line}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn timeout_values() {
+        use std::time::Duration;
+        for (v, t) in [
+            (None, None),
+            (Some(""), None),
+            (Some(" 0 "), None),
+            (Some("-1"), None),
+            (Some("-2.5"), None),
+            (Some("0.0"), None),
+            (Some("30"), Some(Duration::from_secs(30))),
+            (Some("+2"), Some(Duration::from_secs(2))),
+            (Some("1.5"), Some(Duration::from_millis(1500))),
+            (Some(".25"), Some(Duration::from_millis(250))),
+        ] {
+            assert_eq!(mpiexec_timeout(v), Ok(t), "{v:?}");
+        }
+        assert_eq!(mpiexec_timeout(Some(&"9".repeat(400))), Ok(None));
+        for bad in ["abc", "2x", "1e3", "inf", "NaN", ".", "-", "1.2.3", "1 2"] {
+            let e = mpiexec_timeout(Some(bad)).expect_err(bad);
+            assert_eq!(
+                e,
+                format!("MPIEXEC_TIMEOUT must be a number of seconds (0 or -1: none), got '{bad}'")
+            );
         }
     }
 

@@ -57,16 +57,12 @@ fn main() -> ExitCode {
         }
     }
     libi_node::tune_allocator();
-    let timeout = match std::env::var("MPIEXEC_TIMEOUT") {
-        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u64>() {
-            Ok(0) => None,
-            Ok(s) => Some(Duration::from_secs(s)),
-            Err(_) => {
-                eprintln!("libi-mpiexec: MPIEXEC_TIMEOUT must be a number of seconds, got '{v}'");
-                return ExitCode::from(2);
-            }
-        },
-        _ => None,
+    let timeout = match cli::mpiexec_timeout(std::env::var("MPIEXEC_TIMEOUT").ok().as_deref()) {
+        Ok(t) => t,
+        Err(m) => {
+            eprintln!("libi-mpiexec: {m}");
+            return ExitCode::from(2);
+        }
     };
     let nla_path = match cl.global.nla_path.clone().or_else(|| std::env::var("LIBI_NLA").ok()) {
         Some(p) => p,
