@@ -116,6 +116,33 @@ fn default_process_counts() {
     assert_eq!(lines, ["a", "a", "a", "b", "b", "b"]);
 }
 
+/// Host files as Hydra reads them: `host[:N]` lines, comments, blank lines; a word Hydra would
+/// refuse is one line naming the file, the line and the word, exit 2.
+#[test]
+fn hostfile_lines() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let f = dir.join("e2e-hostfile-good");
+    std::fs::write(&f, "# two hosts\n\nh1:2\n  h2   # one slot\n").expect("write");
+    let f = f.to_string_lossy().into_owned();
+    let r = run(&["-launcher", "fork", "-f", &f, "-prepend-pattern", "%h ", "echo", "x"], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["h1 x", "h1 x", "h2 x"]);
+    let bad = dir.join("e2e-hostfile-bad");
+    std::fs::write(&bad, "h1:2\nh2 slots=2\n").expect("write");
+    let bad = bad.to_string_lossy().into_owned();
+    let r = run(&["-launcher", "fork", "-f", &bad, "-n", "1", "true"], b"");
+    assert_eq!(r.status, 2);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "libi-mpiexec: hostfile {bad} line 2: unexpected 'slots=2' (a line is one host or \
+             host:N)\n"
+        )
+    );
+}
+
 #[test]
 fn abort_exit_code() {
     let r = run(&["-n", "4", &prog("fail"), "abort", "7"], b"");
