@@ -19,7 +19,8 @@ use libi::tree::{LaunchModel, Shape};
     override_usage = "libi-mpiexec [options] prog [args] [: [options] prog2 [args] ...]"
 )]
 pub struct Segment {
-    /// Number of processes of this executable [-np]
+    /// Number of processes of this executable [-np] (default: the host list's slots; 1
+    /// without one)
     #[arg(short = 'n', long = "np", value_name = "N")]
     pub n: Option<i64>,
     /// Set NAME=VALUE for all ranks (global)
@@ -93,25 +94,26 @@ pub struct Segment {
     #[arg(long = "launch-model", value_name = "SEQ,REM[,cores=C,cpu=W][,hold=1]")]
     pub launch_model: Option<LaunchModel>,
     /// Universe size: N (spawns beyond N running processes fail), SYSTEM (the host list's
-    /// slots, the default) or INFINITE
+    /// slots; 1 without one) or INFINITE; default: unknown, as Hydra
     #[arg(long = "usize", value_name = "N", value_parser = parse_usize)]
     pub usize: Option<i32>,
     /// Path of the libi-nla binary on every node (default: next to libi-mpiexec)
     #[arg(long = "nla-path", value_name = "PATH")]
     pub nla_path: Option<String>,
-    /// Host file: one `host[:slots]` per line, # comments [-hostfile, -machinefile]
+    /// Host file: one `host` or `host:N` per line, # comments [-hostfile, -machinefile]
     #[arg(short = 'f', long = "hostfile", value_name = "FILE")]
     pub hostfile: Option<String>,
-    /// Hosts: `h1:2,h2` (slots default to 1)
+    /// Hosts: `h1:2,h2` (slots default to 1) [-host]
     #[arg(long = "hosts", value_name = "H[:N],...")]
     pub hosts: Option<String>,
     /// Processes per host (overrides the host list's slots)
     #[arg(long = "ppn", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub ppn: Option<u32>,
-    /// How NLAs start NLAs: ssh | rsh | fork (default: fork on one host, ssh otherwise)
+    /// How NLAs start NLAs: ssh | rsh | fork | slurm (default: fork on one host, ssh otherwise)
+    /// [-bootstrap]
     #[arg(long = "launcher", value_name = "NAME")]
     pub launcher: Option<LauncherKind>,
-    /// The ssh/rsh program to use
+    /// The ssh/rsh program to use [-bootstrap-exec]
     #[arg(long = "launcher-exec", value_name = "PATH")]
     pub launcher_exec: Option<String>,
     /// Address the NLAs connect back to (default: this host's address on the route to them)
