@@ -1,7 +1,8 @@
 //! Host lists (Hydra formats) and rank placement.
 //!
 //! * hostfile (`-f`/`-hostfile`/`-machinefile`): one `host[:n]` per line, `#` starts a comment,
-//!   blank lines ignored; `n` defaults to 1.
+//!   blank lines ignored; `n` defaults to 1. Anything else on a line is an error naming the
+//!   file, the line and the word (see [`parse_hostfile`]).
 //! * `-hosts h1:2,h2`: the same entries, comma-separated.
 //! * `-ppn N` overrides every host's slot count.
 //!
@@ -30,7 +31,9 @@ impl std::error::Error for HostError {}
 
 /// Parse one `host[:n]` entry. `origin` names where it came from, for errors.
 fn entry(text: &str, origin: &dyn Fn() -> String) -> Result<Host, HostError> {
-    let (name, slots) = match text.rsplit_once(':') {
+    let (name, slots) = match text.split_once(':') {
+        // Hydra reads `host:` as one slot.
+        Some((h, n)) if n.trim().is_empty() => (h.trim(), 1),
         Some((h, n)) => {
             let n: u32 = n.trim().parse().map_err(|_| {
                 HostError(format!("{}: bad slot count '{}' in '{text}'", origin(), n.trim()))
@@ -70,7 +73,14 @@ pub fn merge(hosts: Vec<Host>) -> Vec<Host> {
     out
 }
 
-/// Parse a hostfile's text; `file` names it in errors (`FILE line N: ...`).
+/// Parse a hostfile's text; `file` names it in errors (`hostfile FILE line N: ...`).
+///
+/// A line is one `host` or `host:N` (N a positive number), as Hydra reads it; `#` starts a
+/// comment (Hydra takes only whole-line comments and refuses `host:2 # note`), blank lines
+/// are skipped. Any other word is an error naming it: Hydra refuses them too (`n1 slots=2`,
+/// `n1:2 n2:1`, `n1 ifhn=x`: "token ... not supported"), except `user=NAME` (its ssh user for
+/// that host) and `binding=SPEC`, which libi does not implement. Where Hydra is lax we refuse
+/// too: `n1:x` and `n1:0` (Hydra dies of SIGFPE), `n1:2:3` (Hydra reads 2).
 pub fn parse_hostfile(text: &str, file: &str) -> Result<Vec<Host>, HostError> {
     let mut hosts = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -78,9 +88,18 @@ pub fn parse_hostfile(text: &str, file: &str) -> Result<Vec<Host>, HostError> {
         if line.is_empty() {
             continue;
         }
-        // Hydra allows further `key=value` settings after the entry; we take the first word.
-        let first = line.split_whitespace().next().unwrap_or("");
-        hosts.push(entry(first, &|| format!("hostfile {file} line {}", i + 1))?);
+        let origin = || format!("hostfile {file} line {}", i + 1);
+        let mut words = line.split_whitespace();
+        let first = words.next().unwrap_or("");
+        if let Some(extra) = words.next() {
+            let why = match extra.split_once('=').map(|(k, _)| k) {
+                Some("user") => " (a per-host ssh user: libi does not support it)",
+                Some("binding") => " (a per-host binding: libi does not support it; use -bind-to)",
+                _ => " (a line is one host or host:N)",
+            };
+            return Err(HostError(format!("{}: unexpected '{extra}'{why}", origin())));
+        }
+        hosts.push(entry(first, &origin)?);
     }
     if hosts.is_empty() {
         return Err(HostError(format!("hostfile {file} names no host")));
@@ -214,11 +233,31 @@ mod tests {
 
     #[test]
     fn hostfile_format() {
-        let t = "# cluster\nn1:2\n\nn2   # one slot\nn3:4 ifhn=x\nn1\n";
+        let t = "# cluster\nn1:2\n\n  # indented\nn2   # one slot\n\tn3:4\t\nn1\nn4:#c\nn5:3#c\n";
         assert_eq!(
             parse_hostfile(t, "hf").expect("parse"),
-            vec![h("n1", 3), h("n2", 1), h("n3", 4)]
+            vec![h("n1", 3), h("n2", 1), h("n3", 4), h("n4", 1), h("n5", 3)]
         );
+    }
+
+    /// What Hydra 5 refuses ("token X not supported at this time"), or misreads, is one line
+    /// naming the file, the line and the word.
+    #[test]
+    fn hostfile_refuses_what_hydra_would() {
+        for (text, want) in [
+            ("n0\nn1 slots=2\n", "hostfile hf line 2: unexpected 'slots=2' (a line is one host or host:N)"),
+            ("n1:2 n2:1\n", "hostfile hf line 1: unexpected 'n2:1' (a line is one host or host:N)"),
+            ("n1:2 ifhn=x\n", "hostfile hf line 1: unexpected 'ifhn=x' (a line is one host or host:N)"),
+            ("n1 :2\n", "hostfile hf line 1: unexpected ':2' (a line is one host or host:N)"),
+            ("n1: 2\n", "hostfile hf line 1: unexpected '2' (a line is one host or host:N)"),
+            ("\n\nn1:2 user=me\n", "hostfile hf line 3: unexpected 'user=me' (a per-host ssh user: libi does not support it)"),
+            ("n1 binding=core\n", "hostfile hf line 1: unexpected 'binding=core' (a per-host binding: libi does not support it; use -bind-to)"),
+            ("n1:2:3\n", "hostfile hf line 1: bad slot count '2:3' in 'n1:2:3'"),
+            ("n1:2,n2\n", "hostfile hf line 1: bad slot count '2,n2' in 'n1:2,n2'"),
+            ("n1:-1\n", "hostfile hf line 1: bad slot count '-1' in 'n1:-1'"),
+        ] {
+            assert_eq!(parse_hostfile(text, "hf").expect_err(text).0, want);
+        }
     }
 
     #[test]

@@ -5,21 +5,28 @@
 
 use crate::job::{LauncherKind, LauncherSpec};
 
-/// The variables that limit the ports we listen on, as Hydra reads them (first set wins;
-/// `MPIEXEC_PORTRANGE` is Hydra's older spelling).
+/// The variables that limit the ports we listen on, in the order Hydra 5 lets them win (the
+/// first set one wins: MPICH's CVAR over `MPIEXEC_PORTRANGE`, Hydra's older spelling, over
+/// `MPIEXEC_PORT_RANGE`; checked with mpiexec.hydra 5.0.2).
 pub const PORT_RANGE_VARS: [&str; 3] =
-    ["MPIEXEC_PORT_RANGE", "MPIEXEC_PORTRANGE", "MPIR_CVAR_CH3_PORT_RANGE"];
+    ["MPIR_CVAR_CH3_PORT_RANGE", "MPIEXEC_PORTRANGE", "MPIEXEC_PORT_RANGE"];
 
 /// The port range `MIN:MAX` our listeners (tree, PMGR) must bind in, if one is set: the
-/// variable's name and the range. `get` looks a variable up.
+/// variable's name and the range. `0:0` (the CVAR's default, MPICH's "any port") is no range;
+/// it still wins over the variables after it. `get` looks a variable up.
 pub fn port_range(
     get: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Option<(&'static str, u16, u16)>, String> {
     for var in PORT_RANGE_VARS {
         let Some(v) = get(var).filter(|v| !v.trim().is_empty()) else { continue };
-        let bad = || format!("{var} must be MIN:MAX (ports 1..65535, MIN <= MAX), got '{v}'");
+        let bad = || {
+            format!("{var} must be MIN:MAX (ports 1..65535, MIN <= MAX) or 0:0 (any), got '{v}'")
+        };
         let (a, b) = v.trim().split_once(':').ok_or_else(bad)?;
         let (a, b) = (a.parse::<u16>().map_err(|_| bad())?, b.parse::<u16>().map_err(|_| bad())?);
+        if (a, b) == (0, 0) {
+            return Ok(None);
+        }
         if a == 0 || a > b {
             return Err(bad());
         }
@@ -161,9 +168,16 @@ mod tests {
         assert_eq!(port_range(&env(vec![])), Ok(None));
         let r = port_range(&env(vec![("MPIR_CVAR_CH3_PORT_RANGE", "5000:5010")]));
         assert_eq!(r, Ok(Some(("MPIR_CVAR_CH3_PORT_RANGE", 5000, 5010))));
+        // Hydra 5's order: the CVAR, then MPIEXEC_PORTRANGE, then MPIEXEC_PORT_RANGE.
         let both = vec![("MPIEXEC_PORT_RANGE", "7000:7000"), ("MPIR_CVAR_CH3_PORT_RANGE", "1:2")];
-        assert_eq!(port_range(&env(both)), Ok(Some(("MPIEXEC_PORT_RANGE", 7000, 7000))));
-        for bad in ["5000", "10:5", "0:10", "a:b", "1:70000"] {
+        assert_eq!(port_range(&env(both)), Ok(Some(("MPIR_CVAR_CH3_PORT_RANGE", 1, 2))));
+        let both = vec![("MPIEXEC_PORT_RANGE", "7000:7000"), ("MPIEXEC_PORTRANGE", "8:9")];
+        assert_eq!(port_range(&env(both)), Ok(Some(("MPIEXEC_PORTRANGE", 8, 9))));
+        // 0:0 is "any port" (the CVAR's default), and still wins over the ones after it.
+        assert_eq!(port_range(&env(vec![("MPIEXEC_PORT_RANGE", "0:0")])), Ok(None));
+        let any = vec![("MPIR_CVAR_CH3_PORT_RANGE", " 0:0 "), ("MPIEXEC_PORT_RANGE", "10:5")];
+        assert_eq!(port_range(&env(any)), Ok(None));
+        for bad in ["5000", "10:5", "0:10", "a:b", "1:70000", ":", "0", "0:0:0"] {
             let e = port_range(&env(vec![("MPIEXEC_PORT_RANGE", bad)])).expect_err(bad);
             assert!(e.contains("MPIEXEC_PORT_RANGE"), "{e}");
         }

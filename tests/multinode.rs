@@ -273,7 +273,8 @@ fn slurm_style_join_and_redirect() {
 }
 
 /// Every simulated node binds its own ranks by local rank: `MPI_LOCALRANKID` i gets the
-/// i-th entry on each node.
+/// i-th entry on each node; a local rank past the list is not bound (as under Hydra): it keeps
+/// the affinity we started with.
 #[test]
 fn bind_to_by_local_rank_on_each_node() {
     let c = common::my_cpus();
@@ -300,7 +301,10 @@ fn bind_to_by_local_rank_on_each_node() {
         b"",
     );
     let got = common::rank_cpus(&r, 5);
-    let want: Vec<(String, String)> = [("0", &b), ("1", &a), ("0", &b), ("1", &a), ("2", &b)]
+    let mine = std::fs::read_to_string("/proc/self/status").expect("status");
+    let mine = mine.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).expect("cpus");
+    let mine = mine.trim().to_string();
+    let want: Vec<(String, String)> = [("0", &b), ("1", &a), ("0", &b), ("1", &a), ("2", &mine)]
         .iter()
         .map(|(l, c)| (l.to_string(), c.to_string()))
         .collect();
@@ -618,7 +622,8 @@ fn progress_line_on_terminal() {
 }
 
 /// MPIEXEC_PORT_RANGE (or MPIR_CVAR_CH3_PORT_RANGE) bounds every port we listen on: with the
-/// range's only port taken the job cannot start and says why; a bad range is a usage error.
+/// range's only port taken the job cannot start and says why; a bad range is a usage error;
+/// 0:0 is any port, and the CVAR wins over MPIEXEC_PORT_RANGE (as in Hydra 5).
 #[test]
 fn port_range_bounds_listeners() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -630,6 +635,11 @@ fn port_range_bounds_listeners() {
     let r = common::run_env(&args, b"", &[("MPIEXEC_PORT_RANGE", &range)]);
     assert_ne!(r.status, 0);
     assert!(r.stderr.contains("no free port in MPIEXEC_PORT_RANGE"), "{}", r.stderr);
+    let any = [("MPIEXEC_PORT_RANGE", range.as_str()), ("MPIR_CVAR_CH3_PORT_RANGE", "0:0")];
+    let r = common::run_env(&args, b"", &any);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let r = common::run_env(&args, b"", &[("MPIEXEC_PORT_RANGE", "0:0")]);
+    assert_eq!(r.status, 0, "{}", r.stderr);
     drop(taken);
     // A range of free ports (one per listener) works.
     let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -640,6 +650,11 @@ fn port_range_bounds_listeners() {
     assert_eq!(r.status, 0, "{}", r.stderr);
     let r = common::run_env(&args, b"", &[("MPIEXEC_PORT_RANGE", "9:x")]);
     assert_eq!(r.status, 2, "{}", r.stderr);
+    assert_eq!(
+        r.stderr,
+        "libi-mpiexec: MPIEXEC_PORT_RANGE must be MIN:MAX (ports 1..65535, MIN <= MAX) or 0:0 \
+         (any), got '9:x'\n"
+    );
 }
 
 /// A workload of `sim/workloads/`, the file the simulator replays.

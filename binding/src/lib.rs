@@ -123,7 +123,8 @@ mod tests {
     fn lists(t: &Topology, bind: &str, map: Option<&str>, n: usize) -> Vec<String> {
         let b =
             Binding { bind: parse_bind(bind).unwrap(), map: map.map(|m| parse_map(m).unwrap()) };
-        rank_cpus(t, &b, n, "h").unwrap().unwrap().iter().map(|s| s.to_string()).collect()
+        let sets = rank_cpus(t, &b, n, "h").unwrap().unwrap();
+        sets.iter().map(|s| s.as_ref().map_or("unbound".to_string(), |s| s.to_string())).collect()
     }
 
     fn err(t: &Topology, bind: &str, map: Option<&str>) -> String {
@@ -210,7 +211,10 @@ mod tests {
     #[test]
     fn user_lists() {
         let t = epyc();
-        assert_eq!(lists(&t, "user:0+128,5", None, 3), ["0,128", "5", "0,128"]);
+        // Ranks beyond the list are not bound (Hydra 4 and 5); the list is not wrapped.
+        assert_eq!(lists(&t, "user:0+128,5", None, 3), ["0,128", "5", "unbound"]);
+        assert_eq!(lists(&t, "user:7", None, 4), ["7", "unbound", "unbound", "unbound"]);
+        assert_eq!(lists(&t, "user:1,2,3", None, 2), ["1", "2"]);
         let e = err(&t, "user:0,300", None);
         assert_eq!(e, "-bind-to user:0,300: cpu 300 is not usable on h (its cpus: 0-255)");
     }

@@ -3,20 +3,22 @@
 //! The semantics follow what Hydra does (measured with MPICH 4's `mpiexec.hydra`, see the
 //! README): binding objects are handed out in logical order, round-robin across the
 //! `-map-by` objects, and rank `i` of the node gets entry `i` modulo the number of entries
-//! (ranks beyond the objects wrap around, they are not refused).
+//! (ranks beyond the objects wrap around, they are not refused). A `user:` list does not wrap:
+//! as in Hydra 4 and 5, the ranks beyond it are not bound.
 
 use crate::cpus::CpuSet;
 use crate::spec::{BindTo, Binding, Objects};
 use crate::topology::Topology;
 
-/// The cpu set of each of a node's `nlocal` ranks, in local-rank order; `None` when the
-/// ranks are not bound. `host` names the node in error messages.
+/// The cpu set of each of a node's `nlocal` ranks, in local-rank order (`None` for a rank left
+/// unbound: past the end of a `user:` list); `None` when the ranks are not bound. `host` names
+/// the node in error messages.
 pub fn rank_cpus(
     topo: &Topology,
     binding: &Binding,
     nlocal: usize,
     host: &str,
-) -> Result<Option<Vec<CpuSet>>, String> {
+) -> Result<Option<Vec<Option<CpuSet>>>, String> {
     let entries = match &binding.bind {
         BindTo::None => return Ok(None),
         BindTo::RoundRobin => topo.all().cpus().iter().map(|&c| CpuSet::new(vec![c])).collect(),
@@ -30,7 +32,9 @@ pub fn rank_cpus(
                     ));
                 }
             }
-            list.clone()
+            // Hydra leaves the ranks beyond the list unbound (they keep the launcher's
+            // affinity), measured with mpiexec.hydra 4 and 5.
+            return Ok(Some((0..nlocal).map(|i| list.get(i).cloned()).collect()));
         }
         BindTo::Objects(b) => {
             objects(topo, *b, binding.map.unwrap_or(Objects { obj: b.obj, count: 1 }), host)?
@@ -39,7 +43,7 @@ pub fn rank_cpus(
     if entries.is_empty() {
         return Err(format!("-bind-to {}: nothing to bind to on {host}", binding.bind));
     }
-    Ok(Some((0..nlocal).map(|i| entries[i % entries.len()].clone()).collect()))
+    Ok(Some((0..nlocal).map(|i| Some(entries[i % entries.len()].clone())).collect()))
 }
 
 /// The binding entries of an object binding, in the order ranks take them.

@@ -91,7 +91,7 @@ pub enum BindTo {
     None,
     /// `rr`: one cpu each, in OS numbering.
     RoundRobin,
-    /// `user:0+2,1`: local rank i gets entry i (wrapping).
+    /// `user:0+2,1`: local rank i gets entry i; ranks past the list are not bound (as Hydra).
     User(Vec<CpuSet>),
     /// `core`, `socket:2`, ...
     Objects(Objects),

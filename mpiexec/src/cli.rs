@@ -19,7 +19,8 @@ use libi::tree::{LaunchModel, Shape};
     override_usage = "libi-mpiexec [options] prog [args] [: [options] prog2 [args] ...]"
 )]
 pub struct Segment {
-    /// Number of processes of this executable [-np]
+    /// Number of processes of this executable [-np] (default: the host list's slots; 1
+    /// without one)
     #[arg(short = 'n', long = "np", value_name = "N")]
     pub n: Option<i64>,
     /// Set NAME=VALUE for all ranks (global)
@@ -93,25 +94,26 @@ pub struct Segment {
     #[arg(long = "launch-model", value_name = "SEQ,REM[,cores=C,cpu=W][,hold=1]")]
     pub launch_model: Option<LaunchModel>,
     /// Universe size: N (spawns beyond N running processes fail), SYSTEM (the host list's
-    /// slots, the default) or INFINITE
+    /// slots; 1 without one) or INFINITE; default: unknown, as Hydra
     #[arg(long = "usize", value_name = "N", value_parser = parse_usize)]
     pub usize: Option<i32>,
     /// Path of the libi-nla binary on every node (default: next to libi-mpiexec)
     #[arg(long = "nla-path", value_name = "PATH")]
     pub nla_path: Option<String>,
-    /// Host file: one `host[:slots]` per line, # comments [-hostfile, -machinefile]
+    /// Host file: one `host` or `host:N` per line, # comments [-hostfile, -machinefile]
     #[arg(short = 'f', long = "hostfile", value_name = "FILE")]
     pub hostfile: Option<String>,
-    /// Hosts: `h1:2,h2` (slots default to 1)
+    /// Hosts: `h1:2,h2` (slots default to 1) [-host]
     #[arg(long = "hosts", value_name = "H[:N],...")]
     pub hosts: Option<String>,
     /// Processes per host (overrides the host list's slots)
     #[arg(long = "ppn", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub ppn: Option<u32>,
-    /// How NLAs start NLAs: ssh | rsh | fork (default: fork on one host, ssh otherwise)
+    /// How NLAs start NLAs: ssh | rsh | fork | slurm (default: fork on one host, ssh otherwise)
+    /// [-bootstrap]
     #[arg(long = "launcher", value_name = "NAME")]
     pub launcher: Option<LauncherKind>,
-    /// The ssh/rsh program to use
+    /// The ssh/rsh program to use [-bootstrap-exec]
     #[arg(long = "launcher-exec", value_name = "PATH")]
     pub launcher_exec: Option<String>,
     /// Address the NLAs connect back to (default: this host's address on the route to them)
@@ -160,13 +162,18 @@ pub struct Segment {
     /// MPI_Init as `mpiexec -pmi_args PORT IFACE KEY PID`, not by hand)
     #[arg(long = "pmi-args", num_args = 4, value_names = ["PORT", "IFACE", "KEY", "PID"])]
     pub pmi_args: Vec<String>,
+    /// Hydra's default: a failed rank ends the others (the opposite of -disable-auto-cleanup)
+    #[arg(long = "enable-auto-cleanup")]
+    pub enable_auto_cleanup: bool,
+    /// Hydra options given that name parts of Hydra libi has no counterpart of (ignored):
+    /// one note each for `-v`.
+    #[arg(skip)]
+    pub notes: Vec<String>,
     /// Program and its arguments
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROG ARGS")]
     pub command: Vec<String>,
 }
 
-/// Options whose Hydra spelling is a single dash (plus their aliases), and how many values
-/// follow them (to find where the program starts).
 /// `-usize`: a positive number, `SYSTEM` (0: the slots of the host list) or `INFINITE` (-1).
 fn parse_usize(s: &str) -> Result<i32, String> {
     match s.to_ascii_uppercase().as_str() {
@@ -179,6 +186,8 @@ fn parse_usize(s: &str) -> Result<i32, String> {
     }
 }
 
+/// The options by their Hydra names (plus aliases and short names): the name clap knows them
+/// by, and how many values follow them (to find where the program starts).
 const LONG: &[(&str, &str, usize)] = &[
     ("np", "np", 1),
     ("genv", "genv", 2),
@@ -200,6 +209,7 @@ const LONG: &[(&str, &str, usize)] = &[
     ("info", "info", 0),
     ("proctable", "proctable", 1),
     ("disable-auto-cleanup", "disable-auto-cleanup", 0),
+    ("enable-auto-cleanup", "enable-auto-cleanup", 0),
     ("verbose", "verbose", 0),
     ("tree", "tree", 1),
     ("launch-model", "launch-model", 1),
@@ -208,9 +218,12 @@ const LONG: &[(&str, &str, usize)] = &[
     ("hostfile", "hostfile", 1),
     ("machinefile", "hostfile", 1),
     ("hosts", "hosts", 1),
+    ("host", "hosts", 1),
     ("ppn", "ppn", 1),
     ("launcher", "launcher", 1),
     ("launcher-exec", "launcher-exec", 1),
+    ("bootstrap", "launcher", 1),
+    ("bootstrap-exec", "launcher-exec", 1),
     ("localhost", "localhost", 1),
     ("iface", "iface", 1),
     ("report", "report", 1),
@@ -227,8 +240,35 @@ const LONG: &[(&str, &str, usize)] = &[
     ("pmi_args", "pmi-args", 4),
     ("help", "help", 0),
     ("version", "version", 0),
+    ("n", "np", 1),
+    ("f", "hostfile", 1),
+    ("l", "prepend-rank", 0),
+    ("v", "verbose", 0),
+    ("h", "help", 0),
+    ("V", "version", 0),
 ];
-const SHORT: &[(&str, usize)] = &[("n", 1), ("f", 1), ("l", 0), ("v", 0), ("h", 0), ("V", 0)];
+
+/// Hydra options for parts of Hydra's own machinery that libi has no counterpart of, which
+/// change nothing a job does: accepted and ignored (a note under `-v`). How many values each
+/// takes (as Hydra 5), and why it is ignored.
+const IGNORED: &[(&str, usize, &str)] = &[
+    ("enable-x", 0, "libi never forwards X"),
+    ("disable-x", 0, "libi never forwards X"),
+    ("demux", 1, "Hydra's demux engine; libi has its own event loop"),
+    ("topolib", 1, "Hydra's topology library; libi reads the topology from sysfs"),
+    ("profile", 0, "Hydra's count of PMI calls"),
+    ("disable-hostname-propagation", 0, "ranks get PMI_HOSTNAME, as from Hydra 5 either way"),
+    ("enable-hostname-propagation", 0, "ranks get PMI_HOSTNAME, as from Hydra 5 either way"),
+    ("pmi-port", 0, "Hydra's PMI_PORT model; ranks reach PMI over PMI_FD, as Hydra's default"),
+];
+
+/// Hydra options whose meaning libi does not implement and which would change what the job
+/// does: refused in one line. How many values each takes, and what libi does instead.
+const UNSUPPORTED: &[(&str, usize, &str)] = &[
+    ("membind", 1, "libi does not bind memory"),
+    ("order-nodes", 1, "libi keeps the host list's order"),
+    ("nameserver", 1, "names are published job-wide by libi-mpiexec, with no outside name server"),
+];
 
 /// Global settings after merging all segments.
 #[derive(Debug, Clone, Default)]
@@ -271,6 +311,8 @@ pub struct Global {
     pub print_all_exitcodes: bool,
     /// `-pmi_args PORT IFACE KEY PID`: the port of the singleton to serve.
     pub singleton_port: Option<u16>,
+    /// One line for each ignored Hydra option (see [`IGNORED`]), printed under `-v`.
+    pub notes: Vec<String>,
 }
 
 /// Hydra's resource management kernels we know: where the host list comes from when none
@@ -342,8 +384,16 @@ fn usage(m: impl Into<String>) -> CliError {
 }
 
 /// Turn Hydra spellings into clap's (`-genv` → `--genv`); reject unknown options by name.
-fn normalise(seg: &[String]) -> Result<Vec<String>, CliError> {
+///
+/// As Hydra: an option may have one or two dashes (`-np`, `--np`, `--n`), and its first value
+/// may follow an `=` (`-n=2`, `--hosts=a:2`, `-genv=NAME VALUE`); `-genv`/`-env` also take one
+/// `NAME=VALUE` word (`-genv NAME=VALUE`, `-genv=NAME=VALUE`). Splitting at `=` happens only
+/// for a known option, and never after the program name. Unlike Hydra (which makes the value
+/// a word of its own, so that `-l=1` runs a program named `1`), a value given to an option
+/// that takes none, or an empty one (`-n=`), is an error.
+fn normalise(seg: &[String]) -> Result<(Vec<String>, Vec<String>), CliError> {
     let mut out = vec!["libi-mpiexec".to_string()];
+    let mut notes = Vec::new();
     let mut i = 0;
     while i < seg.len() {
         let t = &seg[i];
@@ -351,42 +401,80 @@ fn normalise(seg: &[String]) -> Result<Vec<String>, CliError> {
             out.extend(seg[i..].iter().cloned());
             break;
         }
-        let (nvals, canon) = if let Some(long) = t.strip_prefix("--") {
-            let (name, inline) = match long.split_once('=') {
-                Some((n, v)) => (n, Some(v)),
-                None => (long, None),
-            };
-            match (LONG.iter().find(|(n, _, _)| *n == name), inline) {
-                (Some((_, c, _)), Some(v)) => (0, format!("--{c}={v}")),
-                (Some((_, c, k)), None) => (*k, format!("--{c}")),
-                (None, _) => return Err(usage(format!("unrecognized option '{t}'"))),
-            }
-        } else {
-            let body = &t[1..];
-            if let Some((_, c, k)) = LONG.iter().find(|(n, _, _)| *n == body) {
-                (*k, format!("--{c}"))
-            } else if let Some((s, k)) = SHORT.iter().find(|(s, _)| *s == body) {
-                (*k, format!("-{s}"))
-            } else {
-                return Err(usage(format!("unrecognized option '{t}'")));
-            }
+        let body = t.trim_start_matches('-');
+        let (name, inline) = match body.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (body, None),
         };
-        out.push(canon);
-        for _ in 0..nvals {
+        if let Some((_, _, instead)) = UNSUPPORTED.iter().find(|(n, _, _)| *n == name) {
+            return Err(usage(format!("-{name} is not supported ({instead})")));
+        }
+        let (canon, nvals, ignored) = match (
+            LONG.iter().find(|(n, _, _)| *n == name),
+            IGNORED.iter().find(|o| o.0 == name),
+        ) {
+            (Some(&(_, canon, nvals)), _) => (canon, nvals, None),
+            (None, Some(&(_, nvals, why))) => ("", nvals, Some(why)),
+            (None, None) => return Err(usage(format!("unrecognized option '{t}'"))),
+        };
+        let shown = format!("-{name}");
+        // The option's values: the inline one, then the words after it.
+        let mut vals: Vec<String> = Vec::with_capacity(nvals);
+        match inline {
+            Some(_) if nvals == 0 => {
+                return Err(usage(format!("option '{shown}' takes no value, got '{t}'")))
+            }
+            Some("") => return Err(usage(format!("option '{shown}' has an empty value in '{t}'"))),
+            Some(v) => vals.push(v.to_string()),
+            None => {}
+        }
+        // `-genv NAME=VALUE`: the pair in one word.
+        if matches!(canon, "genv" | "env") {
+            let first = match vals.first() {
+                Some(v) => Some(v.clone()),
+                None => seg.get(i + 1).cloned(),
+            };
+            if let Some((k, v)) = first.as_deref().and_then(|w| w.split_once('=')) {
+                if k.is_empty() {
+                    return Err(usage(format!("option '{shown}': no variable name in '{k}={v}'")));
+                }
+                if inline.is_none() {
+                    i += 1;
+                }
+                vals = vec![k.to_string(), v.to_string()];
+            }
+        }
+        while vals.len() < nvals {
             i += 1;
             match seg.get(i) {
-                Some(v) => out.push(v.clone()),
-                None => return Err(usage(format!("option '{t}' needs {nvals} value(s)"))),
+                Some(v) => vals.push(v.clone()),
+                None => return Err(usage(format!("option '{shown}' needs {nvals} value(s)"))),
             }
+        }
+        if let Some(why) = ignored {
+            if name == "demux" && !matches!(vals[0].as_str(), "poll" | "select") {
+                return Err(usage(format!(
+                    "-demux: unknown engine '{}' (Hydra's: poll select)",
+                    vals[0]
+                )));
+            }
+            let given = std::iter::once(format!("-{name}")).chain(vals).collect::<Vec<_>>();
+            notes.push(format!("{}: ignored ({why})", given.join(" ")));
+        } else if nvals == 1 {
+            // One word, so that a value starting with '-' stays a value.
+            out.push(format!("--{canon}={}", vals[0]));
+        } else {
+            out.push(format!("--{canon}"));
+            out.extend(vals);
         }
         i += 1;
     }
-    Ok(out)
+    Ok((out, notes))
 }
 
 fn parse_segment(seg: &[String]) -> Result<Segment, CliError> {
-    let argv = normalise(seg)?;
-    Segment::try_parse_from(argv).map_err(|e| match e.kind() {
+    let (argv, notes) = normalise(seg)?;
+    let segment = Segment::try_parse_from(argv).map_err(|e| match e.kind() {
         clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
             CliError::Info(e.to_string())
         }
@@ -395,7 +483,8 @@ fn parse_segment(seg: &[String]) -> Result<Segment, CliError> {
             let first = text.lines().next().unwrap_or("invalid arguments");
             usage(first.trim_start_matches("error: ").to_string())
         }
-    })
+    })?;
+    Ok(Segment { notes, ..segment })
 }
 
 fn pairs(v: &[String]) -> Vec<(String, String)> {
@@ -434,6 +523,7 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
     }
     let mut global = Global::default();
     let mut execs = Vec::new();
+    let mut enable_auto_cleanup = false;
     let mut segments: Vec<Vec<String>> = argv.split(|a| a == ":").map(|s| s.to_vec()).collect();
     let mut idx = 0;
     while idx < segments.len() {
@@ -465,6 +555,8 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         global.errfile_pattern = s.errfile_pattern.clone().or(global.errfile_pattern);
         global.rmk = s.rmk.or(global.rmk);
         global.disable_auto_cleanup |= s.disable_auto_cleanup;
+        enable_auto_cleanup |= s.enable_auto_cleanup;
+        global.notes.extend(s.notes.iter().cloned());
         if s.info {
             return Err(CliError::Info(crate::info_text()));
         }
@@ -551,6 +643,10 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
         });
         idx += 1;
     }
+    if enable_auto_cleanup && global.disable_auto_cleanup {
+        // Hydra refuses the pair too ("duplicate setting").
+        return Err(usage("-enable-auto-cleanup and -disable-auto-cleanup contradict: give one"));
+    }
     if global.label && global.prepend_pattern.is_some() {
         return Err(usage("-l and -prepend-pattern both set the output prefix: give one"));
     }
@@ -620,6 +716,28 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
     Ok(())
 }
 
+/// `MPIEXEC_TIMEOUT` (unset or empty: none): seconds, fractions allowed (`1.5`); as Hydra,
+/// 0 and negative values (Hydra's `-1`) mean no timeout. Anything else (`abc`, `2x`, `1e3`) is
+/// an error, where Hydra warns and runs without a timeout. (Hydra 5 runs `0` to the end and
+/// then exits 255.)
+pub fn mpiexec_timeout(v: Option<&str>) -> Result<Option<std::time::Duration>, String> {
+    let Some(t) = v.map(str::trim).filter(|t| !t.is_empty()) else { return Ok(None) };
+    let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+    let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let decimal = !(whole.is_empty() && frac.is_empty())
+        && whole.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit());
+    let secs: f64 = match t.parse() {
+        Ok(s) if decimal => s,
+        _ => {
+            return Err(format!(
+                "MPIEXEC_TIMEOUT must be a number of seconds (0 or -1: none), got '{t}'"
+            ))
+        }
+    };
+    // Beyond what a Duration holds: never.
+    Ok((secs > 0.0).then(|| std::time::Duration::try_from_secs_f64(secs).ok()).flatten())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -639,6 +757,118 @@ mod tests {
         assert_eq!(e.wdir.as_deref(), Some("/tmp"));
         assert!(c.global.label);
         assert_eq!(c.global.genv, vec![("A".into(), "1".into()), ("B".into(), "2".into())]);
+    }
+
+    #[test]
+    fn inline_values_and_double_dashes() {
+        // Hydra 5 takes every one of these.
+        for line in ["-n=2 x", "-np=2 x", "--n 2 x", "--np=2 x", "--n=2 x", "---n 2 x"] {
+            assert_eq!(p(line).expect(line).execs[0].n, Some(2), "{line}");
+        }
+        let c = p("-hosts=vm:2 -ppn=1 -bind-to=core --map-by=socket -f=hf -wdir=/w x -n=3 y=z")
+            .expect("parse");
+        assert_eq!(c.global.hosts.as_deref(), Some("vm:2"));
+        assert_eq!(c.global.hostfile.as_deref(), Some("hf"));
+        assert_eq!(c.global.ppn, Some(1));
+        assert_eq!(c.global.binding.bind.to_string(), "core");
+        assert!(c.global.map_given);
+        // Program arguments are never touched.
+        assert_eq!(c.execs[0].args, vec!["-n=3", "y=z"]);
+        assert_eq!(c.execs[0].wdir.as_deref(), Some("/w"));
+        // -genv=NAME VALUE, -genv NAME=VALUE, -genv=NAME=VALUE (split at the first '=').
+        let c = p("-genv=A 1 -genv B=2 --genv=C=3=4 -genv D= -env=E 5 -env F=6 x").expect("parse");
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        };
+        assert_eq!(c.global.genv, pairs(&[("A", "1"), ("B", "2"), ("C", "3=4"), ("D", "")]));
+        assert_eq!(c.execs[0].env, pairs(&[("E", "5"), ("F", "6")]));
+        // A value containing '-' stays a value; the value of a single-value option may hold '='.
+        let c = p("-wdir=-odd -prepend-pattern=a=%r x").expect("parse");
+        assert_eq!(c.execs[0].wdir.as_deref(), Some("-odd"));
+        assert!(c.global.prepend_pattern.is_some());
+        // Flags take no value (Hydra would run a program named "1"); empty values; unknown
+        // names are refused whole.
+        for (line, what) in [
+            ("-l=1 x", "option '-l' takes no value, got '-l=1'"),
+            ("-n= 1 x", "option '-n' has an empty value in '-n='"),
+            ("-bogus=1 x", "unrecognized option '-bogus=1'"),
+            ("-n=2x x", "invalid value '2x'"),
+            ("-genv==1 x", "option '-genv': no variable name in '=1'"),
+            ("-genv=A", "option '-genv' needs 2 value(s)"),
+        ] {
+            match p(line) {
+                Err(CliError::Usage(m)) => assert!(m.contains(what), "{line}: {m}"),
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn hydra_aliases_and_machinery_options() {
+        let c = p("-host a:2 -bootstrap rsh -bootstrap-exec /x/rsh -enable-auto-cleanup x")
+            .expect("parse");
+        assert_eq!(c.global.hosts.as_deref(), Some("a:2"));
+        assert_eq!(c.global.launcher, Some(LauncherKind::Rsh));
+        assert_eq!(c.global.launcher_exec.as_deref(), Some("/x/rsh"));
+        assert!(!c.global.disable_auto_cleanup);
+        assert!(c.global.notes.is_empty());
+        // Ignored, with a note each; their values are consumed (as Hydra 5 takes them).
+        let c = p("-enable-x -disable-x -demux poll -topolib=hwloc -profile \
+                   -disable-hostname-propagation -enable-hostname-propagation -pmi-port -n 2 x a")
+        .expect("parse");
+        assert_eq!(c.execs[0].n, Some(2));
+        assert_eq!(
+            (c.execs[0].prog.as_str(), c.execs[0].args.as_slice()),
+            ("x", &["a".to_string()][..])
+        );
+        assert_eq!(c.global.notes.len(), 8, "{:?}", c.global.notes);
+        assert_eq!(
+            c.global.notes[2],
+            "-demux poll: ignored (Hydra's demux engine; libi has its own event loop)"
+        );
+        assert_eq!(c.global.notes[3], "-topolib hwloc: ignored (Hydra's topology library; libi reads the topology from sysfs)");
+        assert!(p("-demux select x").is_ok());
+        for (line, what) in [
+            ("-demux epoll x", "-demux: unknown engine 'epoll' (Hydra's: poll select)"),
+            ("-membind core x", "-membind is not supported (libi does not bind memory)"),
+            ("-order-nodes=ascending x", "-order-nodes is not supported"),
+            ("-nameserver h:1 x", "-nameserver is not supported"),
+            ("-enable-x=1 x", "option '-enable-x' takes no value"),
+            ("-demux", "option '-demux' needs 1 value(s)"),
+            ("-enable-auto-cleanup -disable-auto-cleanup x", "contradict"),
+        ] {
+            match p(line) {
+                Err(CliError::Usage(m)) => assert!(m.contains(what), "{line}: {m}"),
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn timeout_values() {
+        use std::time::Duration;
+        for (v, t) in [
+            (None, None),
+            (Some(""), None),
+            (Some(" 0 "), None),
+            (Some("-1"), None),
+            (Some("-2.5"), None),
+            (Some("0.0"), None),
+            (Some("30"), Some(Duration::from_secs(30))),
+            (Some("+2"), Some(Duration::from_secs(2))),
+            (Some("1.5"), Some(Duration::from_millis(1500))),
+            (Some(".25"), Some(Duration::from_millis(250))),
+        ] {
+            assert_eq!(mpiexec_timeout(v), Ok(t), "{v:?}");
+        }
+        assert_eq!(mpiexec_timeout(Some(&"9".repeat(400))), Ok(None));
+        for bad in ["abc", "2x", "1e3", "inf", "NaN", ".", "-", "1.2.3", "1 2"] {
+            let e = mpiexec_timeout(Some(bad)).expect_err(bad);
+            assert_eq!(
+                e,
+                format!("MPIEXEC_TIMEOUT must be a number of seconds (0 or -1: none), got '{bad}'")
+            );
+        }
     }
 
     #[test]

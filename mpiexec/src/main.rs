@@ -51,17 +51,18 @@ fn main() -> ExitCode {
     // first socket we open would become our "stdin".
     reserve_std_fds();
     libi_node::init_tracing(cl.global.verbose);
+    if cl.global.verbose {
+        for note in &cl.global.notes {
+            eprintln!("libi-mpiexec: {note}");
+        }
+    }
     libi_node::tune_allocator();
-    let timeout = match std::env::var("MPIEXEC_TIMEOUT") {
-        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u64>() {
-            Ok(0) => None,
-            Ok(s) => Some(Duration::from_secs(s)),
-            Err(_) => {
-                eprintln!("libi-mpiexec: MPIEXEC_TIMEOUT must be a number of seconds, got '{v}'");
-                return ExitCode::from(2);
-            }
-        },
-        _ => None,
+    let timeout = match cli::mpiexec_timeout(std::env::var("MPIEXEC_TIMEOUT").ok().as_deref()) {
+        Ok(t) => t,
+        Err(m) => {
+            eprintln!("libi-mpiexec: {m}");
+            return ExitCode::from(2);
+        }
     };
     let nla_path = match cl.global.nla_path.clone().or_else(|| std::env::var("LIBI_NLA").ok()) {
         Some(p) => p,
@@ -77,7 +78,6 @@ fn main() -> ExitCode {
     let ctx = plan::Context {
         inherited: std::env::vars().collect(),
         cwd: std::env::current_dir().ok().map(|p| p.to_string_lossy().into_owned()),
-        default_n: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1),
         kvs: plan::KvsNames::new(
             std::process::id(),
             rand::RngCore::next_u32(&mut rand::rngs::OsRng),

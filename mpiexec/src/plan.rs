@@ -99,7 +99,6 @@ impl Plan {
 pub struct Context {
     pub inherited: Vec<(String, String)>,
     pub cwd: Option<String>,
-    pub default_n: u32,
     pub kvs: KvsNames,
     /// Path of the singleton's program (`-pmi_args`), if it can be found: only a label.
     pub singleton_exe: Option<String>,
@@ -169,7 +168,8 @@ pub const KVS_MAX: u64 = 1 << 30;
 /// Plan the job, or say in one line why it cannot run.
 pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     let g = &cl.global;
-    // Hosts: -hosts, else -f, else the Slurm allocation we run in, else this machine.
+    // Hosts: -hosts, else -f, else the Slurm allocation we run in, else this machine with one
+    // slot (Hydra's default localhost: `mpiexec prog` runs one process, `-usize SYSTEM` is 1).
     let explicit_hosts = g.hosts.is_some() || g.hostfile.is_some();
     let mut host_list: Vec<Host> = if let Some(h) = &g.hosts {
         hosts::parse_hosts_arg(h).map_err(|e| e.to_string())?
@@ -178,7 +178,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     } else if let Some(alloc) = ctx.slurm.as_ref().or(ctx.rm_hosts.as_ref()) {
         alloc.clone()
     } else {
-        vec![Host { name: ctx.local_host.clone(), slots: ctx.default_n.max(1) }]
+        vec![Host { name: ctx.local_host.clone(), slots: 1 }]
     };
     if g.launcher == Some(LauncherKind::Slurm) && !explicit_hosts && ctx.slurm.is_none() {
         return Err(
@@ -189,15 +189,16 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     if let Some(ppn) = g.ppn {
         host_list = hosts::with_ppn(host_list, ppn);
     }
+    // As Hydra: an executable without -n gets as many processes as the host list has slots
+    // (after -ppn), each of them (`-hosts a:2 x : y` runs two x and two y).
     let total_slots: u32 = host_list.iter().map(|h| h.slots).sum();
-    let lone = cl.execs.len() == 1;
     let mut apps: Vec<AppSpec> = cl
         .execs
         .iter()
         .map(|e| AppSpec {
             exe: e.prog.clone(),
             args: e.args.clone(),
-            nprocs: e.n.unwrap_or(if lone { total_slots.max(1) } else { 1 }),
+            nprocs: e.n.unwrap_or(total_slots.max(1)),
             env: app_env(&ctx.inherited, &g.genv_mode, e.env_mode.as_ref(), &g.genv, &e.env),
             wdir: e.wdir.clone().or_else(|| g.gwdir.clone()).or_else(|| ctx.cwd.clone()),
         })
@@ -213,7 +214,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             wdir: g.gwdir.clone().or_else(|| ctx.cwd.clone()),
         }];
         if !explicit_hosts {
-            host_list = vec![Host { name: ctx.local_host.clone(), slots: ctx.default_n.max(1) }];
+            host_list = vec![Host { name: ctx.local_host.clone(), slots: 1 }];
         }
     }
     let size: u64 = apps.iter().map(|a| a.nprocs as u64).sum();
@@ -336,7 +337,6 @@ mod tests {
         Context {
             inherited: kv(&[("PATH", "/bin")]),
             cwd: Some("/w".into()),
-            default_n: 2,
             kvs: KvsNames::new(1, 77, "fe"),
             singleton_exe: None,
             kill_grace_ms: 1000,
@@ -369,6 +369,25 @@ mod tests {
 
     fn all_nodes(p: &NodePlan, out: &mut Vec<NodePlan>) {
         out.extend(p.nodes().into_iter().map(NodePlan::shallow));
+    }
+
+    /// Without -n: one process without a host list (Hydra's localhost has one slot), with
+    /// -ppn N then N; with a host list or an allocation its slots, for every executable.
+    #[test]
+    fn default_process_counts_as_hydra() {
+        let size = |line: &str, c: &Context| plan(&cl(line), c).expect(line).job.size;
+        let counts = |line: &str| -> Vec<u32> {
+            plan(&cl(line), &ctx()).expect(line).job.apps.iter().map(|a| a.nprocs).collect()
+        };
+        assert_eq!(size("x", &ctx()), 1);
+        assert_eq!(counts("x : y"), [1, 1]);
+        assert_eq!(size("-ppn 2 x", &ctx()), 2);
+        assert_eq!(size("-hosts a:3,b x", &ctx()), 4);
+        assert_eq!(counts("-hosts a:2 x : -n 1 y : z"), [2, 1, 2]);
+        assert_eq!(size("-ppn 2 -hosts a:3,b x", &ctx()), 4);
+        let mut c = ctx();
+        c.slurm = Some(vec![Host { name: "s1".into(), slots: 3 }]);
+        assert_eq!(size("x", &c), 3);
     }
 
     #[test]
@@ -510,10 +529,12 @@ mod tests {
         assert_eq!(p.job.universe_size, -1);
         let p = plan(&cl("-usize INFINITE -n 1 a"), &ctx()).expect("plan");
         assert_eq!(p.job.universe_size, -1);
-        // SYSTEM: the host list's slots (this machine: its cores), never less than the job
+        // SYSTEM: the host list's slots (without one, this machine's one slot, as Hydra's
+        // localhost), never less than the job
         let p = plan(&cl("-hosts a:2,b:3 -usize SYSTEM -n 1 a"), &ctx()).expect("plan");
         assert_eq!(p.job.universe_size, 5);
-        assert_eq!(plan(&cl("-usize SYSTEM -n 1 a"), &ctx()).expect("plan").job.universe_size, 2);
+        assert_eq!(plan(&cl("-usize SYSTEM a"), &ctx()).expect("plan").job.universe_size, 1);
+        assert_eq!(plan(&cl("-usize SYSTEM -n 2 a"), &ctx()).expect("plan").job.universe_size, 2);
         let p = plan(&cl("-hosts a:2 -usize SYSTEM -n 3 a"), &ctx()).expect("plan");
         assert_eq!(p.job.universe_size, 3);
         // N

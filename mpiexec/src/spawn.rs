@@ -15,7 +15,6 @@ mod tests {
         let ctx = Context {
             inherited: vec![("PATH".into(), "/bin".into())],
             cwd: Some("/w".into()),
-            default_n: 2,
             kvs: crate::plan::KvsNames::new(9, 5, "fe"),
             singleton_exe: None,
             kill_grace_ms: 1000,

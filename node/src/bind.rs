@@ -18,9 +18,10 @@ fn allowed() -> Option<CpuSet> {
     (!cpus.is_empty()).then(|| CpuSet::new(cpus))
 }
 
-/// The cpu set of each local rank of this node (local-rank order), or `None` without
-/// binding; an error names the host.
-pub fn node_cpus(job: &JobCommon, plan: &NodePlan) -> Result<Option<Vec<CpuSet>>, String> {
+/// The cpu set of each local rank of this node (local-rank order; `None` for a rank left
+/// unbound, past the end of a `user:` list), or `None` without binding; an error names the
+/// host.
+pub fn node_cpus(job: &JobCommon, plan: &NodePlan) -> Result<Option<Vec<Option<CpuSet>>>, String> {
     if job.binding.is_none() {
         return Ok(None);
     }
@@ -29,12 +30,18 @@ pub fn node_cpus(job: &JobCommon, plan: &NodePlan) -> Result<Option<Vec<CpuSet>>
     rank_cpus(&topo, &job.binding, plan.ranks.len(), &plan.host)
 }
 
-/// `-v`: one line per bound rank, on the NLA's stderr.
-pub fn report(plan: &NodePlan, cpus: &[CpuSet]) {
+/// `-v`: one line per rank, on the NLA's stderr.
+pub fn report(plan: &NodePlan, cpus: &[Option<CpuSet>]) {
     for (local, (slot, set)) in plan.ranks.iter().zip(cpus).enumerate() {
-        eprintln!(
-            "[libi-nla@{}] rank {} (local {local}) bound to cpus {set}",
-            plan.host, slot.rank
-        );
+        match set {
+            Some(set) => eprintln!(
+                "[libi-nla@{}] rank {} (local {local}) bound to cpus {set}",
+                plan.host, slot.rank
+            ),
+            None => eprintln!(
+                "[libi-nla@{}] rank {} (local {local}) not bound (past the -bind-to user: list)",
+                plan.host, slot.rank
+            ),
+        }
     }
 }

@@ -923,7 +923,7 @@ impl Ranks {
                 if job.verbose {
                     crate::bind::report(plan, &sets);
                 }
-                sets.iter().map(|s| Some(s.mask())).collect()
+                sets.iter().map(|s| s.as_ref().map(|s| s.mask())).collect()
             }
             Ok(None) => vec![None; n],
             Err(reason) => {
