@@ -124,6 +124,16 @@ pub enum Stream {
     Stderr,
 }
 
+impl Stream {
+    /// `stdout` or `stderr`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Msg {
     // ---- child -> parent ----

@@ -470,6 +470,21 @@ fn resource_manager_hosts() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// A fake ssh in `dir`: it appends `<its path> <host>` to `log` (the first argument not an
+/// option is the host), then runs the remote command (its last argument) as ssh would.
+fn fake_ssh(dir: &std::path::Path, log: &std::path::Path) -> String {
+    let fake = dir.join("fake-ssh");
+    let script = format!(
+        "#!/bin/sh\nfor a; do last=$a; case $a in -*) ;; *) [ -z \"$host\" ] && host=$a;; esac; done\n\
+         echo \"$0 $host\" >> {}\nexec sh -c \"$last\"\n",
+        log.display()
+    );
+    std::fs::write(&fake, script).expect("write");
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    fake.to_string_lossy().into_owned()
+}
+
 /// Hydra's environment equivalents: HYDRA_HOST_FILE, HYDRA_LAUNCHER, HYDRA_LAUNCHER_EXEC;
 /// options win.
 #[test]
@@ -492,16 +507,7 @@ fn hydra_environment_variables() {
     // HYDRA_LAUNCHER_EXEC: the ssh launcher runs this program (it logs the host it is
     // asked for, then runs the command as ssh would); -launcher-exec wins.
     let log = d.join("launched");
-    let fake = d.join("fake-ssh");
-    let script = format!(
-        "#!/bin/sh\nfor a; do last=$a; case $a in -*) ;; *) [ -z \"$host\" ] && host=$a;; esac; done\n\
-         echo \"$0 $host\" >> {}\nexec sh -c \"$last\"\n",
-        log.display()
-    );
-    std::fs::write(&fake, script).expect("write");
-    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
-    let fake = fake.to_string_lossy().into_owned();
+    let fake = fake_ssh(&d, &log);
     let other = format!("{fake}-2");
     std::fs::copy(&fake, &other).expect("cp");
     let env = [("HYDRA_LAUNCHER", "ssh"), ("HYDRA_LAUNCHER_EXEC", fake.as_str())];
@@ -526,16 +532,7 @@ fn hydra_environment_variables() {
 fn local_hosts_are_not_reached_through_ssh() {
     let d = scratch("autofork");
     let log = d.join("launched");
-    let fake = d.join("fake-ssh");
-    let script = format!(
-        "#!/bin/sh\nfor a; do last=$a; case $a in -*) ;; *) [ -z \"$host\" ] && host=$a;; esac; done\n\
-         echo \"$host\" >> {}\nexec sh -c \"$last\"\n",
-        log.display()
-    );
-    std::fs::write(&fake, script).expect("write");
-    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
-    let fake = fake.to_string_lossy().into_owned();
+    let fake = fake_ssh(&d, &log);
     let me = nix::unistd::gethostname().expect("hostname").to_string_lossy().into_owned();
     let launched = || std::fs::read_to_string(&log).unwrap_or_default();
     let env = [("HYDRA_LAUNCHER_EXEC", fake.as_str())];
@@ -566,13 +563,13 @@ fn local_hosts_are_not_reached_through_ssh() {
     let mut v: Vec<&str> = r.stdout.lines().collect();
     v.sort();
     assert_eq!(v, ["far1 x", "localhost x"]);
-    assert_eq!(launched(), "far1\n");
+    assert_eq!(launched(), format!("{fake} far1\n"));
     std::fs::remove_file(&log).expect("rm");
     let off = [("HYDRA_LAUNCHER_EXEC", fake.as_str()), ("HYDRA_LAUNCHER_AUTOFORK", "0")];
     let r =
         common::run_env(&["-launcher", "ssh", "-hosts", "localhost", "-n", "1", "true"], b"", &off);
     assert_eq!(r.status, 0, "{}", r.stderr);
-    assert_eq!(launched(), "localhost\n");
+    assert_eq!(launched(), format!("{fake} localhost\n"));
     let _ = std::fs::remove_dir_all(&d);
 }
 

@@ -746,6 +746,14 @@ mod tests {
         parse(&s.split_whitespace().map(str::to_string).collect::<Vec<_>>())
     }
 
+    /// `line` is a usage error whose message contains `what`.
+    fn usage_error(line: &str, what: &str) {
+        match p(line) {
+            Err(CliError::Usage(m)) => assert!(m.contains(what), "{line}: {m}"),
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
     #[test]
     fn hydra_spellings() {
         let c = p("-np 4 -genv A 1 -genv B 2 -l -wdir /tmp prog -x --y").expect("parse");
@@ -796,10 +804,7 @@ mod tests {
             ("-genv==1 x", "option '-genv': no variable name in '=1'"),
             ("-genv=A", "option '-genv' needs 2 value(s)"),
         ] {
-            match p(line) {
-                Err(CliError::Usage(m)) => assert!(m.contains(what), "{line}: {m}"),
-                other => panic!("{line}: {other:?}"),
-            }
+            usage_error(line, what);
         }
     }
 
@@ -837,10 +842,7 @@ mod tests {
             ("-demux", "option '-demux' needs 1 value(s)"),
             ("-enable-auto-cleanup -disable-auto-cleanup x", "contradict"),
         ] {
-            match p(line) {
-                Err(CliError::Usage(m)) => assert!(m.contains(what), "{line}: {m}"),
-                other => panic!("{line}: {other:?}"),
-            }
+            usage_error(line, what);
         }
     }
 

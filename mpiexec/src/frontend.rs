@@ -364,10 +364,7 @@ impl FrontEnd {
         if e.raw_os_error() == Some(libc::EPIPE) {
             self.root.output_broken(self.clock());
         } else {
-            let name = match stream {
-                Stream::Stdout => "stdout",
-                Stream::Stderr => "stderr",
-            };
+            let name = stream.name();
             self.root.output_file_failed(self.clock(), format!("cannot write our {name}: {e}"));
         }
     }

@@ -753,10 +753,7 @@ impl Writer {
             Stream::Stdout => std::io::stdout().as_fd().try_clone_to_owned().ok(),
             Stream::Stderr => std::io::stderr().as_fd().try_clone_to_owned().ok(),
         };
-        let name = match stream {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        };
+        let name = stream.name();
         let report = report.clone();
         // A pipe or a socket is written by a task of the event loop's own, waiting for room
         // with epoll between writes that cannot block; anything else (a file, a terminal)

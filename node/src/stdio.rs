@@ -470,11 +470,17 @@ pub async fn forward_output(
                     .await
                     .ok();
             }
-            let due = partial_due.unwrap_or_else(tokio::time::Instant::now);
+            // A timer only while a line waits (the block makes none until polled).
+            let flush = async {
+                match partial_due {
+                    Some(due) => tokio::time::sleep_until(due).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 r = read_some(&mut pipe, &mut lines) => break Some(r),
                 c = exited.changed() => gone = c.is_err() || *exited.borrow(),
-                () = tokio::time::sleep_until(due), if partial_due.is_some() => {
+                () = flush, if partial_due.is_some() => {
                     partial_due = None;
                     if let Some(data) = lines.finish() {
                         emit(data, &mut held, 0);
