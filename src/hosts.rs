@@ -167,6 +167,33 @@ pub fn place(hosts: &[Host], n: u32) -> Placement {
     place_from(hosts, 0, n)
 }
 
+/// Placement of `n` ranks by a rank map (`-rankmap`): rank r goes to host `map[r % len]`
+/// (an index into `hosts`), whatever its slots. A map naming a host the list does not have
+/// is an error.
+pub fn place_by_map(hosts: &[Host], map: &[u32], n: u32) -> Result<Placement, HostError> {
+    if let Some(&bad) = map.iter().find(|&&h| h as usize >= hosts.len()) {
+        return Err(HostError(format!(
+            "-rankmap names node {bad}, but the host list has {} host(s) (nodes 0 to {})",
+            hosts.len(),
+            hosts.len().saturating_sub(1)
+        )));
+    }
+    let mut per_host = vec![Vec::new(); hosts.len()];
+    let mut runs: Vec<(usize, u32)> = Vec::new();
+    if map.is_empty() {
+        return Ok(Placement { per_host, runs });
+    }
+    for (rank, &h) in (0..n).zip(map.iter().cycle()) {
+        let h = h as usize;
+        per_host[h].push(rank);
+        match runs.last_mut() {
+            Some((last, c)) if *last == h => *c += 1,
+            _ => runs.push((h, 1)),
+        }
+    }
+    Ok(Placement { per_host, runs })
+}
+
 /// Block placement of `n` ranks starting at slot `start` of the hosts' slot cycle (each
 /// host's slots in order, then round the list again): the ranks of a spawn continue where
 /// the job's left off.
@@ -204,6 +231,19 @@ pub fn place_from(hosts: &[Host], start: u64, n: u32) -> Placement {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rank_maps_place_each_rank_and_repeat() {
+        let hosts = parse_hosts_arg("a,b,c").expect("hosts");
+        let p = place_by_map(&hosts, &[1, 0, 1], 5).expect("map");
+        assert_eq!(p.per_host, vec![vec![1, 4], vec![0, 2, 3], vec![]]);
+        assert_eq!(p.runs, vec![(1, 1), (0, 1), (1, 2), (0, 1)]);
+        // Slots do not limit a map.
+        let p = place_by_map(&hosts[..1], &[0], 3).expect("map");
+        assert_eq!(p.per_host, vec![vec![0, 1, 2]]);
+        let e = place_by_map(&hosts, &[0, 3], 2).expect_err("node 3");
+        assert!(e.0.contains("node 3") && e.0.contains("3 host(s)"), "{e}");
+    }
 
     #[test]
     fn lsf_hosts() {

@@ -75,6 +75,24 @@ pub struct LauncherSpec {
     pub exec: Option<String>,
     /// Path of `libi-nla` on the nodes.
     pub nla_path: String,
+    /// `-hybrid-hosts`: hosts do not share paths, so a remote NLA (ssh, rsh, srun) is
+    /// started by the file name of `nla_path`, found on that host's `PATH`, as Hydra starts
+    /// its proxy then. Local ones still use `nla_path`.
+    #[serde(default)]
+    pub nla_by_name: bool,
+}
+
+impl LauncherSpec {
+    /// The NLA program as a remote host's shell should run it.
+    pub fn remote_nla(&self) -> String {
+        if !self.nla_by_name {
+            return self.nla_path.clone();
+        }
+        std::path::Path::new(&self.nla_path)
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.nla_path.clone())
+    }
 }
 
 /// What every NLA of the job shares (sent once per tree connection).

@@ -44,8 +44,12 @@ pub fn nla_command(
     node: u32,
     verbose: bool,
 ) -> (String, Vec<String>) {
+    let nla_prog = match spec.kind {
+        LauncherKind::Fork => spec.nla_path.clone(),
+        _ => spec.remote_nla(),
+    };
     let mut nla = vec![
-        spec.nla_path.clone(),
+        nla_prog,
         "--parent".to_string(),
         parent.to_string(),
         "--node".to_string(),
@@ -111,7 +115,7 @@ pub fn srun_command(
         "--mpi=none".to_string(),
         "--overlap".to_string(),
         "--job-name=libi-nla".to_string(),
-        spec.nla_path.clone(),
+        spec.remote_nla(),
         "--rendezvous".to_string(),
         front_end.to_string(),
         "--keep-stdin".to_string(),
@@ -184,7 +188,12 @@ mod tests {
     }
 
     fn spec(kind: LauncherKind, exec: Option<&str>) -> LauncherSpec {
-        LauncherSpec { kind, exec: exec.map(String::from), nla_path: "/opt/libi/libi-nla".into() }
+        LauncherSpec {
+            kind,
+            exec: exec.map(String::from),
+            nla_path: "/opt/libi/libi-nla".into(),
+            nla_by_name: false,
+        }
     }
 
     #[test]
@@ -207,6 +216,21 @@ mod tests {
         let (p, a) = nla_command(&spec(LauncherKind::Ssh, Some("/x/ssh")), "h", "a:1", 1, false);
         assert_eq!(p, "/x/ssh");
         assert_eq!(a, vec!["h", "/opt/libi/libi-nla --parent a:1 --node 1 --keep-stdin"]);
+    }
+
+    /// `-hybrid-hosts`: remote launches run `libi-nla` from the remote PATH; a local (fork)
+    /// one still runs our path.
+    #[test]
+    fn hybrid_hosts_name_the_agent() {
+        let by_name = |kind| LauncherSpec { nla_by_name: true, ..spec(kind, None) };
+        let (_, a) = nla_command(&by_name(LauncherKind::Ssh), "n1", "a:1", 1, false);
+        assert_eq!(a[a.len() - 1], "libi-nla --parent a:1 --node 1 --keep-stdin");
+        let (_, a) = nla_command(&by_name(LauncherKind::Rsh), "n1", "a:1", 1, false);
+        assert_eq!(a[1], "libi-nla --parent a:1 --node 1 --keep-stdin");
+        let (p, _) = nla_command(&by_name(LauncherKind::Fork), "n1", "a:1", 1, false);
+        assert_eq!(p, "/opt/libi/libi-nla");
+        let (_, a) = srun_command(&by_name(LauncherKind::Slurm), &["n1".into()], "a:1", false);
+        assert!(a.contains(&"libi-nla".to_string()) && !a.iter().any(|w| w.contains("/opt/")));
     }
 
     #[test]

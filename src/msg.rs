@@ -608,7 +608,8 @@ mod fuzz {
                     launcher: LauncherSpec {
                         kind: LauncherKind::Ssh,
                         exec: None,
-                        nla_path: "/x".into()
+                        nla_path: "/x".into(),
+                        nla_by_name: false,
                     },
                     kill_grace_ms: 1,
                     launch_timeout_ms: 1,

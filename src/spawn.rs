@@ -44,6 +44,10 @@ pub struct SpawnBase {
     pub launcher: LauncherSpec,
 }
 
+/// The KVS key under which `-memory-alloc-kinds` reaches the ranks (MPICH reads it with a
+/// PMI `get` at `MPI_Init`; `mpiexec.hydra` publishes it under this name).
+pub const MEMORY_ALLOC_KINDS_KEY: &str = "PMI_mpi_memory_alloc_kinds";
+
 /// A planned spawn: the new group's job and NLA tree.
 pub struct Group {
     pub job: JobCommon,
@@ -149,6 +153,12 @@ impl Spawner {
             }
         }
         self.cursor = cursor;
+        // The memory kinds the job's startup requested hold for its spawned groups too.
+        if let Some(kinds) = parent.preput.iter().find(|(k, _)| k == MEMORY_ALLOC_KINDS_KEY) {
+            if !preput.iter().any(|(k, _)| k == MEMORY_ALLOC_KINDS_KEY) {
+                preput.push(kinds.clone());
+            }
+        }
         if let Some(m) = process_mapping(&runs) {
             preput.retain(|(k, _)| k != "PMI_process_mapping");
             preput.insert(0, ("PMI_process_mapping".into(), m));

@@ -403,3 +403,28 @@ fn mpi4py_comm_self_spawn() {
         );
     }
 }
+
+/// `-memory-alloc-kinds` (Hydra 5): MPICH learns the requested kinds at `MPI_Init` and
+/// shows the ones it supports in `MPI_COMM_WORLD`'s info, in the job and in a group it
+/// spawns (as under `mpiexec.hydra` 5.0.2, same program); without the option only the
+/// defaults.
+#[test]
+fn memory_alloc_kinds_reach_the_job_and_its_spawns() {
+    let p = mpich5_program("alloc_kinds");
+    let with = ["-memory-alloc-kinds", "mpi:alloc_mem", "-n", "2", p.as_str(), "spawn"];
+    let r = run(&job_args(None, &with), b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "child 0 mpi,system,mpi:alloc_mem",
+            "parent 0 mpi,system,mpi:alloc_mem",
+            "parent 1 mpi,system,mpi:alloc_mem"
+        ]
+    );
+    let r = run(&job_args(None, &["-n", "1", p.as_str()]), b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "parent 0 mpi,system\n");
+}

@@ -797,3 +797,161 @@ fn bcast_stages_the_executable_on_each_node() {
     assert_eq!(r.status, 2);
     assert_eq!(r.stderr, "libi-mpiexec: --bcast: 'no-such-program-here' is not found on PATH\n");
 }
+
+/// Each rank's `PMI_RANK PMI_HOSTNAME MPI_LOCALRANKID`, sorted by rank.
+fn rank_hosts(r: &Run) -> Vec<String> {
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut v: Vec<String> = r.stdout.lines().map(str::to_string).collect();
+    v.sort_by_key(|l| l.split(' ').next().and_then(|w| w.parse::<u32>().ok()));
+    v
+}
+
+const WHERE: &str = "echo $PMI_RANK $PMI_HOSTNAME $MPI_LOCALRANKID";
+
+/// `-rankmap` (Hydra 5): rank r runs on host `map[r]` of the list, whatever its slots; a
+/// map shorter than the job repeats; the PMI process-mapping form works too. A node the
+/// list does not have, or a malformed map, is one line and exit 2.
+#[test]
+fn rankmap_puts_each_rank_on_its_node() {
+    let run_map = |map: &str| {
+        run(
+            &[
+                "-launcher",
+                "fork",
+                "-hosts",
+                "e1,e2",
+                "-rankmap",
+                map,
+                "-n",
+                "4",
+                "sh",
+                "-c",
+                WHERE,
+            ],
+            b"",
+        )
+    };
+    assert_eq!(rank_hosts(&run_map("1,0,0,1")), ["0 e2 0", "1 e1 0", "2 e1 1", "3 e2 1"]);
+    assert_eq!(rank_hosts(&run_map("1,0,1")), ["0 e2 0", "1 e1 0", "2 e2 1", "3 e2 2"]);
+    assert_eq!(
+        rank_hosts(&run_map("(vector,(0,2,1),(1,1,2))")),
+        ["0 e1 0", "1 e2 0", "2 e2 1", "3 e2 2"]
+    );
+    for (bad, says) in [
+        ("0,2", "-rankmap names node 2, but the host list has 2 host(s)"),
+        ("0,x", "'x' is not a node index"),
+        ("(vector,(0,1))", "is not (start,nodes,ranks)"),
+        ("", "-rankmap"),
+    ] {
+        let r = run_map(bad);
+        assert_eq!(r.status, 2, "{bad}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{bad}: {}", r.stderr);
+        assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    }
+}
+
+/// `-skip-launch-node` (Hydra 5): hosts that are this machine run no rank; with nothing
+/// else left the job does not start (one line, exit 2).
+#[test]
+fn skip_launch_node_leaves_this_machine_out() {
+    let me = nix::unistd::gethostname().expect("hostname").to_string_lossy().into_owned();
+    let hosts = format!("localhost:2,{me},e1:2");
+    let r = run(
+        &["-launcher", "fork", "-hosts", &hosts, "-skip-launch-node", "-n", "3", "sh", "-c", WHERE],
+        b"",
+    );
+    assert_eq!(rank_hosts(&r), ["0 e1 0", "1 e1 1", "2 e1 2"]);
+    for args in [
+        &["-skip-launch-node", "true"][..],
+        &["-hosts", "localhost:4", "-skip-launch-node", "true"],
+    ] {
+        let r = run(args, b"");
+        assert_eq!(r.status, 2, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains("-skip-launch-node: every host is this machine"), "{}", r.stderr);
+    }
+}
+
+/// `-hybrid-hosts` (Hydra 5: hosts do not share paths): remote agents are started as
+/// `libi-nla`, found on the remote PATH, instead of by our absolute path.
+#[test]
+fn hybrid_hosts_find_the_agent_on_the_remote_path() {
+    let d = scratch("hybrid");
+    let log = d.join("launched");
+    let bin = std::path::Path::new(MPIEXEC).parent().expect("bin dir").display().to_string();
+    // A "remote" shell whose PATH has the agent: logs the command, then runs it.
+    let fake = d.join("fake-ssh");
+    let script = format!(
+        "#!/bin/sh\nfor a; do last=$a; done\necho \"$last\" >> {}\nPATH={bin}:$PATH exec sh -c \"$last\"\n",
+        log.display()
+    );
+    std::fs::write(&fake, script).expect("write");
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let fake = fake.to_string_lossy().into_owned();
+    let job = |extra: &[&str]| {
+        let mut a = vec!["-launcher", "ssh", "-launcher-exec", &fake, "-hosts", "r1,r2"];
+        a.extend(extra);
+        a.extend(["-n", "2", "sh", "-c", WHERE]);
+        let r = run(&a, b"");
+        let launched = std::fs::read_to_string(&log).expect("log");
+        std::fs::remove_file(&log).expect("rm");
+        (r, launched)
+    };
+    let (r, launched) = job(&["-hybrid-hosts"]);
+    assert_eq!(rank_hosts(&r), ["0 r1 0", "1 r2 0"]);
+    assert_eq!(launched.lines().count(), 2, "{launched}");
+    assert!(launched.lines().all(|l| l.starts_with("libi-nla --parent ")), "{launched}");
+    let (r, launched) = job(&[]);
+    assert_eq!(rank_hosts(&r), ["0 r1 0", "1 r2 0"]);
+    let nla = format!("{bin}/libi-nla --parent ");
+    assert!(launched.lines().all(|l| l.starts_with(&nla)), "{launched}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Hydra's defaults file: `HYDRA_CONFIG_FILE`, else `~/.mpiexec.hydra.conf`, holds global
+/// options read before the command line's (which win). Anything but global options in it, or
+/// a `HYDRA_CONFIG_FILE` that cannot be read, is one line naming the file, exit 2.
+#[test]
+fn hydra_config_file_gives_default_options() {
+    let d = scratch("hydraconf");
+    let conf = d.join("conf");
+    std::fs::write(&conf, "# defaults\n-genv FOO bar -l   # labels\n-genv BAZ q\n").expect("write");
+    let conf = conf.to_string_lossy().into_owned();
+    let show = ["sh", "-c", "echo \"$FOO,$BAZ\""];
+    let with = |args: &[&str], env: &[(&str, &str)]| {
+        let mut a = args.to_vec();
+        a.extend(show);
+        common::run_env(&a, b"", env)
+    };
+    let r = with(&["-n", "1"], &[("HYDRA_CONFIG_FILE", &conf)]);
+    assert_eq!((r.status, r.stdout.as_str()), (0, "[0] bar,q\n"), "{}", r.stderr);
+    let r = with(&["-genv", "FOO", "cmd", "-n", "1"], &[("HYDRA_CONFIG_FILE", &conf)]);
+    assert_eq!(r.stdout, "[0] cmd,q\n", "{}", r.stderr);
+    // ~/.mpiexec.hydra.conf when HYDRA_CONFIG_FILE is not set.
+    let home = d.join("home");
+    std::fs::create_dir_all(&home).expect("mkdir");
+    let home_s = home.to_string_lossy().into_owned();
+    let r = with(&["-n", "1"], &[("HOME", &home_s)]);
+    assert_eq!(r.stdout, ",\n", "{}", r.stderr);
+    std::fs::write(home.join(".mpiexec.hydra.conf"), "-genv BAZ home\n").expect("write");
+    let r = with(&["-n", "1"], &[("HOME", &home_s)]);
+    assert_eq!(r.stdout, ",home\n", "{}", r.stderr);
+    for (text, says) in [
+        ("-bogus\n", "unrecognized option '-bogus'"),
+        ("-genv A b prog\n", "'prog' is not an option"),
+        ("-n 2\n", "belong on the command line"),
+        ("-bind-to nowhere\n", "-bind-to"),
+    ] {
+        let bad = d.join("bad");
+        std::fs::write(&bad, text).expect("write");
+        let bad = bad.to_string_lossy().into_owned();
+        let r = with(&["-n", "1"], &[("HYDRA_CONFIG_FILE", &bad)]);
+        assert_eq!(r.status, 2, "{text}: {}", r.stderr);
+        assert!(r.stderr.contains(&format!("{bad}: ")) && r.stderr.contains(says), "{}", r.stderr);
+    }
+    let gone = d.join("gone").to_string_lossy().into_owned();
+    let r = with(&["-n", "1"], &[("HYDRA_CONFIG_FILE", &gone)]);
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("HYDRA_CONFIG_FILE: cannot read"), "{}", r.stderr);
+    let _ = std::fs::remove_dir_all(&d);
+}

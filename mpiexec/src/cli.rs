@@ -165,6 +165,19 @@ pub struct Segment {
     /// Hydra's default: a failed rank ends the others (the opposite of -disable-auto-cleanup)
     #[arg(long = "enable-auto-cleanup")]
     pub enable_auto_cleanup: bool,
+    /// Run no rank on this machine: hosts of the list that are this machine are left out
+    #[arg(long = "skip-launch-node")]
+    pub skip_launch_node: bool,
+    /// Hosts do not share paths: remote NLAs are started as `libi-nla` from their PATH
+    #[arg(long = "hybrid-hosts")]
+    pub hybrid_hosts: bool,
+    /// Node of each rank: "n0,n1,..." (indices into the host list, repeated for more ranks)
+    /// or a PMI process mapping "(vector,(start,nodes,ranks),...)"
+    #[arg(long = "rankmap", value_name = "MAP")]
+    pub rankmap: Option<String>,
+    /// Memory allocation kinds the ranks request (MPI 4.1 `mpi_memory_alloc_kinds`)
+    #[arg(long = "memory-alloc-kinds", value_name = "KINDS")]
+    pub memory_alloc_kinds: Option<String>,
     /// Hydra options given that name parts of Hydra libi has no counterpart of (ignored):
     /// one note each for `-v`.
     #[arg(skip)]
@@ -237,6 +250,10 @@ const LONG: &[(&str, &str, usize)] = &[
     ("bind-to", "bind-to", 1),
     ("map-by", "map-by", 1),
     ("print-all-exitcodes", "print-all-exitcodes", 0),
+    ("skip-launch-node", "skip-launch-node", 0),
+    ("hybrid-hosts", "hybrid-hosts", 0),
+    ("rankmap", "rankmap", 1),
+    ("memory-alloc-kinds", "memory-alloc-kinds", 1),
     ("pmi_args", "pmi-args", 4),
     ("help", "help", 0),
     ("version", "version", 0),
@@ -311,6 +328,14 @@ pub struct Global {
     pub print_all_exitcodes: bool,
     /// `-pmi_args PORT IFACE KEY PID`: the port of the singleton to serve.
     pub singleton_port: Option<u16>,
+    /// `-skip-launch-node`: no rank on this machine.
+    pub skip_launch_node: bool,
+    /// `-hybrid-hosts`: remote NLAs are found on their own PATH.
+    pub hybrid_hosts: bool,
+    /// `-rankmap`: the node (host list index) of each rank of the job.
+    pub rankmap: Option<Vec<u32>>,
+    /// `-memory-alloc-kinds`: published to the ranks as `PMI_mpi_memory_alloc_kinds`.
+    pub memory_alloc_kinds: Option<String>,
     /// One line for each ignored Hydra option (see [`IGNORED`]), printed under `-v`.
     pub notes: Vec<String>,
 }
@@ -491,6 +516,58 @@ fn pairs(v: &[String]) -> Vec<(String, String)> {
     v.chunks(2).filter(|c| c.len() == 2).map(|c| (c[0].clone(), c[1].clone())).collect()
 }
 
+/// Most entries a `-rankmap` may spell out (one period of its cycle).
+const RANKMAP_MAX: usize = 1 << 22;
+
+/// `-rankmap`: the node (index into the host list) of ranks 0, 1, ...: either a comma list
+/// (`1,0,1`) or a PMI process mapping (`(vector,(0,2,1),(1,1,2))`: blocks of `nodes`
+/// consecutive nodes from `start`, `ranks` ranks each, as MPICH's `PMI_process_mapping`
+/// reads). Ranks past its end repeat it (rank r goes where rank r mod len does), as the
+/// process mapping's blocks repeat.
+fn parse_rankmap(s: &str) -> Result<Vec<u32>, String> {
+    let bad = |why: &str| format!("-rankmap: {why} in '{s}'");
+    let num = |w: &str| {
+        w.trim().parse::<u32>().map_err(|_| bad(&format!("'{}' is not a node index", w.trim())))
+    };
+    let t = s.trim();
+    let mut map = Vec::new();
+    if let Some(body) = t.strip_prefix('(') {
+        let body = body
+            .strip_suffix(')')
+            .and_then(|b| b.trim_start().strip_prefix("vector"))
+            .ok_or_else(|| bad("expected (vector,(start,nodes,ranks),...)"))?;
+        let mut rest = body.trim_start();
+        while !rest.is_empty() {
+            let after =
+                rest.strip_prefix(',').map(str::trim_start).ok_or_else(|| bad("expected ','"))?;
+            let inner = after.strip_prefix('(').ok_or_else(|| bad("expected '('"))?;
+            let (block, tail) = inner.split_once(')').ok_or_else(|| bad("unclosed block"))?;
+            let v: Vec<u32> = block.split(',').map(num).collect::<Result<_, _>>()?;
+            let [start, nodes, ranks] = v[..] else {
+                return Err(bad(&format!("block ({block}) is not (start,nodes,ranks)")));
+            };
+            for node in start..start.saturating_add(nodes) {
+                if map.len() + ranks as usize > RANKMAP_MAX {
+                    return Err(bad("too many entries"));
+                }
+                map.extend(std::iter::repeat_n(node, ranks as usize));
+            }
+            rest = tail.trim_start();
+        }
+    } else {
+        for w in t.split(',') {
+            map.push(num(w)?);
+            if map.len() > RANKMAP_MAX {
+                return Err(bad("too many entries"));
+            }
+        }
+    }
+    if map.is_empty() {
+        return Err(bad("no rank is placed"));
+    }
+    Ok(map)
+}
+
 fn list(s: &str) -> Vec<String> {
     s.split(',').filter(|x| !x.is_empty()).map(str::to_string).collect()
 }
@@ -516,8 +593,135 @@ fn configfile_args(path: &str) -> Result<Vec<String>, CliError> {
     Ok(words)
 }
 
+/// Merge the global options of one segment into `global` (later segments win).
+fn merge_global(
+    global: &mut Global,
+    enable_auto_cleanup: &mut bool,
+    s: &Segment,
+) -> Result<(), CliError> {
+    global.genv.extend(pairs(&s.genv));
+    if s.genvnone {
+        global.genv_mode = EnvMode::None;
+    }
+    if s.genvall {
+        global.genv_mode = EnvMode::All;
+    }
+    if let Some(l) = &s.genvlist {
+        global.genv_mode = EnvMode::List(list(l));
+    }
+    global.gwdir = s.gwdir.clone().or(global.gwdir.take());
+    global.label |= s.label;
+    global.prepend_pattern = s.prepend_pattern.clone().or(global.prepend_pattern.take());
+    global.outfile_pattern = s.outfile_pattern.clone().or(global.outfile_pattern.take());
+    global.errfile_pattern = s.errfile_pattern.clone().or(global.errfile_pattern.take());
+    global.rmk = s.rmk.or(global.rmk.take());
+    global.disable_auto_cleanup |= s.disable_auto_cleanup;
+    *enable_auto_cleanup |= s.enable_auto_cleanup;
+    global.notes.extend(s.notes.iter().cloned());
+    if s.info {
+        return Err(CliError::Info(crate::info_text()));
+    }
+    if let Some(pid) = s.proctable {
+        return Err(CliError::ProcTable(pid));
+    }
+    global.verbose |= s.verbose;
+    global.tree = s.tree.clone().or(global.tree.take());
+    global.launch_model = s.launch_model.or(global.launch_model.take());
+    global.usize = s.usize.or(global.usize.take());
+    global.nla_path = s.nla_path.clone().or(global.nla_path.take());
+    global.hostfile = s.hostfile.clone().or(global.hostfile.take());
+    global.hosts = s.hosts.clone().or(global.hosts.take());
+    global.ppn = s.ppn.or(global.ppn.take());
+    global.launcher = s.launcher.or(global.launcher.take());
+    global.launcher_exec = s.launcher_exec.clone().or(global.launcher_exec.take());
+    global.localhost = s.localhost.clone().or(global.localhost.take());
+    global.iface = s.iface.clone().or(global.iface.take());
+    global.report = s.report.clone().or(global.report.take());
+    global.kvs_push_max = s.kvs_push_max.or(global.kvs_push_max.take());
+    global.kvs_max = s.kvs_max.or(global.kvs_max.take());
+    global.max_conn = s.max_conn.map(|c| c as usize).or(global.max_conn.take());
+    global.launch_timeout = s.launch_timeout.or(global.launch_timeout.take());
+    global.pmgr |= s.pmgr;
+    global.bcast |= s.bcast;
+    global.launch_batch = s.launch_batch.or(global.launch_batch.take());
+    if let Some(b) = &s.bind_to {
+        global.binding.bind = libi_binding::parse_bind(b).map_err(usage)?;
+        global.bind_given = true;
+    }
+    if let Some(m) = &s.map_by {
+        global.binding.map = Some(libi_binding::parse_map(m).map_err(usage)?);
+        global.map_given = true;
+    }
+    global.print_all_exitcodes |= s.print_all_exitcodes;
+    global.skip_launch_node |= s.skip_launch_node;
+    global.hybrid_hosts |= s.hybrid_hosts;
+    if let Some(m) = &s.rankmap {
+        global.rankmap = Some(parse_rankmap(m).map_err(usage)?);
+    }
+    if let Some(k) = &s.memory_alloc_kinds {
+        if k.trim().is_empty() || k.contains(char::is_whitespace) {
+            return Err(usage(format!(
+                "-memory-alloc-kinds: expected a comma-separated list of kinds, got '{k}'"
+            )));
+        }
+        global.memory_alloc_kinds = Some(k.clone());
+    }
+    if let Some(port) = s.pmi_args.first() {
+        match port.parse::<u16>() {
+            Ok(p) if p > 0 => global.singleton_port = Some(p),
+            _ => return Err(usage(format!("-pmi_args: bad port '{port}'"))),
+        }
+    }
+    if let Some(t) = s.launch_timeout {
+        if !(t.is_finite() && t > 0.0) {
+            return Err(usage(format!(
+                "--launch-timeout must be a positive number of seconds, got {t}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Hydra's file of default options: `$HYDRA_CONFIG_FILE`, else `~/.mpiexec.hydra.conf` if
+/// there is one. Its path and words (whitespace-separated, `#` to the end of a line is a
+/// comment, as Hydra reads it), or `None`. A `HYDRA_CONFIG_FILE` that cannot be read is an
+/// error (Hydra ignores it silently). `get` looks a variable up.
+pub fn defaults_file(
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<(String, Vec<String>)>, String> {
+    let (path, must) = match get("HYDRA_CONFIG_FILE").filter(|v| !v.trim().is_empty()) {
+        Some(p) => (p, true),
+        None => match get("HOME").filter(|h| !h.is_empty()) {
+            Some(h) => (format!("{}/.mpiexec.hydra.conf", h.trim_end_matches('/')), false),
+            None => return Ok(None),
+        },
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if !must && e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if must => return Err(format!("HYDRA_CONFIG_FILE: cannot read '{path}': {e}")),
+        Err(e) => return Err(format!("cannot read '{path}': {e}")),
+    };
+    let words = text
+        .lines()
+        .flat_map(|l| l.split('#').next().unwrap_or("").split_whitespace())
+        .map(str::to_string)
+        .collect();
+    Ok(Some((path, words)))
+}
+
 /// Parse `argv` (without the program name).
+#[cfg(test)]
 pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
+    parse_with_defaults(None, argv)
+}
+
+/// Parse `argv` after the global options of a defaults file (see [`defaults_file`]): its
+/// path and words. The command line wins over the file: its settings come later.
+pub fn parse_with_defaults(
+    defaults: Option<(&str, &[String])>,
+    argv: &[String],
+) -> Result<CommandLine, CliError> {
     if argv.is_empty() {
         return Err(usage("no program given (try --help)"));
     }
@@ -525,6 +729,26 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
     let mut execs = Vec::new();
     let mut enable_auto_cleanup = false;
     let mut segments: Vec<Vec<String>> = argv.split(|a| a == ":").map(|s| s.to_vec()).collect();
+    if let Some((path, words)) = defaults {
+        let in_file = |m: String| usage(format!("{path}: {m}"));
+        let s = parse_segment(words).map_err(|e| match e {
+            CliError::Usage(m) => in_file(m),
+            other => other,
+        })?;
+        if let Some(w) = s.command.first() {
+            return Err(in_file(format!(
+                "'{w}' is not an option (the file holds global options only)"
+            )));
+        }
+        if s.n.is_some() || !s.env.is_empty() || s.wdir.is_some() || s.configfile.is_some() {
+            return Err(in_file(
+                "-n, -env, -wdir and -configfile belong on the command line".into(),
+            ));
+        }
+        // The file's settings first: the command line's, merged after them, win.
+        segments.insert(0, words.to_vec());
+    }
+    let first = usize::from(defaults.is_some());
     let mut idx = 0;
     while idx < segments.len() {
         let s = parse_segment(&segments[idx])?;
@@ -538,80 +762,21 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
                 return Err(usage("-configfile cannot be combined with a program"));
             }
         }
-        global.genv.extend(pairs(&s.genv));
-        if s.genvnone {
-            global.genv_mode = EnvMode::None;
-        }
-        if s.genvall {
-            global.genv_mode = EnvMode::All;
-        }
-        if let Some(l) = &s.genvlist {
-            global.genv_mode = EnvMode::List(list(l));
-        }
-        global.gwdir = s.gwdir.clone().or(global.gwdir);
-        global.label |= s.label;
-        global.prepend_pattern = s.prepend_pattern.clone().or(global.prepend_pattern);
-        global.outfile_pattern = s.outfile_pattern.clone().or(global.outfile_pattern);
-        global.errfile_pattern = s.errfile_pattern.clone().or(global.errfile_pattern);
-        global.rmk = s.rmk.or(global.rmk);
-        global.disable_auto_cleanup |= s.disable_auto_cleanup;
-        enable_auto_cleanup |= s.enable_auto_cleanup;
-        global.notes.extend(s.notes.iter().cloned());
-        if s.info {
-            return Err(CliError::Info(crate::info_text()));
-        }
-        if let Some(pid) = s.proctable {
-            return Err(CliError::ProcTable(pid));
-        }
-        global.verbose |= s.verbose;
-        global.tree = s.tree.clone().or(global.tree);
-        global.launch_model = s.launch_model.or(global.launch_model);
-        global.usize = s.usize.or(global.usize);
-        global.nla_path = s.nla_path.clone().or(global.nla_path);
-        global.hostfile = s.hostfile.clone().or(global.hostfile);
-        global.hosts = s.hosts.clone().or(global.hosts);
-        global.ppn = s.ppn.or(global.ppn);
-        global.launcher = s.launcher.or(global.launcher);
-        global.launcher_exec = s.launcher_exec.clone().or(global.launcher_exec);
-        global.localhost = s.localhost.clone().or(global.localhost);
-        global.iface = s.iface.clone().or(global.iface);
-        global.report = s.report.clone().or(global.report);
-        global.kvs_push_max = s.kvs_push_max.or(global.kvs_push_max);
-        global.kvs_max = s.kvs_max.or(global.kvs_max);
-        global.max_conn = s.max_conn.map(|c| c as usize).or(global.max_conn);
-        global.launch_timeout = s.launch_timeout.or(global.launch_timeout);
-        global.pmgr |= s.pmgr;
-        global.bcast |= s.bcast;
-        global.launch_batch = s.launch_batch.or(global.launch_batch);
-        if let Some(b) = &s.bind_to {
-            global.binding.bind = libi_binding::parse_bind(b).map_err(usage)?;
-            global.bind_given = true;
-        }
-        if let Some(m) = &s.map_by {
-            global.binding.map = Some(libi_binding::parse_map(m).map_err(usage)?);
-            global.map_given = true;
-        }
-        global.print_all_exitcodes |= s.print_all_exitcodes;
-        if let Some(port) = s.pmi_args.first() {
-            match port.parse::<u16>() {
-                Ok(p) if p > 0 => global.singleton_port = Some(p),
-                _ => return Err(usage(format!("-pmi_args: bad port '{port}'"))),
+        let merged = merge_global(&mut global, &mut enable_auto_cleanup, &s);
+        match (merged, defaults) {
+            (Err(CliError::Usage(m)), Some((path, _))) if idx < first => {
+                return Err(usage(format!("{path}: {m}")))
             }
-        }
-        if let Some(t) = s.launch_timeout {
-            if !(t.is_finite() && t > 0.0) {
-                return Err(usage(format!(
-                    "--launch-timeout must be a positive number of seconds, got {t}"
-                )));
-            }
+            (r, _) => r?,
         }
         if s.command.is_empty() {
-            if s.configfile.is_none() {
+            if s.configfile.is_none() && idx >= first {
+                let nth = idx + 1 - first;
                 if s.n.is_some() || !s.env.is_empty() || s.wdir.is_some() {
-                    return Err(usage(format!("segment {} names no program", idx + 1)));
+                    return Err(usage(format!("segment {nth} names no program")));
                 }
-                if segments.len() > 1 {
-                    return Err(usage(format!("segment {} names no program", idx + 1)));
+                if segments.len() - first > 1 {
+                    return Err(usage(format!("segment {nth} names no program")));
                 }
             }
             idx += 1;
@@ -1080,5 +1245,74 @@ mod tests {
         assert_eq!(c.execs[1].prog, "b");
         assert!(c.global.label);
         assert!(matches!(p("-configfile /nonexistent/x"), Err(CliError::Usage(_))));
+    }
+
+    #[test]
+    fn hydra5_placement_options() {
+        let c = p("-skip-launch-node -hybrid-hosts -rankmap 1,0,1 -n 2 x").expect("parse");
+        assert!(c.global.skip_launch_node && c.global.hybrid_hosts);
+        assert_eq!(c.global.rankmap, Some(vec![1, 0, 1]));
+        let c = p("-rankmap (vector,(0,2,1),(1,1,2)) -n 4 x").expect("parse");
+        assert_eq!(c.global.rankmap, Some(vec![0, 1, 1, 1]));
+        assert_eq!(parse_rankmap(" ( vector , (3,1,2) ) "), Ok(vec![3, 3]));
+        for (bad, what) in [
+            ("-rankmap 1,,2 x", "'' is not a node index"),
+            ("-rankmap -1 x", "'-1' is not a node index"),
+            ("-rankmap (vector) x", "no rank is placed"),
+            ("-rankmap (vector,(0,1,1) x", "unclosed block"),
+            ("-rankmap (vector,(0,1,1,1)) x", "is not (start,nodes,ranks)"),
+            ("-rankmap (vector,(0,4294967295,4294967295)) x", "too many entries"),
+            ("-rankmap (list,(0,1,1)) x", "expected (vector"),
+        ] {
+            usage_error(bad, what);
+        }
+        let c = p("-memory-alloc-kinds mpi:alloc_mem,cuda:device -n 1 x").expect("parse");
+        assert_eq!(c.global.memory_alloc_kinds.as_deref(), Some("mpi:alloc_mem,cuda:device"));
+        usage_error("-memory-alloc-kinds= x", "empty value");
+    }
+
+    #[test]
+    fn defaults_file_goes_first_and_the_command_line_wins() {
+        let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        let file = words("-genv A file -ppn 2 -l");
+        let argv = words("-genv A cmd -ppn 3 -n 1 prog");
+        let c = parse_with_defaults(Some(("f", &file)), &argv).expect("parse");
+        assert_eq!(c.global.genv, vec![("A".into(), "file".into()), ("A".into(), "cmd".into())]);
+        assert_eq!(c.global.ppn, Some(3));
+        assert!(c.global.label);
+        assert_eq!(c.execs.len(), 1);
+        // MPMD segments count from the command line's first.
+        let argv = words("-n 1 a : -n 2");
+        match parse_with_defaults(Some(("f", &file)), &argv) {
+            Err(CliError::Usage(m)) => assert_eq!(m, "segment 2 names no program"),
+            other => panic!("{other:?}"),
+        }
+        for (text, what) in [
+            ("-n 2", "f: -n, -env, -wdir and -configfile belong on the command line"),
+            ("-genv A b prog", "f: 'prog' is not an option"),
+            ("-rankmap x", "f: -rankmap: 'x' is not a node index"),
+            ("-what", "f: unrecognized option '-what'"),
+        ] {
+            match parse_with_defaults(Some(("f", &words(text))), &words("prog")) {
+                Err(CliError::Usage(m)) => assert!(m.starts_with(what), "{text}: {m}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        // Reading it: HYDRA_CONFIG_FILE, else ~/.mpiexec.hydra.conf if there is one.
+        let dir = std::env::temp_dir().join(format!("libi-conf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let home = dir.to_string_lossy().into_owned();
+        let env = |vars: Vec<(&'static str, String)>| {
+            move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
+        };
+        assert_eq!(defaults_file(&env(vec![("HOME", home.clone())])), Ok(None));
+        std::fs::write(dir.join(".mpiexec.hydra.conf"), "-l # x\n\n -ppn 2\n").expect("write");
+        let (path, w) =
+            defaults_file(&env(vec![("HOME", home.clone())])).expect("read").expect("file");
+        assert_eq!((path.ends_with("/.mpiexec.hydra.conf"), w), (true, words("-l -ppn 2")));
+        let other = dir.join("other").to_string_lossy().into_owned();
+        let e = defaults_file(&env(vec![("HOME", home), ("HYDRA_CONFIG_FILE", other)]));
+        assert!(e.expect_err("missing").starts_with("HYDRA_CONFIG_FILE: cannot read"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

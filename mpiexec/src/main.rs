@@ -14,7 +14,17 @@ use std::time::Duration;
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    let mut cl = match cli::parse(&argv) {
+    // Hydra's defaults file ($HYDRA_CONFIG_FILE or ~/.mpiexec.hydra.conf): global options
+    // read before the command line's.
+    let defaults = match cli::defaults_file(&|k: &str| std::env::var(k).ok()) {
+        Ok(d) => d,
+        Err(m) => {
+            eprintln!("libi-mpiexec: {m}");
+            return ExitCode::from(2);
+        }
+    };
+    let defaults = defaults.as_ref().map(|(p, w)| (p.as_str(), w.as_slice()));
+    let mut cl = match cli::parse_with_defaults(defaults, &argv) {
         Ok(c) => c,
         Err(cli::CliError::Info(text)) => {
             print!("{text}");
@@ -26,6 +36,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some((path, words)) = defaults {
+        cl.global.notes.insert(0, format!("default options from {path}: {}", words.join(" ")));
+    }
     let getenv = |k: &str| std::env::var(k).ok();
     if let Err(m) = cli::apply_env(&mut cl.global, &getenv) {
         eprintln!("libi-mpiexec: {m}");
@@ -98,6 +111,7 @@ fn main() -> ExitCode {
         job_id: rand::Rng::gen_range(&mut rand::rngs::OsRng, 1..=i32::MAX),
         slurm,
         rm_hosts,
+        is_local: libi_node::tree::is_local_host,
     };
     let mut plan = match plan::plan(&cl, &ctx) {
         Ok(p) => p,
@@ -198,7 +212,7 @@ pub fn info_text() -> String {
         (
             "Features",
             "MPMD, MPI_Comm_spawn, stdin to rank 0, flow-controlled output, output patterns, \
-             launch report"
+             cpu binding, rank maps, memory allocation kinds, launch report"
                 .into(),
         ),
         (

@@ -111,6 +111,8 @@ pub struct Context {
     pub rm_hosts: Option<Vec<Host>>,
     /// A job-unique nonzero number (PMGR's `MPIRUN_ID`).
     pub job_id: i32,
+    /// Whether a host name is this machine (`-skip-launch-node` leaves such hosts out).
+    pub is_local: fn(&str) -> bool,
 }
 
 /// The resource manager's hosts: (Slurm allocation, PBS/LSF hosts). `-rmk` (or `HYDRA_RMK`)
@@ -165,6 +167,9 @@ pub const KVS_PUSH_MAX: u64 = 16 << 20;
 /// runaway program fails with a message rather than exhausts the NLAs' memory.
 pub const KVS_MAX: u64 = 1 << 30;
 
+/// The KVS key under which `-memory-alloc-kinds` reaches the ranks.
+pub const MEMORY_ALLOC_KINDS_KEY: &str = libi::spawn::MEMORY_ALLOC_KINDS_KEY;
+
 /// Plan the job, or say in one line why it cannot run.
 pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     let g = &cl.global;
@@ -185,6 +190,16 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             "-launcher slurm needs a Slurm allocation (run inside salloc or sbatch) or a host list"
                 .into(),
         );
+    }
+    if g.skip_launch_node && g.singleton_port.is_none() {
+        // As Hydra: the hosts that are this machine run no rank (a batch job's first node
+        // keeps its cores for the launcher, or for a tool).
+        host_list.retain(|h| !(ctx.is_local)(&h.name));
+        if host_list.is_empty() {
+            return Err("-skip-launch-node: every host is this machine; no host is left to \
+                        run ranks on (give a host list with other hosts)"
+                .into());
+        }
     }
     if let Some(ppn) = g.ppn {
         host_list = hosts::with_ppn(host_list, ppn);
@@ -225,7 +240,12 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     }
 
     // Placement; hosts that get no rank get no NLA.
-    let placement = hosts::place(&host_list, size);
+    let placement = match (&g.rankmap, g.singleton_port) {
+        (Some(map), None) => {
+            hosts::place_by_map(&host_list, map, size).map_err(|e| e.to_string())?
+        }
+        _ => hosts::place(&host_list, size),
+    };
     let used: Vec<usize> =
         (0..host_list.len()).filter(|&i| !placement.per_host[i].is_empty()).collect();
     let mut node_of_host = vec![usize::MAX; host_list.len()];
@@ -237,6 +257,11 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     let mut preput = Vec::new();
     if let Some(m) = process_mapping(&runs) {
         preput.push(("PMI_process_mapping".to_string(), m));
+    }
+    if let Some(k) = &g.memory_alloc_kinds {
+        // Where MPICH (4.2 and later) looks for the kinds the startup mechanism requests
+        // (a PMI `get` of this key at `MPI_Init`), as `mpiexec.hydra` publishes them.
+        preput.push((MEMORY_ALLOC_KINDS_KEY.to_string(), k.clone()));
     }
 
     // Default launcher: like Hydra's resource-manager detection, srun inside an allocation
@@ -260,6 +285,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             kind: launcher,
             exec: g.launcher_exec.clone(),
             nla_path: ctx.nla_path.clone(),
+            nla_by_name: g.hybrid_hosts && g.nla_path.is_none(),
         },
         kill_grace_ms: ctx.kill_grace_ms,
         launch_timeout_ms: g
@@ -345,6 +371,7 @@ mod tests {
             slurm: None,
             rm_hosts: None,
             job_id: 7,
+            is_local: |h| h == "fe" || h == "localhost",
         }
     }
 
@@ -574,5 +601,39 @@ mod tests {
     fn bad_hostfile_names_file() {
         let e = plan(&cl("-f /nonexistent/hosts -n 1 x"), &ctx()).expect_err("missing");
         assert!(e.contains("/nonexistent/hosts"), "{e}");
+    }
+
+    #[test]
+    fn hydra5_placement_options() {
+        // -skip-launch-node: hosts that are this machine ("fe", "localhost" here) run nothing.
+        let p = plan(&cl("-hosts fe:2,n1,localhost,n2 -skip-launch-node -n 3 x"), &ctx())
+            .expect("plan");
+        assert_eq!(p.hosts.iter().map(|h| h.name.as_str()).collect::<Vec<_>>(), ["n1", "n2"]);
+        let e = plan(&cl("-skip-launch-node -n 1 x"), &ctx()).expect_err("nothing left");
+        assert!(e.starts_with("-skip-launch-node: every host is this machine"), "{e}");
+        // -rankmap: rank r on host map[r % len]; NLAs for the hosts used, in list order.
+        let p = plan(&cl("-hosts a,b,c -rankmap 2,0,2 -n 4 x"), &ctx()).expect("plan");
+        let mut all = Vec::new();
+        all_nodes(&p.root, &mut all);
+        let placed: Vec<(String, Vec<u32>)> = all
+            .iter()
+            .filter(|n| n.node != 0)
+            .map(|n| (n.host.clone(), n.ranks.iter().map(|s| s.rank).collect()))
+            .collect();
+        assert_eq!(placed, [("a".to_string(), vec![1]), ("c".to_string(), vec![0, 2, 3])]);
+        assert_eq!(
+            p.job.preput,
+            kv(&[("PMI_process_mapping", "(vector,(1,1,1),(0,1,1),(1,1,2))")])
+        );
+        let e = plan(&cl("-hosts a,b -rankmap 0,5 -n 2 x"), &ctx()).expect_err("node 5");
+        assert!(e.contains("names node 5"), "{e}");
+        // -memory-alloc-kinds reaches the ranks' KVS; -hybrid-hosts starts remote NLAs by name.
+        let p = plan(&cl("-memory-alloc-kinds mpi:alloc_mem -hybrid-hosts -n 1 x"), &ctx())
+            .expect("plan");
+        assert!(p.job.preput.contains(&(MEMORY_ALLOC_KINDS_KEY.into(), "mpi:alloc_mem".into())));
+        assert!(p.job.launcher.nla_by_name);
+        assert_eq!(p.job.launcher.remote_nla(), "libi-nla");
+        let p = plan(&cl("-hybrid-hosts --nla-path /y/nla -n 1 x"), &ctx()).expect("plan");
+        assert!(!p.job.launcher.nla_by_name, "an explicit --nla-path is used as given");
     }
 }

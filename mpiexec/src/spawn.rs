@@ -23,6 +23,7 @@ mod tests {
             slurm: None,
             rm_hosts: None,
             job_id: 7,
+            is_local: |_| false,
         };
         let argv: Vec<String> = args.split_whitespace().map(str::to_string).collect();
         plan(&parse(&argv).expect("parse"), &ctx).expect("plan")
@@ -93,6 +94,17 @@ mod tests {
         assert_eq!(g.job.kvsname, "kvs_9_2_5_fe");
         assert_eq!(g.job.apps.len(), 2);
         assert_eq!(g.job.preput[0].1, "(vector,(0,3,1))");
+    }
+
+    /// The memory kinds the job's startup requested (`-memory-alloc-kinds`) hold for the
+    /// groups it spawns.
+    #[test]
+    fn spawned_groups_keep_the_memory_kinds() {
+        let b = base("-memory-alloc-kinds mpi:alloc_mem -n 1 prog");
+        let mut s = Spawner::new(&b.spawn_base());
+        let g = s.plan(&b.spawn_base(), &b.job, &req(vec![cmd("c", 1, &[])]), 1, 1);
+        let key = (crate::plan::MEMORY_ALLOC_KINDS_KEY.to_string(), "mpi:alloc_mem".to_string());
+        assert!(g.expect("spawn").job.preput.contains(&key));
     }
 
     #[test]

@@ -35,7 +35,12 @@ fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
                 env: vec![],
                 wdir: None,
             }],
-            launcher: LauncherSpec { kind: LauncherKind::Fork, exec: None, nla_path: "/x".into() },
+            launcher: LauncherSpec {
+                kind: LauncherKind::Fork,
+                exec: None,
+                nla_path: "/x".into(),
+                nla_by_name: false,
+            },
             kill_grace_ms: 10,
             launch_timeout_ms: 10,
             launch_batch: None,

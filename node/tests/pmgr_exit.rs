@@ -27,7 +27,12 @@ fn core(n: u32) -> NodeCore {
         kvsname: "kvs".into(),
         preput: vec![],
         apps: vec![AppSpec { exe: "x".into(), args: vec![], nprocs: n, env: vec![], wdir: None }],
-        launcher: LauncherSpec { kind: LauncherKind::Fork, exec: None, nla_path: "/x".into() },
+        launcher: LauncherSpec {
+            kind: LauncherKind::Fork,
+            exec: None,
+            nla_path: "/x".into(),
+            nla_by_name: false,
+        },
         kill_grace_ms: 10,
         launch_timeout_ms: 10,
         launch_batch: None,

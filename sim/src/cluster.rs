@@ -681,6 +681,7 @@ impl Cluster {
                 kind: LauncherKind::Fork,
                 exec: None,
                 nla_path: "libi-nla".into(),
+                nla_by_name: false,
             },
             kill_grace_ms: 1000,
             launch_timeout_ms: (cfg.launch_timeout * 1000.0) as u64,

@@ -338,7 +338,7 @@ pub fn mpich5_program(name: &str) -> String {
         let out =
             Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("mpich5-{}", std::process::id()));
         std::fs::create_dir_all(&out).expect("create program dir");
-        for name in ["nameserv", "spawn", "spawn_fail", "universe", "taskmanager"] {
+        for name in ["nameserv", "spawn", "spawn_fail", "universe", "taskmanager", "alloc_kinds"] {
             let src =
                 Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/programs/{name}.c"));
             let st = Command::new(mpich5().join("bin/mpicc"))
