@@ -80,6 +80,10 @@ pub struct LauncherSpec {
     /// its proxy then. Local ones still use `nla_path`.
     #[serde(default)]
     pub nla_by_name: bool,
+    /// `HYDRA_LAUNCHER_EXTRA_ARGS`: words given to ssh, rsh or srun before the host (or
+    /// before the NLA command, for srun), as Hydra does (`-p 2222`, `-o ...`).
+    #[serde(default)]
+    pub extra_args: Vec<String>,
 }
 
 impl LauncherSpec {

@@ -80,13 +80,16 @@ pub fn nla_command(
                         .map(String::from),
                 );
             }
+            args.extend(spec.extra_args.iter().cloned());
             args.push(host.to_string());
             args.push(shell_join(&[remote_env, nla].concat()));
             (prog, args)
         }
         LauncherKind::Rsh => {
             let prog = spec.exec.clone().unwrap_or_else(|| "rsh".to_string());
-            (prog, vec![host.to_string(), shell_join(&[remote_env, nla].concat())])
+            let mut args = spec.extra_args.clone();
+            args.extend([host.to_string(), shell_join(&[remote_env, nla].concat())]);
+            (prog, args)
         }
         // NLAs of a Slurm job are started all at once by `srun_command`, those of a joined
         // group by the job's NLAs: never one by one.
@@ -115,11 +118,14 @@ pub fn srun_command(
         "--mpi=none".to_string(),
         "--overlap".to_string(),
         "--job-name=libi-nla".to_string(),
+    ];
+    args.extend(spec.extra_args.iter().cloned());
+    args.extend([
         spec.remote_nla(),
         "--rendezvous".to_string(),
         front_end.to_string(),
         "--keep-stdin".to_string(),
-    ];
+    ]);
     if verbose {
         args.push("-v".to_string());
     }
@@ -193,6 +199,7 @@ mod tests {
             exec: exec.map(String::from),
             nla_path: "/opt/libi/libi-nla".into(),
             nla_by_name: false,
+            extra_args: Vec::new(),
         }
     }
 
@@ -216,6 +223,24 @@ mod tests {
         let (p, a) = nla_command(&spec(LauncherKind::Ssh, Some("/x/ssh")), "h", "a:1", 1, false);
         assert_eq!(p, "/x/ssh");
         assert_eq!(a, vec!["h", "/opt/libi/libi-nla --parent a:1 --node 1 --keep-stdin"]);
+    }
+
+    /// `HYDRA_LAUNCHER_EXTRA_ARGS`: before the host for ssh and rsh, before the NLA for srun.
+    #[test]
+    fn extra_launcher_args() {
+        let extra = |kind| LauncherSpec {
+            extra_args: vec!["-p".into(), "2222".into()],
+            ..spec(kind, None)
+        };
+        let (_, a) = nla_command(&extra(LauncherKind::Ssh), "n1", "a:1", 1, false);
+        assert_eq!(a[a.len() - 4..a.len() - 1], ["-p", "2222", "n1"]);
+        let (_, a) = nla_command(&extra(LauncherKind::Rsh), "n1", "a:1", 1, false);
+        assert_eq!(a[..3], ["-p", "2222", "n1"]);
+        let (_, a) = srun_command(&extra(LauncherKind::Slurm), &["n1".into()], "a:1", false);
+        let at = a.iter().position(|w| w == "-p").expect("-p");
+        assert_eq!(a[at..at + 3], ["-p", "2222", "/opt/libi/libi-nla"]);
+        let (p, a) = nla_command(&extra(LauncherKind::Fork), "n1", "a:1", 1, false);
+        assert!(p == "/opt/libi/libi-nla" && !a.contains(&"2222".to_string()));
     }
 
     /// `-hybrid-hosts`: remote launches run `libi-nla` from the remote PATH; a local (fork)

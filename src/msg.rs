@@ -610,6 +610,7 @@ mod fuzz {
                         exec: None,
                         nla_path: "/x".into(),
                         nla_by_name: false,
+                        extra_args: Vec::new(),
                     },
                     kill_grace_ms: 1,
                     launch_timeout_ms: 1,

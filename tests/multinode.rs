@@ -872,7 +872,8 @@ fn skip_launch_node_leaves_this_machine_out() {
 }
 
 /// `-hybrid-hosts` (Hydra 5: hosts do not share paths): remote agents are started as
-/// `libi-nla`, found on the remote PATH, instead of by our absolute path.
+/// `libi-nla`, found on the remote PATH, instead of by our absolute path. And
+/// `HYDRA_LAUNCHER_EXTRA_ARGS`: words for ssh before the host, as Hydra.
 #[test]
 fn hybrid_hosts_find_the_agent_on_the_remote_path() {
     let d = scratch("hybrid");
@@ -881,30 +882,37 @@ fn hybrid_hosts_find_the_agent_on_the_remote_path() {
     // A "remote" shell whose PATH has the agent: logs the command, then runs it.
     let fake = d.join("fake-ssh");
     let script = format!(
-        "#!/bin/sh\nfor a; do last=$a; done\necho \"$last\" >> {}\nPATH={bin}:$PATH exec sh -c \"$last\"\n",
+        "#!/bin/sh\nfor a; do last=$a; done\necho \"$*\" >> {}\nPATH={bin}:$PATH exec sh -c \"$last\"\n",
         log.display()
     );
     std::fs::write(&fake, script).expect("write");
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .expect("chmod");
     let fake = fake.to_string_lossy().into_owned();
-    let job = |extra: &[&str]| {
+    let job = |extra: &[&str], env: &[(&str, &str)]| {
         let mut a = vec!["-launcher", "ssh", "-launcher-exec", &fake, "-hosts", "r1,r2"];
         a.extend(extra);
         a.extend(["-n", "2", "sh", "-c", WHERE]);
-        let r = run(&a, b"");
+        let r = common::run_env(&a, b"", env);
         let launched = std::fs::read_to_string(&log).expect("log");
         std::fs::remove_file(&log).expect("rm");
         (r, launched)
     };
-    let (r, launched) = job(&["-hybrid-hosts"]);
+    let (r, launched) = job(&["-hybrid-hosts"], &[]);
     assert_eq!(rank_hosts(&r), ["0 r1 0", "1 r2 0"]);
-    assert_eq!(launched.lines().count(), 2, "{launched}");
-    assert!(launched.lines().all(|l| l.starts_with("libi-nla --parent ")), "{launched}");
-    let (r, launched) = job(&[]);
+    let mut lines: Vec<&str> = launched.lines().collect();
+    lines.sort();
+    assert_eq!(lines.len(), 2, "{launched}");
+    assert!(lines[0].starts_with("r1 libi-nla --parent "), "{launched}");
+    assert!(lines[1].starts_with("r2 libi-nla --parent "), "{launched}");
+    let (r, launched) = job(&[], &[("HYDRA_LAUNCHER_EXTRA_ARGS", "-p 2222 -o X=y")]);
     assert_eq!(rank_hosts(&r), ["0 r1 0", "1 r2 0"]);
     let nla = format!("{bin}/libi-nla --parent ");
-    assert!(launched.lines().all(|l| l.starts_with(&nla)), "{launched}");
+    assert_eq!(launched.lines().count(), 2, "{launched}");
+    for l in launched.lines() {
+        let rest = l.strip_prefix("-p 2222 -o X=y r").expect(l);
+        assert!(rest[1..].starts_with(&format!(" {nla}")), "{l}");
+    }
     let _ = std::fs::remove_dir_all(&d);
 }
 

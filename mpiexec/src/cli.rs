@@ -336,6 +336,8 @@ pub struct Global {
     pub rankmap: Option<Vec<u32>>,
     /// `-memory-alloc-kinds`: published to the ranks as `PMI_mpi_memory_alloc_kinds`.
     pub memory_alloc_kinds: Option<String>,
+    /// `HYDRA_LAUNCHER_EXTRA_ARGS`: words for ssh, rsh or srun.
+    pub launcher_extra_args: Vec<String>,
     /// One line for each ignored Hydra option (see [`IGNORED`]), printed under `-v`.
     pub notes: Vec<String>,
 }
@@ -843,6 +845,10 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
     if g.launcher_exec.is_none() {
         g.launcher_exec = first(&["HYDRA_LAUNCHER_EXEC", "HYDRA_BOOTSTRAP_EXEC"]).map(|(_, v)| v);
     }
+    // Hydra splits it at whitespace (no quoting) and puts the words before the host.
+    if let Some(v) = get("HYDRA_LAUNCHER_EXTRA_ARGS") {
+        g.launcher_extra_args = v.split_whitespace().map(str::to_string).collect();
+    }
     if g.rmk.is_none() {
         if let Some(v) = get("HYDRA_RMK") {
             g.rmk = Some(v.trim().parse().map_err(|e| format!("HYDRA_RMK: {e}"))?);
@@ -1169,9 +1175,11 @@ mod tests {
             ("HYDRA_LAUNCHER_EXEC", "/x/ssh"),
             ("HYDRA_RMK", "pbs"),
             ("HYDRA_ENV", "all"),
+            ("HYDRA_LAUNCHER_EXTRA_ARGS", " -p 2222\t-o  A=b "),
         ];
         let mut g = p("x").expect("parse").global;
         apply_env(&mut g, &env(vars)).expect("env");
+        assert_eq!(g.launcher_extra_args, ["-p", "2222", "-o", "A=b"]);
         assert_eq!(g.hostfile.as_deref(), Some("/hf"));
         assert_eq!(g.launcher, Some(LauncherKind::Fork));
         assert_eq!(g.launcher_exec.as_deref(), Some("/x/ssh"));

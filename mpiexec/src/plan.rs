@@ -286,6 +286,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             exec: g.launcher_exec.clone(),
             nla_path: ctx.nla_path.clone(),
             nla_by_name: g.hybrid_hosts && g.nla_path.is_none(),
+            extra_args: g.launcher_extra_args.clone(),
         },
         kill_grace_ms: ctx.kill_grace_ms,
         launch_timeout_ms: g

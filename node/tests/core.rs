@@ -40,6 +40,7 @@ fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
                 exec: None,
                 nla_path: "/x".into(),
                 nla_by_name: false,
+                extra_args: Vec::new(),
             },
             kill_grace_ms: 10,
             launch_timeout_ms: 10,

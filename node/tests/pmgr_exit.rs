@@ -32,6 +32,7 @@ fn core(n: u32) -> NodeCore {
             exec: None,
             nla_path: "/x".into(),
             nla_by_name: false,
+            extra_args: Vec::new(),
         },
         kill_grace_ms: 10,
         launch_timeout_ms: 10,

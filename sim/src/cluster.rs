@@ -682,6 +682,7 @@ impl Cluster {
                 exec: None,
                 nla_path: "libi-nla".into(),
                 nla_by_name: false,
+                extra_args: Vec::new(),
             },
             kill_grace_ms: 1000,
             launch_timeout_ms: (cfg.launch_timeout * 1000.0) as u64,
