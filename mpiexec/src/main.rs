@@ -198,7 +198,7 @@ pub fn info_text() -> String {
         (
             "Features",
             "MPMD, MPI_Comm_spawn, stdin to rank 0, flow-controlled output, output patterns, \
-             launch report"
+             launch report, GPU assignment (-gpus-per-proc)"
                 .into(),
         ),
         (
