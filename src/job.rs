@@ -151,6 +151,34 @@ pub struct JobCommon {
     /// each NLA writes them to node-local storage and starts its ranks from there.
     #[serde(default)]
     pub staged: Vec<Staged>,
+    /// `-gpus-per-proc` / `-gpu-subdevs-per-proc`: each NLA gives its local ranks slices of
+    /// its node's GPUs (`libi_node::gpu`).
+    #[serde(default)]
+    pub gpus: GpuSplit,
+}
+
+/// Hydra 5's `-gpus-per-proc N|auto` and `-gpu-subdevs-per-proc N|auto` (`None`: `auto`,
+/// the default, which sets nothing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuSplit {
+    /// Devices per rank.
+    pub devices: Option<u32>,
+    /// Sub-devices (Level Zero tiles) per rank.
+    pub subdevs: Option<u32>,
+}
+
+impl GpuSplit {
+    /// What each rank gets, as Hydra decides it: `None` when both are `auto`; else the
+    /// count per rank and whether it counts sub-devices. A 0 in either hides every device
+    /// (count 0); otherwise `-gpu-subdevs-per-proc` wins over `-gpus-per-proc`.
+    pub fn per_rank(&self) -> Option<(u32, bool)> {
+        match (self.devices, self.subdevs) {
+            (None, None) => None,
+            (Some(0), _) | (_, Some(0)) => Some((0, false)),
+            (_, Some(n)) => Some((n, true)),
+            (Some(n), None) => Some((n, false)),
+        }
+    }
 }
 
 /// One staged executable (see [`JobCommon::staged`]).

@@ -628,6 +628,7 @@ mod fuzz {
                     singleton: None,
                     each_end: false,
                     staged: Vec::new(),
+                    gpus: crate::job::GpuSplit { devices: Some(2), subdevs: None },
                 },
                 plan: NodePlan {
                     node: 1,

@@ -155,6 +155,13 @@ pub struct Segment {
     /// Deal the binding objects round-robin over these objects (default: the binding's)
     #[arg(long = "map-by", value_name = "OBJ[:N]")]
     pub map_by: Option<String>,
+    /// GPUs per rank: local rank i sees devices i*N to i*N+N-1 of its node's list (0: none;
+    /// auto, the default: sets nothing)
+    #[arg(long = "gpus-per-proc", value_name = "N|auto")]
+    pub gpus_per_proc: Option<String>,
+    /// As -gpus-per-proc, over GPU sub-devices (Level Zero tiles); wins over -gpus-per-proc
+    #[arg(long = "gpu-subdevs-per-proc", value_name = "N|auto")]
+    pub gpu_subdevs_per_proc: Option<String>,
     /// Print every rank's wait status when the job ends, one line per host (as Hydra)
     #[arg(long = "print-all-exitcodes")]
     pub print_all_exitcodes: bool,
@@ -249,6 +256,8 @@ const LONG: &[(&str, &str, usize)] = &[
     ("kvs-max", "kvs-max", 1),
     ("bind-to", "bind-to", 1),
     ("map-by", "map-by", 1),
+    ("gpus-per-proc", "gpus-per-proc", 1),
+    ("gpu-subdevs-per-proc", "gpu-subdevs-per-proc", 1),
     ("print-all-exitcodes", "print-all-exitcodes", 0),
     ("skip-launch-node", "skip-launch-node", 0),
     ("hybrid-hosts", "hybrid-hosts", 0),
@@ -325,6 +334,8 @@ pub struct Global {
     /// Whether `-bind-to` / `-map-by` were given (else `HYDRA_BINDING` / `HYDRA_MAPPING`).
     pub bind_given: bool,
     pub map_given: bool,
+    /// `-gpus-per-proc` / `-gpu-subdevs-per-proc`.
+    pub gpus: libi::job::GpuSplit,
     pub print_all_exitcodes: bool,
     /// `-pmi_args PORT IFACE KEY PID`: the port of the singleton to serve.
     pub singleton_port: Option<u16>,
@@ -654,6 +665,12 @@ fn merge_global(
         global.binding.map = Some(libi_binding::parse_map(m).map_err(usage)?);
         global.map_given = true;
     }
+    if let Some(v) = &s.gpus_per_proc {
+        global.gpus.devices = per_proc("-gpus-per-proc", v)?;
+    }
+    if let Some(v) = &s.gpu_subdevs_per_proc {
+        global.gpus.subdevs = per_proc("-gpu-subdevs-per-proc", v)?;
+    }
     global.print_all_exitcodes |= s.print_all_exitcodes;
     global.skip_launch_node |= s.skip_launch_node;
     global.hybrid_hosts |= s.hybrid_hosts;
@@ -710,6 +727,18 @@ pub fn defaults_file(
         .map(str::to_string)
         .collect();
     Ok(Some((path, words)))
+}
+
+/// The value of `-gpus-per-proc` / `-gpu-subdevs-per-proc` (option `name`): `auto` (`None`)
+/// or a count, 0 included.
+fn per_proc(name: &str, v: &str) -> Result<Option<u32>, CliError> {
+    if v == "auto" {
+        return Ok(None);
+    }
+    match v.parse::<u32>() {
+        Ok(n) if v.bytes().all(|b| b.is_ascii_digit()) => Ok(Some(n)),
+        _ => Err(usage(format!("{name}: expected auto or a number (0 or more), got '{v}'"))),
+    }
 }
 
 /// Parse `argv` (without the program name).
@@ -1129,6 +1158,27 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(p("-map-by rr a"), Err(CliError::Usage(_))));
+    }
+
+    #[test]
+    fn gpu_options() {
+        use libi::job::GpuSplit;
+        let g = |line: &str| p(line).expect(line).global.gpus;
+        assert_eq!(g("a"), GpuSplit::default());
+        assert_eq!(g("-gpus-per-proc 2 a"), GpuSplit { devices: Some(2), subdevs: None });
+        assert_eq!(g("-gpus-per-proc=0 a"), GpuSplit { devices: Some(0), subdevs: None });
+        assert_eq!(g("-gpus-per-proc 2 -n 1 a : -gpus-per-proc auto b"), GpuSplit::default());
+        // Global: given in any segment; the last one wins.
+        let both = g("-n 1 a : --gpu-subdevs-per-proc 3 -gpus-per-proc 1 b");
+        assert_eq!(both, GpuSplit { devices: Some(1), subdevs: Some(3) });
+        for v in ["-1", "x", "2x", "+2", "1.5", "AUTO", "99999999999"] {
+            usage_error(
+                &format!("-gpus-per-proc {v} a"),
+                &format!("-gpus-per-proc: expected auto or a number (0 or more), got '{v}'"),
+            );
+        }
+        usage_error("-gpu-subdevs-per-proc x a", "-gpu-subdevs-per-proc: expected auto");
+        usage_error("-gpus-per-proc", "option '-gpus-per-proc' needs 1 value(s)");
     }
 
     #[test]

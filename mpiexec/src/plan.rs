@@ -304,6 +304,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         singleton: g.singleton_port,
         each_end: g.print_all_exitcodes,
         staged: Vec::new(),
+        gpus: g.gpus,
     };
 
     // Launch tree over the front end (node 0) and one NLA per used host (nodes 1..).

@@ -934,7 +934,12 @@ impl Ranks {
                 return node;
             }
         };
-        let batch = SpawnBatch::new();
+        // Each rank's GPUs (`-gpus-per-proc`): one variable, a value per local rank.
+        let gpus = crate::gpu::node_gpus(job, plan);
+        if let (Some(a), true) = (&gpus, job.verbose) {
+            crate::gpu::report(plan, a);
+        }
+        let batch = SpawnBatch::new().with_gpus(gpus);
         for (local, slot) in plan.ranks.iter().enumerate() {
             if job.singleton.is_some() && slot.rank == 0 {
                 node.singleton = Some(local);

@@ -5,6 +5,7 @@
 //! The pure parts (`core`, `launch`, `kvs`) are also what `libi-sim` drives.
 //!
 //! * [`bind`]: the cpu set of each local rank (`-bind-to`, `-map-by`);
+//! * [`gpu`]: each local rank's GPUs (`-gpus-per-proc`, `-gpu-subdevs-per-proc`);
 //! * [`core`]: the pure node state machine (KVS, fences, exit classification, every timer);
 //! * [`driver`]: the tokio driver (tree connection, rank processes, stdio, signals, timers);
 //! * [`spawn`]: how a rank process is started (environment, PMI_FD, process group);
@@ -18,6 +19,7 @@ pub mod bind;
 pub mod core;
 pub mod driver;
 pub mod effect;
+pub mod gpu;
 pub mod guard;
 pub mod kvs;
 pub mod launch;

@@ -264,6 +264,9 @@ pub struct SpawnBatch {
     parent: libc::pid_t,
     /// The limit on open files the ranks get ([`crate::driver::job_fd_limit`]).
     nofile: Option<libc::rlimit>,
+    /// `-gpus-per-proc`: the GPU variable each rank gets its own value of (replacing the
+    /// app's), by local rank.
+    gpus: Option<crate::gpu::Assignment>,
 }
 
 impl SpawnBatch {
@@ -295,7 +298,14 @@ impl SpawnBatch {
             slots: Default::default(),
             parent,
             nofile: crate::driver::job_fd_limit(),
+            gpus: None,
         }
+    }
+
+    /// Give each rank its GPUs (`-gpus-per-proc`): its value of the assignment's variable
+    /// replaces any the app's environment has.
+    pub fn with_gpus(self, gpus: Option<crate::gpu::Assignment>) -> SpawnBatch {
+        SpawnBatch { gpus, ..self }
     }
 
     /// The batch's `/dev/null` (opened on first use; every child dup2s it to its stdin).
@@ -346,7 +356,10 @@ impl SpawnBatch {
         if let Some((_, e)) = self.envs.borrow().iter().find(|(k, _)| *k == (app, pmgr)) {
             return Ok(e.clone());
         }
-        let per_rank = |k: &str| PER_RANK.contains(&k) || (pmgr && PER_RANK_PMGR.contains(&k));
+        let gpu = self.gpus.as_ref().map(|g| g.var);
+        let per_rank = |k: &str| {
+            PER_RANK.contains(&k) || (pmgr && PER_RANK_PMGR.contains(&k)) || gpu == Some(k)
+        };
         let mut env: Vec<CString> = spec
             .env
             .iter()
@@ -551,6 +564,10 @@ fn try_start(
         ]);
     }
     debug_assert!(vars.iter().all(|(k, _)| PER_RANK.contains(k) || PER_RANK_PMGR.contains(k)));
+    if let Some(g) = &batch.gpus {
+        // Filtered out of `base` (see `SpawnBatch::base_env`).
+        vars.push((g.var, g.values.get(local).cloned().unwrap_or_else(|| crate::gpu::NONE.into())));
+    }
 
     // Everything the child needs, prepared before fork (the child may not allocate).
     let path = batch.program(slot.app, &app.exe, &app.env)?;

@@ -55,6 +55,7 @@ fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
             singleton: None,
             each_end: false,
             staged: Vec::new(),
+            gpus: Default::default(),
         },
         plan: me,
     }

@@ -48,6 +48,7 @@ fn core(n: u32) -> NodeCore {
         // Every end on its own: these tests judge each exit.
         each_end: true,
         staged: Vec::new(),
+        gpus: Default::default(),
     };
     NodeCore::new(NodeSetup { job, plan }, true, false)
 }

@@ -697,6 +697,7 @@ impl Cluster {
             singleton: None,
             each_end: false,
             staged: Vec::new(),
+            gpus: Default::default(),
         };
         // Node table from the plan (node ids are the plan's: 0 = front end, 1.. agents).
         let (nodes, depth) = plan_nodes(&root, 0, 0, 0);
