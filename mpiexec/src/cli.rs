@@ -878,6 +878,19 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
     if let Some(v) = get("HYDRA_LAUNCHER_EXTRA_ARGS") {
         g.launcher_extra_args = v.split_whitespace().map(str::to_string).collect();
     }
+    // Hydra's cap on ssh launches in flight: each launching NLA's batch.
+    if g.launch_batch.is_none() {
+        if let Some(v) = get("HYDRA_LAUNCHER_SSH_LIMIT") {
+            match v.trim().parse::<u32>() {
+                Ok(n) if n > 0 => g.launch_batch = Some(n),
+                _ => {
+                    return Err(format!(
+                        "HYDRA_LAUNCHER_SSH_LIMIT: expected a positive number, got '{v}'"
+                    ))
+                }
+            }
+        }
+    }
     if g.rmk.is_none() {
         if let Some(v) = get("HYDRA_RMK") {
             g.rmk = Some(v.trim().parse().map_err(|e| format!("HYDRA_RMK: {e}"))?);
@@ -1276,6 +1289,25 @@ mod tests {
             let mut g = p("x").expect("parse").global;
             let e = apply_env(&mut g, &env(Box::leak(Box::new([bad])))).expect_err(bad.0);
             assert!(e.starts_with(bad.0), "{e}");
+        }
+    }
+
+    #[test]
+    fn hydra_launcher_ssh_limit() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        let mut g = p("x").expect("parse").global;
+        apply_env(&mut g, &env(&[("HYDRA_LAUNCHER_SSH_LIMIT", "8")])).expect("env");
+        assert_eq!(g.launch_batch, Some(8));
+        let mut g = p("--launch-batch 2 x").expect("parse").global;
+        apply_env(&mut g, &env(&[("HYDRA_LAUNCHER_SSH_LIMIT", "8")])).expect("env");
+        assert_eq!(g.launch_batch, Some(2));
+        for bad in ["0", "x", "-3"] {
+            let mut g = p("x").expect("parse").global;
+            let vars = Box::leak(Box::new([("HYDRA_LAUNCHER_SSH_LIMIT", bad)]));
+            let e = apply_env(&mut g, &env(vars)).expect_err(bad);
+            assert!(e.starts_with("HYDRA_LAUNCHER_SSH_LIMIT"), "{e}");
         }
     }
 
