@@ -230,6 +230,8 @@ fn checks(opts: &str, hosts: &[String]) {
 /// Daemons next to a running job (LaunchMON-style): its table and hosts from its front end's
 /// pid, one daemon per host, each finds its host's ranks alive.
 fn attach(opts: &str, job_args: &[&str], hosts: &[&str], ranks: usize) {
+    // The programs first: a failure to build them must not leave the job running.
+    let member = prog("libi_check_member");
     let mark = new_mark();
     let mut job = Command::new(MPIEXEC)
         .args(job_args)
@@ -242,10 +244,8 @@ fn attach(opts: &str, job_args: &[&str], hosts: &[&str], ranks: usize) {
     // The table is answered once the job's ranks run; before the socket exists, retry.
     let mut tries = 0;
     let out = loop {
-        let (st, out, err) = run_fe(
-            opts,
-            &["libi_check_fe", &prog("libi_check_member"), "attach", &job.id().to_string()],
-        );
+        let (st, out, err) =
+            run_fe(opts, &["libi_check_fe", &member, "attach", &job.id().to_string()]);
         if out.contains("table LIBI_OK") || tries == 50 {
             break (st, out, err);
         }

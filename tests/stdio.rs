@@ -125,8 +125,8 @@ fn stopped_reader_timeout_still_fires() {
     no_leftovers(&m);
 }
 
-/// SIGTERM with an output backlog and a stopped reader ends the job within the teardown
-/// grace period: 143, nothing left.
+/// SIGTERM with an output backlog and a stopped reader: the ranks die of it, and output
+/// nobody reads no longer holds the job: 143, nothing left.
 #[test]
 fn sigterm_with_stopped_reader() {
     let m = mark();

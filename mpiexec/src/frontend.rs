@@ -645,8 +645,8 @@ async fn redirect(mut conn: Box<PendingConn>, node: u32, parent: String) {
     }
 }
 
-/// Forward the signals the root core decides about as events. SIGHUP only when it is not
-/// ignored (under `nohup` it stays ignored, as the user asked).
+/// Forward the signals the root core decides about as events. SIGHUP and SIGQUIT only when
+/// not ignored (under `nohup`, or as a script's background job, they stay ignored).
 fn spawn_signal_watch(tx: UnboundedSender<Fe>) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut kinds = vec![
@@ -654,9 +654,13 @@ fn spawn_signal_watch(tx: UnboundedSender<Fe>) {
         (SignalKind::terminate(), libc::SIGTERM),
         (SignalKind::user_defined1(), libc::SIGUSR1),
         (SignalKind::user_defined2(), libc::SIGUSR2),
+        (SignalKind::alarm(), libc::SIGALRM),
     ];
     if !ignored(libc::SIGHUP) {
         kinds.push((SignalKind::hangup(), libc::SIGHUP));
+    }
+    if !ignored(libc::SIGQUIT) {
+        kinds.push((SignalKind::quit(), libc::SIGQUIT));
     }
     for (kind, num) in kinds {
         let Ok(mut s) = signal(kind) else { continue };

@@ -259,6 +259,10 @@ pub struct RootCore {
     exit_words: HashMap<u32, i32>,
     /// The job is being torn down.
     killing: bool,
+    /// A SIGTERM reached us and was forwarded to every rank: the job ends when they do,
+    /// with status 143, and no rank's end tears the others down meanwhile (they are all
+    /// stopping). A second SIGTERM tears the job down.
+    terminating: bool,
     /// Bytes of rank output dropped because our output was not being read while the job
     /// was torn down.
     dropped: u64,
@@ -335,6 +339,7 @@ impl RootCore {
             rank_word: None,
             exit_words: HashMap::new(),
             killing: false,
+            terminating: false,
             dropped: 0,
             owed: HashMap::new(),
             written: HashMap::new(),
@@ -590,6 +595,12 @@ impl RootCore {
                     return;
                 }
                 let who = format!("{} on {}", rank_name(g, spawn.rank), spawn.host);
+                if self.terminating {
+                    // Its ranks would not have been asked to stop: refused, so that the
+                    // spawner goes on stopping.
+                    self.spawn_refused(g, req, &who, "the job is stopping (SIGTERM)");
+                    return;
+                }
                 self.fx.push(Effect::Spawn { g, req, request: spawn, who });
             }
             other => {
@@ -615,6 +626,19 @@ impl RootCore {
             }
         }
         if !end.is_failure() {
+            return;
+        }
+        if self.terminating && !self.killing {
+            // Every rank was asked to stop: one that stops by the SIGTERM (or a shell's
+            // 143) is doing as asked; any other end is said, and ends no other rank. The
+            // status stays 143.
+            if !matches!(
+                end,
+                RankEnd::Signaled { signal: libc::SIGTERM } | RankEnd::Exited { code: 143, .. }
+            ) {
+                let message = describe_end(rank, host, &end, self.cfg.pmgr && g == 0);
+                self.fx.push(Effect::Print(in_group(g, message)));
+            }
             return;
         }
         // As Hydra: a rank that exits non-zero without having broken off PMI (it never spoke
@@ -729,11 +753,14 @@ impl RootCore {
         }
     }
 
-    /// A signal reached the front end. While the job runs: SIGTERM and SIGHUP end it (128 +
-    /// the signal), a second SIGINT within [`SIGINT_WINDOW`] kills it (130), anything else
-    /// (a first SIGINT, SIGUSR1/2) is forwarded to every rank. While the links close it is
-    /// ignored (that wait is bounded); while our output is flushed, SIGINT, SIGTERM and
-    /// SIGHUP stop the wait (the status becomes 128 + the signal unless one is set).
+    /// A signal reached the front end. While the job runs: SIGHUP ends it (129), a second
+    /// SIGINT within [`SIGINT_WINDOW`] kills it (130), a second SIGTERM too (143); anything
+    /// else (a first SIGINT or SIGTERM, SIGUSR1/2, SIGQUIT, SIGALRM) is forwarded to every
+    /// rank, as Hydra does. After a first SIGTERM the job ends when the ranks do, however
+    /// long they take (a batch system's SIGTERM before its SIGKILL gives them time to save
+    /// their state), with status 143. While the links close a signal is ignored (that wait
+    /// is bounded); while our output is flushed, SIGINT, SIGTERM and SIGHUP stop the wait
+    /// (the status becomes 128 + the signal unless one is set).
     pub fn signal(&mut self, now: f64, sig: i32) {
         match self.phase {
             Phase::Run => {
@@ -744,10 +771,22 @@ impl RootCore {
                 }
                 if second {
                     self.fail(now, 128 + libc::SIGINT, "second SIGINT: killing the job".into());
-                } else if sig == libc::SIGTERM {
-                    // Forwarded as part of the teardown; the job ends whatever the ranks do.
-                    let m = "received SIGTERM: terminating the job".into();
-                    self.fail(now, 128 + libc::SIGTERM, m);
+                } else if sig == libc::SIGTERM && self.terminating {
+                    self.fail(now, 128 + libc::SIGTERM, "second SIGTERM: killing the job".into());
+                } else if sig == libc::SIGTERM && !self.killing {
+                    self.terminating = true;
+                    self.status = Some(128 + libc::SIGTERM);
+                    // As in a teardown: output nobody reads no longer holds the ranks back.
+                    self.stall_check_at = Some(now);
+                    self.fx.push(Effect::Print(
+                        "received SIGTERM: forwarded to every rank; the job ends when they do \
+                         (a second SIGTERM kills it)"
+                            .into(),
+                    ));
+                    for g in 0..self.groups.len() {
+                        let e = NodeEffect::ToChildren(Msg::Signal { signal: sig });
+                        self.fx.push(Effect::GroupEffect(g, e));
+                    }
                 } else if sig == libc::SIGHUP {
                     let m = "received SIGHUP: terminating the job".into();
                     self.fail(now, 128 + libc::SIGHUP, m);
@@ -784,7 +823,7 @@ impl RootCore {
     ) {
         let bytes = data.len() as u64;
         let st = streams.get(stream);
-        if self.killing && st.stuck() {
+        if self.stopping() && st.stuck() {
             if !st.broken {
                 self.dropped += bytes;
             }
@@ -912,8 +951,9 @@ impl RootCore {
                     self.done();
                 } else if due(self.flush_check_at) {
                     self.flush_check_at = Some(now + FLUSH_CHECK);
-                    // A job that failed does not wait for a reader that stopped reading.
-                    if self.killing && streams.stuck() {
+                    // A job that failed, or was told to stop, does not wait for a reader
+                    // that stopped reading.
+                    if self.stopping() && streams.stuck() {
                         self.done();
                     }
                 }
@@ -928,6 +968,11 @@ impl RootCore {
         let secs = self.cfg.timeout.unwrap_or(0.0);
         let m = format!("job timed out after {secs} s (MPIEXEC_TIMEOUT); killing it");
         self.fail(now, STATUS_TIMEOUT, m);
+    }
+
+    /// The job is ending on its own account: torn down, or told to stop by a SIGTERM.
+    fn stopping(&self) -> bool {
+        self.killing || self.terminating
     }
 
     /// The job fails: say why (once), tear every group down.
@@ -1419,25 +1464,69 @@ mod tests {
     }
 
     #[test]
-    fn sigterm_and_sighup_end_the_job_other_signals_are_forwarded() {
-        for (sig, line) in [
-            (libc::SIGTERM, "received SIGTERM: terminating the job"),
-            (libc::SIGHUP, "received SIGHUP: terminating the job"),
-        ] {
+    fn sighup_ends_the_job_other_signals_are_forwarded() {
+        let mut c = started(cfg());
+        c.signal(1.0, libc::SIGHUP);
+        let fx = c.take_effects();
+        assert_eq!(
+            (prints(&fx), kills(&fx)),
+            (vec!["received SIGHUP: terminating the job".to_string()], vec![0])
+        );
+        assert_eq!(c.status(), 129);
+        for sig in [libc::SIGUSR1, libc::SIGUSR2, libc::SIGQUIT, libc::SIGALRM] {
             let mut c = started(cfg());
             c.signal(1.0, sig);
             let fx = c.take_effects();
-            assert_eq!((prints(&fx), kills(&fx)), (vec![line.to_string()], vec![0]));
-            assert_eq!(c.status(), 128 + sig);
+            assert!(
+                matches!(
+                    fx.as_slice(),
+                    [Effect::GroupEffect(0, NodeEffect::ToChildren(Msg::Signal { signal }))]
+                        if *signal == sig
+                ),
+                "{sig}: {fx:?}"
+            );
+            assert_eq!(c.status(), 0);
         }
+    }
+
+    /// SIGTERM, as Hydra: forwarded to every rank, and the job ends when the ranks do
+    /// (a batch system's SIGTERM gives them time to save their state before its SIGKILL):
+    /// no teardown, no SIGKILL after a grace; status 143. Ranks that stop by the SIGTERM
+    /// are not failures; another end is said and ends no other rank; a spawn is refused.
+    /// A second SIGTERM tears the job down.
+    #[test]
+    fn sigterm_is_forwarded_and_the_job_ends_with_its_ranks() {
         let mut c = started(cfg());
-        c.signal(1.0, libc::SIGUSR1);
+        c.signal(1.0, libc::SIGTERM);
         let fx = c.take_effects();
-        assert!(matches!(
-            fx.as_slice(),
-            [Effect::GroupEffect(0, NodeEffect::ToChildren(Msg::Signal { signal: libc::SIGUSR1 }))]
-        ));
-        assert_eq!(c.status(), 0);
+        assert_eq!(
+            prints(&fx),
+            ["received SIGTERM: forwarded to every rank; the job ends when they do (a second \
+              SIGTERM kills it)"]
+        );
+        assert!(kills(&fx).is_empty());
+        assert!(fx.iter().any(|e| matches!(
+            e,
+            Effect::GroupEffect(0, NodeEffect::ToChildren(Msg::Signal { signal: libc::SIGTERM }))
+        )));
+        assert_eq!(c.status(), 143);
+        assert!(!c.killing());
+        end(&mut c, 2.0, 0, 0, signaled(libc::SIGTERM));
+        let fx = c.take_effects();
+        assert!(prints(&fx).is_empty() && kills(&fx).is_empty(), "{fx:?}");
+        end(&mut c, 2.5, 0, 1, RankEnd::Exited { code: 1, clean_pmi: false });
+        let fx = c.take_effects();
+        assert_eq!(prints(&fx).len(), 1, "{fx:?}");
+        assert!(kills(&fx).is_empty());
+        assert_eq!(c.status(), 143);
+        c.root_msg(2.6, 0, Msg::Spawn { req: 4, spawn: request(0) });
+        let fx = c.take_effects();
+        assert_eq!(to_groups(&fx), [(0, Msg::SpawnResult { req: 4, rc: -1, jobid: None })]);
+        c.signal(3.0, libc::SIGTERM);
+        let fx = c.take_effects();
+        assert_eq!(prints(&fx), ["second SIGTERM: killing the job"]);
+        assert_eq!(kills(&fx), [0]);
+        assert_eq!(c.status(), 143);
     }
 
     #[test]
@@ -1467,7 +1556,7 @@ mod tests {
         // While the job runs, a stopped reader holds the ranks back (nothing dropped).
         c.rank_output(0, 0, 0, Stream::Stdout, data.clone(), &stalled);
         assert!(matches!(c.take_effects().as_slice(), [Effect::Output { .. }]));
-        c.signal(10.0, libc::SIGTERM);
+        c.signal(10.0, libc::SIGHUP);
         c.take_effects();
         // The first check is when the teardown starts.
         assert_eq!(c.poll_timeout(), Some(10.0));
@@ -1648,7 +1737,7 @@ mod tests {
         let fx = c.take_effects();
         assert_eq!(prints(&fx), ["spawn by rank 1 on n1 failed: nothing to spawn"]);
         assert_eq!(to_groups(&fx), [(0, Msg::SpawnResult { req: 3, rc: -1, jobid: None })]);
-        c.signal(2.0, libc::SIGTERM);
+        c.signal(2.0, libc::SIGHUP);
         c.take_effects();
         c.root_msg(2.1, 0, Msg::Spawn { req: 4, spawn: request(0) });
         assert!(c.take_effects().is_empty());

@@ -149,12 +149,16 @@ struct Proc {
 }
 
 impl Proc {
+    /// End the session's job for sure: SIGHUP, on which `libi-mpiexec` tears the job down
+    /// at once (its SIGTERM only forwards the signal and waits for the daemons, which may
+    /// ignore it). The child starts with SIGHUP at its default (see `launch`), so that it
+    /// handles it even when we run under `nohup`.
     fn terminate(&self) {
         if let Ok(r) = self.reaped.lock() {
             if !*r {
                 let _ = nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(self.pid),
-                    nix::sys::signal::Signal::SIGTERM,
+                    nix::sys::signal::Signal::SIGHUP,
                 );
             }
         }
@@ -363,11 +367,17 @@ impl FrontEnd {
         if let Ok(mut k) = self.shared.keys.lock() {
             k.insert(key.clone(), (sid, tx.clone()));
         }
-        let child = Command::new(&self.opts.mpiexec)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn();
+        let mut cmd = Command::new(&self.opts.mpiexec);
+        cmd.args(&args).stdin(Stdio::null()).stderr(Stdio::piped());
+        // SAFETY: between fork and exec the child only calls sigaction (through `signal`),
+        // which is async-signal-safe, and allocates nothing.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                use nix::sys::signal::{signal, SigHandler, Signal};
+                signal(Signal::SIGHUP, SigHandler::SigDfl).map(drop).map_err(Into::into)
+            });
+        }
+        let child = cmd.spawn();
         let mut child = match child {
             Ok(c) => c,
             Err(e) => {
