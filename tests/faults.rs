@@ -50,6 +50,31 @@ fn nla_killed() {
     report("NLA SIGKILLed", r.status, secs);
 }
 
+/// A SIGTERM to an NLA (a batch system signals every process of the job) is passed on to
+/// its ranks, which take their time to stop; the job goes on until the front end's own
+/// SIGTERM stops the others: every rank stopped as it chose, status 143.
+#[test]
+fn sigterm_to_an_nla_reaches_its_ranks() {
+    let script = "trap 'echo got-TERM $PMI_RANK; exit 0' TERM; while true; do sleep 0.1; done";
+    let live =
+        start(&["-launcher", "fork", "-hosts", "n1,n2", "-n", "2", "bash", "-c", script], &[]);
+    live.wait_for(2, |c| c.starts_with("bash -c trap"));
+    let nla = live.wait_for(1, |c| c.contains("libi-nla") && c.contains("--node 2 "));
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    signal(nla[0].0, SIGTERM);
+    // Rank 1 (on n2) stops; rank 0 runs on.
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(live.wait_for(1, |c| c.starts_with("bash -c trap")).len(), 1);
+    signal(live.pid(), SIGTERM);
+    let (r, secs) = live.finish(t);
+    assert_eq!(r.status, 143, "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["got-TERM 0", "got-TERM 1"], "{}", r.stderr);
+    report("SIGTERM to an NLA, then to the front end", r.status, secs);
+}
+
 /// The front end or the agent is SIGKILLed (fork launcher): nothing the ranks started is
 /// left — their background children are killed with them, by the agent (its parent-death
 /// signal is a SIGTERM it tears down on) or by the front end (the children of a SIGKILLed

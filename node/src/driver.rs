@@ -285,20 +285,30 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     debug!(node, ranks = setup.plan.ranks.len(), children = setup.plan.children.len(), "setup");
 
     let (ev_tx, mut ev_rx) = unbounded_channel::<Ev>();
-    // SIGTERM or SIGHUP (a user's `kill`, our parent-death signal under the fork launcher):
-    // as the loss of the parent, the ranks are torn down and nothing of theirs is left.
-    for (kind, name) in [
-        (tokio::signal::unix::SignalKind::terminate(), "SIGTERM"),
-        (tokio::signal::unix::SignalKind::hangup(), "SIGHUP"),
-    ] {
-        if let Ok(mut sig) = tokio::signal::unix::signal(kind) {
-            let tx = ev_tx.clone();
-            tokio::spawn(async move {
-                if sig.recv().await.is_some() {
-                    let _ = tx.send(Ev::ParentGone(format!("killed by {name}")));
-                }
-            });
-        }
+    // SIGHUP (an ssh session's end, a user's `kill -HUP`): as the loss of the parent, the
+    // ranks are torn down and nothing of theirs is left. SIGTERM (a batch system stopping
+    // the job, a user's `kill`, our parent-death signal under the fork launcher) is passed
+    // on to the ranks and the NLAs below, as the front end passes on its own: they get
+    // the time they take to stop (when the parent is gone, its lost link tears them down
+    // anyway). A second SIGTERM tears them down.
+    if let Ok(mut sig) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        let tx = ev_tx.clone();
+        tokio::spawn(async move {
+            if sig.recv().await.is_some() {
+                let _ = tx.send(Ev::ParentGone("killed by SIGHUP".into()));
+            }
+        });
+    }
+    if let Ok(mut sig) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        let tx = ev_tx.clone();
+        tokio::spawn(async move {
+            if sig.recv().await.is_some() {
+                let _ = tx.send(Ev::Parent(Msg::Signal { signal: libc::SIGTERM }));
+            }
+            if sig.recv().await.is_some() {
+                let _ = tx.send(Ev::ParentGone("killed by a second SIGTERM".into()));
+            }
+        });
     }
     // Everything for the parent goes through one queue and one writer task; the parent's
     // `OutputAck`s feed the output window.
