@@ -107,3 +107,42 @@ fn spawn_under_slurm() {
     assert!(lines[2].contains(" cmd=spawn_result rc=0"), "{}", r.stdout);
     assert!(our_steps().is_empty(), "steps left: {}", our_steps());
 }
+
+/// `scancel`: Slurm sends SIGTERM to every process of the job's steps (our NLAs and their
+/// ranks), and SIGKILL `KillWait` later (5 s in `ci/slurm.sh`). An NLA passes its SIGTERM on
+/// rather than tearing its ranks down on its own 3 s grace, so ranks that take 3.6 s to save
+/// their state finish, and what they print arrives.
+#[test]
+fn scancel_leaves_the_ranks_their_time_to_stop() {
+    let Some(_serial) = slurm() else { return };
+    let dir = std::env::temp_dir().join(format!("libi-scancel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let out_path = dir.join("out");
+    let script = "trap 'trap \"\" TERM; sleep 3.6; echo saved $PMI_RANK; exit 0' TERM; \
+                  echo up $PMI_RANK $SLURM_JOB_ID; sleep 60 & wait";
+    let child = Command::new("salloc")
+        .args(["-N1", "-n2", "--quiet", MPIEXEC, "-n", "2", "bash", "-c", script])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).expect("out file"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("salloc");
+    let read = || std::fs::read_to_string(&out_path).unwrap_or_default();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while read().lines().filter(|l| l.starts_with("up ")).count() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the ranks never started: {}", read());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let job = read().lines().next().and_then(|l| l.split(' ').nth(2)).unwrap_or("").to_string();
+    assert!(!job.is_empty(), "no SLURM_JOB_ID in: {}", read());
+    let st = Command::new("scancel").arg(&job).status().expect("scancel");
+    assert!(st.success());
+    let out = child.wait_with_output().expect("wait salloc");
+    let mut lines: Vec<String> = read().lines().map(str::to_string).collect();
+    lines.sort();
+    let want =
+        ["saved 0".to_string(), "saved 1".into(), format!("up 0 {job}"), format!("up 1 {job}")];
+    assert_eq!(lines, want, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(our_steps().is_empty(), "steps left: {}", our_steps());
+    let _ = std::fs::remove_dir_all(&dir);
+}
