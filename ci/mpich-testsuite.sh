@@ -15,6 +15,9 @@
 # DIR: directories of test/mpi (default: spawn init, the ones about the process manager:
 # MPI_Comm_spawn, spawn_multiple, connect/accept, name publishing, exit statuses, MPI_Abort).
 # Others worth a run: info group errhan mpi_t attr comm topo pt2pt coll rma errors impls.
+# A test that fails runs once more on its own (see `run`: MPICH 5's OFI netmod hangs in
+# MPI_Init now and then on the ssh hosts, under Hydra as under libi); one that passes then is
+# listed as "passed on a retry" and does not fail the run.
 # Prints a table (tests, failures under each) and the failing tests' names; exits 1 if a test
 # fails under libi (with --hydra: only one that Hydra passes; the 4.0.2 test suite has a few
 # tests that MPICH 5 itself fails, e.g. errhan/adderr, which does not compile against it).
@@ -89,6 +92,26 @@ run() {
   N=$(grep -cE '^(not )?ok ' "$tap" 2>/dev/null) || true
   N=${N:-0}
   FAILED=$(awk '/^not ok/ {print $4 ":" $5}' "$tap" 2>/dev/null | sed 's|^\./||' | sort | tr '\n' ' ')
+  # A failed test runs once more on its own: MPICH 5's OFI netmod now and then hangs in
+  # MPI_Init on these hosts (spawn_rootargs, 10 ranks on 8 slots over the 4 ssh hosts: 2 to
+  # 3 runs in 30 time out after PMI is done, the ranks spinning in MPICH's progress loop,
+  # under mpiexec.hydra 5.0.2 as under libi). RETRIED lists those that then passed; a test
+  # that fails twice stays in FAILED.
+  RETRIED=""
+  local still="" t
+  for t in $FAILED; do
+    awk -v n="${t%%:*}" -v p="${t##*:}" '$1 == n && $2 == p' "$T/$d/testlist" >"$T/$d/testlist.retry"
+    rm -f "$tap.retry"
+    (cd "$T/$d" && MPIR_CVAR_CH4_NETMOD=ofi MPITEST_TIMEOUT=${MPITEST_TIMEOUT:-120} MPITEST_MPIEXECARG="${4:-}" \
+       ../runtests -srcdir=. -tests=testlist.retry -mpiexec="$mpiexec" -tapfile="$tap.retry" >>"$WORK/$d-$name.log" 2>&1) || true
+    if [ -s "$T/$d/testlist.retry" ] && grep -q '^ok ' "$tap.retry" 2>/dev/null && ! grep -q '^not ok' "$tap.retry"; then
+      RETRIED+="$t "
+    else
+      still+="$t "
+    fi
+    rm -f "$T/$d/testlist.retry"
+  done
+  FAILED=$still
 }
 
 status=0
@@ -96,14 +119,17 @@ rows=()
 # case1 DIR LABEL SUFFIX [LIBI-ARGS [HYDRA-ARGS]]: one row of the table.
 case1() {
   local d=$1 label=$2 sfx=$3 only fl fh nl
-  run "$d" "libi$sfx" "$LIBI" "${4:-}"; nl=$N; fl=$FAILED
+  run "$d" "libi$sfx" "$LIBI" "${4:-}"; nl=$N; fl=$FAILED; rl=$RETRIED
+  if [ -n "${rl// /}" ]; then
+    echo "ci/mpich-testsuite.sh: $label: failed once, passed on a retry under libi: $rl" >&2
+  fi
   if [ "$hydra" = 1 ]; then
-    run "$d" "hydra$sfx" "$HYDRA" "${5:-}"; fh=$FAILED
+    run "$d" "hydra$sfx" "$HYDRA" "${5:-}"; fh=$FAILED; rh=$RETRIED
     only=$(comm -23 <(tr ' ' '\n' <<<"$fl" | sed '/^$/d' | sort -u) <(tr ' ' '\n' <<<"$fh" | sed '/^$/d' | sort -u) | tr '\n' ' ')
-    rows+=("$label|$nl|$(wc -w <<<"$fl")|$(wc -w <<<"$fh")|${fl:--}|${fh:--}")
+    rows+=("$label|$nl|$(wc -w <<<"$fl")|$(wc -w <<<"$fh")|${fl:--}|${fh:--}|${rl:--}|${rh:--}")
   else
     only=$fl
-    rows+=("$label|$nl|$(wc -w <<<"$fl")|-|${fl:--}|-")
+    rows+=("$label|$nl|$(wc -w <<<"$fl")|-|${fl:--}|-|${rl:--}|-")
   fi
   if [ "$nl" -eq 0 ] || [ -n "${only// /}" ]; then
     status=1
@@ -124,10 +150,10 @@ for d in "${dirs[@]}"; do
   fi
 done
 echo
-echo "| test/mpi directory | tests | failed under libi | failed under Hydra | failing under libi | failing under Hydra |"
-echo "|---|---|---|---|---|---|"
+echo "| test/mpi directory | tests | failed under libi | failed under Hydra | failing under libi | failing under Hydra | passed on a retry under libi | under Hydra |"
+echo "|---|---|---|---|---|---|---|---|"
 for r in "${rows[@]}"; do
-  IFS='|' read -r d n a b fa fb <<<"$r"
-  echo "| $d | $n | $a | $b | $fa | $fb |"
+  IFS='|' read -r d n a b fa fb ra rb <<<"$r"
+  echo "| $d | $n | $a | $b | $fa | $fb | $ra | $rb |"
 done
 exit $status
