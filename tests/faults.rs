@@ -170,6 +170,35 @@ fn sigterm_is_forwarded_and_waits_for_the_ranks() {
     report("SIGTERM, ranks saving", r.status, secs);
 }
 
+/// A SIGTERM while the job's NLAs are still being started (here a slow ssh) ends the job at
+/// once: ranks not started yet would miss a passed-on signal. 143, nothing left.
+#[test]
+fn sigterm_while_starting_ends_the_job() {
+    let dir = scratch_dir("slowssh");
+    let fake = dir.join("slow-ssh");
+    std::fs::write(&fake, "#!/bin/sh\nsleep 1.5\nfor a; do last=$a; done\nexec sh -c \"$last\"\n")
+        .expect("write");
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let fake = fake.to_string_lossy().into_owned();
+    let live = start(
+        &["-launcher", "ssh", "-launcher-exec", &fake, "-hosts", "r1,r2", "-n", "2", "sleep", "60"],
+        &[],
+    );
+    live.wait_for(2, |c| c.starts_with("sleep 1.5"));
+    let t = Instant::now();
+    signal(live.pid(), SIGTERM);
+    let (r, secs) = live.finish(t);
+    assert_eq!(r.status, 143, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("received SIGTERM while the job was starting: terminating it"),
+        "{}",
+        r.stderr
+    );
+    report("SIGTERM while starting", r.status, secs);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn second_sigterm_kills() {
     let live = start(

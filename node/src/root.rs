@@ -569,6 +569,11 @@ impl RootCore {
                     if g == 0 {
                         self.all_up_at = Some(now);
                     }
+                    if self.terminating && !self.killing {
+                        // A spawned group that came up after the SIGTERM was passed on.
+                        let e = NodeEffect::ToChildren(Msg::Signal { signal: libc::SIGTERM });
+                        self.fx.push(Effect::GroupEffect(g, e));
+                    }
                     if let Some(SpawnOrigin { parent, req, .. }) = gr.spawn.take() {
                         let jobid = Some(gr.kvsname.clone());
                         let ms = (now - gr.started) * 1e3;
@@ -773,6 +778,11 @@ impl RootCore {
                     self.fail(now, 128 + libc::SIGINT, "second SIGINT: killing the job".into());
                 } else if sig == libc::SIGTERM && self.terminating {
                     self.fail(now, 128 + libc::SIGTERM, "second SIGTERM: killing the job".into());
+                } else if sig == libc::SIGTERM && !self.killing && !self.job_up() {
+                    // Ranks still being started would miss a passed-on signal, and none has
+                    // state to save yet: ended at once.
+                    let m = "received SIGTERM while the job was starting: terminating it".into();
+                    self.fail(now, 128 + libc::SIGTERM, m);
                 } else if sig == libc::SIGTERM && !self.killing {
                     self.terminating = true;
                     self.status = Some(128 + libc::SIGTERM);
@@ -968,6 +978,11 @@ impl RootCore {
         let secs = self.cfg.timeout.unwrap_or(0.0);
         let m = format!("job timed out after {secs} s (MPIEXEC_TIMEOUT); killing it");
         self.fail(now, STATUS_TIMEOUT, m);
+    }
+
+    /// Every NLA of the job (group 0) has started its ranks.
+    fn job_up(&self) -> bool {
+        self.groups.first().is_some_and(|g| g.nodes_up >= g.nodes)
     }
 
     /// The job is ending on its own account: torn down, or told to stop by a SIGTERM.
@@ -1497,6 +1512,8 @@ mod tests {
     #[test]
     fn sigterm_is_forwarded_and_the_job_ends_with_its_ranks() {
         let mut c = started(cfg());
+        c.root_msg(0.5, 0, Msg::SubtreeUp { nodes: 2, ranks: 4 });
+        c.take_effects();
         c.signal(1.0, libc::SIGTERM);
         let fx = c.take_effects();
         assert_eq!(
@@ -1527,6 +1544,38 @@ mod tests {
         assert_eq!(prints(&fx), ["second SIGTERM: killing the job"]);
         assert_eq!(kills(&fx), [0]);
         assert_eq!(c.status(), 143);
+    }
+
+    /// While the job's ranks are still being started, a SIGTERM ends the job at once (a
+    /// passed-on signal would miss the ranks not started yet); a group that comes up after
+    /// a passed-on SIGTERM gets it too.
+    #[test]
+    fn sigterm_while_starting_tears_down() {
+        let mut c = started(cfg());
+        c.root_msg(0.5, 0, Msg::SubtreeUp { nodes: 1, ranks: 2 });
+        c.take_effects();
+        c.signal(1.0, libc::SIGTERM);
+        let fx = c.take_effects();
+        assert_eq!(prints(&fx), ["received SIGTERM while the job was starting: terminating it"]);
+        assert_eq!(kills(&fx), [0]);
+        assert_eq!(c.status(), 143);
+        // A spawned group still starting when the SIGTERM is passed on gets it once up.
+        let mut c = started(cfg());
+        c.root_msg(0.5, 0, Msg::SubtreeUp { nodes: 2, ranks: 4 });
+        let g = spawned(&mut c);
+        c.signal(1.1, libc::SIGTERM);
+        c.take_effects();
+        c.root_msg(1.2, g, Msg::SubtreeUp { nodes: 1, ranks: 2 });
+        let fx = c.take_effects();
+        assert!(
+            fx.iter().any(|e| matches!(
+                e,
+                Effect::GroupEffect(gg, NodeEffect::ToChildren(Msg::Signal { signal: libc::SIGTERM }))
+                    if *gg == g
+            )),
+            "{fx:?}"
+        );
+        assert!(kills(&fx).is_empty());
     }
 
     #[test]
