@@ -87,6 +87,17 @@ pub struct LauncherSpec {
 }
 
 impl LauncherSpec {
+    /// `kind` with its default program, the NLA at `nla_path`, nothing else set.
+    pub fn new(kind: LauncherKind, nla_path: impl Into<String>) -> Self {
+        LauncherSpec {
+            kind,
+            exec: None,
+            nla_path: nla_path.into(),
+            nla_by_name: false,
+            extra_args: Vec::new(),
+        }
+    }
+
     /// The NLA program as a remote host's shell should run it.
     pub fn remote_nla(&self) -> String {
         if !self.nla_by_name {
@@ -382,6 +393,16 @@ impl RankEnd {
             RankEnd::Exited { code, .. } => (code & 0xff) << 8,
             RankEnd::Signaled { signal } => signal & 0x7f,
             RankEnd::SpawnFailed { .. } => (self.status() & 0xff) << 8,
+        }
+    }
+
+    /// The rank ended by `sig`: killed by it, or exited 128 + it, as a shell does when its
+    /// child is.
+    pub fn by_signal(&self, sig: i32) -> bool {
+        match *self {
+            RankEnd::Signaled { signal } => signal == sig,
+            RankEnd::Exited { code, .. } => code == 128 + sig,
+            _ => false,
         }
     }
 

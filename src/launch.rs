@@ -195,11 +195,8 @@ mod tests {
 
     fn spec(kind: LauncherKind, exec: Option<&str>) -> LauncherSpec {
         LauncherSpec {
-            kind,
             exec: exec.map(String::from),
-            nla_path: "/opt/libi/libi-nla".into(),
-            nla_by_name: false,
-            extra_args: Vec::new(),
+            ..LauncherSpec::new(kind, "/opt/libi/libi-nla")
         }
     }
 

@@ -174,13 +174,7 @@ fn sigterm_is_forwarded_and_waits_for_the_ranks() {
 /// once: ranks not started yet would miss a passed-on signal. 143, nothing left.
 #[test]
 fn sigterm_while_starting_ends_the_job() {
-    let dir = scratch_dir("slowssh");
-    let fake = dir.join("slow-ssh");
-    std::fs::write(&fake, "#!/bin/sh\nsleep 1.5\nfor a; do last=$a; done\nexec sh -c \"$last\"\n")
-        .expect("write");
-    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
-    let fake = fake.to_string_lossy().into_owned();
+    let fake = common::slow_launcher("sigterm");
     let live = start(
         &["-launcher", "ssh", "-launcher-exec", &fake, "-hosts", "r1,r2", "-n", "2", "sleep", "60"],
         &[],
@@ -196,7 +190,6 @@ fn sigterm_while_starting_ends_the_job() {
         r.stderr
     );
     report("SIGTERM while starting", r.status, secs);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -271,9 +264,7 @@ fn mpiexec_timeout() {
 fn launch_timeout() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
     let hang = dir.join(format!("hang-launcher-{}", std::process::id()));
-    std::fs::write(&hang, "#!/bin/sh\nexec sleep 100\n").expect("write");
-    std::fs::set_permissions(&hang, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
+    common::write_script(&hang, "#!/bin/sh\nexec sleep 100\n");
     let t = Instant::now();
     let live = start(
         &[

@@ -473,16 +473,12 @@ fn resource_manager_hosts() {
 /// A fake ssh in `dir`: it appends `<its path> <host>` to `log` (the first argument not an
 /// option is the host), then runs the remote command (its last argument) as ssh would.
 fn fake_ssh(dir: &std::path::Path, log: &std::path::Path) -> String {
-    let fake = dir.join("fake-ssh");
     let script = format!(
         "#!/bin/sh\nfor a; do last=$a; case $a in -*) ;; *) [ -z \"$host\" ] && host=$a;; esac; done\n\
          echo \"$0 $host\" >> {}\nexec sh -c \"$last\"\n",
         log.display()
     );
-    std::fs::write(&fake, script).expect("write");
-    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
-    fake.to_string_lossy().into_owned()
+    common::write_script(&dir.join("fake-ssh"), &script)
 }
 
 /// Hydra's environment equivalents: HYDRA_HOST_FILE, HYDRA_LAUNCHER, HYDRA_LAUNCHER_EXEC;
@@ -573,22 +569,11 @@ fn local_hosts_are_not_reached_through_ssh() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// A launcher that takes 1.5 s per node, then runs the command as ssh would.
-fn slow_launcher(tag: &str) -> String {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let p = dir.join(format!("slow-ssh-{tag}-{}", std::process::id()));
-    std::fs::write(&p, "#!/bin/sh\nfor a; do last=$a; done\nsleep 1.5\nexec sh -c \"$last\"\n")
-        .expect("write");
-    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
-    p.to_string_lossy().into_owned()
-}
-
 /// The progress line of a launch longer than 1 s is for terminals only: with stderr a pipe
 /// nothing of it appears.
 #[test]
 fn progress_line_silent_without_terminal() {
-    let ssh = slow_launcher("silent");
+    let ssh = common::slow_launcher("silent");
     let r = run(
         &["-launcher", "ssh", "-launcher-exec", &ssh, "-hosts", "p1,p2", "-n", "2", "true"],
         b"",
@@ -605,7 +590,7 @@ fn progress_line_on_terminal() {
         eprintln!("no script(1): skipped");
         return;
     }
-    let ssh = slow_launcher("tty");
+    let ssh = common::slow_launcher("tty");
     let cmd = format!("{MPIEXEC} -launcher ssh -launcher-exec {ssh} -hosts p1,p2 -n 4 true");
     let out = Command::new("script")
         .args(["-qec", &cmd, "/dev/null"])
@@ -752,13 +737,10 @@ fn bcast_stages_the_executable_on_each_node() {
     let stage_root = tmp.join("nodes");
     std::fs::create_dir_all(&stage_root).expect("mkdir");
     let script = tmp.join("where.sh");
-    std::fs::write(
+    common::write_script(
         &script,
         "#!/bin/sh\necho \"$PMI_RANK $PMI_HOSTNAME $0 $(stat -c %a \"$(dirname \"$0\")\")\"\n",
-    )
-    .expect("write script");
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
+    );
     let out = Command::new(MPIEXEC)
         .args(["--bcast", "-launcher", "fork", "-hosts", &hosts(3, 2), "-n", "6"])
         .arg(&script)
@@ -880,15 +862,11 @@ fn hybrid_hosts_find_the_agent_on_the_remote_path() {
     let log = d.join("launched");
     let bin = std::path::Path::new(MPIEXEC).parent().expect("bin dir").display().to_string();
     // A "remote" shell whose PATH has the agent: logs the command, then runs it.
-    let fake = d.join("fake-ssh");
     let script = format!(
         "#!/bin/sh\nfor a; do last=$a; done\necho \"$*\" >> {}\nPATH={bin}:$PATH exec sh -c \"$last\"\n",
         log.display()
     );
-    std::fs::write(&fake, script).expect("write");
-    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
-    let fake = fake.to_string_lossy().into_owned();
+    let fake = common::write_script(&d.join("fake-ssh"), &script);
     let job = |extra: &[&str], env: &[(&str, &str)]| {
         let mut a = vec!["-launcher", "ssh", "-launcher-exec", &fake, "-hosts", "r1,r2"];
         a.extend(extra);

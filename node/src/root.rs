@@ -569,11 +569,6 @@ impl RootCore {
                     if g == 0 {
                         self.all_up_at = Some(now);
                     }
-                    if self.terminating && !self.killing {
-                        // A spawned group that came up after the SIGTERM was passed on.
-                        let e = NodeEffect::ToChildren(Msg::Signal { signal: libc::SIGTERM });
-                        self.fx.push(Effect::GroupEffect(g, e));
-                    }
                     if let Some(SpawnOrigin { parent, req, .. }) = gr.spawn.take() {
                         let jobid = Some(gr.kvsname.clone());
                         let ms = (now - gr.started) * 1e3;
@@ -586,6 +581,10 @@ impl RootCore {
                     }
                     if g == 0 && self.proc_table_at_launch && self.launch_proc_req.is_none() {
                         self.launch_proc_req = Some(self.request_proc_table());
+                    }
+                    if self.terminating && !self.killing {
+                        // A spawned group that came up after the SIGTERM was passed on.
+                        self.signal_group(g, libc::SIGTERM);
                     }
                 }
             }
@@ -637,10 +636,7 @@ impl RootCore {
             // Every rank was asked to stop: one that stops by the SIGTERM (or a shell's
             // 143) is doing as asked; any other end is said, and ends no other rank. The
             // status stays 143.
-            if !matches!(
-                end,
-                RankEnd::Signaled { signal: libc::SIGTERM } | RankEnd::Exited { code: 143, .. }
-            ) {
+            if !end.by_signal(libc::SIGTERM) {
                 let message = describe_end(rank, host, &end, self.cfg.pmgr && g == 0);
                 self.fx.push(Effect::Print(in_group(g, message)));
             }
@@ -668,12 +664,7 @@ impl RootCore {
         };
         // Ranks that end by our teardown's SIGTERM or SIGKILL (or exit with 128 + those, as
         // shells do) do not count among the failures.
-        let ours = self.killing
-            && matches!(
-                end,
-                RankEnd::Signaled { signal: libc::SIGTERM | libc::SIGKILL }
-                    | RankEnd::Exited { code: 143 | 137, .. }
-            );
+        let ours = self.killing && (end.by_signal(libc::SIGTERM) || end.by_signal(libc::SIGKILL));
         let word = (!ours).then(|| end.status_word());
         self.group_failed(now, g, end.status(), message, launch, word);
     }
@@ -793,18 +784,12 @@ impl RootCore {
                          (a second SIGTERM kills it)"
                             .into(),
                     ));
-                    for g in 0..self.groups.len() {
-                        let e = NodeEffect::ToChildren(Msg::Signal { signal: sig });
-                        self.fx.push(Effect::GroupEffect(g, e));
-                    }
+                    self.forward_signal(sig);
                 } else if sig == libc::SIGHUP {
                     let m = "received SIGHUP: terminating the job".into();
                     self.fail(now, 128 + libc::SIGHUP, m);
                 } else {
-                    for g in 0..self.groups.len() {
-                        let e = NodeEffect::ToChildren(Msg::Signal { signal: sig });
-                        self.fx.push(Effect::GroupEffect(g, e));
-                    }
+                    self.forward_signal(sig);
                 }
             }
             Phase::Close | Phase::Done => {}
@@ -978,6 +963,19 @@ impl RootCore {
         let secs = self.cfg.timeout.unwrap_or(0.0);
         let m = format!("job timed out after {secs} s (MPIEXEC_TIMEOUT); killing it");
         self.fail(now, STATUS_TIMEOUT, m);
+    }
+
+    /// Pass `sig` on to every rank of group `g`.
+    fn signal_group(&mut self, g: usize, sig: i32) {
+        let e = NodeEffect::ToChildren(Msg::Signal { signal: sig });
+        self.fx.push(Effect::GroupEffect(g, e));
+    }
+
+    /// Pass `sig` on to every rank of every group.
+    fn forward_signal(&mut self, sig: i32) {
+        for g in 0..self.groups.len() {
+            self.signal_group(g, sig);
+        }
     }
 
     /// Every NLA of the job (group 0) has started its ranks.
@@ -1312,6 +1310,18 @@ mod tests {
             .collect()
     }
 
+    /// (group, signal) of every signal passed on to a group's ranks.
+    fn forwarded(fx: &[Effect]) -> Vec<(usize, i32)> {
+        fx.iter()
+            .filter_map(|e| match e {
+                Effect::GroupEffect(g, NodeEffect::ToChildren(Msg::Signal { signal })) => {
+                    Some((*g, *signal))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// (group, message) of every `ToGroup`.
     fn to_groups(fx: &[Effect]) -> Vec<(usize, Msg)> {
         fx.iter()
@@ -1450,31 +1460,18 @@ mod tests {
         let mut c = started(cfg());
         c.root_msg(0.0, 0, Msg::SubtreeUp { nodes: 1, ranks: 2 });
         c.take_effects();
-        let forwarded = |fx: &[Effect]| {
-            fx.iter()
-                .filter(|e| {
-                    matches!(
-                        e,
-                        Effect::GroupEffect(
-                            0,
-                            NodeEffect::ToChildren(Msg::Signal { signal: libc::SIGINT })
-                        )
-                    )
-                })
-                .count()
-        };
         c.signal(1.0, libc::SIGINT);
         let fx = c.take_effects();
-        assert_eq!((forwarded(&fx), kills(&fx).len()), (1, 0));
+        assert_eq!((forwarded(&fx), kills(&fx).len()), (vec![(0, libc::SIGINT)], 0));
         // 2.5 s later: a first SIGINT again.
         c.signal(3.5, libc::SIGINT);
         let fx = c.take_effects();
-        assert_eq!((forwarded(&fx), kills(&fx).len()), (1, 0));
+        assert_eq!((forwarded(&fx), kills(&fx).len()), (vec![(0, libc::SIGINT)], 0));
         assert_eq!(c.status(), 0);
         c.signal(4.0, libc::SIGINT);
         let fx = c.take_effects();
         assert_eq!(prints(&fx), ["second SIGINT: killing the job"]);
-        assert_eq!((forwarded(&fx), kills(&fx)), (0, vec![0]));
+        assert_eq!((forwarded(&fx), kills(&fx)), (vec![], vec![0]));
         assert_eq!(c.status(), 130);
     }
 
@@ -1492,14 +1489,7 @@ mod tests {
             let mut c = started(cfg());
             c.signal(1.0, sig);
             let fx = c.take_effects();
-            assert!(
-                matches!(
-                    fx.as_slice(),
-                    [Effect::GroupEffect(0, NodeEffect::ToChildren(Msg::Signal { signal }))]
-                        if *signal == sig
-                ),
-                "{sig}: {fx:?}"
-            );
+            assert_eq!((fx.len(), forwarded(&fx)), (1, vec![(0, sig)]), "{sig}: {fx:?}");
             assert_eq!(c.status(), 0);
         }
     }
@@ -1522,10 +1512,7 @@ mod tests {
               SIGTERM kills it)"]
         );
         assert!(kills(&fx).is_empty());
-        assert!(fx.iter().any(|e| matches!(
-            e,
-            Effect::GroupEffect(0, NodeEffect::ToChildren(Msg::Signal { signal: libc::SIGTERM }))
-        )));
+        assert_eq!(forwarded(&fx), [(0, libc::SIGTERM)]);
         assert_eq!(c.status(), 143);
         assert!(!c.killing());
         end(&mut c, 2.0, 0, 0, signaled(libc::SIGTERM));
@@ -1567,14 +1554,7 @@ mod tests {
         c.take_effects();
         c.root_msg(1.2, g, Msg::SubtreeUp { nodes: 1, ranks: 2 });
         let fx = c.take_effects();
-        assert!(
-            fx.iter().any(|e| matches!(
-                e,
-                Effect::GroupEffect(gg, NodeEffect::ToChildren(Msg::Signal { signal: libc::SIGTERM }))
-                    if *gg == g
-            )),
-            "{fx:?}"
-        );
+        assert_eq!(forwarded(&fx), [(g, libc::SIGTERM)], "{fx:?}");
         assert!(kills(&fx).is_empty());
     }
 

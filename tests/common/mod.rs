@@ -450,3 +450,18 @@ pub fn my_cpus() -> Vec<u32> {
     }
     out
 }
+
+/// Write `text` to `path` as an executable script; its path as a string.
+pub fn write_script(path: &Path, text: &str) -> String {
+    std::fs::write(path, text).expect("write script");
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    path.to_string_lossy().into_owned()
+}
+
+/// A launcher that takes 1.5 s per node, then runs the command as ssh would.
+pub fn slow_launcher(tag: &str) -> String {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let p = dir.join(format!("slow-ssh-{tag}-{}", std::process::id()));
+    write_script(&p, "#!/bin/sh\nfor a; do last=$a; done\nsleep 1.5\nexec sh -c \"$last\"\n")
+}
