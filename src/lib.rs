@@ -6,6 +6,7 @@ pub mod hosts;
 pub mod job;
 pub mod launch;
 pub mod msg;
+pub mod nameserver;
 pub mod report;
 pub mod slurm;
 pub mod spawn;

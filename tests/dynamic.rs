@@ -11,7 +11,7 @@ mod common;
 
 use common::{
     mpich5_program, pmi_child, run, spawn_block, spawner_script, sync_dir, wait_marks, LAUNCHED_BY,
-    PMI_SAY,
+    MPIEXEC, PMI_SAY,
 };
 use std::path::Path;
 
@@ -427,4 +427,165 @@ fn memory_alloc_kinds_reach_the_job_and_its_spawns() {
     let r = run(&job_args(None, &["-n", "1", p.as_str()]), b"");
     assert_eq!(r.status, 0, "{}", r.stderr);
     assert_eq!(r.stdout, "parent 0 mpi,system\n");
+}
+
+/// Hydra's outside name server (`hydra_nameserver` of MPICH 5), listening on a port of its
+/// own; killed when dropped.
+struct NameServer {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl NameServer {
+    fn start() -> NameServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = std::process::Command::new(common::mpich5().join("bin/hydra_nameserver"))
+            .args(["-port", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("start hydra_nameserver");
+        let addr = format!("127.0.0.1:{port}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(std::time::Instant::now() < deadline, "hydra_nameserver never listened");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        NameServer { child, addr }
+    }
+}
+
+impl Drop for NameServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `-nameserver`: two separate jobs find each other through Hydra's own name server — the
+/// server job publishes its port, the client job (started first, looking the name up until
+/// it appears) connects — with both jobs ours, and with one of them run by MPICH 5's
+/// `mpiexec.hydra` (its client of the name server is the reference).
+#[test]
+fn jobs_meet_through_hydras_name_server() {
+    let p = nameserv();
+    let hydra = common::mpich5().join("bin/mpiexec.hydra").to_string_lossy().into_owned();
+    for (server_pm, client_pm) in
+        [(MPIEXEC, MPIEXEC), (hydra.as_str(), MPIEXEC), (MPIEXEC, hydra.as_str())]
+    {
+        let ns = NameServer::start();
+        let args = |role: &'static [&'static str]| -> Vec<String> {
+            let mut a: Vec<String> = ["-nameserver", &ns.addr, "-genv", "MPIR_CVAR_CH4_NETMOD"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            a.extend(["ofi", "-n", "1", &p].iter().map(|s| s.to_string()));
+            a.extend(role.iter().map(|s| s.to_string()));
+            a
+        };
+        let client_args = args(&["client", "retry"]);
+        let client = std::process::Command::new(client_pm)
+            .args(&client_args)
+            .env("MPIEXEC_TIMEOUT", "120")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the client job");
+        let server_args = args(&["server"]);
+        let server_args: Vec<&str> = server_args.iter().map(String::as_str).collect();
+        let s = common::run_program(server_pm, &server_args, b"");
+        let c = common::Run::from_output(&client.wait_with_output().expect("client job"));
+        let which = format!("server by {server_pm}, client by {client_pm}");
+        assert_eq!((s.status, s.stdout.as_str()), (0, "server ok 42\n"), "{which}: {}", s.stderr);
+        assert_eq!((c.status, c.stdout.as_str()), (0, "client ok 42\n"), "{which}: {}", c.stderr);
+    }
+}
+
+/// The name server's semantics reach the ranks as they are (raw PMI-1): a name published
+/// once, found by a later job, refused a second publish, gone after unpublish; a server that
+/// cannot be reached, or one that answers garbage, fails the request with one line and the
+/// job goes on.
+#[test]
+fn name_server_semantics_and_failures() {
+    let ns = NameServer::start();
+    let job = |addr: &str, script: &str| {
+        let body = format!("{PMI_SAY}\nsay 'cmd=init pmi_version=1 pmi_subversion=1'\n{script}\nsay 'cmd=finalize'");
+        run(&["-nameserver", addr, "-n", "1", "bash", "-c", &body], b"")
+    };
+    let rc = |l: &str| l.split_whitespace().find_map(|t| t.strip_prefix("rc=")).map(String::from);
+    let show = "echo \"$REPLY\"";
+    let r = job(
+        &ns.addr,
+        &format!(
+            "say 'cmd=publish_name service=svc port=tcp://a:1'; {show}\n\
+             say 'cmd=publish_name service=svc port=tcp://b:2'; {show}"
+        ),
+    );
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(lines.len(), 2, "{}", r.stdout);
+    assert_eq!(rc(lines[0]).as_deref(), Some("0"), "{}", lines[0]);
+    assert_ne!(rc(lines[1]).as_deref(), Some("0"), "a name is published once: {}", lines[1]);
+    // A later job finds it (the name outlives the job that published it); unpublish removes
+    // a name (another: hydra_nameserver keeps a refused publish of a name, which a lookup
+    // finds once the first is unpublished, under its own mpiexec too).
+    let r = job(
+        &ns.addr,
+        &format!(
+            "say 'cmd=lookup_name service=svc'; {show}\n\
+             say 'cmd=lookup_name service=other'; {show}\n\
+             say 'cmd=publish_name service=solo port=tcp://c:3'; {show}\n\
+             say 'cmd=unpublish_name service=solo'; {show}\n\
+             say 'cmd=lookup_name service=solo'; {show}\n\
+             say 'cmd=unpublish_name service=solo'; {show}"
+        ),
+    );
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(lines.len(), 6, "{}", r.stdout);
+    assert!(lines[0].contains("port=tcp://a:1") && rc(lines[0]).as_deref() == Some("0"));
+    assert_ne!(rc(lines[1]).as_deref(), Some("0"), "never published: {}", lines[1]);
+    assert_eq!(rc(lines[2]).as_deref(), Some("0"), "{}", lines[2]);
+    assert_eq!(rc(lines[3]).as_deref(), Some("0"), "{}", lines[3]);
+    assert_ne!(rc(lines[4]).as_deref(), Some("0"), "gone after unpublish: {}", lines[4]);
+    assert_ne!(rc(lines[5]).as_deref(), Some("0"), "unpublished twice: {}", lines[5]);
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+
+    // Nobody listening; then a server that answers garbage (a length of -1).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let closed_addr = closed.local_addr().expect("addr").to_string();
+    drop(closed);
+    let liar = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let liar_addr = liar.local_addr().expect("addr").to_string();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut s in liar.incoming().flatten() {
+            let mut b = [0u8; 64];
+            let _ = s.read(&mut b);
+            let _ = s.write_all(&(-1i32).to_ne_bytes());
+        }
+    });
+    for (addr, why) in [
+        (closed_addr.as_str(), "cannot connect"),
+        (liar_addr.as_str(), "an answer of -1 bytes is not a name server's"),
+    ] {
+        let r = job(
+            addr,
+            &format!(
+                "say 'cmd=publish_name service=svc port=p'; {show}\n\
+                 say 'cmd=lookup_name service=svc'; {show}"
+            ),
+        );
+        assert_eq!(r.status, 0, "{}", r.stderr);
+        let lines: Vec<&str> = r.stdout.lines().collect();
+        assert_eq!(lines.len(), 2, "{}", r.stdout);
+        assert!(lines.iter().all(|l| rc(l).as_deref() != Some("0")), "{lines:?}");
+        // One line, for the first failure only.
+        let want = format!("libi-mpiexec: name server {addr}: cannot publish 'svc': {why}");
+        assert!(r.stderr.starts_with(&want), "{}", r.stderr);
+        assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    }
 }

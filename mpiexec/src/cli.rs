@@ -185,6 +185,10 @@ pub struct Segment {
     /// Memory allocation kinds the ranks request (MPI 4.1 `mpi_memory_alloc_kinds`)
     #[arg(long = "memory-alloc-kinds", value_name = "KINDS")]
     pub memory_alloc_kinds: Option<String>,
+    /// Publish and look up names on Hydra's outside name server (hydra_nameserver) at
+    /// HOST[:PORT] (default port 6392), so separate jobs find each other's ports
+    #[arg(long = "nameserver", value_name = "HOST[:PORT]")]
+    pub nameserver: Option<String>,
     /// Hydra options given that name parts of Hydra libi has no counterpart of (ignored):
     /// one note each for `-v`.
     #[arg(skip)]
@@ -263,6 +267,7 @@ const LONG: &[(&str, &str, usize)] = &[
     ("hybrid-hosts", "hybrid-hosts", 0),
     ("rankmap", "rankmap", 1),
     ("memory-alloc-kinds", "memory-alloc-kinds", 1),
+    ("nameserver", "nameserver", 1),
     ("pmi_args", "pmi-args", 4),
     ("help", "help", 0),
     ("version", "version", 0),
@@ -293,7 +298,6 @@ const IGNORED: &[(&str, usize, &str)] = &[
 const UNSUPPORTED: &[(&str, usize, &str)] = &[
     ("membind", 1, "libi does not bind memory"),
     ("order-nodes", 1, "libi keeps the host list's order"),
-    ("nameserver", 1, "names are published job-wide by libi-mpiexec, with no outside name server"),
 ];
 
 /// Global settings after merging all segments.
@@ -347,6 +351,8 @@ pub struct Global {
     pub rankmap: Option<Vec<u32>>,
     /// `-memory-alloc-kinds`: published to the ranks as `PMI_mpi_memory_alloc_kinds`.
     pub memory_alloc_kinds: Option<String>,
+    /// `-nameserver`: the outside name server.
+    pub nameserver: Option<libi::nameserver::Address>,
     /// `HYDRA_LAUNCHER_EXTRA_ARGS`: words for ssh, rsh or srun.
     pub launcher_extra_args: Vec<String>,
     /// One line for each ignored Hydra option (see [`IGNORED`]), printed under `-v`.
@@ -684,6 +690,9 @@ fn merge_global(
             )));
         }
         global.memory_alloc_kinds = Some(k.clone());
+    }
+    if let Some(a) = &s.nameserver {
+        global.nameserver = Some(libi::nameserver::parse_address(a).map_err(usage)?);
     }
     if let Some(port) = s.pmi_args.first() {
         match port.parse::<u16>() {
@@ -1046,11 +1055,16 @@ mod tests {
         );
         assert_eq!(c.global.notes[3], "-topolib hwloc: ignored (Hydra's topology library; libi reads the topology from sysfs)");
         assert!(p("-demux select x").is_ok());
+        let ns = |line: &str| p(line).expect("parse").global.nameserver.map(|a| a.to_string());
+        assert_eq!(ns("-nameserver n9 x"), Some("n9:6392".into()));
+        assert_eq!(ns("--nameserver=n9:7000 x"), Some("n9:7000".into()));
+        assert_eq!(ns("x"), None);
         for (line, what) in [
             ("-demux epoll x", "-demux: unknown engine 'epoll' (Hydra's: poll select)"),
             ("-membind core x", "-membind is not supported (libi does not bind memory)"),
             ("-order-nodes=ascending x", "-order-nodes is not supported"),
-            ("-nameserver h:1 x", "-nameserver is not supported"),
+            ("-nameserver h:0 x", "-nameserver h:0: '0' is not a port number"),
+            ("-nameserver= x", "empty value"),
             ("-enable-x=1 x", "option '-enable-x' takes no value"),
             ("-demux", "option '-demux' needs 1 value(s)"),
             ("-enable-auto-cleanup -disable-auto-cleanup x", "contradict"),

@@ -44,6 +44,8 @@ pub struct Options {
     pub no_cleanup: bool,
     /// `-print-all-exitcodes`: every rank's wait status at the end, one line per host.
     pub print_all_exitcodes: bool,
+    /// `-nameserver`: the outside name server ranks publish on.
+    pub nameserver: Option<libi::nameserver::Address>,
 }
 
 /// What the event loop waits for (the root core's timers are a deadline, not events).
@@ -56,6 +58,8 @@ enum Fe {
     Signal(i32),
     /// A tool's request on our control socket.
     Control(crate::control::Request),
+    /// The outside name server's answer to request `req` of group `g`.
+    Name(usize, u64, Result<(bool, Option<String>), String>),
 }
 
 /// One process group: the job itself (group 0) or the ranks of one `MPI_Comm_spawn`. Each
@@ -120,6 +124,8 @@ struct FrontEnd {
     t0: f64,
     /// `-report`: where to write the launch report.
     report: Option<String>,
+    /// `-nameserver`.
+    nameserver: Option<libi::nameserver::Address>,
     /// Control-socket requests waiting for the process table they asked for.
     proc_waiters: Vec<(u64, tokio::sync::oneshot::Sender<String>)>,
 }
@@ -140,6 +146,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         singleton: plan.job.singleton.is_some(),
         launcher_joins: plan.job.launcher.kind.joins(),
         pmgr: plan.job.pmgr.is_some(),
+        name_server: opts.nameserver.is_some(),
     };
     let root = RootCore::new(cfg, &plan.root, plan.job.size as usize, 0.0);
     let mut fe = FrontEnd {
@@ -161,6 +168,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         start,
         t0,
         report: opts.report,
+        nameserver: opts.nameserver,
         proc_waiters: Vec::new(),
     };
     // The process table for debuggers (MPIR) and for tools that attach next to the job.
@@ -301,6 +309,7 @@ impl FrontEnd {
                 }
                 Fe::Signal(sig) => self.root.signal(self.clock(), sig),
                 Fe::Control(r) => self.control(r),
+                Fe::Name(g, req, answer) => self.root.name_server_answered(g, req, answer),
             }
         }
     }
@@ -507,6 +516,16 @@ impl FrontEnd {
             }
             R::StdinCredit(bytes) => self.stdin_credit.add(bytes),
             R::Spawn { g, req, request, who } => self.spawn(g, req, *request, who).await,
+            R::AskNameServer { g, req, op } => {
+                // The root core asks only when we have a name server.
+                if let Some(addr) = self.nameserver.clone() {
+                    let tx = self.tx.clone();
+                    tokio::spawn(async move {
+                        let answer = crate::nameserver::ask(&addr, &op).await;
+                        let _ = tx.send(Fe::Name(g, req, answer));
+                    });
+                }
+            }
             R::CloseTree => {
                 for g in &mut self.groups {
                     g.children.close_all().await;

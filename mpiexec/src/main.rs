@@ -5,6 +5,7 @@ mod cli;
 mod control;
 mod frontend;
 mod mpir;
+mod nameserver;
 mod plan;
 mod spawn;
 mod stdio;
@@ -173,6 +174,7 @@ fn main() -> ExitCode {
         report: cl.global.report.clone(),
         no_cleanup: cl.global.disable_auto_cleanup,
         print_all_exitcodes: cl.global.print_all_exitcodes,
+        nameserver: cl.global.nameserver.clone(),
     };
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -212,7 +214,8 @@ pub fn info_text() -> String {
         (
             "Features",
             "MPMD, MPI_Comm_spawn, stdin to rank 0, flow-controlled output, output patterns, \
-             cpu binding, GPU assignment, rank maps, memory allocation kinds, launch report"
+             cpu binding, GPU assignment, rank maps, memory allocation kinds, outside name \
+             server, launch report"
                 .into(),
         ),
         (

@@ -134,6 +134,9 @@ pub enum Effect {
     /// `at_launch`: the one asked for when every rank started, with
     /// [`RootCore::set_proc_table_at_launch`]).
     ProcTable { req: u64, nodes: Vec<ProcNode>, at_launch: bool },
+    /// Put a rank's name-service request `req` of group `g` to the outside name server, then
+    /// call [`RootCore::name_server_answered`].
+    AskNameServer { g: usize, req: u64, op: NameOp },
 }
 
 /// What the driver knows of one of our output streams.
@@ -196,6 +199,9 @@ pub struct RootConfig {
     /// The ranks speak PMGR (`--pmgr`): a rank that ends without PMGR's CLOSE is named so,
     /// not as missing a PMI finalize.
     pub pmgr: bool,
+    /// `-nameserver`: names are published on an outside name server (the driver asks it,
+    /// [`Effect::AskNameServer`]), not in the job's own table.
+    pub name_server: bool,
 }
 
 /// Who asked for a spawned group, until it is answered.
@@ -243,6 +249,8 @@ pub struct RootCore {
     groups: Vec<Group>,
     /// The job-wide name table (`publish_name` …): service → port.
     names: HashMap<String, String>,
+    /// The outside name server could not be asked (said once).
+    name_server_failed: bool,
     /// The job's NLAs (group 0): node of each host, node of each rank, and ranks still
     /// running per node (an NLA with running ranks can start a spawned group's NLA).
     node_of_host: HashMap<String, u32>,
@@ -332,6 +340,7 @@ impl RootCore {
             hosts,
             groups: Vec::new(),
             names: HashMap::new(),
+            name_server_failed: false,
             node_of_host,
             rank_runs,
             live,
@@ -590,6 +599,9 @@ impl RootCore {
             }
             Msg::Report(r) if g == 0 => self.reports.push(*r),
             Msg::Report(_) => {}
+            Msg::Name { req, op } if self.cfg.name_server => {
+                self.fx.push(Effect::AskNameServer { g, req, op });
+            }
             Msg::Name { req, op } => {
                 let (ok, port) = self.name_op(&op);
                 self.fx.push(Effect::ToGroup(g, Msg::NameResult { req, ok, port }));
@@ -746,6 +758,30 @@ impl RootCore {
                 let port = self.names.get(service).cloned();
                 (port.is_some(), port)
             }
+        }
+    }
+
+    /// The outside name server answered request `req` of group `g` ([`Effect::AskNameServer`]):
+    /// whether it succeeded and the value looked up, or why it could not be asked. A name
+    /// server that cannot be asked fails the request (the rank's MPI call returns an error);
+    /// the first time it is said in a line, later times in the log.
+    pub fn name_server_answered(
+        &mut self,
+        g: usize,
+        req: u64,
+        answer: Result<(bool, Option<String>), String>,
+    ) {
+        let (ok, port) = answer.unwrap_or_else(|e| {
+            if self.name_server_failed {
+                self.fx.push(Effect::Debug(e));
+            } else {
+                self.name_server_failed = true;
+                self.fx.push(Effect::Print(e));
+            }
+            (false, None)
+        });
+        if g < self.groups.len() {
+            self.fx.push(Effect::ToGroup(g, Msg::NameResult { req, ok, port }));
         }
     }
 
@@ -1672,6 +1708,35 @@ mod tests {
         c.output_file_failed(2.5, "cannot write output file 'x': full".into());
         assert_eq!(prints(&c.take_effects()), ["cannot write output file 'x': full"]);
         assert_eq!(c.status(), STATUS_LAUNCH);
+    }
+
+    #[test]
+    fn outside_name_server() {
+        let mut c = started(RootConfig { name_server: true, ..cfg() });
+        let op = NameOp::Lookup { service: "svc".into() };
+        c.root_msg(0.0, 0, Msg::Name { req: 4, op: op.clone() });
+        // Not answered from the job's table: put to the name server.
+        let fx = c.take_effects();
+        assert!(to_groups(&fx).is_empty(), "{fx:?}");
+        assert!(
+            matches!(fx.as_slice(), [Effect::AskNameServer { g: 0, req: 4, op: o }] if *o == op),
+            "{fx:?}"
+        );
+        c.name_server_answered(0, 4, Ok((true, Some("tcp://x:1".into()))));
+        let fx = c.take_effects();
+        let want = Msg::NameResult { req: 4, ok: true, port: Some("tcp://x:1".into()) };
+        assert_eq!(to_groups(&fx), [(0, want)]);
+        // Unreachable: the request fails; said once, then only logged.
+        for req in [5, 6] {
+            c.name_server_answered(0, req, Err("cannot reach the name server n1:6392".into()));
+            let fx = c.take_effects();
+            let want = Msg::NameResult { req, ok: false, port: None };
+            assert_eq!(to_groups(&fx), [(0, want)]);
+            let said = if req == 5 { vec!["cannot reach the name server n1:6392"] } else { vec![] };
+            assert_eq!(prints(&fx), said);
+        }
+        // The job keeps running.
+        assert_eq!(c.phase(), Phase::Run);
     }
 
     #[test]

@@ -778,6 +778,7 @@ impl Cluster {
             singleton: false,
             launcher_joins: job.launcher.kind.joins(),
             pmgr: job.pmgr.is_some(),
+            name_server: false,
         };
         let root_core = RootCore::new(root_cfg, &root, size as usize, 0.0);
         let cores = cfg.costs.cores as usize;
@@ -2086,8 +2087,10 @@ impl Cluster {
                 self.root.output_finished();
                 self.root.output_finished();
             }
-            // No output, stdin, terminal, launcher processes, report or debugger here.
+            // No output, stdin, terminal, launcher processes, report, debugger or outside
+            // name server here.
             RootEffect::Debug(_)
+            | RootEffect::AskNameServer { .. }
             | RootEffect::Terminal(_)
             | RootEffect::Stdout(_)
             | RootEffect::Output { .. }

@@ -1,10 +1,13 @@
 /* MPI name service inside one job (MPMD "-n 1 nameserv server : -n 1 nameserv client"):
  * the server opens a port and publishes it, the client looks it up and connects; they
  * exchange an int both ways over the intercommunicator, disconnect, and the server
- * unpublishes. Prints "server ok" / "client ok"; exits 1 on any wrong value. */
+ * unpublishes. Prints "server ok" / "client ok"; exits 1 on any wrong value.
+ * Across two jobs (an outside name server): "nameserv client retry" looks the name up
+ * until it is published (at most 60 s), then goes on as the client. */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 int main(int argc, char **argv)
 {
@@ -26,7 +29,22 @@ int main(int argc, char **argv)
         printf("server ok %d\n", v);
     } else {
         MPI_Barrier(MPI_COMM_WORLD);
-        MPI_Lookup_name("libi-test-service", MPI_INFO_NULL, port);
+        if (argc > 2 && strcmp(argv[2], "retry") == 0) {
+            int tries = 0;
+            MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+            MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+            while (MPI_Lookup_name("libi-test-service", MPI_INFO_NULL, port) != MPI_SUCCESS
+                   || port[0] == '\0') {
+                if (++tries == 1200) {
+                    printf("client: the name never appeared\n");
+                    MPI_Abort(MPI_COMM_WORLD, 1);
+                }
+                usleep(50000);
+            }
+            MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+        } else {
+            MPI_Lookup_name("libi-test-service", MPI_INFO_NULL, port);
+        }
         MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter);
         v = 41;
         MPI_Send(&v, 1, MPI_INT, 0, 0, inter);
