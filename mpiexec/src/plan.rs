@@ -170,17 +170,22 @@ pub const KVS_MAX: u64 = 1 << 30;
 /// The KVS key under which `-memory-alloc-kinds` reaches the ranks.
 pub const MEMORY_ALLOC_KINDS_KEY: &str = libi::spawn::MEMORY_ALLOC_KINDS_KEY;
 
+/// Hydra's hostfile name for "this machine, one slot" (`-f HYDRA_USE_LOCALHOST`).
+const USE_LOCALHOST: &str = "HYDRA_USE_LOCALHOST";
+
 /// Plan the job, or say in one line why it cannot run.
 pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     let g = &cl.global;
     // Hosts: -hosts, else -f, else the Slurm allocation we run in, else this machine with one
-    // slot (Hydra's default localhost: `mpiexec prog` runs one process, `-usize SYSTEM` is 1).
+    // slot (Hydra's default localhost: `mpiexec prog` runs one process, `-usize SYSTEM` is 1;
+    // also Hydra's `-f HYDRA_USE_LOCALHOST`).
     let explicit_hosts = g.hosts.is_some() || g.hostfile.is_some();
     let mut host_list: Vec<Host> = if let Some(h) = &g.hosts {
         hosts::parse_hosts_arg(h).map_err(|e| e.to_string())?
-    } else if let Some(f) = &g.hostfile {
+    } else if let Some(f) = g.hostfile.as_ref().filter(|f| *f != USE_LOCALHOST) {
         hosts::read_hostfile(f).map_err(|e| e.to_string())?
-    } else if let Some(alloc) = ctx.slurm.as_ref().or(ctx.rm_hosts.as_ref()) {
+    } else if let (None, Some(alloc)) = (&g.hostfile, ctx.slurm.as_ref().or(ctx.rm_hosts.as_ref()))
+    {
         alloc.clone()
     } else {
         vec![Host { name: ctx.local_host.clone(), slots: 1 }]
@@ -597,6 +602,16 @@ mod tests {
         assert_eq!(p.root.children[0].host, "fe");
         assert_eq!(p.root.children[0].ranks, vec![RankSlot { rank: 0, app: 0 }]);
         assert_eq!(plan(&cl("-n 1 a"), &ctx()).expect("plan").job.singleton, None);
+    }
+
+    /// Hydra's `-f HYDRA_USE_LOCALHOST`: this machine, one slot, even inside an allocation.
+    #[test]
+    fn hostfile_use_localhost() {
+        let mut c = ctx();
+        c.rm_hosts = Some(vec![Host { name: "pbs1".into(), slots: 8 }]);
+        let p = plan(&cl("-f HYDRA_USE_LOCALHOST -n 3 x"), &c).expect("plan");
+        assert_eq!(p.hosts, [Host { name: "fe".into(), slots: 1 }]);
+        assert_eq!(p.root.children[0].ranks.len(), 3);
     }
 
     #[test]
