@@ -462,6 +462,10 @@ fn normalise(seg: &[String]) -> Result<(Vec<String>, Vec<String>), CliError> {
             (None, None) => return Err(usage(format!("unrecognized option '{t}'"))),
         };
         let shown = format!("-{name}");
+        // As Hydra: `-OPTION -h` (or `-help`, `--help`) describes that option.
+        if inline.is_none() && seg.get(i + 1).is_some_and(|w| HELP_WORDS.contains(&w.as_str())) {
+            return Err(CliError::Info(option_help(&shown, canon, ignored)));
+        }
         // The option's values: the inline one, then the words after it.
         let mut vals: Vec<String> = Vec::with_capacity(nvals);
         match inline {
@@ -514,6 +518,24 @@ fn normalise(seg: &[String]) -> Result<(Vec<String>, Vec<String>), CliError> {
         i += 1;
     }
     Ok((out, notes))
+}
+
+/// The words after an option that ask for its description instead of giving its value.
+const HELP_WORDS: [&str; 3] = ["-h", "-help", "--help"];
+
+/// One option's description (`-OPTION -h`): its help text as `--help` shows it, or, for a
+/// Hydra option libi ignores, why.
+fn option_help(shown: &str, canon: &str, ignored: Option<&str>) -> String {
+    use clap::CommandFactory;
+    let text = match ignored {
+        Some(why) => format!("accepted and ignored by libi ({why})"),
+        None => Segment::command()
+            .get_arguments()
+            .find(|a| a.get_long() == Some(canon))
+            .and_then(|a| a.get_long_help().or(a.get_help()).map(|h| h.to_string()))
+            .unwrap_or_else(|| "see libi-mpiexec --help".into()),
+    };
+    format!("\n{shown}: {text}\n\n")
 }
 
 fn parse_segment(seg: &[String]) -> Result<Segment, CliError> {
@@ -1131,6 +1153,21 @@ mod tests {
         assert!(matches!(p("-n 2"), Err(CliError::Usage(_))));
         assert!(matches!(p("-genv A"), Err(CliError::Usage(_))));
         assert!(matches!(p("--help"), Err(CliError::Info(_))));
+        // Hydra's `-OPTION -h`: that option's description, for options with and without
+        // values, ignored ones too; not for a word after the option's value.
+        for (line, want) in [
+            ("-n -h", "\n-n: Number of processes"),
+            ("--np --help", "\n-np: Number of processes"),
+            ("-bind-to -help", "\n-bind-to: Bind each rank"),
+            ("-l -h", "\n-l: "),
+            ("-demux -h", "\n-demux: accepted and ignored by libi (Hydra's demux engine"),
+        ] {
+            match p(line) {
+                Err(CliError::Info(t)) => assert!(t.starts_with(want), "{line}: {t}"),
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        assert!(matches!(p("-n=2 -h"), Err(CliError::Info(t)) if t.contains("Usage")));
     }
 
     #[test]
