@@ -75,8 +75,10 @@ pub fn nla_command(
             let prog = spec.exec.clone().unwrap_or_else(|| "ssh".to_string());
             let mut args = Vec::new();
             if spec.exec.is_none() {
+                // Never a password prompt; no X forwarding, whatever the user's ssh config
+                // says (Hydra passes -x too, unless -enable-x).
                 args.extend(
-                    ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new"]
+                    ["-x", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new"]
                         .map(String::from),
                 );
             }
@@ -212,6 +214,7 @@ mod tests {
         let (p, a) = nla_command(&spec(LauncherKind::Ssh, None), "n1", "10.0.0.1:9", 2, true);
         assert_eq!(p, "ssh");
         assert!(a.contains(&"BatchMode=yes".to_string()));
+        assert_eq!(a[0], "-x", "no X forwarding: {a:?}");
         assert_eq!(a[a.len() - 2], "n1");
         assert_eq!(
             a[a.len() - 1],
