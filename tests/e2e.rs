@@ -718,6 +718,17 @@ fn bind_to_bad_specs_are_usage_errors() {
             "libi-mpiexec: -bind-to user:9999: cpu 9999 is not usable on ",
         ),
         (&["-bind-to", "core:9999"][..], "libi-mpiexec: -bind-to core:9999: "),
+        (&["-bind-to", "gpux"][..], "libi-mpiexec: -bind-to gpux: 'x' is not a GPU number"),
+        (&["-bind-to", "eth:0"][..], "libi-mpiexec: -bind-to eth:0: '0' is not a positive count"),
+        (&["-bind-to", "pci:0000:00:00.0:2"][..], "libi-mpiexec: -bind-to pci:0000:00:00.0:2: "),
+        (
+            &["-bind-to", "gpu", "-map-by", "core"][..],
+            "libi-mpiexec: -bind-to gpu -map-by core: an I/O binding maps only by its own devices",
+        ),
+        (
+            &["-bind-to", "core", "-map-by", "eth"][..],
+            "libi-mpiexec: -bind-to core -map-by eth: only an I/O binding",
+        ),
     ] {
         let mut a = args.to_vec();
         a.extend(["-n", "2", "true"]);
@@ -725,6 +736,97 @@ fn bind_to_bad_specs_are_usage_errors() {
         assert_eq!(r.status, 2, "{args:?}: {}", r.stderr);
         assert_eq!(r.stderr.lines().count(), 1, "{args:?}: {}", r.stderr);
         assert!(r.stderr.starts_with(msg), "{args:?}: {}", r.stderr);
+    }
+}
+
+/// This machine's first Ethernet interface with a device of its own, its PCI device and the
+/// cpus near that (`local_cpulist`), read here without libi's code; `None` if it has none.
+fn first_ethernet() -> Option<(String, String, libi_binding::CpuSet)> {
+    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    for name in names {
+        let dir = Path::new("/sys/class/net").join(&name);
+        let ty = std::fs::read_to_string(dir.join("type")).unwrap_or_default();
+        if ty.trim() != "1" || !dir.join("device").exists() {
+            continue;
+        }
+        let real = std::fs::canonicalize(&dir).ok()?;
+        // The nearest directory named like 0000:00:03.0 above it.
+        let pci = real.ancestors().find(|p| {
+            let n = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let b = n.as_bytes();
+            b.len() == 12 && b[4] == b':' && b[7] == b':' && b[10] == b'.'
+        })?;
+        let near = std::fs::read_to_string(pci.join("local_cpulist")).ok()?;
+        let addr = pci.file_name()?.to_string_lossy().into_owned();
+        return Some((name, addr, libi_binding::CpuSet::parse(near.trim()).ok()?));
+    }
+    None
+}
+
+/// The vendor and class of each PCI device here.
+fn pci_devices() -> Vec<(String, String)> {
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default().trim().to_string();
+    std::fs::read_dir("/sys/bus/pci/devices")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| (read(&e.path().join("vendor")), read(&e.path().join("class"))))
+        .collect()
+}
+
+/// `-bind-to eth` (and `en`, `ethN` by name, `pci:` of its PCI device) binds each rank to the
+/// cpus near this machine's Ethernet device (on this VM all of them: as Hydra 5, which gives
+/// 0-1 to each rank); a device kind the machine lacks is one line before anything starts.
+#[test]
+fn bind_to_io_devices() {
+    let mine: libi_binding::CpuSet = common::my_cpus().into_iter().collect();
+    let (want, by_name) = match first_ethernet() {
+        Some((name, addr, near)) => {
+            let set = near.intersect(&mine);
+            let set = if set.is_empty() { mine.clone() } else { set };
+            (set.to_string(), vec![name, format!("pci:{addr}")])
+        }
+        // Only interfaces without a device (a container's veth): near every cpu.
+        None => (mine.to_string(), Vec::new()),
+    };
+    let mut specs = vec!["eth".to_string(), "en:1".to_string()];
+    specs.extend(by_name.iter().filter(|s| s.starts_with("eth") || s.starts_with("en")).cloned());
+    specs.extend(by_name.iter().filter(|s| s.starts_with("pci:")).cloned());
+    for spec in &specs {
+        let r = run(&["-bind-to", spec, "-n", "3", "sh", "-c", common::SHOW_CPUS], b"");
+        let got = common::rank_cpus(&r, 3);
+        let w = list(&[("0", &want), ("1", &want), ("2", &want)]);
+        assert_eq!(got, w, "-bind-to {spec}");
+    }
+    let pci = pci_devices();
+    let gpu_vendor = ["0x10de", "0x1002", "0x8086"];
+    let has_gpu =
+        pci.iter().any(|(v, c)| gpu_vendor.contains(&v.as_str()) && c.starts_with("0x03"));
+    let has_rdma = Path::new("/sys/class/infiniband").exists();
+    for (spec, kind, absent) in [
+        ("gpu", "GPU", !has_gpu),
+        ("ib", "InfiniBand", !has_rdma),
+        ("hfi:2", "Omni-Path (hfi)", !has_rdma),
+    ] {
+        if !absent {
+            eprintln!("-bind-to {spec}: this machine has one, skipped");
+            continue;
+        }
+        let r = run(&["-bind-to", spec, "-n", "2", "sh", "-c", "echo started"], b"");
+        assert_eq!(r.status, 2, "{spec}: {}", r.stderr);
+        assert_eq!(r.stderr.lines().count(), 1, "{spec}: {}", r.stderr);
+        assert!(r.stderr.starts_with(&format!("libi-mpiexec: -bind-to {spec}: ")), "{}", r.stderr);
+        assert!(r.stderr.ends_with(&format!(" has no {kind} device\n")), "{}", r.stderr);
+        assert_eq!(r.stdout, "", "nothing started");
+    }
+    let r = run(&["-bind-to", "pci:00:1f.7", "-n", "1", "true"], b"");
+    if r.status == 2 {
+        assert!(r.stderr.ends_with(" has no PCI device 0000:00:1f.7\n"), "{}", r.stderr);
     }
 }
 

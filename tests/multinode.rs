@@ -320,6 +320,15 @@ fn bind_to_by_local_rank_on_each_node() {
         "{}",
         r.stderr
     );
+    // So is a device kind a node lacks (no Omni-Path here), naming the node.
+    if !std::path::Path::new("/sys/class/infiniband").exists() {
+        let r = run(
+            &["-launcher", "fork", "-hosts", "n1:1,n2:1", "-bind-to", "hfi", "-n", "2", "true"],
+            b"",
+        );
+        assert_eq!(r.status, 2, "{}", r.stderr);
+        assert_eq!(r.stderr, "libi-mpiexec: -bind-to hfi: n1 has no Omni-Path (hfi) device\n");
+    }
 }
 
 fn scratch(tag: &str) -> std::path::PathBuf {

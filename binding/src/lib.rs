@@ -5,13 +5,17 @@
 //! point it at recorded fixture trees of bigger machines). Applying a set is the NLA's job.
 
 pub mod cpus;
+pub mod devices;
 pub mod map;
 pub mod spec;
 pub mod topology;
 
 pub use cpus::CpuSet;
+pub use devices::{Device, Devices};
 pub use map::rank_cpus;
-pub use spec::{parse_bind, parse_map, BindTo, Binding, CacheKind, Object, Objects};
+pub use spec::{
+    parse_bind, parse_map, BindTo, Binding, CacheKind, DeviceKind, Object, Objects, PciAddr,
+};
 pub use topology::Topology;
 
 #[cfg(test)]
@@ -264,6 +268,244 @@ mod tests {
         assert_eq!(lists(&t, "numa", None, 1), ["0-3"]);
         assert_eq!(lists(&t, "core", None, 5), ["0", "1", "2", "3", "0"]);
         assert_eq!(lists(&t, "hwthread", Some("socket"), 2), ["0", "1"]);
+    }
+
+    // ---- I/O devices ----
+
+    /// Fake a PCI device `addr` below host bridge `bridge` (with `local_cpulist` `near`, or
+    /// only a `numa_node` when `near` is None) and list it in `bus/pci/devices`; returns its
+    /// directory.
+    fn pci(root: &Path, addr: &str, class: &str, vendor: &str, near: Option<&str>) -> PathBuf {
+        let dir = root.join(format!("devices/pci0000:{}/{addr}", &addr[5..7]));
+        write(&dir.join("class"), class);
+        write(&dir.join("vendor"), vendor);
+        match near {
+            Some(l) => write(&dir.join("local_cpulist"), l),
+            None => write(&dir.join("numa_node"), "0"),
+        }
+        link(&root.join("bus/pci/devices").join(addr), &dir);
+        dir
+    }
+
+    fn link(at: &Path, to: &Path) {
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(to, at).unwrap();
+    }
+
+    /// A network interface `name` of ARPHRD type `ty` in `dir` (below a device or in
+    /// `devices/virtual/net`), with a `device` link unless virtual.
+    fn net(root: &Path, dir: &Path, name: &str, ty: u32, device: Option<&Path>) {
+        let d = dir.join("net").join(name);
+        write(&d.join("type"), &ty.to_string());
+        if let Some(dev) = device {
+            link(&d.join("device"), dev);
+        }
+        link(&root.join("class/net").join(name), &d);
+    }
+
+    /// An RDMA device with one port of `layer`.
+    fn rdma(root: &Path, dev: &Path, name: &str, layer: &str) {
+        let d = dev.join("infiniband").join(name);
+        write(&d.join("ports/1/link_layer"), layer);
+        link(&root.join("class/infiniband").join(name), &d);
+    }
+
+    /// 2 sockets × 64 cores × 2 threads, a NUMA node each (socket 0: cpus 0-63,128-191;
+    /// socket 1: 64-127,192-255), with 4 NVIDIA GPUs (2 a socket), an Intel display controller
+    /// and an ASPEED VGA (not GPUs here), 2 mlx5 InfiniBand HCAs (one a socket, IPoIB `ib0`,
+    /// `ib1`), a RoCE mlx5 on socket 1 (not InfiniBand; its `ens2` is Ethernet), an Omni-Path
+    /// HFI on socket 1, `eth0` on socket 0 (a virtio device below its PCI device, located by
+    /// its NUMA node only), and virtual `docker0` and `lo`.
+    fn io_machine() -> Topology {
+        static T: std::sync::OnceLock<Topology> = std::sync::OnceLock::new();
+        T.get_or_init(|| {
+            let m = Machine {
+                sockets: 2,
+                numa_per_socket: 1,
+                cores_per_socket: 64,
+                threads: 2,
+                l3_cores: 8,
+                numa: true,
+            };
+            let root = m.sysfs("io");
+            add_io(&root);
+            let t = Topology::from_sysfs(&root, None).unwrap();
+            let _ = std::fs::remove_dir_all(root);
+            t
+        })
+        .clone()
+    }
+
+    fn add_io(root: &Path) {
+        let (s0, s1) = (Some(S0), Some(S1));
+        // Made out of address order: the lists are sorted.
+        pci(root, "0000:c1:00.0", "0x030200", "0x10de", s1);
+        pci(root, "0000:01:00.0", "0x030200", "0x10de", s0);
+        pci(root, "0000:81:00.0", "0x030200", "0x10de", s1);
+        pci(root, "0000:41:00.0", "0x030000", "0x10de", s0);
+        pci(root, "0000:02:00.0", "0x030000", "0x1a03", s0);
+        pci(root, "0000:03:00.0", "0x038000", "0x8086", s0);
+        let hca1 = pci(root, "0000:a1:00.0", "0x020700", "0x15b3", s1);
+        let hca0 = pci(root, "0000:21:00.0", "0x020700", "0x15b3", s0);
+        rdma(root, &hca1, "mlx5_1", "InfiniBand");
+        rdma(root, &hca0, "mlx5_0", "InfiniBand");
+        net(root, &hca0, "ib0", 32, Some(&hca0));
+        net(root, &hca1, "ib1", 32, Some(&hca1));
+        let roce = pci(root, "0000:a2:00.0", "0x020000", "0x15b3", s1);
+        rdma(root, &roce, "mlx5_2", "Ethernet");
+        net(root, &roce, "ens2", 1, Some(&roce));
+        let hfi = pci(root, "0000:a3:00.0", "0x020800", "0x8086", s1);
+        rdma(root, &hfi, "hfi1_0", "");
+        let nic = pci(root, "0000:23:00.0", "0x020000", "0x1af4", None);
+        let virtio = nic.join("virtio2");
+        net(root, &virtio, "eth0", 1, Some(&virtio));
+        let virt = root.join("devices/virtual");
+        net(root, &virt, "docker0", 1, None);
+        net(root, &virt, "lo", 772, None);
+    }
+
+    const S0: &str = "0-63,128-191";
+    const S1: &str = "64-127,192-255";
+    const ALL: &str = "0-255";
+
+    fn bind_io(bind: &str, map: Option<&str>, n: usize) -> Vec<String> {
+        lists(&io_machine(), bind, map, n)
+    }
+
+    #[test]
+    fn io_devices_found() {
+        let t = io_machine();
+        let d = t.devices();
+        let gpus: Vec<String> = d
+            .of_kind(DeviceKind::Gpu)
+            .iter()
+            .map(|g| g.pci.map(|a| a.to_string()).unwrap_or_default())
+            .collect();
+        assert_eq!(gpus, ["0000:01:00.0", "0000:41:00.0", "0000:81:00.0", "0000:c1:00.0"]);
+        let names =
+            |k| -> Vec<Vec<String>> { d.of_kind(k).iter().map(|x| x.names.clone()).collect() };
+        assert_eq!(names(DeviceKind::Ib), [vec!["mlx5_0", "ib0"], vec!["mlx5_1", "ib1"]]);
+        assert_eq!(names(DeviceKind::Hfi), [vec!["hfi1_0"]]);
+        assert_eq!(names(DeviceKind::Eth), [vec!["eth0"], vec!["ens2"]]);
+        assert_eq!(names(DeviceKind::En), names(DeviceKind::Eth));
+        assert_eq!(d.pci.len(), 11);
+        // eth0's PCI device has only a NUMA node.
+        assert_eq!(d.of_kind(DeviceKind::Eth)[0].cpus.to_string(), S0);
+    }
+
+    #[test]
+    fn bind_to_gpus() {
+        assert_eq!(bind_io("gpu", None, 5), [S0, S0, S1, S1, S0]);
+        assert_eq!(bind_io("gpu1", None, 2), [S0, S0]);
+        assert_eq!(bind_io("gpu2", None, 1), [S1]);
+        // N devices a rank, consecutive, the list a ring.
+        assert_eq!(bind_io("gpu:2", None, 3), [S0, S1, S0]);
+        assert_eq!(bind_io("gpu:3", None, 4), [ALL, ALL, ALL, ALL]);
+        assert_eq!(bind_io("gpu:4", None, 1), [ALL]);
+        // Dealt over groups of 2: gpu0, gpu2, gpu1, gpu3.
+        assert_eq!(bind_io("gpu", Some("gpu:2"), 5), [S0, S1, S0, S1, S0]);
+        assert_eq!(bind_io("gpu", Some("gpu:4"), 4), [S0, S0, S1, S1]);
+        // A mapping no coarser than the binding changes nothing.
+        assert_eq!(bind_io("gpu:2", Some("gpu"), 3), bind_io("gpu:2", None, 3));
+        assert_eq!(bind_io("gpu", Some("gpu"), 5), bind_io("gpu", None, 5));
+        let t = io_machine();
+        assert_eq!(err(&t, "gpu:5", None), "-bind-to gpu:5: h has only 4 GPU device(s) for 5");
+        assert_eq!(
+            err(&t, "gpu", Some("gpu:8")),
+            "-bind-to gpu -map-by gpu:8: h has only 4 GPU device(s) for 8"
+        );
+        assert_eq!(err(&t, "gpu1:2", None), "-bind-to gpu1:2: h has only 1 GPU device(s) for 2");
+        assert_eq!(
+            err(&t, "gpu4", None),
+            "-bind-to gpu4: h has no GPU device gpu4 (its GPU devices: 0 at 0000:01:00.0, \
+             1 at 0000:41:00.0, 2 at 0000:81:00.0, 3 at 0000:c1:00.0)"
+        );
+    }
+
+    /// `(bind, map, want)`: `want` the cpu lists of as many ranks.
+    fn check_io(cases: &[(&str, Option<&str>, &[&str])]) {
+        for (bind, map, want) in cases {
+            assert_eq!(bind_io(bind, *map, want.len()), *want, "{bind} {map:?}");
+        }
+    }
+
+    #[test]
+    fn bind_to_network_devices() {
+        check_io(&[
+            ("ib", None, &[S0, S1, S0]),
+            ("ib:2", None, &[ALL]),
+            // By IPoIB name (Hydra's meaning) or number.
+            ("ib1", None, &[S1, S1]),
+            ("ib0", None, &[S0]),
+            ("hfi", None, &[S1, S1]),
+            ("hfi1_0", None, &[S1]),
+            ("hfi0", None, &[S1]),
+            // Ethernet: eth0, then the RoCE port's ens2; not docker0 or lo.
+            ("eth", None, &[S0, S1, S0]),
+            ("en", None, &[S0, S1]),
+            ("eth", Some("en:2"), &[S0, S1]),
+            ("eth0", None, &[S0]),
+            ("ens2", None, &[S1]),
+            ("eth1", None, &[S1]),
+            // Any PCI device, not only the kinds above; eth0's by its NUMA node.
+            ("pci:41:00.0", None, &[S0, S0]),
+            ("pci:0000:c1:00.0", None, &[S1]),
+            ("pci:02:00.0", None, &[S0]),
+            ("pci:23:00.0", None, &[S0]),
+        ]);
+        let t = io_machine();
+        assert_eq!(
+            err(&t, "ib7", None),
+            "-bind-to ib7: h has no InfiniBand device ib7 (its InfiniBand devices: 0 mlx5_0, \
+             1 mlx5_1)"
+        );
+        assert!(err(&t, "enp9s0", None)
+            .starts_with("-bind-to enp9s0: h has no Ethernet device enp9s0 ("));
+        assert_eq!(
+            err(&t, "pci:99:00.0", None),
+            "-bind-to pci:0000:99:00.0: h has no PCI device 0000:99:00.0"
+        );
+    }
+
+    #[test]
+    fn io_devices_within_the_allowed_cpus() {
+        let m = Machine {
+            sockets: 2,
+            numa_per_socket: 1,
+            cores_per_socket: 4,
+            threads: 1,
+            l3_cores: 4,
+            numa: true,
+        };
+        let root = m.sysfs("io-small");
+        pci(&root, "0000:01:00.0", "0x030200", "0x1002", Some("0-3"));
+        pci(&root, "0000:81:00.0", "0x030200", "0x1002", Some("4-7"));
+        // Ethernet with no device of its own only: near every cpu.
+        net(&root, &root.join("devices/virtual"), "eth9", 1, None);
+        let allowed = CpuSet::parse("2-5").unwrap();
+        let t = Topology::from_sysfs(&root, Some(&allowed)).unwrap();
+        let _ = std::fs::remove_dir_all(&root);
+        // AMD GPUs when there is no NVIDIA one.
+        assert_eq!(lists(&t, "gpu", None, 2), ["2-3", "4-5"]);
+        assert_eq!(lists(&t, "eth", None, 1), ["2-5"]);
+        assert_eq!(lists(&t, "eth9", None, 1), ["2-5"]);
+        assert_eq!(lists(&t, "eth0", None, 1), ["2-5"]);
+        let allowed = CpuSet::parse("0-1").unwrap();
+        let root = m.sysfs("io-small2");
+        pci(&root, "0000:81:00.0", "0x030200", "0x8086", Some("4-7"));
+        let t = Topology::from_sysfs(&root, Some(&allowed)).unwrap();
+        let _ = std::fs::remove_dir_all(&root);
+        // A device near none of the usable cpus: all of them (hwloc moves it up the tree).
+        assert_eq!(lists(&t, "gpu", None, 1), ["0-1"]);
+        assert_eq!(err(&t, "ib", None), "-bind-to ib: h has no InfiniBand device");
+        assert_eq!(
+            err(&t, "eth", Some("eth")),
+            "-bind-to eth -map-by eth: h has no Ethernet device"
+        );
+        assert_eq!(err(&t, "hfi", None), "-bind-to hfi: h has no Omni-Path (hfi) device");
+        assert_eq!(err(&t, "ib0", None), "-bind-to ib0: h has no InfiniBand device");
+        // No device directories at all.
+        assert_eq!(err(&epyc(), "gpu", None), "-bind-to gpu: h has no GPU device");
     }
 
     #[test]

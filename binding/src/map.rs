@@ -7,7 +7,7 @@
 //! as in Hydra 4 and 5, the ranks beyond it are not bound.
 
 use crate::cpus::CpuSet;
-use crate::spec::{BindTo, Binding, Objects};
+use crate::spec::{BindTo, Binding, Object, Objects};
 use crate::topology::Topology;
 
 /// The cpu set of each of a node's `nlocal` ranks, in local-rank order (`None` for a rank left
@@ -36,8 +36,10 @@ pub fn rank_cpus(
             // affinity), measured with mpiexec.hydra 4 and 5.
             return Ok(Some((0..nlocal).map(|i| list.get(i).cloned()).collect()));
         }
+        BindTo::Objects(b) if b.obj.is_io() => devices(topo, binding, b, host)?,
         BindTo::Objects(b) => {
-            objects(topo, *b, binding.map.unwrap_or(Objects { obj: b.obj, count: 1 }), host)?
+            let map = binding.map.clone().unwrap_or(Objects { obj: b.obj.clone(), count: 1 });
+            objects(topo, b, &map, host)?
         }
     };
     if entries.is_empty() {
@@ -55,12 +57,12 @@ pub fn rank_cpus(
 /// are consecutive binding objects in logical order.
 fn objects(
     topo: &Topology,
-    bind: Objects,
-    map: Objects,
+    bind: &Objects,
+    map: &Objects,
     host: &str,
 ) -> Result<Vec<CpuSet>, String> {
-    let bobjs = topo.objects(bind.obj);
-    let mobjs = topo.objects(map.obj);
+    let bobjs = topo.objects(bind.obj.clone());
+    let mobjs = topo.objects(map.obj.clone());
     let need = bind.count as usize;
     if need > bobjs.len() {
         return Err(format!(
@@ -109,4 +111,104 @@ fn objects(
         }
     }
     Ok(out)
+}
+
+/// The usable cpus near each device an I/O object (`pci:`, `gpu`, `ib`, `hfi`, `eth`, `en`)
+/// names, in order: one entry per device, so two devices near the same cpus are two entries.
+fn io_objects(
+    topo: &Topology,
+    obj: &Object,
+    what: &str,
+    host: &str,
+) -> Result<Vec<CpuSet>, String> {
+    let devs = topo.devices();
+    match obj {
+        Object::Pci(a) => match devs.pci.get(a) {
+            Some(cpus) => Ok(vec![cpus.clone()]),
+            None => Err(format!("{what}: {host} has no PCI device {a}")),
+        },
+        Object::Device { kind, id } => {
+            let all = devs.of_kind(*kind);
+            let desc = kind.describe();
+            if all.is_empty() {
+                return Err(format!("{what}: {host} has no {desc} device"));
+            }
+            let Some(id) = id else {
+                return Ok(all.iter().map(|d| d.cpus.clone()).collect());
+            };
+            match devs.named(*kind, id) {
+                Some(d) => Ok(vec![d.cpus.clone()]),
+                None => {
+                    let names: Vec<String> = all
+                        .iter()
+                        .enumerate()
+                        .map(|(i, d)| match d.names.first() {
+                            Some(n) => format!("{i} {n}"),
+                            None => {
+                                format!("{i} at {}", d.pci.map_or("?".into(), |a| a.to_string()))
+                            }
+                        })
+                        .collect();
+                    Err(format!(
+                        "{what}: {host} has no {desc} device {}{id} (its {desc} devices: {})",
+                        kind.prefix(),
+                        names.join(", ")
+                    ))
+                }
+            }
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// The binding entries of an I/O binding, in the order ranks take them.
+///
+/// As Hydra, the binding object is one device (its nearby cpus) per device, in order, and
+/// `B:N` entries are N consecutive devices, the list taken as a ring (4 GPUs, `gpu:3`:
+/// 0-2, 3+0-1, 2-3+0, 1-3). `-map-by` names the same devices, `M` at a time (default: as
+/// many as the binding takes): with M larger than N, the ring is cut into groups of M and the
+/// entries are dealt round-robin over the groups, each group handing out its devices N at a
+/// time (`gpu -map-by gpu:2`: 0, 2, 1, 3); M no larger than N changes nothing.
+fn devices(
+    topo: &Topology,
+    binding: &Binding,
+    bind: &Objects,
+    host: &str,
+) -> Result<Vec<CpuSet>, String> {
+    let what = match &binding.map {
+        Some(m) => format!("-bind-to {} -map-by {m}", binding.bind),
+        None => format!("-bind-to {}", binding.bind),
+    };
+    let list = io_objects(topo, &bind.obj, &what, host)?;
+    let n = list.len();
+    let b = bind.count as usize;
+    let m = binding.map.as_ref().map_or(b, |m| m.count as usize).max(b);
+    if m > n {
+        let desc = match &bind.obj {
+            Object::Device { kind, .. } => kind.describe(),
+            _ => "PCI",
+        };
+        return Err(format!("{what}: {host} has only {n} {desc} device(s) for {m}"));
+    }
+    let lcm = |a: usize, b: usize| a / gcd(a, b) * b;
+    let groups = lcm(n, m) / m;
+    let per_group = lcm(m, b) / b;
+    let mut out = Vec::with_capacity(groups * per_group);
+    for e in 0..per_group {
+        for g in 0..groups {
+            let set = (0..b)
+                .map(|j| &list[(g * m + (e * b + j) % m) % n])
+                .fold(CpuSet::default(), |a, s| a.union(s));
+            out.push(set);
+        }
+    }
+    Ok(out)
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }

@@ -34,15 +34,117 @@ impl CacheKind {
     }
 }
 
-/// A kind of topology object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A PCI address, `domain:bus:device.function` (sysfs names devices `0000:41:00.0`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PciAddr {
+    pub domain: u32,
+    pub bus: u8,
+    pub device: u8,
+    pub function: u8,
+}
+
+impl PciAddr {
+    /// `[domain:]bus:device.function` in hex, as hwloc (and so Hydra) reads a bus id:
+    /// `41:00.0`, `0000:41:00.0`, `0:41:0.0`; the domain defaults to 0.
+    pub fn parse(s: &str) -> Option<PciAddr> {
+        let hex = |t: &str, max: u32| -> Option<u32> {
+            let ok = !t.is_empty() && t.len() <= 8 && t.bytes().all(|b| b.is_ascii_hexdigit());
+            u32::from_str_radix(t, 16).ok().filter(|&v| ok && v <= max)
+        };
+        let (rest, func) = s.rsplit_once('.')?;
+        let parts: Vec<&str> = rest.split(':').collect();
+        let (domain, bus, device) = match parts[..] {
+            [b, d] => (0, b, d),
+            [dom, b, d] => (hex(dom, u32::MAX)?, b, d),
+            _ => return None,
+        };
+        Some(PciAddr {
+            domain,
+            bus: hex(bus, 0xff)? as u8,
+            device: hex(device, 0x1f)? as u8,
+            function: hex(func, 7)? as u8,
+        })
+    }
+}
+
+impl fmt::Display for PciAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:04x}:{:02x}:{:02x}.{:x}", self.domain, self.bus, self.device, self.function)
+    }
+}
+
+/// A kind of I/O device, as `-bind-to` spells it (`en` and `eth` are both Ethernet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DeviceKind {
+    Gpu,
+    Ib,
+    Hfi,
+    Eth,
+    En,
+}
+
+impl DeviceKind {
+    /// The spelling.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            DeviceKind::Gpu => "gpu",
+            DeviceKind::Ib => "ib",
+            DeviceKind::Hfi => "hfi",
+            DeviceKind::Eth => "eth",
+            DeviceKind::En => "en",
+        }
+    }
+
+    /// The kind of device meant: `en` is `eth`.
+    pub fn family(self) -> DeviceKind {
+        match self {
+            DeviceKind::En => DeviceKind::Eth,
+            k => k,
+        }
+    }
+
+    /// What a message calls these devices.
+    pub fn describe(self) -> &'static str {
+        match self.family() {
+            DeviceKind::Gpu => "GPU",
+            DeviceKind::Ib => "InfiniBand",
+            DeviceKind::Hfi => "Omni-Path (hfi)",
+            _ => "Ethernet",
+        }
+    }
+}
+
+/// Longest device name, prefix included (a Linux interface name has at most 15 bytes).
+const MAX_NAME: usize = 15;
+
+/// A kind of topology object; the I/O ones stand for the cpus near a device (what hwloc calls
+/// its non-I/O ancestor).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Object {
     HwThread,
     Core,
-    Cache { level: u8, kind: CacheKind },
+    Cache {
+        level: u8,
+        kind: CacheKind,
+    },
     Numa,
     Socket,
     Machine,
+    /// `pci:0000:41:00.0`: one PCI device.
+    Pci(PciAddr),
+    /// `gpu`, `ib`, `eth`, ... : every device of a kind; `gpu1`, `ib0`, `eth0`, `hfi1_0`: one
+    /// (`id`: what follows the prefix; a GPU's number, or a device's name or number).
+    Device {
+        kind: DeviceKind,
+        id: Option<String>,
+    },
+}
+
+impl Object {
+    /// An I/O object (`pci:`, `gpu`, `ib`, `hfi`, `eth`, `en`).
+    pub fn is_io(&self) -> bool {
+        matches!(self, Object::Pci(_) | Object::Device { .. })
+    }
 }
 
 impl fmt::Display for Object {
@@ -62,12 +164,16 @@ impl fmt::Display for Object {
             Object::Numa => f.write_str("numa"),
             Object::Socket => f.write_str("socket"),
             Object::Machine => f.write_str("machine"),
+            Object::Pci(a) => write!(f, "pci:{a}"),
+            Object::Device { kind, id } => {
+                write!(f, "{}{}", kind.prefix(), id.as_deref().unwrap_or(""))
+            }
         }
     }
 }
 
 /// An object kind and how many of them (`core:2`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Objects {
     pub obj: Object,
     pub count: u32,
@@ -109,10 +215,65 @@ impl Binding {
     pub fn is_none(&self) -> bool {
         self.bind == BindTo::None
     }
+
+    /// Whether `-bind-to` and `-map-by` go together, as Hydra has it: an I/O binding maps
+    /// only by its own devices (the same kind and id, any count: `gpu -map-by gpu:2`), and
+    /// only an I/O binding maps by devices. Without a binding the mapping is not used.
+    pub fn check(&self) -> Result<(), String> {
+        let (BindTo::Objects(b), Some(m)) = (&self.bind, &self.map) else {
+            return Ok(());
+        };
+        let same = match (&b.obj, &m.obj) {
+            (Object::Pci(x), Object::Pci(y)) => x == y,
+            (Object::Device { kind: k, id: i }, Object::Device { kind: l, id: j }) => {
+                k.family() == l.family() && i == j
+            }
+            (x, y) => !x.is_io() && !y.is_io(),
+        };
+        if same {
+            return Ok(());
+        }
+        let why = if let Object::Pci(_) = b.obj {
+            format!("an I/O binding maps only by its own devices ({})", b.obj)
+        } else if b.obj.is_io() {
+            format!("an I/O binding maps only by its own devices ({}[:N])", b.obj)
+        } else {
+            "only an I/O binding (pci:, gpu, ib, hfi, eth, en) maps by I/O devices".to_string()
+        };
+        Err(format!("-bind-to {} -map-by {m}: {why}", self.bind))
+    }
 }
 
-const OBJECTS: &str =
-    "hwthread, core, l1cache, l2cache, l3cache, numa, socket or machine (optionally :N)";
+const OBJECTS: &str = "hwthread, core, l1cache, l2cache, l3cache, numa, socket, machine, gpu, \
+                       ib, hfi, eth or en (optionally :N), or pci:ADDRESS";
+
+/// `gpuID`, `ibID`, ...: an I/O device kind and the id after it, if any; `Err` for a bad id.
+fn device(s: &str) -> Option<Result<Object, String>> {
+    let kind = [DeviceKind::Gpu, DeviceKind::Ib, DeviceKind::Hfi, DeviceKind::Eth, DeviceKind::En]
+        .into_iter()
+        .find(|k| s.starts_with(k.prefix()))?;
+    let id = &s[kind.prefix().len()..];
+    if id.is_empty() {
+        return Some(Ok(Object::Device { kind, id: None }));
+    }
+    let ok = if kind == DeviceKind::Gpu {
+        id.parse::<u32>().is_ok() && id.bytes().all(|b| b.is_ascii_digit())
+    } else {
+        s.len() <= MAX_NAME && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+    };
+    Some(if ok {
+        Ok(Object::Device { kind, id: Some(id.to_string()) })
+    } else if kind == DeviceKind::Gpu {
+        Err(format!("'{id}' is not a GPU number (gpu, gpuN or gpu:N)"))
+    } else {
+        Err(format!(
+            "'{id}' is not a device name or number ({}, {}ID or {}:N)",
+            kind.prefix(),
+            kind.prefix(),
+            kind.prefix()
+        ))
+    })
+}
 
 /// An object name (`core`, `l2ucache`, ...).
 fn object(s: &str) -> Option<Object> {
@@ -141,8 +302,17 @@ fn object(s: &str) -> Option<Object> {
     })
 }
 
-/// `obj[:N]`.
+/// `obj[:N]`, or `pci:ADDRESS`.
 fn objects(s: &str, what: &str) -> Result<Objects, String> {
+    if let Some(a) = s.strip_prefix("pci:") {
+        return match PciAddr::parse(a) {
+            Some(a) => Ok(Objects { obj: Object::Pci(a), count: 1 }),
+            None => Err(format!(
+                "{what} {s}: '{a}' is not a PCI address ([domain:]bus:device.function in hex, \
+                 as 0000:41:00.0)"
+            )),
+        };
+    }
     let (name, count) = match s.split_once(':') {
         Some((n, c)) => match c.parse::<u32>() {
             Ok(c) if c >= 1 => (n, c),
@@ -150,6 +320,9 @@ fn objects(s: &str, what: &str) -> Result<Objects, String> {
         },
         None => (s, 1),
     };
+    if let Some(obj) = device(name) {
+        return obj.map(|obj| Objects { obj, count }).map_err(|e| format!("{what} {s}: {e}"));
+    }
     match object(name) {
         Some(obj) => Ok(Objects { obj, count }),
         None => Err(format!(
@@ -234,6 +407,73 @@ mod tests {
     }
 
     #[test]
+    fn io_spellings() {
+        let dev = |kind, id: Option<&str>, count| {
+            BindTo::Objects(Objects {
+                obj: Object::Device { kind, id: id.map(str::to_string) },
+                count,
+            })
+        };
+        assert_eq!(parse_bind("gpu").unwrap(), dev(DeviceKind::Gpu, None, 1));
+        assert_eq!(parse_bind("gpu1").unwrap(), dev(DeviceKind::Gpu, Some("1"), 1));
+        assert_eq!(parse_bind("gpu:2").unwrap(), dev(DeviceKind::Gpu, None, 2));
+        assert_eq!(parse_bind("ib").unwrap(), dev(DeviceKind::Ib, None, 1));
+        assert_eq!(parse_bind("ib0:2").unwrap(), dev(DeviceKind::Ib, Some("0"), 2));
+        assert_eq!(parse_bind("hfi1_0").unwrap(), dev(DeviceKind::Hfi, Some("1_0"), 1));
+        assert_eq!(parse_bind("eth").unwrap(), dev(DeviceKind::Eth, None, 1));
+        assert_eq!(parse_bind("en:1").unwrap(), dev(DeviceKind::En, None, 1));
+        assert_eq!(parse_bind("enp65s0f0").unwrap(), dev(DeviceKind::En, Some("p65s0f0"), 1));
+        for s in ["gpu", "gpu12", "gpu:3", "ib0", "hfi1_0", "eth:2", "en", "ens5f1"] {
+            assert_eq!(parse_bind(s).unwrap().to_string(), s);
+            assert_eq!(parse_map(s).unwrap().to_string(), s);
+        }
+        // PCI addresses as hwloc reads them: [domain:]bus:device.function, in hex.
+        let a = PciAddr { domain: 0, bus: 0x41, device: 0, function: 1 };
+        for s in ["pci:41:00.1", "pci:0000:41:00.1", "pci:0:41:0.1", "pci:0000:41:00.1"] {
+            let b = parse_bind(s).unwrap();
+            assert_eq!(b, BindTo::Objects(Objects { obj: Object::Pci(a), count: 1 }), "{s}");
+            assert_eq!(b.to_string(), "pci:0000:41:00.1");
+        }
+        let vmd = parse_bind("pci:10000:e1:1f.7").unwrap();
+        assert_eq!(vmd.to_string(), "pci:10000:e1:1f.7");
+    }
+
+    #[test]
+    fn io_bindings_map_by_their_own_devices() {
+        let b = |bind: &str, map: Option<&str>| Binding {
+            bind: parse_bind(bind).unwrap(),
+            map: map.map(|m| parse_map(m).unwrap()),
+        };
+        for (bind, map) in [
+            ("gpu", Some("gpu:2")),
+            ("gpu:2", Some("gpu")),
+            ("gpu1", Some("gpu1")),
+            ("eth", Some("en:2")),
+            ("en0", Some("eth0")),
+            ("pci:41:00.0", Some("pci:0000:41:00.0")),
+            ("core", Some("socket")),
+            ("gpu", None),
+            ("none", Some("gpu")),
+            ("rr", Some("ib")),
+        ] {
+            assert_eq!(b(bind, map).check(), Ok(()), "{bind} {map:?}");
+        }
+        for (bind, map, msg) in [
+            ("gpu", "core", "-bind-to gpu -map-by core: an I/O binding maps only by its own devices (gpu[:N])"),
+            ("gpu", "ib", "maps only by its own devices"),
+            ("gpu", "gpu1", "maps only by its own devices"),
+            ("eth0", "eth1", "maps only by its own devices"),
+            ("pci:0000:41:00.0", "pci:0000:41:00.1", "its own devices (pci:0000:41:00.0)"),
+            ("core", "gpu", "-bind-to core -map-by gpu: only an I/O binding (pci:, gpu, ib, hfi, eth, en) maps by I/O devices"),
+            ("socket", "pci:0000:41:00.0", "only an I/O binding"),
+        ] {
+            let e = b(bind, Some(map)).check().unwrap_err();
+            assert!(e.contains(msg), "{bind} {map}: {e}");
+            assert!(e.starts_with(&format!("-bind-to {bind} -map-by {map}: ")), "{e}");
+        }
+    }
+
+    #[test]
     fn bad_specs_say_why() {
         for (s, msg) in [
             ("bogus", "unknown object 'bogus'"),
@@ -244,6 +484,21 @@ mod tests {
             ("user:0,,1", "empty entry"),
             ("user:a", "'a' is not a cpu number"),
             ("user:3-1", "not a cpu range"),
+            ("gpux", "-bind-to gpux: 'x' is not a GPU number"),
+            ("gpu-1", "'-1' is not a GPU number"),
+            ("gpu+1", "'+1' is not a GPU number"),
+            ("gpu:0", "'0' is not a positive count"),
+            ("ib0:x", "'x' is not a positive count"),
+            ("ib/0", "-bind-to ib/0: '/0' is not a device name or number"),
+            ("eth0123456789abcd", "is not a device name or number"),
+            ("pci", "unknown object 'pci'"),
+            ("pci:", "-bind-to pci:: '' is not a PCI address"),
+            ("pci:zz", "'zz' is not a PCI address ([domain:]bus:device.function in hex"),
+            ("pci:00:20.0", "is not a PCI address"),
+            ("pci:00:03.8", "is not a PCI address"),
+            ("pci:100:03.0", "is not a PCI address"),
+            ("pci:00:03.0:2", "'00:03.0:2' is not a PCI address"),
+            ("pci:0:0:0:3.0", "is not a PCI address"),
         ] {
             let e = parse_bind(s).unwrap_err();
             assert!(e.contains(msg), "{s}: {e}");

@@ -4,11 +4,14 @@
 //! core" means to Hydra, not the OS numbering (which on most x86 machines lists one thread of
 //! every core before the second threads).
 //!
+//! I/O devices come from `/sys/bus/pci` and `/sys/class` (see [`crate::devices`]).
+//!
 //! Read with plain file reads: no libhwloc (the hwloc crates link the C library, which every
 //! node would need installed, with its headers at build time), and the few files used here
 //! are what hwloc itself reads on Linux.
 
 use crate::cpus::CpuSet;
+use crate::devices::Devices;
 use crate::spec::{CacheKind, Object};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -40,6 +43,8 @@ pub struct Pu {
 pub struct Topology {
     /// In logical order.
     pus: Vec<Pu>,
+    /// Its I/O devices, each with the usable cpus near it.
+    devices: Devices,
 }
 
 /// Read a small sysfs file; `None` if it is missing or unreadable.
@@ -50,7 +55,7 @@ fn read(path: &Path) -> Option<String> {
 impl Topology {
     /// Build from PUs in any order: sorts them into logical order.
     pub fn new(pus: Vec<Pu>) -> Topology {
-        let mut t = Topology { pus };
+        let mut t = Topology { pus, devices: Devices::default() };
         t.sort();
         t
     }
@@ -123,7 +128,9 @@ impl Topology {
                 c.cpus = c.cpus.intersect(&online);
             }
         }
-        Ok(Topology::new(pus))
+        let mut t = Topology::new(pus);
+        t.devices = Devices::from_sysfs(sys, &t.all());
+        Ok(t)
     }
 
     /// Order PUs as hwloc's tree does: by socket, NUMA node, L3, L2, L1 (each named by its
@@ -153,6 +160,12 @@ impl Topology {
     /// The PUs in logical order.
     pub fn pus(&self) -> &[Pu] {
         &self.pus
+    }
+
+    /// Its I/O devices (read by [`from_sysfs`](Self::from_sysfs): `/sys/bus/pci`,
+    /// `/sys/class/{net,infiniband}`).
+    pub fn devices(&self) -> &Devices {
+        &self.devices
     }
 
     /// All usable cpus.
@@ -189,7 +202,8 @@ impl Topology {
                     .find(|c| c.level == level && kind.matches(c.kind))
                     .map(|c| c.cpus.clone())
                     .unwrap_or_else(|| all.clone()),
-                Object::Machine => all.clone(),
+                // I/O objects are not in the cpu tree: the map finds them in `devices`.
+                Object::Machine | Object::Pci(_) | Object::Device { .. } => all.clone(),
             };
             let set = set.intersect(&all);
             if !set.is_empty() && seen.insert(set.clone()) {

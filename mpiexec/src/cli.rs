@@ -957,7 +957,8 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
             return Err(format!("HYDRA_ENV: expected 'all', got '{v}'"));
         }
     }
-    Ok(())
+    // -bind-to and -map-by (or their variables) go together.
+    g.binding.check()
 }
 
 /// `MPIEXEC_TIMEOUT` (unset or empty: none): seconds, fractions allowed (`1.5`); as Hydra,
