@@ -103,9 +103,13 @@ pub struct Binding {
     pub bind: BindTo,
     /// `-map-by`; `None`: the binding's object.
     pub map: Option<Objects>,
+    /// `-membind`; `None`: the ranks keep the NLA's memory policy.
+    #[serde(default)]
+    pub mem: Option<crate::membind::MemBind>,
 }
 
 impl Binding {
+    /// No cpu binding (a memory policy may still be set).
     pub fn is_none(&self) -> bool {
         self.bind == BindTo::None
     }

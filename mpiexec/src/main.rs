@@ -150,11 +150,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Every NLA of a fork launch runs on this machine: a binding it cannot apply is a usage
-    // error now, not a failed start later.
+    // Every NLA of a fork launch runs on this machine: a binding (cpus or memory nodes) it
+    // cannot apply is a usage error now, not a failed start later.
     if plan.job.launcher.kind == libi::job::LauncherKind::Fork {
         for node in plan.root.nodes().into_iter().filter(|n| !n.ranks.is_empty()) {
-            if let Err(m) = libi_node::bind::node_cpus(&plan.job, node) {
+            if let Err(m) = libi_node::bind::node_binding(&plan.job, node) {
                 eprintln!("libi-mpiexec: {m}");
                 return ExitCode::from(2);
             }
