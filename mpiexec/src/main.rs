@@ -212,7 +212,8 @@ pub fn info_text() -> String {
         (
             "Features",
             "MPMD, MPI_Comm_spawn, stdin to rank 0, flow-controlled output, output patterns, \
-             cpu binding, GPU assignment, rank maps, memory allocation kinds, launch report"
+             cpu binding, memory policy, GPU assignment, rank maps, memory allocation kinds, \
+             launch report"
                 .into(),
         ),
         (
