@@ -5,6 +5,7 @@
 //!   file, the line and the word (see [`parse_hostfile`]).
 //! * `-hosts h1:2,h2`: the same entries, comma-separated.
 //! * `-ppn N` overrides every host's slot count.
+//! * `-order-nodes ascending|descending` then sorts the hosts by slot count (stably).
 //!
 //! A host named twice is one host with the slots added up (first position kept). Placement is
 //! Hydra's block placement: fill each host's slots in order; if there are more ranks than
@@ -151,6 +152,34 @@ pub fn parse_lsf_hosts(s: &str) -> Result<Vec<Host>, HostError> {
 /// `-ppn N`: every host gets N slots.
 pub fn with_ppn(hosts: Vec<Host>, ppn: u32) -> Vec<Host> {
     hosts.into_iter().map(|h| Host { slots: ppn, ..h }).collect()
+}
+
+/// `-order-nodes`: the host list sorted by slot count before ranks are placed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeOrder {
+    Ascending,
+    Descending,
+}
+
+impl std::str::FromStr for NodeOrder {
+    type Err = String;
+    /// As Hydra, in any case (`ASCENDING`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "ascending" => Ok(NodeOrder::Ascending),
+            "descending" => Ok(NodeOrder::Descending),
+            _ => Err(format!("-order-nodes: expected ascending or descending, got '{s}'")),
+        }
+    }
+}
+
+/// Sort `hosts` by their slots (after `-ppn`, as Hydra). The sort is stable: hosts with as
+/// many slots keep the list's order (Hydra's `qsort` may swap them).
+pub fn order_nodes(hosts: &mut [Host], order: NodeOrder) {
+    match order {
+        NodeOrder::Ascending => hosts.sort_by_key(|h| h.slots),
+        NodeOrder::Descending => hosts.sort_by_key(|h| std::cmp::Reverse(h.slots)),
+    }
 }
 
 /// Where the ranks go.
@@ -322,6 +351,28 @@ mod tests {
         assert_eq!(parse_hosts_arg("a,b,a").expect("parse"), vec![h("a", 2), h("b", 1)]);
         assert!(parse_hosts_arg("a:-1").is_err());
         assert!(parse_hosts_arg(",").is_err());
+    }
+
+    #[test]
+    fn node_order_by_slots_stable() {
+        let list = || vec![h("a", 2), h("b", 4), h("c", 1), h("d", 2), h("e", 4)];
+        let names = |v: &[Host]| v.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(",");
+        let mut v = list();
+        order_nodes(&mut v, NodeOrder::Ascending);
+        assert_eq!(names(&v), "c,a,d,b,e");
+        let mut v = list();
+        order_nodes(&mut v, NodeOrder::Descending);
+        assert_eq!(names(&v), "b,e,a,d,c");
+        // Placement follows the sorted list: `-hosts h1:1,h2:3 -order-nodes descending`.
+        let mut v = vec![h("h1", 1), h("h2", 3)];
+        order_nodes(&mut v, NodeOrder::Descending);
+        assert_eq!(place(&v, 4).per_host, vec![vec![0, 1, 2], vec![3]]);
+        assert_eq!("DESCENDING".parse::<NodeOrder>(), Ok(NodeOrder::Descending));
+        assert_eq!("ascending".parse::<NodeOrder>(), Ok(NodeOrder::Ascending));
+        assert_eq!(
+            "up".parse::<NodeOrder>(),
+            Err("-order-nodes: expected ascending or descending, got 'up'".to_string())
+        );
     }
 
     #[test]

@@ -617,6 +617,7 @@ mod fuzz {
                     binding: libi_binding::Binding {
                         bind: libi_binding::parse_bind("user:0+2,1").unwrap(),
                         map: None,
+                        mem: Some(libi_binding::parse_membind("interleave:0,2-3").unwrap()),
                     },
                     spawned_by: None,
                     singleton: None,

@@ -85,8 +85,8 @@ fn hydra_inline_option_values() {
     assert_eq!(lines, ["[0] bar q=1 -n=3", "[1] bar q=1 -n=3"]);
 }
 
-/// Hydra's older names and its machinery options: accepted (the ignored ones with a note under
-/// `-v`), or refused in one line when their meaning is not ours.
+/// Hydra's older names and its machinery options: accepted, the ignored ones with a note under
+/// `-v` (those refused in one line, their meaning not being ours: the cli unit tests).
 #[test]
 fn hydra_machinery_options() {
     let r = run(
@@ -96,9 +96,6 @@ fn hydra_machinery_options() {
     assert_eq!((r.status, r.stdout.as_str()), (0, "ran\n"), "{}", r.stderr);
     assert!(r.stderr.contains("libi-mpiexec: -demux poll: ignored ("), "{}", r.stderr);
     assert!(r.stderr.contains("libi-mpiexec: -enable-x: ignored ("), "{}", r.stderr);
-    let r = run(&["-membind", "core", "-n", "1", "true"], b"");
-    assert_eq!(r.status, 2);
-    assert_eq!(r.stderr, "libi-mpiexec: -membind is not supported (libi does not bind memory)\n");
 }
 
 /// Without -n, as Hydra: one process on this machine alone (its one slot; -ppn N gives N), the
@@ -865,6 +862,155 @@ fn binding_stays_within_the_allowed_cpus() {
     );
     assert_eq!(r.status, 2, "{}", r.stderr);
     assert!(r.stderr.contains("is not usable on "), "{}", r.stderr);
+}
+
+// ---- -membind (this machine's NUMA nodes; numa_maps shows each rank's policy) ----
+
+/// A rank command printing "PMI_RANK policy": the memory policy of its stack as
+/// /proc/self/numa_maps shows it (`default`, `local`, `bind:0`, `interleave:0`).
+const SHOW_MEM: &str = "echo $PMI_RANK $(awk '/stack/ {print $2}' /proc/self/numa_maps)";
+
+/// The NUMA nodes with memory, as the kernel lists them (`0`), or None without NUMA (the
+/// memory policy tests then have nothing to show).
+fn mem_nodes() -> Option<String> {
+    let nodes = std::fs::read_to_string("/sys/devices/system/node/has_memory").ok();
+    if nodes.is_none() || !Path::new("/proc/self/numa_maps").exists() {
+        eprintln!("memory policy test skipped: no NUMA nodes");
+    }
+    nodes.map(|n| n.trim().to_string())
+}
+
+/// Each policy, with and without -bind-to; `HYDRA_MEMBIND` when no -membind is given.
+/// Without NODES, `bind` and `interleave` take the nodes of the rank's cpus (bound), or every
+/// node with memory (unbound): on a machine of one NUMA node, node 0 either way.
+#[test]
+fn membind_policies_with_and_without_bind_to() {
+    let Some(all) = mem_nodes() else { return };
+    let one = all == "0";
+    let bind = format!("bind:{all}");
+    let interleave = format!("interleave:{all}");
+    for (args, want) in [
+        (&[][..], "default"),
+        (&["-membind", "firsttouch"][..], "local"),
+        (&["-membind", "firsttouch", "-bind-to", "core"][..], "local"),
+        (&["-membind", "nexttouch", "-bind-to", "core"][..], "default"),
+        (&["-membind", "bind"][..], bind.as_str()),
+        (&["-membind", "interleave:"][..], interleave.as_str()),
+        (&["-membind", "bind:0"][..], "bind:0"),
+        (&["-membind", "bind:0", "-bind-to", "core"][..], "bind:0"),
+        (&["-membind=interleave:0", "-bind-to", "hwthread"][..], "interleave:0"),
+        (&["-membind", "bind", "-bind-to", "core"][..], if one { "bind:0" } else { "" }),
+        (
+            &["-membind", "interleave", "-bind-to", "core"][..],
+            if one { "interleave:0" } else { "" },
+        ),
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["-n", "2", "sh", "-c", SHOW_MEM]);
+        let got = common::by_rank(&run(&a, b""), 2);
+        if want.is_empty() {
+            // Several NUMA nodes: each rank's own node(s), whichever they are.
+            let word = args[1];
+            assert!(got.iter().all(|p| p.starts_with(&format!("{word}:"))), "{args:?}: {got:?}");
+        } else {
+            assert_eq!(got, [want, want], "{args:?}");
+        }
+    }
+    // HYDRA_MEMBIND, and -membind over it.
+    let env = [("HYDRA_MEMBIND", "interleave")];
+    let r = common::run_env(&["-n", "2", "sh", "-c", SHOW_MEM], b"", &env);
+    assert_eq!(common::by_rank(&r, 2), [interleave.as_str(), interleave.as_str()]);
+    let r =
+        common::run_env(&["-membind", "firsttouch", "-n", "1", "sh", "-c", SHOW_MEM], b"", &env);
+    assert_eq!(common::by_rank(&r, 1), ["local"]);
+}
+
+/// Where Hydra 5 applies -membind (with -bind-to), `firsttouch` is the same policy.
+/// (Hydra's `bind:` is the kernel's preferred-many policy, ours the strict bind: see the
+/// README.)
+#[test]
+fn membind_firsttouch_as_hydra_5() {
+    if mem_nodes().is_none() {
+        return;
+    }
+    let hydra = common::mpich5().join("bin/mpiexec.hydra");
+    let hydra = hydra.to_string_lossy();
+    let args = ["-bind-to", "core", "-membind", "firsttouch", "-n", "2", "sh", "-c", SHOW_MEM];
+    let theirs = common::by_rank(&common::run_program(&hydra, &args, b""), 2);
+    let ours = common::by_rank(&run(&args, b""), 2);
+    assert_eq!(ours, theirs);
+    assert_eq!(ours, ["local", "local"]);
+}
+
+/// A malformed policy is a usage error before anything starts; so is a NUMA node this
+/// machine does not have (found before any rank starts: nothing is left running).
+#[test]
+fn membind_bad_policies_and_nodes() {
+    for (args, env, msg) in [
+        (&["-membind", "bogus"][..], None, "libi-mpiexec: -membind: unknown policy 'bogus' ("),
+        (&["-membind", "bind:0-x"][..], None, "libi-mpiexec: -membind bind:0-x: 'x' is not a NUMA"),
+        (&[][..], Some("nearest"), "libi-mpiexec: HYDRA_MEMBIND: -membind: unknown policy"),
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["-n", "2", "true"]);
+        let env: Vec<(&str, &str)> = env.map(|v| ("HYDRA_MEMBIND", v)).into_iter().collect();
+        let r = common::run_env(&a, b"", &env);
+        assert_eq!(r.status, 2, "{args:?}: {}", r.stderr);
+        assert_eq!(r.stderr.lines().count(), 1, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.starts_with(msg), "{args:?}: {}", r.stderr);
+    }
+    let Some(all) = mem_nodes() else { return };
+    if Path::new("/sys/devices/system/node/node7").exists() {
+        eprintln!("this machine has a NUMA node 7: skipped");
+        return;
+    }
+    for policy in ["bind:7", "interleave:0,7"] {
+        let r = run(&["-membind", policy, "-bind-to", "core", "-n", "2", "true"], b"");
+        assert_eq!(r.status, 2, "{}", r.stderr);
+        let host = nix::unistd::gethostname().expect("hostname").to_string_lossy().into_owned();
+        assert_eq!(
+            r.stderr,
+            format!(
+                "libi-mpiexec: -membind {policy}: NUMA node 7 is not usable on {host} (its NUMA \
+                 nodes with memory: {all})\n"
+            )
+        );
+    }
+}
+
+/// `-v`: each rank's memory policy next to its cpus; `nexttouch` says it sets nothing.
+#[test]
+fn verbose_reports_each_memory_policy() {
+    let Some(all) = mem_nodes() else { return };
+    let cpu = common::my_cpus()[0];
+    let user = format!("user:{cpu}");
+    let r = run(&["-v", "-membind", "interleave:0", "-bind-to", &user, "-n", "2", "true"], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stderr.lines().filter(|l| l.contains(" memory policy ")).collect();
+    assert_eq!(lines.len(), 2, "{}", r.stderr);
+    assert!(
+        lines.iter().any(|l| l.ends_with(&format!(
+            "] rank 0 (local 0) bound to cpus {cpu}, memory policy interleave:0"
+        ))),
+        "{}",
+        r.stderr
+    );
+    let unbound = "] rank 1 (local 1) not bound (past the -bind-to user: list), memory policy \
+                   interleave:0";
+    assert!(lines.iter().any(|l| l.ends_with(unbound)), "{}", r.stderr);
+    let r = run(&["-v", "-membind", "bind", "-n", "1", "true"], b"");
+    assert!(
+        r.stderr
+            .lines()
+            .any(|l| l.ends_with(&format!("] rank 0 (local 0) memory policy bind:{all}"))),
+        "{}",
+        r.stderr
+    );
+    let r = run(&["-v", "-membind", "nexttouch", "-n", "1", "true"], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let note = "libi-mpiexec: -membind nexttouch: nothing set (Linux has no next-touch policy)";
+    assert!(r.stderr.lines().any(|l| l == note), "{}", r.stderr);
+    assert!(!r.stderr.contains(" memory policy "), "{}", r.stderr);
 }
 
 /// As Hydra (measured): a rank that exits non-zero on its own (it never spoke PMI, or it

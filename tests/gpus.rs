@@ -6,32 +6,13 @@
 
 mod common;
 
-use common::{pmi_child, run, run_env, spawn_block, spawner_script, Run};
+use common::{by_rank, pmi_child, run, run_env, spawn_block, spawner_script, Run};
 
 const SHOW: &str = "echo $PMI_RANK ${CUDA_VISIBLE_DEVICES-unset}";
 
 /// `CUDA_VISIBLE_DEVICES=list`, for libi-mpiexec (and so its NLAs under the fork launcher).
 fn preset(list: &str) -> Vec<(&'static str, &str)> {
     vec![("CUDA_VISIBLE_DEVICES", list)]
-}
-
-/// "rank value" lines of `n` ranks, by rank.
-fn by_rank(r: &Run, n: usize) -> Vec<String> {
-    assert_eq!(r.status, 0, "{}", r.stderr);
-    let mut lines: Vec<(u32, String)> = r
-        .stdout
-        .lines()
-        .map(|l| {
-            let (rank, v) = l.split_once(' ').unwrap_or((l, ""));
-            (rank.parse().unwrap_or(u32::MAX), v.to_string())
-        })
-        .collect();
-    lines.sort();
-    assert_eq!(lines.len(), n, "{}\n{}", r.stdout, r.stderr);
-    for (i, (rank, _)) in lines.iter().enumerate() {
-        assert_eq!(*rank as usize, i, "{}", r.stdout);
-    }
-    lines.into_iter().map(|(_, v)| v).collect()
 }
 
 fn job(opts: &[&str], n: &str, list: &str) -> Run {

@@ -950,3 +950,82 @@ fn hydra_config_file_gives_default_options() {
     assert!(r.stderr.contains("HYDRA_CONFIG_FILE: cannot read"), "{}", r.stderr);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `-order-nodes` (Hydra): the host list (from -hosts or -f) sorted by slot count before the
+/// ranks are placed; hosts with as many slots keep their order. A bad order is one line and
+/// exit 2.
+#[test]
+fn order_nodes_sorts_hosts_by_slots() {
+    let job = ["sh", "-c", WHERE];
+    let mut a = vec!["-launcher", "fork", "-hosts", "h1:1,h2:3", "-order-nodes", "descending"];
+    a.extend(["-n", "4"]);
+    a.extend(job);
+    assert_eq!(rank_hosts(&run(&a, b"")), ["0 h2 0", "1 h2 1", "2 h2 2", "3 h1 0"]);
+    let d = scratch("ordernodes");
+    let hf = d.join("hosts");
+    std::fs::write(&hf, "a:3\nb:1\nc:2\nd:1\n").expect("write");
+    let hf = hf.to_string_lossy().into_owned();
+    let mut a = vec!["-launcher", "fork", "-f", &hf, "-order-nodes", "ascending", "-n", "7"];
+    a.extend(job);
+    assert_eq!(
+        rank_hosts(&run(&a, b"")),
+        ["0 b 0", "1 d 0", "2 c 0", "3 c 1", "4 a 0", "5 a 1", "6 a 2"]
+    );
+    let r = run(&["-hosts", "h1:1", "-order-nodes", "size", "true"], b"");
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert_eq!(
+        r.stderr,
+        "libi-mpiexec: -order-nodes: expected ascending or descending, got 'size'\n"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// `-membind` on every node: each NLA sets its own ranks' policy. A NUMA node a host does
+/// not have is found by that host's NLA before it starts any rank (here through a fake ssh,
+/// so that the front end does not check it first): one line naming the host and the node,
+/// a failed job, nothing left running.
+#[test]
+fn membind_on_each_node_and_a_missing_node() {
+    if !std::path::Path::new("/proc/self/numa_maps").exists()
+        || std::path::Path::new("/sys/devices/system/node/node7").exists()
+    {
+        eprintln!("memory policy test skipped: no NUMA, or a node 7");
+        return;
+    }
+    let show = "echo $PMI_RANK $PMI_HOSTNAME $(awk '/stack/ {print $2}' /proc/self/numa_maps)";
+    let hosts = ["-launcher", "fork", "-hosts", "n1:1,n2:1"];
+    let mut a = hosts.to_vec();
+    a.extend(["-membind", "interleave:0", "-n", "2", "sh", "-c", show]);
+    assert_eq!(rank_hosts(&run(&a, b"")), ["0 n1 interleave:0", "1 n2 interleave:0"]);
+    let d = scratch("membind");
+    let ssh = common::write_script(
+        &d.join("fake-ssh"),
+        "#!/bin/sh\nfor a; do last=$a; done\nexec sh -c \"$last\"\n",
+    );
+    let r = run(
+        &[
+            "-launcher",
+            "ssh",
+            "-launcher-exec",
+            &ssh,
+            "-hosts",
+            "r1:2,r2:1",
+            "-membind",
+            "bind:7",
+            "-n",
+            "3",
+            "sleep",
+            "30",
+        ],
+        b"",
+    );
+    assert_ne!(r.status, 0, "{}", r.stderr);
+    let line = r.stderr.lines().next().unwrap_or_default();
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    let host = line
+        .strip_prefix("libi-mpiexec: -membind bind:7: NUMA node 7 is not usable on ")
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_default();
+    assert!(host == "r1" || host == "r2", "{}", r.stderr);
+    let _ = std::fs::remove_dir_all(&d);
+}

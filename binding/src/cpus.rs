@@ -60,6 +60,12 @@ impl CpuSet {
     /// Parse the kernel's list syntax (`0-3,8`; empty string = empty set); `sep` also
     /// joins cpus (`+` in Hydra's `user:0+2`).
     pub fn parse_with(s: &str, sep: char) -> Result<CpuSet, String> {
+        CpuSet::parse_items(s, sep, "cpu")
+    }
+
+    /// Parse the list syntax for numbered things other than cpus (NUMA nodes: `0,2-3`);
+    /// `what` names them in errors.
+    pub fn parse_items(s: &str, sep: char, what: &str) -> Result<CpuSet, String> {
         let s = s.trim();
         let mut cpus = Vec::new();
         if s.is_empty() {
@@ -68,7 +74,7 @@ impl CpuSet {
         let num = |t: &str| -> Result<u32, String> {
             match t.trim().parse::<u32>() {
                 Ok(n) if n <= MAX_CPU => Ok(n),
-                _ => Err(format!("'{t}' is not a cpu number")),
+                _ => Err(format!("'{t}' is not a {what} number")),
             }
         };
         for part in s.split(sep) {
@@ -76,7 +82,7 @@ impl CpuSet {
                 Some((a, b)) => {
                     let (a, b) = (num(a)?, num(b)?);
                     if a > b {
-                        return Err(format!("'{part}' is not a cpu range"));
+                        return Err(format!("'{part}' is not a {what} range"));
                     }
                     cpus.extend(a..=b);
                 }

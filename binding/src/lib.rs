@@ -1,5 +1,5 @@
-//! Process binding for libi: a node's topology read from Linux's sysfs, Hydra's `-bind-to` and
-//! `-map-by` options, and the cpu set of each local rank.
+//! Process binding for libi: a node's topology read from Linux's sysfs, Hydra's `-bind-to`,
+//! `-map-by` and `-membind` options, and the cpu set and memory policy of each local rank.
 //!
 //! Pure except for [`Topology::from_sysfs`], which reads files under a given root (tests
 //! point it at recorded fixture trees of bigger machines). Applying a set is the NLA's job.
@@ -7,12 +7,14 @@
 pub mod cpus;
 pub mod devices;
 pub mod map;
+pub mod membind;
 pub mod spec;
 pub mod topology;
 
 pub use cpus::CpuSet;
 pub use devices::{Device, Devices};
 pub use map::rank_cpus;
+pub use membind::{parse_membind, rank_mems, MemBind, MemPolicy, NodeSet};
 pub use spec::{
     parse_bind, parse_map, BindTo, Binding, CacheKind, DeviceKind, Object, Objects, PciAddr,
 };
@@ -89,6 +91,8 @@ mod tests {
                 }
             }
             if self.numa {
+                let nodes = self.sockets * self.numa_per_socket;
+                write(&root.join("devices/system/node/has_memory"), &format!("0-{}", nodes - 1));
                 let per = self.cores_per_socket / self.numa_per_socket;
                 for node in 0..self.sockets * self.numa_per_socket {
                     write(
@@ -108,16 +112,20 @@ mod tests {
         T.get_or_init(read_epyc).clone()
     }
 
-    fn read_epyc() -> Topology {
-        let m = Machine {
+    /// 2 sockets × 64 cores × 2 threads, L3 per 8 cores, 2 NUMA nodes a socket.
+    fn epyc_machine() -> Machine {
+        Machine {
             sockets: 2,
             numa_per_socket: 2,
             cores_per_socket: 64,
             threads: 2,
             l3_cores: 8,
             numa: true,
-        };
-        let root = m.sysfs("epyc");
+        }
+    }
+
+    fn read_epyc() -> Topology {
+        let root = epyc_machine().sysfs("epyc");
         let t = Topology::from_sysfs(&root, None).unwrap();
         let _ = std::fs::remove_dir_all(root);
         t
@@ -125,15 +133,21 @@ mod tests {
 
     /// The cpu lists of `n` local ranks under `-bind-to bind [-map-by map]`.
     fn lists(t: &Topology, bind: &str, map: Option<&str>, n: usize) -> Vec<String> {
-        let b =
-            Binding { bind: parse_bind(bind).unwrap(), map: map.map(|m| parse_map(m).unwrap()) };
+        let b = Binding {
+            bind: parse_bind(bind).unwrap(),
+            map: map.map(|m| parse_map(m).unwrap()),
+            mem: None,
+        };
         let sets = rank_cpus(t, &b, n, "h").unwrap().unwrap();
         sets.iter().map(|s| s.as_ref().map_or("unbound".to_string(), |s| s.to_string())).collect()
     }
 
     fn err(t: &Topology, bind: &str, map: Option<&str>) -> String {
-        let b =
-            Binding { bind: parse_bind(bind).unwrap(), map: map.map(|m| parse_map(m).unwrap()) };
+        let b = Binding {
+            bind: parse_bind(bind).unwrap(),
+            map: map.map(|m| parse_map(m).unwrap()),
+            mem: None,
+        };
         rank_cpus(t, &b, 4, "h").unwrap_err()
     }
 
@@ -223,10 +237,48 @@ mod tests {
         assert_eq!(e, "-bind-to user:0,300: cpu 300 is not usable on h (its cpus: 0-255)");
     }
 
+    /// `-membind` without nodes over the NUMA nodes of the recorded EPYC pair: each rank's
+    /// binding's nodes.
+    #[test]
+    fn epyc_membind() {
+        let t = epyc();
+        assert_eq!(t.mems().map(ToString::to_string).as_deref(), Some("0-3"));
+        let mems = |bind: &str, map: Option<&str>, mem: &str, n: usize| -> Vec<String> {
+            let b = Binding {
+                bind: parse_bind(bind).unwrap(),
+                map: map.map(|m| parse_map(m).unwrap()),
+                mem: Some(parse_membind(mem).unwrap()),
+            };
+            let cpus = rank_cpus(&t, &b, n, "h").unwrap();
+            let p = rank_mems(&t, b.mem.as_ref(), cpus.as_deref(), n, "h").unwrap().unwrap();
+            p.iter().map(ToString::to_string).collect()
+        };
+        assert_eq!(
+            mems("core", Some("numa"), "bind", 5),
+            ["bind:0", "bind:1", "bind:2", "bind:3", "bind:0"]
+        );
+        assert_eq!(mems("socket", None, "interleave", 2), ["interleave:0-1", "interleave:2-3"]);
+        assert_eq!(mems("core", None, "bind:3", 2), ["bind:3", "bind:3"]);
+        assert_eq!(mems("none", None, "bind", 1), ["bind:0-3"]);
+        assert_eq!(mems("l3cache", None, "firsttouch", 1), ["local"]);
+        // Restricted to a cpuset of nodes 1 and 2 (cpus and memory).
+        let allowed = CpuSet::parse("32-95,160-223").unwrap();
+        let root = epyc_machine().sysfs("epyc-cpuset");
+        let t = Topology::from_sysfs(&root, Some(&allowed)).unwrap();
+        let _ = std::fs::remove_dir_all(root);
+        let t = t.restrict_mems(Some(&CpuSet::parse("1-2").unwrap()));
+        let b = Binding { bind: parse_bind("core").unwrap(), map: None, mem: None };
+        let cpus = rank_cpus(&t, &b, 1, "h").unwrap();
+        let p = rank_mems(&t, Some(&MemBind::Bind(None)), cpus.as_deref(), 1, "h").unwrap();
+        assert_eq!(p, Some(vec![MemPolicy::Bind(CpuSet::parse("1").unwrap())]));
+        let p = rank_mems(&t, Some(&MemBind::Interleave(None)), None, 1, "h").unwrap();
+        assert_eq!(p, Some(vec![MemPolicy::Interleave(CpuSet::parse("1-2").unwrap())]));
+    }
+
     #[test]
     fn none_binds_nothing() {
         let t = epyc();
-        let b = Binding { bind: BindTo::None, map: Some(parse_map("core").unwrap()) };
+        let b = Binding { bind: BindTo::None, map: Some(parse_map("core").unwrap()), mem: None };
         assert_eq!(rank_cpus(&t, &b, 4, "h").unwrap(), None);
     }
 
@@ -513,6 +565,10 @@ mod tests {
         let t = Topology::from_sysfs(Path::new("/sys"), None).unwrap();
         assert!(!t.pus().is_empty());
         assert!(!t.objects(Object::Core).is_empty());
+        // A NUMA kernel has node 0 at least (with memory, on any usual machine).
+        if Path::new("/sys/devices/system/node").exists() {
+            assert!(t.mems().is_some_and(|m| !m.is_empty()), "{:?}", t.mems());
+        }
     }
 
     #[test]

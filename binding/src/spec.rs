@@ -209,9 +209,13 @@ pub struct Binding {
     pub bind: BindTo,
     /// `-map-by`; `None`: the binding's object.
     pub map: Option<Objects>,
+    /// `-membind`; `None`: the ranks keep the NLA's memory policy.
+    #[serde(default)]
+    pub mem: Option<crate::membind::MemBind>,
 }
 
 impl Binding {
+    /// No cpu binding (a memory policy may still be set).
     pub fn is_none(&self) -> bool {
         self.bind == BindTo::None
     }
@@ -443,6 +447,7 @@ mod tests {
         let b = |bind: &str, map: Option<&str>| Binding {
             bind: parse_bind(bind).unwrap(),
             map: map.map(|m| parse_map(m).unwrap()),
+            ..Binding::default()
         };
         for (bind, map) in [
             ("gpu", Some("gpu:2")),

@@ -38,13 +38,16 @@ pub struct Pu {
     pub caches: Vec<Cache>,
 }
 
-/// The usable hardware threads of a node.
+/// The usable hardware threads of a node, and its usable NUMA nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
     /// In logical order.
     pus: Vec<Pu>,
     /// Its I/O devices, each with the usable cpus near it.
     devices: Devices,
+    /// The NUMA nodes that have memory (and that we may allocate on, once
+    /// [`Topology::restrict_mems`] was told); `None`: the kernel has no NUMA nodes.
+    mems: Option<CpuSet>,
 }
 
 /// Read a small sysfs file; `None` if it is missing or unreadable.
@@ -55,9 +58,26 @@ fn read(path: &Path) -> Option<String> {
 impl Topology {
     /// Build from PUs in any order: sorts them into logical order.
     pub fn new(pus: Vec<Pu>) -> Topology {
-        let mut t = Topology { pus, devices: Devices::default() };
+        let mut t = Topology { pus, devices: Devices::default(), mems: None };
         t.sort();
         t
+    }
+
+    /// The same, with these NUMA nodes holding memory (`None`: no NUMA nodes).
+    pub fn with_mems(self, mems: Option<CpuSet>) -> Topology {
+        Topology { mems, ..self }
+    }
+
+    /// Keep to the NUMA nodes in `allowed` (the NLA's own: its cpuset's memory nodes), when
+    /// given.
+    pub fn restrict_mems(self, allowed: Option<&CpuSet>) -> Topology {
+        match (self.mems.as_ref(), allowed) {
+            (Some(m), Some(a)) => {
+                let mems = Some(m.intersect(a));
+                Topology { mems, ..self }
+            }
+            _ => self,
+        }
     }
 
     /// Read the topology of the machine whose sysfs is mounted at `sys` (normally `/sys`),
@@ -74,7 +94,14 @@ impl Topology {
         }
         // NUMA node of every cpu.
         let mut numa_of: BTreeMap<u32, u32> = BTreeMap::new();
-        if let Ok(dir) = std::fs::read_dir(sys.join("devices/system/node")) {
+        let node_dir = sys.join("devices/system/node");
+        // The nodes with memory (a node of cpus only, or one offline, cannot be allocated on);
+        // a kernel older than 2.6.35 lists only the online ones.
+        let mems = ["has_memory", "online"]
+            .iter()
+            .find_map(|f| read(&node_dir.join(f)))
+            .and_then(|l| CpuSet::parse(&l).ok());
+        if let Ok(dir) = std::fs::read_dir(&node_dir) {
             for e in dir.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 let Some(id) = name.strip_prefix("node").and_then(|n| n.parse::<u32>().ok()) else {
@@ -128,7 +155,7 @@ impl Topology {
                 c.cpus = c.cpus.intersect(&online);
             }
         }
-        let mut t = Topology::new(pus);
+        let mut t = Topology::new(pus).with_mems(mems);
         t.devices = Devices::from_sysfs(sys, &t.all());
         Ok(t)
     }
@@ -166,6 +193,16 @@ impl Topology {
     /// `/sys/class/{net,infiniband}`).
     pub fn devices(&self) -> &Devices {
         &self.devices
+    }
+
+    /// The usable NUMA nodes that have memory; `None` when the kernel has no NUMA nodes.
+    pub fn mems(&self) -> Option<&CpuSet> {
+        self.mems.as_ref()
+    }
+
+    /// The NUMA nodes of these cpus (those the kernel puts in a node).
+    pub fn nodes_of(&self, cpus: &CpuSet) -> CpuSet {
+        self.pus.iter().filter(|p| cpus.contains(p.os)).filter_map(|p| p.numa).collect()
     }
 
     /// All usable cpus.

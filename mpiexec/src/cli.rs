@@ -155,6 +155,14 @@ pub struct Segment {
     /// Deal the binding objects round-robin over these objects (default: the binding's)
     #[arg(long = "map-by", value_name = "OBJ[:N]")]
     pub map_by: Option<String>,
+    /// Memory policy of each rank: firsttouch | nexttouch (sets nothing) | bind[:NODES] |
+    /// interleave[:NODES] (default NODES: the NUMA nodes of the rank's cpus)
+    #[arg(long = "membind", value_name = "POLICY")]
+    pub membind: Option<String>,
+    /// Sort the hosts by their slot count before placing ranks: ascending | descending
+    /// (hosts with as many slots keep their order)
+    #[arg(long = "order-nodes", value_name = "ORDER")]
+    pub order_nodes: Option<String>,
     /// GPUs per rank: local rank i sees devices i*N to i*N+N-1 of its node's list (0: none;
     /// auto, the default: sets nothing)
     #[arg(long = "gpus-per-proc", value_name = "N|auto")]
@@ -260,6 +268,8 @@ const LONG: &[(&str, &str, usize)] = &[
     ("kvs-max", "kvs-max", 1),
     ("bind-to", "bind-to", 1),
     ("map-by", "map-by", 1),
+    ("membind", "membind", 1),
+    ("order-nodes", "order-nodes", 1),
     ("gpus-per-proc", "gpus-per-proc", 1),
     ("gpu-subdevs-per-proc", "gpu-subdevs-per-proc", 1),
     ("print-all-exitcodes", "print-all-exitcodes", 0),
@@ -291,13 +301,6 @@ const IGNORED: &[(&str, usize, &str)] = &[
     ("disable-hostname-propagation", 0, "ranks get PMI_HOSTNAME, as from Hydra 5 either way"),
     ("enable-hostname-propagation", 0, "ranks get PMI_HOSTNAME, as from Hydra 5 either way"),
     ("pmi-port", 0, "Hydra's PMI_PORT model; ranks reach PMI over PMI_FD, as Hydra's default"),
-];
-
-/// Hydra options whose meaning libi does not implement and which would change what the job
-/// does: refused in one line. How many values each takes, and what libi does instead.
-const UNSUPPORTED: &[(&str, usize, &str)] = &[
-    ("membind", 1, "libi does not bind memory"),
-    ("order-nodes", 1, "libi keeps the host list's order"),
 ];
 
 /// Global settings after merging all segments.
@@ -338,6 +341,10 @@ pub struct Global {
     /// Whether `-bind-to` / `-map-by` were given (else `HYDRA_BINDING` / `HYDRA_MAPPING`).
     pub bind_given: bool,
     pub map_given: bool,
+    /// Whether `-membind` was given (else `HYDRA_MEMBIND`).
+    pub membind_given: bool,
+    /// `-order-nodes`: sort the host list by slots.
+    pub order_nodes: Option<libi::hosts::NodeOrder>,
     /// `-gpus-per-proc` / `-gpu-subdevs-per-proc`.
     pub gpus: libi::job::GpuSplit,
     pub print_all_exitcodes: bool,
@@ -450,9 +457,6 @@ fn normalise(seg: &[String]) -> Result<(Vec<String>, Vec<String>), CliError> {
             Some((n, v)) => (n, Some(v)),
             None => (body, None),
         };
-        if let Some((_, _, instead)) = UNSUPPORTED.iter().find(|(n, _, _)| *n == name) {
-            return Err(usage(format!("-{name} is not supported ({instead})")));
-        }
         let (canon, nvals, ignored) = match (
             LONG.iter().find(|(n, _, _)| *n == name),
             IGNORED.iter().find(|o| o.0 == name),
@@ -693,6 +697,13 @@ fn merge_global(
         global.binding.map = Some(libi_binding::parse_map(m).map_err(usage)?);
         global.map_given = true;
     }
+    if let Some(m) = &s.membind {
+        global.binding.mem = Some(libi_binding::parse_membind(m).map_err(usage)?);
+        global.membind_given = true;
+    }
+    if let Some(o) = &s.order_nodes {
+        global.order_nodes = Some(o.parse().map_err(usage)?);
+    }
     if let Some(v) = &s.gpus_per_proc {
         global.gpus.devices = per_proc("-gpus-per-proc", v)?;
     }
@@ -888,7 +899,7 @@ pub fn parse_with_defaults(
 /// Hydra's environment equivalents of options, for what the command line left unset
 /// (options win): `HYDRA_HOST_FILE`, `HYDRA_LAUNCHER` (or its older name `HYDRA_BOOTSTRAP`),
 /// `HYDRA_LAUNCHER_EXEC` (`HYDRA_BOOTSTRAP_EXEC`), `HYDRA_RMK`, `HYDRA_BINDING`,
-/// `HYDRA_MAPPING`, `HYDRA_IFACE`, `HYDRA_DEBUG`, `HYDRA_ENV=all`. `get` looks a variable
+/// `HYDRA_MAPPING`, `HYDRA_MEMBIND`, `HYDRA_IFACE`, `HYDRA_DEBUG`, `HYDRA_ENV=all`. `get` looks a variable
 /// up (empty counts as unset).
 pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
     let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
@@ -938,6 +949,16 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
             g.binding.map =
                 Some(libi_binding::parse_map(v.trim()).map_err(|e| format!("HYDRA_MAPPING: {e}"))?);
         }
+    }
+    if !g.membind_given {
+        if let Some(v) = get("HYDRA_MEMBIND") {
+            g.binding.mem = Some(
+                libi_binding::parse_membind(v.trim()).map_err(|e| format!("HYDRA_MEMBIND: {e}"))?,
+            );
+        }
+    }
+    if g.binding.mem == Some(libi_binding::MemBind::NextTouch) {
+        g.notes.push("-membind nexttouch: nothing set (Linux has no next-touch policy)".into());
     }
     if g.iface.is_none() && g.localhost.is_none() {
         g.iface = get("HYDRA_IFACE").map(|v| v.trim().to_string());
@@ -1084,8 +1105,10 @@ mod tests {
         assert_eq!(ns("x"), None);
         for (line, what) in [
             ("-demux epoll x", "-demux: unknown engine 'epoll' (Hydra's: poll select)"),
-            ("-membind core x", "-membind is not supported (libi does not bind memory)"),
-            ("-order-nodes=ascending x", "-order-nodes is not supported"),
+            ("-membind core x", "-membind: unknown policy 'core' (expected firsttouch, "),
+            ("-membind bind:0-x x", "-membind bind:0-x: 'x' is not a NUMA node number"),
+            ("-order-nodes=sideways x", "-order-nodes: expected ascending or descending, got"),
+            ("-order-nodes", "option '-order-nodes' needs 1 value(s)"),
             ("-nameserver h:0 x", "-nameserver h:0: '0' is not a port number"),
             ("-nameserver= x", "empty value"),
             ("-enable-x=1 x", "option '-enable-x' takes no value"),
@@ -1226,6 +1249,31 @@ mod tests {
     }
 
     #[test]
+    fn membind_and_order_nodes() {
+        use libi::hosts::NodeOrder;
+        use libi_binding::MemBind;
+        let g = |line: &str| p(line).expect(line).global;
+        assert_eq!(g("a").binding.mem, None);
+        assert_eq!(g("-membind firsttouch a").binding.mem, Some(MemBind::FirstTouch));
+        let b = g("-membind=bind:0,2-3 -bind-to core a").binding;
+        assert_eq!(b.mem.map(|m| m.to_string()).as_deref(), Some("bind:0,2-3"));
+        assert_eq!(b.bind.to_string(), "core");
+        assert_eq!(
+            g("-n 1 a : -membind interleave b").binding.mem,
+            Some(MemBind::Interleave(None))
+        );
+        assert!(g("-membind bind a").membind_given);
+        assert_eq!(g("a").order_nodes, None);
+        assert_eq!(g("-order-nodes descending a").order_nodes, Some(NodeOrder::Descending));
+        assert_eq!(g("--order-nodes=ASCENDING a").order_nodes, Some(NodeOrder::Ascending));
+        // nexttouch: accepted, a note under -v.
+        let mut n = g("-membind nexttouch a");
+        apply_env(&mut n, &|_| None).expect("env");
+        assert_eq!(n.binding.mem, Some(MemBind::NextTouch));
+        assert_eq!(n.notes, ["-membind nexttouch: nothing set (Linux has no next-touch policy)"]);
+    }
+
+    #[test]
     fn gpu_options() {
         use libi::job::GpuSplit;
         let g = |line: &str| p(line).expect(line).global.gpus;
@@ -1337,7 +1385,20 @@ mod tests {
         assert_eq!(g.binding.bind, libi_binding::BindTo::None);
         assert_eq!(g.binding.map.map(|m| m.obj), Some(libi_binding::Object::Core));
         assert_eq!(g.iface.as_deref(), Some("lo"));
-        for bad in [("HYDRA_BINDING", "bogus"), ("HYDRA_MAPPING", "rr"), ("HYDRA_DEBUG", "maybe")] {
+        // HYDRA_MEMBIND when -membind is not given.
+        let membind: &'static [(&str, &str)] = &[("HYDRA_MEMBIND", " interleave:1 ")];
+        let mut g = p("x").expect("parse").global;
+        apply_env(&mut g, &env(membind)).expect("env");
+        assert_eq!(g.binding.mem.map(|m| m.to_string()).as_deref(), Some("interleave:1"));
+        let mut g = p("-membind firsttouch x").expect("parse").global;
+        apply_env(&mut g, &env(membind)).expect("env");
+        assert_eq!(g.binding.mem, Some(libi_binding::MemBind::FirstTouch));
+        for bad in [
+            ("HYDRA_BINDING", "bogus"),
+            ("HYDRA_MAPPING", "rr"),
+            ("HYDRA_DEBUG", "maybe"),
+            ("HYDRA_MEMBIND", "bind:x"),
+        ] {
             let mut g = p("x").expect("parse").global;
             let e = apply_env(&mut g, &env(Box::leak(Box::new([bad])))).expect_err(bad.0);
             assert!(e.starts_with(bad.0), "{e}");

@@ -151,11 +151,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Every NLA of a fork launch runs on this machine: a binding it cannot apply is a usage
-    // error now, not a failed start later.
+    // Every NLA of a fork launch runs on this machine: a binding (cpus or memory nodes) it
+    // cannot apply is a usage error now, not a failed start later.
     if plan.job.launcher.kind == libi::job::LauncherKind::Fork {
         for node in plan.root.nodes().into_iter().filter(|n| !n.ranks.is_empty()) {
-            if let Err(m) = libi_node::bind::node_cpus(&plan.job, node) {
+            if let Err(m) = libi_node::bind::node_binding(&plan.job, node) {
                 eprintln!("libi-mpiexec: {m}");
                 return ExitCode::from(2);
             }
@@ -214,8 +214,8 @@ pub fn info_text() -> String {
         (
             "Features",
             "MPMD, MPI_Comm_spawn, stdin to rank 0, flow-controlled output, output patterns, \
-             cpu binding, GPU assignment, rank maps, memory allocation kinds, outside name \
-             server, launch report"
+             cpu binding, memory policy, GPU assignment, rank maps, memory allocation kinds, \
+             outside name server, launch report"
                 .into(),
         ),
         (

@@ -209,6 +209,9 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     if let Some(ppn) = g.ppn {
         host_list = hosts::with_ppn(host_list, ppn);
     }
+    if let Some(order) = g.order_nodes {
+        hosts::order_nodes(&mut host_list, order);
+    }
     // As Hydra: an executable without -n gets as many processes as the host list has slots
     // (after -ppn), each of them (`-hosts a:2 x : y` runs two x and two y).
     let total_slots: u32 = host_list.iter().map(|h| h.slots).sum();
@@ -494,6 +497,34 @@ mod tests {
         );
         let line = format!("-hosts {} --tree chain -n 1000 x", hosts[..1000].join(","));
         assert!(plan(&cl(&line), &ctx()).is_ok());
+    }
+
+    /// `-order-nodes`: hosts sorted by slots before placement (stably), so the ranks, the
+    /// process mapping and the NLA tree follow the sorted list; after -ppn, nothing moves.
+    #[test]
+    fn order_nodes_sorts_before_placement() {
+        let ranks_of = |p: &Plan| -> Vec<(String, Vec<u32>)> {
+            let mut nodes = Vec::new();
+            all_nodes(&p.root, &mut nodes);
+            nodes[1..]
+                .iter()
+                .map(|n| (n.host.clone(), n.ranks.iter().map(|r| r.rank).collect()))
+                .collect()
+        };
+        let line = "-hosts h1:1,h2:3,h3:1 --tree flat -order-nodes descending -n 4 x";
+        let p = plan(&cl(line), &ctx()).expect("plan");
+        assert_eq!(p.hosts.iter().map(|h| h.name.as_str()).collect::<Vec<_>>(), ["h2", "h1", "h3"]);
+        assert_eq!(ranks_of(&p), [("h2".into(), vec![0, 1, 2]), ("h1".into(), vec![3])]);
+        let line = "-hosts h2:3,h1:1,h3:1 --tree flat -order-nodes ascending -n 4 x";
+        let p = plan(&cl(line), &ctx()).expect("plan");
+        assert_eq!(
+            ranks_of(&p),
+            [("h1".into(), vec![0]), ("h3".into(), vec![1]), ("h2".into(), vec![2, 3])]
+        );
+        assert_eq!(p.job.preput, kv(&[("PMI_process_mapping", "(vector,(0,2,1),(2,1,2))")]));
+        let line = "-hosts h1:1,h2:3 -ppn 2 -order-nodes descending -n 4 x";
+        let p = plan(&cl(line), &ctx()).expect("plan");
+        assert_eq!(p.hosts.iter().map(|h| h.name.as_str()).collect::<Vec<_>>(), ["h1", "h2"]);
     }
 
     #[test]

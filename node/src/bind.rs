@@ -1,10 +1,11 @@
-//! Binding this node's ranks (`-bind-to`, `-map-by`): the node's topology, read from /sys and
-//! kept to the cpus this NLA may use (its own affinity: a cgroup or batch system's cpuset),
-//! mapped by `libi-binding`. The masks are built here; the rank's child applies its mask
-//! between clone and exec.
+//! Binding this node's ranks (`-bind-to`, `-map-by`, `-membind`): the node's topology, read
+//! from /sys and kept to the cpus and memory nodes this NLA may use (its own affinity and
+//! cpuset: a cgroup or batch system's), mapped by `libi-binding`. The masks and memory
+//! policies are built here; the rank's child applies them between clone and exec.
 
+use crate::spawn::{KernelMemPolicy, RankBinding};
 use libi::job::{JobCommon, NodePlan};
-use libi_binding::{rank_cpus, CpuSet, Topology};
+use libi_binding::{rank_cpus, rank_mems, CpuSet, MemPolicy, Topology};
 use std::path::Path;
 
 /// The cpus this process may run on; `None` if the kernel does not say (then all online
@@ -18,30 +19,90 @@ fn allowed() -> Option<CpuSet> {
     (!cpus.is_empty()).then(|| CpuSet::new(cpus))
 }
 
-/// The cpu set of each local rank of this node (local-rank order; `None` for a rank left
-/// unbound, past the end of a `user:` list), or `None` without binding; an error names the
-/// host.
-pub fn node_cpus(job: &JobCommon, plan: &NodePlan) -> Result<Option<Vec<Option<CpuSet>>>, String> {
-    if job.binding.is_none() {
-        return Ok(None);
-    }
-    let topo = Topology::from_sysfs(Path::new("/sys"), allowed().as_ref())
-        .map_err(|e| format!("cannot bind ranks on {}: {e}", plan.host))?;
-    rank_cpus(&topo, &job.binding, plan.ranks.len(), &plan.host)
+/// The NUMA nodes this process may allocate on (its cpuset's, `Mems_allowed_list`); `None`
+/// if the kernel does not say.
+fn allowed_mems() -> Option<CpuSet> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let list = status.lines().find_map(|l| l.strip_prefix("Mems_allowed_list:"))?;
+    CpuSet::parse(list).ok().filter(|s| !s.is_empty())
 }
 
-/// `-v`: one line per rank, on the NLA's stderr.
-pub fn report(plan: &NodePlan, cpus: &[Option<CpuSet>]) {
-    for (local, (slot, set)) in plan.ranks.iter().zip(cpus).enumerate() {
-        match set {
-            Some(set) => eprintln!(
-                "[libi-nla@{}] rank {} (local {local}) bound to cpus {set}",
-                plan.host, slot.rank
-            ),
-            None => eprintln!(
-                "[libi-nla@{}] rank {} (local {local}) not bound (past the -bind-to user: list)",
-                plan.host, slot.rank
-            ),
+/// What this node's ranks are bound to, by local rank.
+#[derive(Debug, Default)]
+pub struct NodeBinding {
+    /// Each rank's cpu set (`None` for a rank left unbound, past the end of a `user:` list);
+    /// `None` without `-bind-to`.
+    pub cpus: Option<Vec<Option<CpuSet>>>,
+    /// Each rank's memory policy; `None` when none is set (see [`rank_mems`]).
+    pub mems: Option<Vec<MemPolicy>>,
+}
+
+/// What the child of one rank applies: its affinity mask and memory policy, in the kernel's
+/// terms.
+#[derive(Debug, Default)]
+pub struct KernelBinding {
+    pub mask: Option<Vec<u64>>,
+    pub mem: Option<KernelMemPolicy>,
+}
+
+impl KernelBinding {
+    pub fn rank(&self) -> RankBinding<'_> {
+        RankBinding { cpus: self.mask.as_deref(), mem: self.mem.as_ref() }
+    }
+}
+
+impl NodeBinding {
+    /// What the children of the node's `n` ranks apply, by local rank.
+    pub fn kernel(&self, n: usize) -> Vec<KernelBinding> {
+        (0..n)
+            .map(|i| KernelBinding {
+                mask: self.cpus.as_ref().and_then(|c| c.get(i)?.as_ref()).map(CpuSet::mask),
+                mem: self.mems.as_ref().and_then(|m| m.get(i)).map(KernelMemPolicy::new),
+            })
+            .collect()
+    }
+}
+
+/// The cpu set and memory policy of each local rank of this node; an error (one line) names
+/// the host.
+pub fn node_binding(job: &JobCommon, plan: &NodePlan) -> Result<NodeBinding, String> {
+    let b = &job.binding;
+    if b.is_none() && b.mem.is_none() {
+        return Ok(NodeBinding::default());
+    }
+    let topo = Topology::from_sysfs(Path::new("/sys"), allowed().as_ref())
+        .map_err(|e| format!("cannot bind ranks on {}: {e}", plan.host))?
+        .restrict_mems(allowed_mems().as_ref());
+    let n = plan.ranks.len();
+    let cpus = rank_cpus(&topo, b, n, &plan.host)?;
+    let mems = rank_mems(&topo, b.mem.as_ref(), cpus.as_deref(), n, &plan.host)?;
+    Ok(NodeBinding { cpus, mems })
+}
+
+/// `-v`: one line per rank with its cpus and memory policy, on the NLA's stderr.
+pub fn report(job: &JobCommon, plan: &NodePlan, b: &NodeBinding) {
+    if let (Some(mem), None) = (&job.binding.mem, &b.mems) {
+        if *mem != libi_binding::MemBind::NextTouch {
+            eprintln!(
+                "[libi-nla@{}] -membind {mem}: nothing set (the kernel has no NUMA nodes)",
+                plan.host
+            );
         }
+    }
+    if b.cpus.is_none() && b.mems.is_none() {
+        return;
+    }
+    for (local, slot) in plan.ranks.iter().enumerate() {
+        let cpus = match b.cpus.as_ref().map(|c| c.get(local).and_then(Option::as_ref)) {
+            Some(Some(set)) => format!(" bound to cpus {set}"),
+            Some(None) => " not bound (past the -bind-to user: list)".to_string(),
+            None => String::new(),
+        };
+        let mem = match b.mems.as_ref().and_then(|m| m.get(local)) {
+            Some(p) if cpus.is_empty() => format!(" memory policy {p}"),
+            Some(p) => format!(", memory policy {p}"),
+            None => String::new(),
+        };
+        eprintln!("[libi-nla@{}] rank {} (local {local}){cpus}{mem}", plan.host, slot.rank);
     }
 }

@@ -927,15 +927,15 @@ impl Ranks {
             singleton: None,
             pmi_buf: Vec::new(),
         };
-        // Every rank's affinity mask, built before any clone (the child only applies it).
-        let masks: Vec<Option<Vec<u64>>> = match crate::bind::node_cpus(job, plan) {
-            Ok(Some(sets)) => {
+        // Every rank's affinity mask and memory policy, built before any clone (the child
+        // only applies them).
+        let bound: Vec<crate::bind::KernelBinding> = match crate::bind::node_binding(job, plan) {
+            Ok(b) => {
                 if job.verbose {
-                    crate::bind::report(plan, &sets);
+                    crate::bind::report(job, plan, &b);
                 }
-                sets.iter().map(|s| s.as_ref().map(|s| s.mask())).collect()
+                b.kernel(n)
             }
-            Ok(None) => vec![None; n],
             Err(reason) => {
                 for local in 0..n {
                     let end = ProcEnd::SpawnFailed { errno: libc::EINVAL, reason: reason.clone() };
@@ -955,8 +955,8 @@ impl Ranks {
                 node.singleton = Some(local);
                 continue;
             }
-            let mask = masks.get(local).and_then(|m| m.as_deref());
-            match start_rank(job, plan, local, *slot, pmgr_port, mask, &batch) {
+            let b = bound.get(local).map(crate::bind::KernelBinding::rank).unwrap_or_default();
+            match start_rank(job, plan, local, *slot, pmgr_port, b, &batch) {
                 Ok(Started { mut child, pmi }) => {
                     // Registered for reading only (see `PmiOut`).
                     let readable = tokio::io::Interest::READABLE;

@@ -72,6 +72,11 @@ struct ChildArgs {
     /// The affinity mask (kernel format) and its length in bytes; null: not bound.
     cpus: *const u64,
     cpus_len: usize,
+    /// The memory policy (`set_mempolicy`'s mode, node mask and its `maxnode`); mode -1:
+    /// none set.
+    mem_mode: i32,
+    mem_nodes: *const u64,
+    mem_maxnode: u64,
     wdir: *const libc::c_char,
     /// The signals to put back to their default disposition (see [`SpawnBatch`]).
     sigs: *const i32,
@@ -154,6 +159,12 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         {
             fail(STAGE_BIND);
         }
+        // The memory policy, kept across exec (the raw system call: glibc has no wrapper).
+        if a.mem_mode >= 0
+            && libc::syscall(libc::SYS_set_mempolicy, a.mem_mode, a.mem_nodes, a.mem_maxnode) != 0
+        {
+            fail(STAGE_MEMBIND);
+        }
         if !a.wdir.is_null() && libc::chdir(a.wdir) != 0 {
             fail(STAGE_CHDIR);
         }
@@ -172,6 +183,40 @@ const SLOT_PMI: usize = 3;
 const STAGE_CHDIR: i32 = 1;
 const STAGE_EXEC: i32 = 2;
 const STAGE_BIND: i32 = 3;
+const STAGE_MEMBIND: i32 = 4;
+
+/// A rank's memory policy as `set_mempolicy(2)` takes it, prepared by the parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelMemPolicy {
+    /// `MPOL_LOCAL`, `MPOL_BIND` or `MPOL_INTERLEAVE`.
+    mode: i32,
+    /// The node mask (`unsigned long` words; empty for `MPOL_LOCAL`).
+    nodes: Vec<u64>,
+    /// As libnuma, and as the kernel reads it: the mask's bits plus one.
+    maxnode: u64,
+    /// The policy as `numa_maps` shows it, for messages.
+    shown: String,
+}
+
+impl KernelMemPolicy {
+    pub fn new(p: &libi_binding::MemPolicy) -> KernelMemPolicy {
+        use libi_binding::MemPolicy;
+        let (mode, nodes) = match p {
+            MemPolicy::Local => (libc::MPOL_LOCAL, Vec::new()),
+            MemPolicy::Bind(n) => (libc::MPOL_BIND, n.mask()),
+            MemPolicy::Interleave(n) => (libc::MPOL_INTERLEAVE, n.mask()),
+        };
+        let maxnode = if nodes.is_empty() { 0 } else { nodes.len() as u64 * 64 + 1 };
+        KernelMemPolicy { mode, nodes, maxnode, shown: p.to_string() }
+    }
+}
+
+/// What a rank is bound to: its affinity mask (kernel format) and memory policy, if any.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RankBinding<'a> {
+    pub cpus: Option<&'a [u64]>,
+    pub mem: Option<&'a KernelMemPolicy>,
+}
 
 impl RankProcess {
     /// Wait for the process to end. Cancel-safe. It is not reaped: its pid stays ours (and
@@ -229,6 +274,8 @@ enum Failure {
     Chdir(io::Error),
     /// The child's `sched_setaffinity` (reported by the child).
     Bind(io::Error),
+    /// The child's `set_mempolicy` (reported by the child).
+    Membind(io::Error),
     /// A system call of ours (socketpair, pipe, clone, ...): resources, mostly.
     Start(io::Error),
 }
@@ -452,12 +499,12 @@ pub fn start_rank(
     local: usize,
     slot: RankSlot,
     pmi_port: Option<u16>,
-    cpus: Option<&[u64]>,
+    bound: RankBinding,
     batch: &SpawnBatch,
 ) -> Result<Started, StartFailed> {
     let app = job.apps.get(slot.app as usize);
     let host = &plan.host;
-    try_start(job, plan, local, slot, pmi_port, cpus, batch).map_err(|f| {
+    try_start(job, plan, local, slot, pmi_port, bound, batch).map_err(|f| {
         let (e, reason) = match f {
             Failure::Exec(e) => {
                 let exe = app.map(|a| a.exe.as_str()).unwrap_or("?");
@@ -473,6 +520,15 @@ pub fn start_rank(
             Failure::Bind(e) => {
                 let reason = format!(
                     "cannot bind rank {} on {host} to its cpus: {}",
+                    slot.rank,
+                    describe(&e)
+                );
+                (e, reason)
+            }
+            Failure::Membind(e) => {
+                let policy = bound.mem.map(|m| m.shown.as_str()).unwrap_or("?");
+                let reason = format!(
+                    "cannot set the memory policy of rank {} on {host} to {policy}: {}",
                     slot.rank,
                     describe(&e)
                 );
@@ -517,9 +573,10 @@ fn try_start(
     local: usize,
     slot: RankSlot,
     pmi_port: Option<u16>,
-    cpus: Option<&[u64]>,
+    bound: RankBinding,
     batch: &SpawnBatch,
 ) -> Result<Started, Failure> {
+    let cpus = bound.cpus;
     let app: &AppSpec = job.apps.get(slot.app as usize).ok_or_else(|| {
         Failure::Exec(io::Error::new(io::ErrorKind::InvalidInput, "rank names an unknown app"))
     })?;
@@ -619,6 +676,14 @@ fn try_start(
         failed_errno: 0.into(),
         cpus: cpus.map(|m| m.as_ptr()).unwrap_or(std::ptr::null()),
         cpus_len: cpus.map(std::mem::size_of_val).unwrap_or(0),
+        mem_mode: bound.mem.map(|m| m.mode).unwrap_or(-1),
+        // No mask (MPOL_LOCAL): a null pointer, not an empty Vec's dangling one.
+        mem_nodes: bound
+            .mem
+            .filter(|m| !m.nodes.is_empty())
+            .map(|m| m.nodes.as_ptr())
+            .unwrap_or(std::ptr::null()),
+        mem_maxnode: bound.mem.map(|m| m.maxnode).unwrap_or(0),
         wdir: wdir_c.as_ref().map(|c| c.as_ptr()).unwrap_or(std::ptr::null()),
         sigs: batch.sigs.as_ptr(),
         nsigs: batch.sigs.len(),
@@ -684,6 +749,7 @@ fn try_start(
         return Err(match stage {
             STAGE_CHDIR => Failure::Chdir(e),
             STAGE_BIND => Failure::Bind(e),
+            STAGE_MEMBIND => Failure::Membind(e),
             _ => Failure::Exec(e),
         });
     }

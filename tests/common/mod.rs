@@ -437,6 +437,26 @@ pub fn rank_cpus(r: &Run, n: usize) -> Vec<(String, String)> {
     v.into_iter().map(|(_, l, c)| (l, c)).collect()
 }
 
+/// The "RANK value" lines of a job of `n` ranks (ranks 0 to n-1, each once): the values, by
+/// rank.
+pub fn by_rank(r: &Run, n: usize) -> Vec<String> {
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut lines: Vec<(u32, String)> = r
+        .stdout
+        .lines()
+        .map(|l| {
+            let (rank, v) = l.split_once(' ').unwrap_or((l, ""));
+            (rank.parse().unwrap_or(u32::MAX), v.to_string())
+        })
+        .collect();
+    lines.sort();
+    assert_eq!(lines.len(), n, "{}\n{}", r.stdout, r.stderr);
+    for (i, (rank, _)) in lines.iter().enumerate() {
+        assert_eq!(*rank as usize, i, "{}", r.stdout);
+    }
+    lines.into_iter().map(|(_, v)| v).collect()
+}
+
 /// The cpus this (test) process may use, as numbers.
 pub fn my_cpus() -> Vec<u32> {
     let s = std::fs::read_to_string("/proc/self/status").expect("status");
