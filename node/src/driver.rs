@@ -1158,7 +1158,9 @@ async fn rank_task(
                     let mut room = None;
                     while let Some(cmd) = out.front() {
                         match cmd {
-                            ToRank::Write(b) => match tokio::time::timeout(STALL_LIMIT, out.write_all(&b, &mut room)).await {
+                            // Boxed: the timer lives only while a reply waits for room,
+                            // not in every rank's task for the whole job.
+                            ToRank::Write(b) => match Box::pin(tokio::time::timeout(STALL_LIMIT, out.write_all(&b, &mut room))).await {
                                 Ok(Ok(())) => {}
                                 Ok(Err(_)) => {}
                                 Err(_) => {

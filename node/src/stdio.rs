@@ -465,15 +465,20 @@ pub async fn forward_output(
         }
         let mut old_len = lines.pending();
         let r = loop {
+            // The timers are boxed: they live only while they run, not in every rank's task
+            // for the whole job (a tokio timer is a few hundred bytes).
             if gone {
-                break tokio::time::timeout(OUTPUT_DRAIN, read_some(&mut pipe, &mut lines))
-                    .await
-                    .ok();
+                break Box::pin(tokio::time::timeout(
+                    OUTPUT_DRAIN,
+                    read_some(&mut pipe, &mut lines),
+                ))
+                .await
+                .ok();
             }
-            // A timer only while a line waits (the block makes none until polled).
+            // A timer only while a line waits.
             let flush = async {
                 match partial_due {
-                    Some(due) => tokio::time::sleep_until(due).await,
+                    Some(due) => Box::pin(tokio::time::sleep_until(due)).await,
                     None => std::future::pending().await,
                 }
             };
