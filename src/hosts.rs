@@ -17,6 +17,14 @@ use std::fmt;
 pub struct Host {
     pub name: String,
     pub slots: u32,
+    /// A hostfile's `user=NAME`: the user ssh and rsh log in as on this host.
+    pub user: Option<String>,
+}
+
+impl Host {
+    pub fn new(name: impl Into<String>, slots: u32) -> Host {
+        Host { name: name.into(), slots, user: None }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,10 +60,18 @@ fn entry(text: &str, origin: &dyn Fn() -> String) -> Result<Host, HostError> {
     if name.is_empty() || name.contains(char::is_whitespace) {
         return Err(HostError(format!("{}: bad host name in '{text}'", origin())));
     }
-    Ok(Host { name: name.to_string(), slots })
+    Ok(Host::new(name, slots))
 }
 
-/// Merge duplicate host names (slots add up, first position kept).
+/// A user name ssh and rsh can be given (`user@host`, `-l user`): no empty one, nothing a
+/// shell or ssh would read another way.
+fn valid_user(u: &str) -> bool {
+    !u.is_empty()
+        && !u.starts_with('-')
+        && u.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '$'))
+}
+
+/// Merge duplicate host names (slots add up, first position and first user kept).
 pub fn merge(hosts: Vec<Host>) -> Vec<Host> {
     let mut out: Vec<Host> = Vec::with_capacity(hosts.len());
     let mut index = std::collections::HashMap::new();
@@ -64,6 +80,9 @@ pub fn merge(hosts: Vec<Host>) -> Vec<Host> {
             Some(&i) => {
                 let slot: &mut Host = &mut out[i];
                 slot.slots = slot.slots.saturating_add(h.slots);
+                if slot.user.is_none() {
+                    slot.user = h.user;
+                }
             }
             None => {
                 index.insert(h.name.clone(), out.len());
@@ -79,8 +98,9 @@ pub fn merge(hosts: Vec<Host>) -> Vec<Host> {
 /// A line is one `host` or `host:N` (N a positive number), as Hydra reads it; `#` starts a
 /// comment (Hydra takes only whole-line comments and refuses `host:2 # note`), blank lines
 /// are skipped. Any other word is an error naming it: Hydra refuses them too (`n1 slots=2`,
-/// `n1:2 n2:1`, `n1 ifhn=x`: "token ... not supported"), except `user=NAME` (its ssh user for
-/// that host) and `binding=SPEC`, which libi does not implement. Where Hydra is lax we refuse
+/// `n1:2 n2:1`, `n1 ifhn=x`: "token ... not supported"), but for `user=NAME` (the user ssh
+/// logs in as on that host, as Hydra: `ssh NAME@host`) and `binding=SPEC`, which libi does
+/// not implement. Where Hydra is lax we refuse
 /// too: `n1:x` and `n1:0` (Hydra dies of SIGFPE), `n1:2:3` (Hydra reads 2).
 pub fn parse_hostfile(text: &str, file: &str) -> Result<Vec<Host>, HostError> {
     let mut hosts = Vec::new();
@@ -92,15 +112,35 @@ pub fn parse_hostfile(text: &str, file: &str) -> Result<Vec<Host>, HostError> {
         let origin = || format!("hostfile {file} line {}", i + 1);
         let mut words = line.split_whitespace();
         let first = words.next().unwrap_or("");
-        if let Some(extra) = words.next() {
-            let why = match extra.split_once('=').map(|(k, _)| k) {
-                Some("user") => " (a per-host ssh user: libi does not support it)",
-                Some("binding") => " (a per-host binding: libi does not support it; use -bind-to)",
-                _ => " (a line is one host or host:N)",
-            };
-            return Err(HostError(format!("{}: unexpected '{extra}'{why}", origin())));
+        let mut host = entry(first, &origin)?;
+        for extra in words {
+            match extra.split_once('=') {
+                Some(("user", u)) if host.user.is_none() && valid_user(u) => {
+                    host.user = Some(u.to_string())
+                }
+                Some(("user", _)) => {
+                    return Err(HostError(format!(
+                        "{}: bad or second user in '{extra}' (one user=NAME per line)",
+                        origin()
+                    )))
+                }
+                Some(("binding", _)) => {
+                    return Err(HostError(format!(
+                        "{}: unexpected '{extra}' (a per-host binding: libi does not support \
+                         it; use -bind-to)",
+                        origin()
+                    )))
+                }
+                _ => {
+                    return Err(HostError(format!(
+                        "{}: unexpected '{extra}' (a line is one host or host:N, and \
+                         optionally user=NAME)",
+                        origin()
+                    )))
+                }
+            }
         }
-        hosts.push(entry(first, &origin)?);
+        hosts.push(host);
     }
     if hosts.is_empty() {
         return Err(HostError(format!("hostfile {file} names no host")));
@@ -139,7 +179,7 @@ pub fn parse_lsf_hosts(s: &str) -> Result<Vec<Host>, HostError> {
     let hosts = words
         .chunks(2)
         .map(|c| match c[1].parse::<u32>() {
-            Ok(n) if n > 0 => Ok(Host { name: c[0].to_string(), slots: n }),
+            Ok(n) if n > 0 => Ok(Host::new(c[0].to_string(), n)),
             _ => Err(HostError(format!(
                 "LSB_MCPU_HOSTS: '{}' is not a positive slot count for host {}",
                 c[1], c[0]
@@ -277,10 +317,7 @@ mod tests {
     #[test]
     fn lsf_hosts() {
         let h = parse_lsf_hosts("a 2 b 1 a 1").expect("parse");
-        assert_eq!(
-            h,
-            vec![Host { name: "a".into(), slots: 3 }, Host { name: "b".into(), slots: 1 }]
-        );
+        assert_eq!(h, vec![Host::new("a", 3), Host::new("b", 1)]);
         assert!(parse_lsf_hosts("a 2 b").is_err());
         assert!(parse_lsf_hosts("a 0").is_err());
         assert!(parse_lsf_hosts("a x").is_err());
@@ -290,14 +327,11 @@ mod tests {
     #[test]
     fn pbs_nodefile_lines_are_slots() {
         let h = parse_hostfile("n1\nn1\nn2\nn1\n", "nodefile").expect("parse");
-        assert_eq!(
-            h,
-            vec![Host { name: "n1".into(), slots: 3 }, Host { name: "n2".into(), slots: 1 }]
-        );
+        assert_eq!(h, vec![Host::new("n1", 3), Host::new("n2", 1)]);
     }
 
     fn h(name: &str, slots: u32) -> Host {
-        Host { name: name.into(), slots }
+        Host::new(name, slots)
     }
 
     #[test]
@@ -309,17 +343,30 @@ mod tests {
         );
     }
 
+    /// `user=NAME`, as Hydra 5 takes it: the user ssh logs in as on that host (a host named
+    /// twice keeps its first user).
+    #[test]
+    fn hostfile_users() {
+        let hosts = parse_hostfile("n1:2 user=alice\nn2\nn1 user=bob\nn3 user=c.d_e-1\n", "hf")
+            .expect("parse");
+        let users: Vec<_> =
+            hosts.iter().map(|h| (h.name.as_str(), h.slots, h.user.as_deref())).collect();
+        assert_eq!(users, [("n1", 3, Some("alice")), ("n2", 1, None), ("n3", 1, Some("c.d_e-1"))]);
+    }
+
     /// What Hydra 5 refuses ("token X not supported at this time"), or misreads, is one line
     /// naming the file, the line and the word.
     #[test]
     fn hostfile_refuses_what_hydra_would() {
         for (text, want) in [
-            ("n0\nn1 slots=2\n", "hostfile hf line 2: unexpected 'slots=2' (a line is one host or host:N)"),
-            ("n1:2 n2:1\n", "hostfile hf line 1: unexpected 'n2:1' (a line is one host or host:N)"),
-            ("n1:2 ifhn=x\n", "hostfile hf line 1: unexpected 'ifhn=x' (a line is one host or host:N)"),
-            ("n1 :2\n", "hostfile hf line 1: unexpected ':2' (a line is one host or host:N)"),
-            ("n1: 2\n", "hostfile hf line 1: unexpected '2' (a line is one host or host:N)"),
-            ("\n\nn1:2 user=me\n", "hostfile hf line 3: unexpected 'user=me' (a per-host ssh user: libi does not support it)"),
+            ("n0\nn1 slots=2\n", "hostfile hf line 2: unexpected 'slots=2' (a line is one host or host:N, and optionally user=NAME)"),
+            ("n1:2 n2:1\n", "hostfile hf line 1: unexpected 'n2:1' (a line is one host or host:N, and optionally user=NAME)"),
+            ("n1:2 ifhn=x\n", "hostfile hf line 1: unexpected 'ifhn=x' (a line is one host or host:N, and optionally user=NAME)"),
+            ("n1 :2\n", "hostfile hf line 1: unexpected ':2' (a line is one host or host:N, and optionally user=NAME)"),
+            ("n1: 2\n", "hostfile hf line 1: unexpected '2' (a line is one host or host:N, and optionally user=NAME)"),
+            ("n1 user=\n", "hostfile hf line 1: bad or second user in 'user=' (one user=NAME per line)"),
+            ("n1 user=-oProxyCommand=x\n", "hostfile hf line 1: bad or second user in 'user=-oProxyCommand=x' (one user=NAME per line)"),
+            ("n1 user=a user=b\n", "hostfile hf line 1: bad or second user in 'user=b' (one user=NAME per line)"),
             ("n1 binding=core\n", "hostfile hf line 1: unexpected 'binding=core' (a per-host binding: libi does not support it; use -bind-to)"),
             ("n1:2:3\n", "hostfile hf line 1: bad slot count '2:3' in 'n1:2:3'"),
             ("n1:2,n2\n", "hostfile hf line 1: bad slot count '2,n2' in 'n1:2,n2'"),

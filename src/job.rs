@@ -84,6 +84,10 @@ pub struct LauncherSpec {
     /// before the NLA command, for srun), as Hydra does (`-p 2222`, `-o ...`).
     #[serde(default)]
     pub extra_args: Vec<String>,
+    /// A hostfile's `user=NAME`s: (host, user) — ssh logs in as `NAME@host`, rsh with `-l
+    /// NAME`, as Hydra does. Only the hosts that have one.
+    #[serde(default)]
+    pub users: Vec<(String, String)>,
 }
 
 impl LauncherSpec {
@@ -95,7 +99,13 @@ impl LauncherSpec {
             nla_path: nla_path.into(),
             nla_by_name: false,
             extra_args: Vec::new(),
+            users: Vec::new(),
         }
+    }
+
+    /// The user ssh or rsh logs in as on `host`, if the hostfile named one.
+    pub fn user(&self, host: &str) -> Option<&str> {
+        self.users.iter().find(|(h, _)| h == host).map(|(_, u)| u.as_str())
     }
 
     /// The NLA program as a remote host's shell should run it.

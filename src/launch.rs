@@ -83,13 +83,19 @@ pub fn nla_command(
                 );
             }
             args.extend(spec.extra_args.iter().cloned());
-            args.push(host.to_string());
+            args.push(match spec.user(host) {
+                Some(user) => format!("{user}@{host}"),
+                None => host.to_string(),
+            });
             args.push(shell_join(&[remote_env, nla].concat()));
             (prog, args)
         }
         LauncherKind::Rsh => {
             let prog = spec.exec.clone().unwrap_or_else(|| "rsh".to_string());
             let mut args = spec.extra_args.clone();
+            if let Some(user) = spec.user(host) {
+                args.extend(["-l".to_string(), user.to_string()]);
+            }
             args.extend([host.to_string(), shell_join(&[remote_env, nla].concat())]);
             (prog, args)
         }
@@ -223,6 +229,20 @@ mod tests {
         let (p, a) = nla_command(&spec(LauncherKind::Ssh, Some("/x/ssh")), "h", "a:1", 1, false);
         assert_eq!(p, "/x/ssh");
         assert_eq!(a, vec!["h", "/opt/libi/libi-nla --parent a:1 --node 1 --keep-stdin"]);
+    }
+
+    /// A hostfile's `user=NAME`: `NAME@host` for ssh, `-l NAME` for rsh; other hosts as
+    /// they are.
+    #[test]
+    fn hostfile_users_log_in() {
+        let users =
+            |kind| LauncherSpec { users: vec![("n1".into(), "alice".into())], ..spec(kind, None) };
+        let (_, a) = nla_command(&users(LauncherKind::Ssh), "n1", "a:1", 1, false);
+        assert_eq!(a[a.len() - 2], "alice@n1");
+        let (_, a) = nla_command(&users(LauncherKind::Ssh), "n2", "a:1", 1, false);
+        assert_eq!(a[a.len() - 2], "n2");
+        let (_, a) = nla_command(&users(LauncherKind::Rsh), "n1", "a:1", 1, false);
+        assert_eq!(a[..3], ["-l", "alice", "n1"]);
     }
 
     /// `HYDRA_LAUNCHER_EXTRA_ARGS`: before the host for ssh and rsh, before the NLA for srun.

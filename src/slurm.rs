@@ -333,7 +333,7 @@ pub fn allocation_from_env(
             slots
         }
     };
-    Ok(Some(names.into_iter().zip(slots).map(|(name, slots)| Host { name, slots }).collect()))
+    Ok(Some(names.into_iter().zip(slots).map(|(name, slots)| Host::new(name, slots)).collect()))
 }
 
 #[cfg(test)]
@@ -483,7 +483,7 @@ mod tests {
     }
 
     fn h(name: &str, slots: u32) -> Host {
-        Host { name: name.into(), slots }
+        Host::new(name, slots)
     }
 
     #[test]

@@ -903,6 +903,34 @@ fn hybrid_hosts_find_the_agent_on_the_remote_path() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// A hostfile's `user=NAME` (Hydra 5's per-host ssh user): ssh logs in as `NAME@host`; the
+/// host keeps its name everywhere else (ranks' host, labels).
+#[test]
+fn hostfile_user_logs_in_as_that_user() {
+    let d = scratch("hfuser");
+    let log = d.join("launched");
+    let script = format!(
+        "#!/bin/sh\nfor a; do last=$a; done\necho \"$*\" >> {}\nexec sh -c \"$last\"\n",
+        log.display()
+    );
+    let fake = common::write_script(&d.join("fake-ssh"), &script);
+    let hf = d.join("hosts");
+    std::fs::write(&hf, "r1 user=alice\nr2\n").expect("write");
+    let hf = hf.to_string_lossy().into_owned();
+    let r = common::run(
+        &["-launcher", "ssh", "-launcher-exec", &fake, "-f", &hf, "-n", "2", "sh", "-c", WHERE],
+        b"",
+    );
+    assert_eq!(rank_hosts(&r), ["0 r1 0", "1 r2 0"], "{}", r.stderr);
+    let launched = std::fs::read_to_string(&log).expect("log");
+    let mut lines: Vec<&str> = launched.lines().collect();
+    lines.sort();
+    assert_eq!(lines.len(), 2, "{launched}");
+    assert!(lines[0].starts_with("alice@r1 /"), "{launched}");
+    assert!(lines[1].starts_with("r2 /"), "{launched}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// Hydra's defaults file: `HYDRA_CONFIG_FILE`, else `~/.mpiexec.hydra.conf`, holds global
 /// options read before the command line's (which win). Anything but global options in it, or
 /// a `HYDRA_CONFIG_FILE` that cannot be read, is one line naming the file, exit 2.

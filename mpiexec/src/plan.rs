@@ -188,7 +188,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     {
         alloc.clone()
     } else {
-        vec![Host { name: ctx.local_host.clone(), slots: 1 }]
+        vec![Host::new(ctx.local_host.clone(), 1)]
     };
     if g.launcher == Some(LauncherKind::Slurm) && !explicit_hosts && ctx.slurm.is_none() {
         return Err(
@@ -237,7 +237,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             wdir: g.gwdir.clone().or_else(|| ctx.cwd.clone()),
         }];
         if !explicit_hosts {
-            host_list = vec![Host { name: ctx.local_host.clone(), slots: 1 }];
+            host_list = vec![Host::new(ctx.local_host.clone(), 1)];
         }
     }
     let size: u64 = apps.iter().map(|a| a.nprocs as u64).sum();
@@ -295,6 +295,9 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             nla_path: ctx.nla_path.clone(),
             nla_by_name: g.hybrid_hosts && g.nla_path.is_none(),
             extra_args: g.launcher_extra_args.clone(),
+            users: (host_list.iter())
+                .filter_map(|h| Some((h.name.clone(), h.user.clone()?)))
+                .collect(),
         },
         kill_grace_ms: ctx.kill_grace_ms,
         launch_timeout_ms: g
@@ -423,7 +426,7 @@ mod tests {
         assert_eq!(counts("-hosts a:2 x : -n 1 y : z"), [2, 1, 2]);
         assert_eq!(size("-ppn 2 -hosts a:3,b x", &ctx()), 4);
         let mut c = ctx();
-        c.slurm = Some(vec![Host { name: "s1".into(), slots: 3 }]);
+        c.slurm = Some(vec![Host::new("s1", 3)]);
         assert_eq!(size("x", &c), 3);
     }
 
@@ -540,10 +543,7 @@ mod tests {
     #[test]
     fn slurm_allocation() {
         let mut c = ctx();
-        c.slurm = Some(vec![
-            Host { name: "node01".into(), slots: 3 },
-            Host { name: "node02".into(), slots: 3 },
-        ]);
+        c.slurm = Some(vec![Host::new("node01", 3), Host::new("node02", 3)]);
         let p = plan(&cl("x"), &c).expect("plan");
         assert_eq!(p.job.launcher.kind, LauncherKind::Slurm);
         assert_eq!(p.job.size, 6, "one rank per allocated task by default");
@@ -563,13 +563,11 @@ mod tests {
         let nf = nf.to_string_lossy().into_owned();
         let vars = [("PBS_NODEFILE".to_string(), nf), ("LSB_MCPU_HOSTS".into(), "l1 2".into())];
         let get = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-        let two = |a: &str, b: &str| {
-            vec![Host { name: a.into(), slots: 2 }, Host { name: b.into(), slots: 1 }]
-        };
+        let two = |a: &str, b: &str| vec![Host::new(a, 2), Host::new(b, 1)];
         // Detected: PBS before LSF; -rmk chooses.
         assert_eq!(rm_allocation(None, &get).expect("pbs"), (None, Some(two("n1", "n2"))));
         let lsf = rm_allocation(Some(Rmk::Lsf), &get).expect("lsf").1.expect("hosts");
-        assert_eq!(lsf, vec![Host { name: "l1".into(), slots: 2 }]);
+        assert_eq!(lsf, vec![Host::new("l1", 2)]);
         assert_eq!(rm_allocation(Some(Rmk::User), &get).expect("user"), (None, None));
         let e = rm_allocation(Some(Rmk::Slurm), &get).expect_err("no slurm");
         assert!(e.contains("slurm"), "{e}");
@@ -639,9 +637,9 @@ mod tests {
     #[test]
     fn hostfile_use_localhost() {
         let mut c = ctx();
-        c.rm_hosts = Some(vec![Host { name: "pbs1".into(), slots: 8 }]);
+        c.rm_hosts = Some(vec![Host::new("pbs1", 8)]);
         let p = plan(&cl("-f HYDRA_USE_LOCALHOST -n 3 x"), &c).expect("plan");
-        assert_eq!(p.hosts, [Host { name: "fe".into(), slots: 1 }]);
+        assert_eq!(p.hosts, [Host::new("fe", 1)]);
         assert_eq!(p.root.children[0].ranks.len(), 3);
     }
 

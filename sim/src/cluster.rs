@@ -754,7 +754,7 @@ impl Cluster {
         };
         let spawn_base = SpawnBase {
             hosts: (0..cfg.nodes)
-                .map(|i| libi::hosts::Host { name: format!("n{}", i + 1), slots: cfg.ppn })
+                .map(|i| libi::hosts::Host::new(format!("n{}", i + 1), cfg.ppn))
                 .collect(),
             universe_limit: None,
             universe_size: -1,
