@@ -19,11 +19,13 @@ pub struct Host {
     pub slots: u32,
     /// A hostfile's `user=NAME`: the user ssh and rsh log in as on this host.
     pub user: Option<String>,
+    /// A hostfile's `binding=SPEC`: this host's `-bind-to`, over the job's.
+    pub binding: Option<libi_binding::BindTo>,
 }
 
 impl Host {
     pub fn new(name: impl Into<String>, slots: u32) -> Host {
-        Host { name: name.into(), slots, user: None }
+        Host { name: name.into(), slots, user: None, binding: None }
     }
 }
 
@@ -71,7 +73,7 @@ fn valid_user(u: &str) -> bool {
         && u.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '$'))
 }
 
-/// Merge duplicate host names (slots add up, first position and first user kept).
+/// Merge duplicate host names (slots add up, first position, user and binding kept).
 pub fn merge(hosts: Vec<Host>) -> Vec<Host> {
     let mut out: Vec<Host> = Vec::with_capacity(hosts.len());
     let mut index = std::collections::HashMap::new();
@@ -82,6 +84,9 @@ pub fn merge(hosts: Vec<Host>) -> Vec<Host> {
                 slot.slots = slot.slots.saturating_add(h.slots);
                 if slot.user.is_none() {
                     slot.user = h.user;
+                }
+                if slot.binding.is_none() {
+                    slot.binding = h.binding;
                 }
             }
             None => {
@@ -99,8 +104,8 @@ pub fn merge(hosts: Vec<Host>) -> Vec<Host> {
 /// comment (Hydra takes only whole-line comments and refuses `host:2 # note`), blank lines
 /// are skipped. Any other word is an error naming it: Hydra refuses them too (`n1 slots=2`,
 /// `n1:2 n2:1`, `n1 ifhn=x`: "token ... not supported"), but for `user=NAME` (the user ssh
-/// logs in as on that host, as Hydra: `ssh NAME@host`) and `binding=SPEC`, which libi does
-/// not implement. Where Hydra is lax we refuse
+/// logs in as on that host, as Hydra: `ssh NAME@host`) and `binding=SPEC` (that host's
+/// `-bind-to`, over the job's, as in Hydra 5). Where Hydra is lax we refuse
 /// too: `n1:x` and `n1:0` (Hydra dies of SIGFPE), `n1:2:3` (Hydra reads 2).
 pub fn parse_hostfile(text: &str, file: &str) -> Result<Vec<Host>, HostError> {
     let mut hosts = Vec::new();
@@ -124,10 +129,14 @@ pub fn parse_hostfile(text: &str, file: &str) -> Result<Vec<Host>, HostError> {
                         origin()
                     )))
                 }
+                Some(("binding", b)) if host.binding.is_none() => {
+                    let bind = libi_binding::parse_bind(b)
+                        .map_err(|e| HostError(format!("{}: binding={b}: {e}", origin())))?;
+                    host.binding = Some(bind);
+                }
                 Some(("binding", _)) => {
                     return Err(HostError(format!(
-                        "{}: unexpected '{extra}' (a per-host binding: libi does not support \
-                         it; use -bind-to)",
+                        "{}: a second binding in '{extra}' (one binding=SPEC per line)",
                         origin()
                     )))
                 }
@@ -347,8 +356,13 @@ mod tests {
     /// twice keeps its first user).
     #[test]
     fn hostfile_users() {
-        let hosts = parse_hostfile("n1:2 user=alice\nn2\nn1 user=bob\nn3 user=c.d_e-1\n", "hf")
-            .expect("parse");
+        let hosts = parse_hostfile(
+            "n1:2 user=alice\nn2 binding=user:1,0\nn1 user=bob\nn3 user=c.d_e-1 binding=core:2\n",
+            "hf",
+        )
+        .expect("parse");
+        let b: Vec<_> = hosts.iter().map(|h| h.binding.as_ref().map(|b| b.to_string())).collect();
+        assert_eq!(b, [None, Some("user:1,0".into()), Some("core:2".into())]);
         let users: Vec<_> =
             hosts.iter().map(|h| (h.name.as_str(), h.slots, h.user.as_deref())).collect();
         assert_eq!(users, [("n1", 3, Some("alice")), ("n2", 1, None), ("n3", 1, Some("c.d_e-1"))]);
@@ -367,7 +381,8 @@ mod tests {
             ("n1 user=\n", "hostfile hf line 1: bad or second user in 'user=' (one user=NAME per line)"),
             ("n1 user=-oProxyCommand=x\n", "hostfile hf line 1: bad or second user in 'user=-oProxyCommand=x' (one user=NAME per line)"),
             ("n1 user=a user=b\n", "hostfile hf line 1: bad or second user in 'user=b' (one user=NAME per line)"),
-            ("n1 binding=core\n", "hostfile hf line 1: unexpected 'binding=core' (a per-host binding: libi does not support it; use -bind-to)"),
+            ("n1 binding=bogus\n", "hostfile hf line 1: binding=bogus: -bind-to: unknown object 'bogus' (expected none, rr, user:LIST, hwthread, core, l1cache, l2cache, l3cache, numa, socket, machine, gpu, ib, hfi, eth or en (optionally :N), or pci:ADDRESS)"),
+            ("n1 binding=core binding=rr\n", "hostfile hf line 1: a second binding in 'binding=rr' (one binding=SPEC per line)"),
             ("n1:2:3\n", "hostfile hf line 1: bad slot count '2:3' in 'n1:2:3'"),
             ("n1:2,n2\n", "hostfile hf line 1: bad slot count '2,n2' in 'n1:2,n2'"),
             ("n1:-1\n", "hostfile hf line 1: bad slot count '-1' in 'n1:-1'"),

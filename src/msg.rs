@@ -618,6 +618,7 @@ mod fuzz {
                         bind: libi_binding::parse_bind("user:0+2,1").unwrap(),
                         map: None,
                         mem: Some(libi_binding::parse_membind("interleave:0,2-3").unwrap()),
+                        hosts: Vec::new(),
                     },
                     spawned_by: None,
                     singleton: None,

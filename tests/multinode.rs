@@ -931,6 +931,41 @@ fn hostfile_user_logs_in_as_that_user() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// A hostfile's `binding=SPEC` (Hydra 5): that host's `-bind-to`, over the job's; the other
+/// hosts keep `-bind-to`. A `-map-by` that does not fit a host's binding is one line, exit 2.
+#[test]
+fn hostfile_binding_overrides_bind_to_on_its_host() {
+    let cpus = common::my_cpus();
+    if cpus.len() < 2 {
+        eprintln!("skipped: needs 2 cpus, have {cpus:?}");
+        return;
+    }
+    let (a, b) = (cpus[0], cpus[1]);
+    let d = scratch("hfbind");
+    let hf = d.join("hosts");
+    std::fs::write(&hf, format!("n1:2 binding=user:{b}\nn2:2\n")).expect("write");
+    let hf = hf.to_string_lossy().into_owned();
+    let args = ["-launcher", "fork", "-f", &hf, "-bind-to", "hwthread", "-n", "4"];
+    let r = common::run(&[&args[..], &["sh", "-c", common::SHOW_CPUS]].concat(), b"");
+    let all = common::rank_cpus(&common::run(&["-n", "1", "sh", "-c", common::SHOW_CPUS], b""), 1);
+    let want =
+        [("0", b.to_string()), ("1", all[0].1.clone()), ("0", a.to_string()), ("1", b.to_string())];
+    let got = common::rank_cpus(&r, 4);
+    let want: Vec<(String, String)> =
+        want.iter().map(|(l, c)| (l.to_string(), c.clone())).collect();
+    assert_eq!(got, want);
+    std::fs::write(&hf, "n1:2 binding=eth\nn2:2\n").expect("write");
+    let r =
+        common::run(&["-launcher", "fork", "-f", &hf, "-map-by", "core", "-n", "1", "true"], b"");
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert_eq!(
+        r.stderr,
+        "libi-mpiexec: host n1 (its hostfile binding=): -bind-to eth -map-by core: an I/O binding \
+         maps only by its own devices (eth[:N])\n"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// Hydra's defaults file: `HYDRA_CONFIG_FILE`, else `~/.mpiexec.hydra.conf`, holds global
 /// options read before the command line's (which win). Anything but global options in it, or
 /// a `HYDRA_CONFIG_FILE` that cannot be read, is one line naming the file, exit 2.

@@ -137,6 +137,7 @@ mod tests {
             bind: parse_bind(bind).unwrap(),
             map: map.map(|m| parse_map(m).unwrap()),
             mem: None,
+            hosts: Vec::new(),
         };
         let sets = rank_cpus(t, &b, n, "h").unwrap().unwrap();
         sets.iter().map(|s| s.as_ref().map_or("unbound".to_string(), |s| s.to_string())).collect()
@@ -147,6 +148,7 @@ mod tests {
             bind: parse_bind(bind).unwrap(),
             map: map.map(|m| parse_map(m).unwrap()),
             mem: None,
+            hosts: Vec::new(),
         };
         rank_cpus(t, &b, 4, "h").unwrap_err()
     }
@@ -248,6 +250,7 @@ mod tests {
                 bind: parse_bind(bind).unwrap(),
                 map: map.map(|m| parse_map(m).unwrap()),
                 mem: Some(parse_membind(mem).unwrap()),
+                hosts: Vec::new(),
             };
             let cpus = rank_cpus(&t, &b, n, "h").unwrap();
             let p = rank_mems(&t, b.mem.as_ref(), cpus.as_deref(), n, "h").unwrap().unwrap();
@@ -267,7 +270,7 @@ mod tests {
         let t = Topology::from_sysfs(&root, Some(&allowed)).unwrap();
         let _ = std::fs::remove_dir_all(root);
         let t = t.restrict_mems(Some(&CpuSet::parse("1-2").unwrap()));
-        let b = Binding { bind: parse_bind("core").unwrap(), map: None, mem: None };
+        let b = Binding { bind: parse_bind("core").unwrap(), ..Binding::default() };
         let cpus = rank_cpus(&t, &b, 1, "h").unwrap();
         let p = rank_mems(&t, Some(&MemBind::Bind(None)), cpus.as_deref(), 1, "h").unwrap();
         assert_eq!(p, Some(vec![MemPolicy::Bind(CpuSet::parse("1").unwrap())]));
@@ -278,7 +281,7 @@ mod tests {
     #[test]
     fn none_binds_nothing() {
         let t = epyc();
-        let b = Binding { bind: BindTo::None, map: Some(parse_map("core").unwrap()), mem: None };
+        let b = Binding { map: Some(parse_map("core").unwrap()), ..Binding::default() };
         assert_eq!(rank_cpus(&t, &b, 4, "h").unwrap(), None);
     }
 

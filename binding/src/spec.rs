@@ -212,9 +212,23 @@ pub struct Binding {
     /// `-membind`; `None`: the ranks keep the NLA's memory policy.
     #[serde(default)]
     pub mem: Option<crate::membind::MemBind>,
+    /// A hostfile's `binding=SPEC`s, (host, binding): that host's `-bind-to`, over `bind`, as
+    /// in Hydra 5. Only the hosts that have one.
+    #[serde(default)]
+    pub hosts: Vec<(String, BindTo)>,
 }
 
 impl Binding {
+    /// The binding on `host`: its hostfile `binding=`, if it has one, instead of `-bind-to`
+    /// (`-map-by` and `-membind` stay the job's).
+    pub fn on_host(&self, host: &str) -> Binding {
+        let bind = match self.hosts.iter().find(|(h, _)| h == host) {
+            Some((_, b)) => b.clone(),
+            None => self.bind.clone(),
+        };
+        Binding { bind, map: self.map.clone(), mem: self.mem.clone(), hosts: Vec::new() }
+    }
+
     /// No cpu binding (a memory policy may still be set).
     pub fn is_none(&self) -> bool {
         self.bind == BindTo::None
@@ -440,6 +454,22 @@ mod tests {
         }
         let vmd = parse_bind("pci:10000:e1:1f.7").unwrap();
         assert_eq!(vmd.to_string(), "pci:10000:e1:1f.7");
+    }
+
+    #[test]
+    fn a_host_binding_replaces_bind_to_there() {
+        let b = Binding {
+            bind: parse_bind("core").unwrap(),
+            map: Some(parse_map("socket").unwrap()),
+            hosts: vec![("n2".into(), parse_bind("user:1").unwrap())],
+            ..Binding::default()
+        };
+        assert_eq!(b.on_host("n1").bind, parse_bind("core").unwrap());
+        let n2 = b.on_host("n2");
+        assert_eq!(
+            (n2.bind.to_string(), n2.map, n2.hosts.len()),
+            ("user:1".into(), b.map.clone(), 0)
+        );
     }
 
     #[test]

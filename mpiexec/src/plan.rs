@@ -283,6 +283,17 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     } else {
         LauncherKind::Fork
     });
+    // A hostfile's `binding=` replaces `-bind-to` on its host; `-map-by` must fit each.
+    let binding = libi_binding::Binding {
+        hosts: (host_list.iter())
+            .filter_map(|h| Some((h.name.clone(), h.binding.clone()?)))
+            .collect(),
+        ..g.binding.clone()
+    };
+    for (host, bind) in &binding.hosts {
+        let b = libi_binding::Binding { bind: bind.clone(), ..g.binding.clone() };
+        b.check().map_err(|e| format!("host {host} (its hostfile binding=): {e}"))?;
+    }
     let job = JobCommon {
         size,
         universe_size: universe_size(g.usize, total_slots, size),
@@ -310,7 +321,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         report: g.report.is_some(),
         pmgr: g.pmgr.then_some(ctx.job_id),
         verbose: g.verbose,
-        binding: g.binding.clone(),
+        binding,
         spawned_by: None,
         singleton: g.singleton_port,
         each_end: g.print_all_exitcodes,

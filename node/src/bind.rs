@@ -66,7 +66,7 @@ impl NodeBinding {
 /// The cpu set and memory policy of each local rank of this node; an error (one line) names
 /// the host.
 pub fn node_binding(job: &JobCommon, plan: &NodePlan) -> Result<NodeBinding, String> {
-    let b = &job.binding;
+    let b = &job.binding.on_host(&plan.host);
     if b.is_none() && b.mem.is_none() {
         return Ok(NodeBinding::default());
     }
