@@ -619,6 +619,7 @@ mod fuzz {
                         map: None,
                         mem: Some(libi_binding::parse_membind("interleave:0,2-3").unwrap()),
                         hosts: Vec::new(),
+                        report: false,
                     },
                     spawned_by: None,
                     singleton: None,

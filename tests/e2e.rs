@@ -1006,6 +1006,24 @@ fn verbose_reports_each_memory_policy() {
         "{}",
         r.stderr
     );
+    // HYDRA_TOPO_DEBUG: the binding lines alone, without the rest of -v.
+    let r = common::run_env(
+        &["-membind", "interleave:0", "-bind-to", &user, "-n", "2", "true"],
+        b"",
+        &[("HYDRA_TOPO_DEBUG", "1")],
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut got: Vec<&str> = r.stderr.lines().collect();
+    got.sort();
+    assert_eq!(got.len(), 2, "{}", r.stderr);
+    assert!(
+        got[0].ends_with(&format!(
+            "] rank 0 (local 0) bound to cpus {cpu}, memory policy interleave:0"
+        )),
+        "{}",
+        r.stderr
+    );
+    assert!(got[1].ends_with(unbound), "{}", r.stderr);
     let r = run(&["-v", "-membind", "nexttouch", "-n", "1", "true"], b"");
     assert_eq!(r.status, 0, "{}", r.stderr);
     let note = "libi-mpiexec: -membind nexttouch: nothing set (Linux has no next-touch policy)";

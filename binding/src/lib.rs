@@ -138,6 +138,7 @@ mod tests {
             map: map.map(|m| parse_map(m).unwrap()),
             mem: None,
             hosts: Vec::new(),
+            report: false,
         };
         let sets = rank_cpus(t, &b, n, "h").unwrap().unwrap();
         sets.iter().map(|s| s.as_ref().map_or("unbound".to_string(), |s| s.to_string())).collect()
@@ -149,6 +150,7 @@ mod tests {
             map: map.map(|m| parse_map(m).unwrap()),
             mem: None,
             hosts: Vec::new(),
+            report: false,
         };
         rank_cpus(t, &b, 4, "h").unwrap_err()
     }
@@ -251,6 +253,7 @@ mod tests {
                 map: map.map(|m| parse_map(m).unwrap()),
                 mem: Some(parse_membind(mem).unwrap()),
                 hosts: Vec::new(),
+                report: false,
             };
             let cpus = rank_cpus(&t, &b, n, "h").unwrap();
             let p = rank_mems(&t, b.mem.as_ref(), cpus.as_deref(), n, "h").unwrap().unwrap();

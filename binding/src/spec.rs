@@ -216,6 +216,9 @@ pub struct Binding {
     /// in Hydra 5. Only the hosts that have one.
     #[serde(default)]
     pub hosts: Vec<(String, BindTo)>,
+    /// Print each rank's binding (`HYDRA_TOPO_DEBUG`), as `-v` does.
+    #[serde(default)]
+    pub report: bool,
 }
 
 impl Binding {
@@ -226,7 +229,13 @@ impl Binding {
             Some((_, b)) => b.clone(),
             None => self.bind.clone(),
         };
-        Binding { bind, map: self.map.clone(), mem: self.mem.clone(), hosts: Vec::new() }
+        Binding {
+            bind,
+            map: self.map.clone(),
+            mem: self.mem.clone(),
+            hosts: Vec::new(),
+            report: self.report,
+        }
     }
 
     /// No cpu binding (a memory policy may still be set).

@@ -899,7 +899,8 @@ pub fn parse_with_defaults(
 /// Hydra's environment equivalents of options, for what the command line left unset
 /// (options win): `HYDRA_HOST_FILE`, `HYDRA_LAUNCHER` (or its older name `HYDRA_BOOTSTRAP`),
 /// `HYDRA_LAUNCHER_EXEC` (`HYDRA_BOOTSTRAP_EXEC`), `HYDRA_RMK`, `HYDRA_BINDING`,
-/// `HYDRA_MAPPING`, `HYDRA_MEMBIND`, `HYDRA_IFACE`, `HYDRA_DEBUG`, `HYDRA_ENV=all`. `get` looks a variable
+/// `HYDRA_MAPPING`, `HYDRA_MEMBIND`, `HYDRA_IFACE`, `HYDRA_DEBUG`, `HYDRA_TOPO_DEBUG`,
+/// `HYDRA_ENV=all`. `get` looks a variable
 /// up (empty counts as unset).
 pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
     let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
@@ -963,14 +964,18 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
     if g.iface.is_none() && g.localhost.is_none() {
         g.iface = get("HYDRA_IFACE").map(|v| v.trim().to_string());
     }
-    if let Some(v) = get("HYDRA_DEBUG") {
-        // As Hydra reads a boolean; -v on the command line wins.
+    // Booleans as Hydra reads them; -v on the command line wins.
+    let boolean = |name: &str| -> Result<bool, String> {
+        let Some(v) = get(name) else { return Ok(false) };
         match v.trim().to_ascii_lowercase().as_str() {
-            "1" | "yes" | "true" | "on" => g.verbose = true,
-            "0" | "no" | "false" | "off" => {}
-            _ => return Err(format!("HYDRA_DEBUG: expected a boolean (1/0, yes/no), got '{v}'")),
+            "1" | "yes" | "true" | "on" => Ok(true),
+            "0" | "no" | "false" | "off" => Ok(false),
+            _ => Err(format!("{name}: expected a boolean (1/0, yes/no), got '{v}'")),
         }
-    }
+    };
+    g.verbose |= boolean("HYDRA_DEBUG")?;
+    // Each rank's binding, one line each, as -v shows it (Hydra: "process N binding: ...").
+    g.binding.report |= boolean("HYDRA_TOPO_DEBUG")?;
     if let Some(v) = get("HYDRA_ENV") {
         // Hydra knows one value; passing everything is our default anyway, and an explicit
         // -genvnone/-genvlist wins.
@@ -1366,9 +1371,13 @@ mod tests {
             ("HYDRA_MAPPING", "socket"),
             ("HYDRA_IFACE", "eth7"),
             ("HYDRA_DEBUG", "1"),
+            ("HYDRA_TOPO_DEBUG", "yes"),
         ];
         let mut g = p("x").expect("parse").global;
+        assert!(!g.binding.report);
         apply_env(&mut g, &env(older)).expect("env");
+        assert!(g.binding.report);
+        assert!(apply_env(&mut g, &env(&[("HYDRA_TOPO_DEBUG", "x")])).is_err());
         assert_eq!(g.launcher, Some(LauncherKind::Rsh));
         assert_eq!(g.launcher_exec.as_deref(), Some("/x/rsh"));
         assert_eq!(g.binding.bind.to_string(), "core:2");

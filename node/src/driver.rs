@@ -931,7 +931,7 @@ impl Ranks {
         // only applies them).
         let bound: Vec<crate::bind::KernelBinding> = match crate::bind::node_binding(job, plan) {
             Ok(b) => {
-                if job.verbose {
+                if job.verbose || job.binding.report {
                     crate::bind::report(job, plan, &b);
                 }
                 b.kernel(n)
