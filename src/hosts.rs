@@ -142,8 +142,8 @@ pub fn parse_hostfile(text: &str, file: &str) -> Result<Vec<Host>, HostError> {
                 }
                 _ => {
                     return Err(HostError(format!(
-                        "{}: unexpected '{extra}' (a line is one host or host:N, and \
-                         optionally user=NAME)",
+                        "{}: unexpected '{extra}' (a line is one host or host:N, then \
+                         optionally user=NAME and binding=SPEC)",
                         origin()
                     )))
                 }
@@ -373,11 +373,11 @@ mod tests {
     #[test]
     fn hostfile_refuses_what_hydra_would() {
         for (text, want) in [
-            ("n0\nn1 slots=2\n", "hostfile hf line 2: unexpected 'slots=2' (a line is one host or host:N, and optionally user=NAME)"),
-            ("n1:2 n2:1\n", "hostfile hf line 1: unexpected 'n2:1' (a line is one host or host:N, and optionally user=NAME)"),
-            ("n1:2 ifhn=x\n", "hostfile hf line 1: unexpected 'ifhn=x' (a line is one host or host:N, and optionally user=NAME)"),
-            ("n1 :2\n", "hostfile hf line 1: unexpected ':2' (a line is one host or host:N, and optionally user=NAME)"),
-            ("n1: 2\n", "hostfile hf line 1: unexpected '2' (a line is one host or host:N, and optionally user=NAME)"),
+            ("n0\nn1 slots=2\n", "hostfile hf line 2: unexpected 'slots=2' (a line is one host or host:N, then optionally user=NAME and binding=SPEC)"),
+            ("n1:2 n2:1\n", "hostfile hf line 1: unexpected 'n2:1' (a line is one host or host:N, then optionally user=NAME and binding=SPEC)"),
+            ("n1:2 ifhn=x\n", "hostfile hf line 1: unexpected 'ifhn=x' (a line is one host or host:N, then optionally user=NAME and binding=SPEC)"),
+            ("n1 :2\n", "hostfile hf line 1: unexpected ':2' (a line is one host or host:N, then optionally user=NAME and binding=SPEC)"),
+            ("n1: 2\n", "hostfile hf line 1: unexpected '2' (a line is one host or host:N, then optionally user=NAME and binding=SPEC)"),
             ("n1 user=\n", "hostfile hf line 1: bad or second user in 'user=' (one user=NAME per line)"),
             ("n1 user=-oProxyCommand=x\n", "hostfile hf line 1: bad or second user in 'user=-oProxyCommand=x' (one user=NAME per line)"),
             ("n1 user=a user=b\n", "hostfile hf line 1: bad or second user in 'user=b' (one user=NAME per line)"),

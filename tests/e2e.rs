@@ -135,7 +135,7 @@ fn hostfile_lines() {
         r.stderr,
         format!(
             "libi-mpiexec: hostfile {bad} line 2: unexpected 'slots=2' (a line is one host or \
-             host:N)\n"
+             host:N, then optionally user=NAME and binding=SPEC)\n"
         )
     );
 }
