@@ -131,28 +131,24 @@ mod tests {
         t
     }
 
-    /// The cpu lists of `n` local ranks under `-bind-to bind [-map-by map]`.
-    fn lists(t: &Topology, bind: &str, map: Option<&str>, n: usize) -> Vec<String> {
-        let b = Binding {
+    /// `-bind-to bind [-map-by map]`.
+    fn binding(bind: &str, map: Option<&str>) -> Binding {
+        Binding {
             bind: parse_bind(bind).unwrap(),
             map: map.map(|m| parse_map(m).unwrap()),
-            mem: None,
-            hosts: Vec::new(),
-            report: false,
-        };
+            ..Binding::default()
+        }
+    }
+
+    /// The cpu lists of `n` local ranks under `-bind-to bind [-map-by map]`.
+    fn lists(t: &Topology, bind: &str, map: Option<&str>, n: usize) -> Vec<String> {
+        let b = binding(bind, map);
         let sets = rank_cpus(t, &b, n, "h").unwrap().unwrap();
         sets.iter().map(|s| s.as_ref().map_or("unbound".to_string(), |s| s.to_string())).collect()
     }
 
     fn err(t: &Topology, bind: &str, map: Option<&str>) -> String {
-        let b = Binding {
-            bind: parse_bind(bind).unwrap(),
-            map: map.map(|m| parse_map(m).unwrap()),
-            mem: None,
-            hosts: Vec::new(),
-            report: false,
-        };
-        rank_cpus(t, &b, 4, "h").unwrap_err()
+        rank_cpus(t, &binding(bind, map), 4, "h").unwrap_err()
     }
 
     #[test]
@@ -248,13 +244,7 @@ mod tests {
         let t = epyc();
         assert_eq!(t.mems().map(ToString::to_string).as_deref(), Some("0-3"));
         let mems = |bind: &str, map: Option<&str>, mem: &str, n: usize| -> Vec<String> {
-            let b = Binding {
-                bind: parse_bind(bind).unwrap(),
-                map: map.map(|m| parse_map(m).unwrap()),
-                mem: Some(parse_membind(mem).unwrap()),
-                hosts: Vec::new(),
-                report: false,
-            };
+            let b = Binding { mem: Some(parse_membind(mem).unwrap()), ..binding(bind, map) };
             let cpus = rank_cpus(&t, &b, n, "h").unwrap();
             let p = rank_mems(&t, b.mem.as_ref(), cpus.as_deref(), n, "h").unwrap().unwrap();
             p.iter().map(ToString::to_string).collect()
@@ -273,7 +263,7 @@ mod tests {
         let t = Topology::from_sysfs(&root, Some(&allowed)).unwrap();
         let _ = std::fs::remove_dir_all(root);
         let t = t.restrict_mems(Some(&CpuSet::parse("1-2").unwrap()));
-        let b = Binding { bind: parse_bind("core").unwrap(), ..Binding::default() };
+        let b = binding("core", None);
         let cpus = rank_cpus(&t, &b, 1, "h").unwrap();
         let p = rank_mems(&t, Some(&MemBind::Bind(None)), cpus.as_deref(), 1, "h").unwrap();
         assert_eq!(p, Some(vec![MemPolicy::Bind(CpuSet::parse("1").unwrap())]));
@@ -284,7 +274,7 @@ mod tests {
     #[test]
     fn none_binds_nothing() {
         let t = epyc();
-        let b = Binding { map: Some(parse_map("core").unwrap()), ..Binding::default() };
+        let b = binding("none", Some("core"));
         assert_eq!(rank_cpus(&t, &b, 4, "h").unwrap(), None);
     }
 

@@ -180,15 +180,19 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     // slot (Hydra's default localhost: `mpiexec prog` runs one process, `-usize SYSTEM` is 1;
     // also Hydra's `-f HYDRA_USE_LOCALHOST`).
     let explicit_hosts = g.hosts.is_some() || g.hostfile.is_some();
+    let this_machine = || vec![Host::new(ctx.local_host.clone(), 1)];
     let mut host_list: Vec<Host> = if let Some(h) = &g.hosts {
         hosts::parse_hosts_arg(h).map_err(|e| e.to_string())?
-    } else if let Some(f) = g.hostfile.as_ref().filter(|f| *f != USE_LOCALHOST) {
-        hosts::read_hostfile(f).map_err(|e| e.to_string())?
-    } else if let (None, Some(alloc)) = (&g.hostfile, ctx.slurm.as_ref().or(ctx.rm_hosts.as_ref()))
-    {
+    } else if let Some(f) = &g.hostfile {
+        if f == USE_LOCALHOST {
+            this_machine()
+        } else {
+            hosts::read_hostfile(f).map_err(|e| e.to_string())?
+        }
+    } else if let Some(alloc) = ctx.slurm.as_ref().or(ctx.rm_hosts.as_ref()) {
         alloc.clone()
     } else {
-        vec![Host::new(ctx.local_host.clone(), 1)]
+        this_machine()
     };
     if g.launcher == Some(LauncherKind::Slurm) && !explicit_hosts && ctx.slurm.is_none() {
         return Err(
@@ -237,7 +241,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             wdir: g.gwdir.clone().or_else(|| ctx.cwd.clone()),
         }];
         if !explicit_hosts {
-            host_list = vec![Host::new(ctx.local_host.clone(), 1)];
+            host_list = this_machine();
         }
     }
     let size: u64 = apps.iter().map(|a| a.nprocs as u64).sum();
