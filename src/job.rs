@@ -178,6 +178,22 @@ pub struct JobCommon {
     pub gpus: GpuSplit,
 }
 
+impl JobCommon {
+    /// The job as the NLAs of `plan`'s subtree need it: a hostfile's per-host settings
+    /// (`user=`, `binding=`) for their own hosts only, so that a setup does not carry the
+    /// whole host list to every node of a large job.
+    pub fn for_subtree(&self, plan: &NodePlan) -> JobCommon {
+        let mut job = self.clone();
+        if !job.launcher.users.is_empty() || !job.binding.hosts.is_empty() {
+            let hosts: std::collections::HashSet<&str> =
+                plan.nodes().into_iter().map(|p| p.host.as_str()).collect();
+            job.launcher.users.retain(|(h, _)| hosts.contains(h.as_str()));
+            job.binding.hosts.retain(|(h, _)| hosts.contains(h.as_str()));
+        }
+        job
+    }
+}
+
 /// Hydra 5's `-gpus-per-proc N|auto` and `-gpu-subdevs-per-proc N|auto` (`None`: `auto`,
 /// the default, which sets nothing).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -538,6 +554,75 @@ impl KvsNames {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A child's setup carries the hostfile's per-host settings of its own subtree only.
+    #[test]
+    fn setup_of_a_subtree_keeps_its_own_hosts() {
+        let node = |node: u32, host: &str, children| NodePlan {
+            node,
+            host: host.into(),
+            ranks: vec![RankSlot { rank: node - 1, app: 0 }],
+            children,
+        };
+        let n2 = node(2, "n2", vec![node(4, "n4", vec![])]);
+        let n3 = node(3, "n3", vec![]);
+        let hosts = ["n1", "n2", "n3", "n4"];
+        let job = JobCommon {
+            size: 4,
+            universe_size: 4,
+            kvsname: "k".into(),
+            preput: vec![],
+            apps: vec![AppSpec {
+                exe: "a".into(),
+                args: vec![],
+                nprocs: 4,
+                env: vec![],
+                wdir: None,
+            }],
+            launcher: LauncherSpec {
+                users: hosts.iter().map(|h| (h.to_string(), format!("u{h}"))).collect(),
+                ..LauncherSpec::new(LauncherKind::Ssh, "/x")
+            },
+            kill_grace_ms: 1,
+            launch_timeout_ms: 1,
+            launch_batch: None,
+            kvs_push_max: 1,
+            kvs_max: 1,
+            report: false,
+            pmgr: None,
+            verbose: false,
+            binding: libi_binding::Binding {
+                bind: libi_binding::parse_bind("core").unwrap(),
+                map: None,
+                mem: None,
+                hosts: (hosts.iter())
+                    .map(|h| (h.to_string(), libi_binding::parse_bind("hwthread").unwrap()))
+                    .collect(),
+                report: false,
+            },
+            spawned_by: None,
+            singleton: None,
+            each_end: false,
+            staged: Vec::new(),
+            gpus: GpuSplit::default(),
+        };
+        let sub = job.for_subtree(&n2);
+        let users: Vec<_> =
+            sub.launcher.users.iter().map(|(h, u)| (h.as_str(), u.as_str())).collect();
+        assert_eq!(users, [("n2", "un2"), ("n4", "un4")]);
+        let bound: Vec<_> = sub.binding.hosts.iter().map(|(h, _)| h.as_str()).collect();
+        assert_eq!(bound, ["n2", "n4"]);
+        assert_eq!(sub.binding.on_host("n4").bind, libi_binding::parse_bind("hwthread").unwrap());
+        assert_eq!(sub.binding.on_host("n1").bind, libi_binding::parse_bind("core").unwrap());
+        let sub = job.for_subtree(&n3);
+        assert_eq!(sub.launcher.user("n3"), Some("un3"));
+        assert_eq!(sub.launcher.user("n2"), None);
+        // Everything else is the job's.
+        assert_eq!(
+            JobCommon { launcher: job.launcher.clone(), binding: job.binding.clone(), ..sub },
+            job
+        );
+    }
 
     #[test]
     fn byte_counts() {

@@ -928,6 +928,35 @@ fn hostfile_user_logs_in_as_that_user() {
     assert_eq!(lines.len(), 2, "{launched}");
     assert!(lines[0].starts_with("alice@r1 /"), "{launched}");
     assert!(lines[1].starts_with("r2 /"), "{launched}");
+    // Down a chain, each NLA is sent the users of its own subtree: r1's NLA logs in to r2 as
+    // bob, r2's to r3 as carol.
+    std::fs::remove_file(&log).expect("rm");
+    std::fs::write(d.join("hosts"), "r1\nr2 user=bob\nr3 user=carol\n").expect("write");
+    let r = common::run(
+        &[
+            "-launcher",
+            "ssh",
+            "-launcher-exec",
+            &fake,
+            "-f",
+            &hf,
+            "--tree",
+            "chain",
+            "-n",
+            "3",
+            "sh",
+            "-c",
+            WHERE,
+        ],
+        b"",
+    );
+    assert_eq!(rank_hosts(&r), ["0 r1 0", "1 r2 0", "2 r3 0"], "{}", r.stderr);
+    let launched = std::fs::read_to_string(&log).expect("log");
+    let lines: Vec<&str> = launched.lines().collect();
+    assert_eq!(lines.len(), 3, "{launched}");
+    assert!(lines[0].starts_with("r1 /"), "{launched}");
+    assert!(lines[1].starts_with("bob@r2 /"), "{launched}");
+    assert!(lines[2].starts_with("carol@r3 /"), "{launched}");
     let _ = std::fs::remove_dir_all(&d);
 }
 

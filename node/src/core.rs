@@ -565,7 +565,7 @@ impl NodeCore {
     /// The setup to send to child `idx` once it authenticated.
     pub fn child_setup(&self, idx: usize) -> Option<NodeSetup> {
         let plan = self.plan.children.get(idx)?.clone();
-        Some(NodeSetup { job: self.job.clone(), plan })
+        Some(NodeSetup { job: self.job.for_subtree(&plan), plan })
     }
 
     /// Index of the child with node id `node`.
