@@ -446,6 +446,46 @@ fn output_file_failures_fail_the_job() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// An output file that is a FIFO is opened as a shell's `>` opens it: when it is first
+/// written, waiting for its reader, and never on the front end's event loop. With a reader,
+/// everything arrives; with none, the job still ends at its `MPIEXEC_TIMEOUT`, saying so.
+#[test]
+fn output_file_fifo_waits_for_its_reader() {
+    let d = scratch("outfifo");
+    let fifo = d.join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let path = fifo.to_string_lossy().into_owned();
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).expect("read the fifo"))
+    };
+    let r = run(&["-outfile-pattern", &path, "-n", "2", "sh", "-c", "echo x$PMI_RANK"], b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut got: Vec<String> = reader.join().expect("reader").lines().map(str::to_string).collect();
+    got.sort();
+    assert_eq!(got, ["x0", "x1"]);
+    // Nobody opens it: the ranks run and end, their stderr is written, the stdout waits.
+    let r = common::run_env(
+        &["-outfile-pattern", &path, "-n", "2", "sh", "-c", "echo x; echo y$PMI_RANK >&2"],
+        b"",
+        &[("MPIEXEC_TIMEOUT", "2")],
+    );
+    assert_eq!(r.status, 124, "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stderr.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "libi-mpiexec: job timed out after 2 s (MPIEXEC_TIMEOUT) while its output was still \
+             being written; the rest of it is dropped",
+            "y0",
+            "y1"
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// Inside a (fabricated) PBS job the hosts come from $PBS_NODEFILE, one line per slot;
 /// inside LSF from $LSB_MCPU_HOSTS; `-rmk user` ignores both; a host list wins.
 #[test]

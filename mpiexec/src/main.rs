@@ -14,7 +14,24 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
+    // Our options, programs and their arguments travel as text: an argument that is not
+    // UTF-8 is refused by name (Hydra passes its bytes on).
+    let argv: Vec<String> = match std::env::args_os()
+        .skip(1)
+        .enumerate()
+        .map(|(i, a)| {
+            a.into_string().map_err(|a| {
+                format!("argument {} ('{}') is not valid UTF-8", i + 1, a.to_string_lossy())
+            })
+        })
+        .collect()
+    {
+        Ok(v) => v,
+        Err(m) => {
+            eprintln!("libi-mpiexec: {m}");
+            return ExitCode::from(2);
+        }
+    };
     // Hydra's defaults file ($HYDRA_CONFIG_FILE or ~/.mpiexec.hydra.conf): global options
     // read before the command line's.
     let defaults = match cli::defaults_file(&|k: &str| std::env::var(k).ok()) {
@@ -90,8 +107,10 @@ fn main() -> ExitCode {
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "localhost".into());
     let ctx = plan::Context {
-        inherited: std::env::vars().collect(),
-        cwd: std::env::current_dir().ok().map(|p| p.to_string_lossy().into_owned()),
+        inherited: text_environment(),
+        // Not UTF-8: ranks start where their NLA runs (this directory, under the fork
+        // launcher), as with no directory at all.
+        cwd: std::env::current_dir().ok().and_then(|p| p.into_os_string().into_string().ok()),
         kvs: plan::KvsNames::new(
             std::process::id(),
             rand::RngCore::next_u32(&mut rand::rngs::OsRng),
@@ -325,4 +344,25 @@ fn advertise_addr(g: &cli::Global) -> Result<Option<std::net::IpAddr>, String> {
         return Err(format!("-iface: interface '{iface}' has no IPv4 address"));
     }
     Ok(None)
+}
+
+/// Our environment, for the ranks to inherit: a variable whose name or value is not UTF-8
+/// is left out, with a line naming it (the job's environment travels as text).
+fn text_environment() -> Vec<(String, String)> {
+    let mut vars = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        match (k.into_string(), v.into_string()) {
+            (Ok(k), Ok(v)) => vars.push((k, v)),
+            (k, _) => {
+                let name = match k {
+                    Ok(k) => k,
+                    Err(k) => k.to_string_lossy().into_owned(),
+                };
+                eprintln!(
+                    "libi-mpiexec: variable '{name}' is not valid UTF-8: not passed to the ranks"
+                );
+            }
+        }
+    }
+    vars
 }

@@ -175,12 +175,25 @@ impl Tx {
     }
 }
 
+/// Pieces of rank output for output files (`-outfile-pattern`), in the queue's order.
+type FileWrites = Vec<(Arc<OutFile>, Bytes)>;
+
+/// Write `pieces` to their files. It may block (a FIFO waits for its reader, a network file
+/// system for its server): never on the event loop's thread.
+fn write_files(pieces: FileWrites) {
+    for (f, data) in pieces {
+        f.write(&data);
+    }
+}
+
 /// Take the next batch from `queue`: everything up to [`BATCH_MAX`] bytes, as one piece of
-/// rank output handed on as it is, or copied together into `buf`. Returns the piece (if not
-/// in `buf`), the acknowledgements and the number of items taken.
+/// rank output handed on as it is, or copied together into `buf`; what goes to output files
+/// into `files`. Returns the piece (if not in `buf`), the acknowledgements and the number
+/// of items taken.
 fn next_batch(
     queue: &mut std::collections::VecDeque<Item>,
     buf: &mut Vec<u8>,
+    files: &mut FileWrites,
 ) -> (Option<Bytes>, Vec<Ack>, u64) {
     let mut acks = Vec::new();
     let mut items = 0u64;
@@ -190,8 +203,9 @@ fn next_batch(
         items += 1;
         match item {
             Item::Output { data, ack, file: Some(f) } => {
-                // An output file (`-outfile-pattern`): written here, in the queue's order.
-                f.write(&data);
+                // An output file (`-outfile-pattern`): written by the caller, in the
+                // queue's order.
+                files.push((f, data));
                 acks.extend(ack);
             }
             Item::Output { data, ack, file: None } => {
@@ -241,7 +255,12 @@ async fn write_task(
         while let Ok(more) = rx.try_recv() {
             queue.extend(more);
         }
-        let (single, acks, items) = next_batch(&mut queue, &mut buf);
+        let mut files = Vec::new();
+        let (single, acks, items) = next_batch(&mut queue, &mut buf, &mut files);
+        if !files.is_empty() {
+            // Waited for like a write to the stream: the next batch (and its files) after.
+            let _ = tokio::task::spawn_blocking(move || write_files(files)).await;
+        }
         let mut bytes: &[u8] = single.as_deref().unwrap_or(&buf);
         while !broken && !bytes.is_empty() {
             match write_nowait(afd.get_ref().as_raw_fd(), bytes) {
@@ -293,7 +312,9 @@ fn write_thread(
         while let Ok(more) = rx.try_recv() {
             queue.extend(more);
         }
-        let (single, acks, items) = next_batch(&mut queue, &mut buf);
+        let mut files = Vec::new();
+        let (single, acks, items) = next_batch(&mut queue, &mut buf, &mut files);
+        write_files(files);
         let bytes = single.as_deref().unwrap_or(&buf);
         if let Some(f) = file.as_mut() {
             if let Err(e) = f.write_all(bytes) {
@@ -438,19 +459,35 @@ pub struct RankFormat {
 /// what is written to it after that is dropped.
 pub struct OutFile {
     path: String,
-    file: Option<std::fs::File>,
+    /// Opened by the stream's thread at the first write, not by the event loop: opening a
+    /// FIFO waits for its reader, as a shell's `>` does, and the event loop (timeouts,
+    /// signals, the other ranks' output) must not wait with it.
+    file: std::sync::OnceLock<Option<std::fs::File>>,
     failed: AtomicBool,
     report: Arc<dyn Fn(WriterEvent) + Send + Sync>,
 }
 
 impl OutFile {
     fn write(&self, data: &[u8]) {
-        let Some(mut f) = self.file.as_ref() else { return };
+        let Some(mut f) = self.file.get_or_init(|| self.open()).as_ref() else { return };
         if self.failed.load(Ordering::Relaxed) {
             return;
         }
         if let Err(e) = f.write_all(data) {
             self.failed(format!("cannot write output file '{}': {e}", self.path));
+        }
+    }
+
+    /// Open (create, mode 0600 like Hydra, truncated) the file; failing, it is reported.
+    fn open(&self) -> Option<std::fs::File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut o = std::fs::OpenOptions::new();
+        match o.write(true).create(true).truncate(true).mode(0o600).open(&self.path) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                self.failed(format!("cannot open output file '{}': {e}", self.path));
+                None
+            }
         }
     }
 
@@ -486,20 +523,10 @@ enum Dest {
     File(usize),
 }
 
-/// Open (create, mode 0600 like Hydra, truncated) an output file; failing, it is reported.
-fn open_out_file(path: &str, report: Arc<dyn Fn(WriterEvent) + Send + Sync>) -> OutFile {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file =
-        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path);
-    let (file, error) = match file {
-        Ok(f) => (Some(f), None),
-        Err(e) => (None, Some(format!("cannot open output file '{path}': {e}"))),
-    };
-    let f = OutFile { path: path.to_string(), file, failed: AtomicBool::new(false), report };
-    if let Some(message) = error {
-        f.failed(message);
-    }
-    f
+/// An output file, opened when first written (see [`OutFile::file`]).
+fn out_file(path: &str, report: Arc<dyn Fn(WriterEvent) + Send + Sync>) -> OutFile {
+    let file = std::sync::OnceLock::new();
+    OutFile { path: path.to_string(), file, failed: AtomicBool::new(false), report }
 }
 
 impl Output {
@@ -560,7 +587,7 @@ impl Output {
         let f = self
             .files
             .entry(path.clone())
-            .or_insert_with(|| Arc::new(open_out_file(&path, report.clone())));
+            .or_insert_with(|| Arc::new(out_file(&path, report.clone())));
         let f = f.clone();
         self.file_of.insert((group, rank, stream == Stream::Stderr), f.clone());
         Some(f)

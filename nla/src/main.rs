@@ -87,7 +87,13 @@ fn parse(argv: impl IntoIterator<Item = String>) -> Result<Cmd, String> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse(std::env::args().skip(1)) {
+    let argv: Result<Vec<String>, _> =
+        std::env::args_os().skip(1).map(|a| a.into_string()).collect();
+    let Ok(argv) = argv else {
+        eprintln!("libi-nla: an argument is not valid UTF-8\n\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let args = match parse(argv) {
         Ok(Cmd::Run(a)) => a,
         Ok(Cmd::Help) => {
             print!("{USAGE}");

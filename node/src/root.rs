@@ -176,6 +176,13 @@ impl Streams {
     fn stuck(&self) -> bool {
         self.stdout.stuck() || self.stderr.stuck()
     }
+
+    /// One stream is stuck, and the other is stuck too or has written all it was given: a
+    /// stuck stdout does not cost stderr its last lines (why the job failed).
+    fn given_up(&self) -> bool {
+        let settled = |s: &StreamState| s.stuck() || !s.queued;
+        self.stuck() && settled(&self.stdout) && settled(&self.stderr)
+    }
 }
 
 /// The job-level options the root core decides with.
@@ -294,6 +301,9 @@ pub struct RootCore {
     progress_at: Option<f64>,
     launchers_at: Option<f64>,
     flush_check_at: Option<f64>,
+    /// `MPIEXEC_TIMEOUT` came while the output was being flushed: the job ends once its
+    /// line saying so is written (or at this time).
+    last_words_until: Option<f64>,
     fx: Vec<Effect>,
 }
 
@@ -363,6 +373,7 @@ impl RootCore {
             ranks_done: false,
             launchers_at: None,
             flush_check_at: None,
+            last_words_until: None,
             fx: Vec::new(),
         }
     }
@@ -977,14 +988,28 @@ impl RootCore {
             }
             Phase::Flush => {
                 if due(self.timeout_at) {
+                    // The ranks are gone; their output is not all written (a reader that
+                    // stopped, a FIFO nobody opened): say so, then end once the line is
+                    // written or cannot be.
                     self.timeout_at = None;
                     self.status.get_or_insert(STATUS_TIMEOUT);
-                    self.done();
+                    let secs = self.cfg.timeout.unwrap_or(0.0);
+                    self.fx.push(Effect::Print(format!(
+                        "job timed out after {secs} s (MPIEXEC_TIMEOUT) while its output was \
+                         still being written; the rest of it is dropped"
+                    )));
+                    self.last_words_until = Some(now + STALLED_OUTPUT);
+                    self.flush_check_at = Some(now);
                 } else if due(self.flush_check_at) {
                     self.flush_check_at = Some(now + FLUSH_CHECK);
-                    // A job that failed, or was told to stop, does not wait for a reader
-                    // that stopped reading.
-                    if self.stopping() && streams.stuck() {
+                    if let Some(until) = self.last_words_until {
+                        let st = &streams.stderr;
+                        if now >= until || !st.queued || st.stuck() {
+                            self.done();
+                        }
+                    } else if self.stopping() && streams.given_up() {
+                        // A job that failed, or was told to stop, does not wait for a reader
+                        // that stopped reading.
                         self.done();
                     }
                 }
@@ -1984,6 +2009,54 @@ mod tests {
         // A signal ends the wait; it sets the status only when none is set.
         ok.signal(6.0, libc::SIGINT);
         assert_eq!((ok.phase(), ok.status()), (Phase::Done, 130));
+    }
+
+    /// `MPIEXEC_TIMEOUT` while the output is being flushed (the ranks are gone, a reader is
+    /// not reading): a line says so, and the job ends once it is written (or cannot be),
+    /// with status 124; a stuck stdout does not cost stderr that line.
+    #[test]
+    fn timeout_while_flushing_says_so_then_ends() {
+        let mut c = started(RootConfig { timeout: Some(5.0), ..cfg() });
+        finish(&mut c, 1.0);
+        let stdout_stuck = Streams { stdout: waiting(4.0), ..quiet() };
+        c.handle_timeout(2.0, &stdout_stuck);
+        assert_eq!(c.phase(), Phase::Flush, "a job that succeeded waits for its reader");
+        c.handle_timeout(5.0, &stdout_stuck);
+        let fx = c.take_effects();
+        assert!(
+            matches!(fx.as_slice(), [Effect::Print(m)] if m.starts_with("job timed out after 5 s")),
+            "{fx:?}"
+        );
+        assert_eq!(c.phase(), Phase::Flush, "the line is not written yet");
+        let line_queued = Streams { stdout: waiting(4.0), stderr: waiting(0.0) };
+        c.handle_timeout(5.0 + FLUSH_CHECK, &line_queued);
+        assert_eq!(c.phase(), Phase::Flush);
+        c.handle_timeout(5.0 + 2.0 * FLUSH_CHECK, &stdout_stuck);
+        assert_eq!((c.phase(), c.status()), (Phase::Done, STATUS_TIMEOUT));
+        // A stderr that is not read either: the wait for the line is bounded.
+        let mut c = started(RootConfig { timeout: Some(5.0), ..cfg() });
+        finish(&mut c, 1.0);
+        let both = Streams { stdout: waiting(4.0), stderr: waiting(0.1) };
+        c.handle_timeout(5.0, &both);
+        c.handle_timeout(5.0 + FLUSH_CHECK, &both);
+        assert_eq!(c.phase(), Phase::Flush);
+        c.handle_timeout(5.0 + STALLED_OUTPUT, &both);
+        assert_eq!((c.phase(), c.status()), (Phase::Done, STATUS_TIMEOUT));
+    }
+
+    /// A failed job flushing its output does not wait for a stuck stdout, but does wait for
+    /// stderr to write what it holds (why the job failed).
+    #[test]
+    fn stuck_stdout_does_not_cost_stderr_its_lines() {
+        let mut failed = started(cfg());
+        end(&mut failed, 1.0, 0, 0, unfinalized(2));
+        finish(&mut failed, 1.5);
+        let stderr_busy = Streams { stdout: waiting(2.0), stderr: waiting(0.0) };
+        failed.handle_timeout(1.5 + FLUSH_CHECK, &stderr_busy);
+        assert_eq!(failed.phase(), Phase::Flush);
+        let stderr_done = Streams { stdout: waiting(2.0), ..quiet() };
+        failed.handle_timeout(1.5 + 2.0 * FLUSH_CHECK, &stderr_done);
+        assert_eq!(failed.phase(), Phase::Done);
     }
 
     #[test]

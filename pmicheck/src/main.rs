@@ -123,7 +123,13 @@ fn check_names(v2: bool) -> Vec<&'static str> {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<String> = match std::env::args_os().skip(1).map(|a| a.into_string()).collect() {
+        Ok(a) => a,
+        Err(a) => {
+            eprintln!("libi-pmicheck: argument '{}' is not valid UTF-8", a.to_string_lossy());
+            std::process::exit(2);
+        }
+    };
     let o = match parse_args(&args) {
         Ok(Some(o)) => o,
         Ok(None) => {
