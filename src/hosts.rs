@@ -59,8 +59,8 @@ fn entry(text: &str, origin: &dyn Fn() -> String) -> Result<Host, HostError> {
         }
         None => (text.trim(), 1),
     };
-    if name.is_empty() || name.contains(char::is_whitespace) {
-        return Err(HostError(format!("{}: bad host name in '{text}'", origin())));
+    if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c.is_control()) {
+        return Err(HostError(format!("{}: bad host name in '{}'", origin(), text.escape_debug())));
     }
     Ok(Host::new(name, slots))
 }
@@ -109,6 +109,10 @@ pub fn merge(hosts: Vec<Host>) -> Vec<Host> {
 /// too: `n1:x` and `n1:0` (Hydra dies of SIGFPE), `n1:2:3` (Hydra reads 2).
 pub fn parse_hostfile(text: &str, file: &str) -> Result<Vec<Host>, HostError> {
     let mut hosts = Vec::new();
+    // A host named on several lines has one user and one binding (Hydra refuses a second,
+    // different one): where each was first set.
+    let mut set_at: std::collections::HashMap<String, [Option<(usize, String)>; 2]> =
+        std::collections::HashMap::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
@@ -147,6 +151,22 @@ pub fn parse_hostfile(text: &str, file: &str) -> Result<Vec<Host>, HostError> {
                         origin()
                     )))
                 }
+            }
+        }
+        let earlier = set_at.entry(host.name.clone()).or_default();
+        let now = [host.user.clone(), host.binding.as_ref().map(|b| b.to_string())];
+        for ((what, first), now) in ["user", "binding"].into_iter().zip(earlier.iter_mut()).zip(now)
+        {
+            match (first.as_ref(), now) {
+                (Some((at, e)), Some(n)) if *e != n => {
+                    return Err(HostError(format!(
+                        "{}: host {} has {what}={n} here but {what}={e} on line {at}",
+                        origin(),
+                        host.name
+                    )))
+                }
+                (None, Some(n)) => *first = Some((i + 1, n)),
+                _ => {}
             }
         }
         hosts.push(host);
@@ -354,10 +374,35 @@ mod tests {
 
     /// `user=NAME`, as Hydra 5 takes it: the user ssh logs in as on that host (a host named
     /// twice keeps its first user).
+    /// A host on several lines has one user and one binding: the same one again is fine, a
+    /// different one is refused naming both lines (as Hydra refuses it). Control characters
+    /// are no part of a host name.
+    #[test]
+    fn hostfile_repeated_settings_and_control_characters() {
+        let hosts =
+            parse_hostfile("n1 user=bob\nn1:2 user=bob binding=core\nn1 binding=core\n", "hf")
+                .expect("parse");
+        assert_eq!((hosts.len(), hosts[0].slots, hosts[0].user.as_deref()), (1, 4, Some("bob")));
+        let err = |text: &str| parse_hostfile(text, "hf").expect_err(text).to_string();
+        assert_eq!(
+            err("n1 user=bob\nn2\nn1 user=alice\n"),
+            "hostfile hf line 3: host n1 has user=alice here but user=bob on line 1"
+        );
+        assert_eq!(
+            err("n1\nn1 binding=core\nn1 binding=hwthread\n"),
+            "hostfile hf line 3: host n1 has binding=hwthread here but binding=core on line 2"
+        );
+        assert_eq!(err("local\0host\n"), "hostfile hf line 1: bad host name in 'local\\0host'");
+        assert_eq!(
+            parse_hosts_arg("a\u{1}b").expect_err("control").to_string(),
+            "-hosts: bad host name in 'a\\u{1}b'"
+        );
+    }
+
     #[test]
     fn hostfile_users() {
         let hosts = parse_hostfile(
-            "n1:2 user=alice\nn2 binding=user:1,0\nn1 user=bob\nn3 user=c.d_e-1 binding=core:2\n",
+            "n1:2 user=alice\nn2 binding=user:1,0\nn1 user=alice\nn3 user=c.d_e-1 binding=core:2\n",
             "hf",
         )
         .expect("parse");

@@ -246,6 +246,11 @@ pub struct NodePlan {
     pub children: Vec<NodePlan>,
 }
 
+/// The most processes one job (or spawned group) may have: 16,777,216, above the core count
+/// of the largest machines (~10 million). A larger `-n`, or a host list whose slots add up
+/// to more, is refused before anything is planned: the front end's tables grow with it.
+pub const MAX_JOB_SIZE: u32 = 1 << 24;
+
 /// The deepest NLA tree a job may have. A plan is a nested value (each NLA is sent its
 /// subtree), walked recursively when it is encoded and decoded; a deeper tree would also
 /// take thousands of sequential launches (a chain of 100,000 hosts over ssh: hours). Shapes

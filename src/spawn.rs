@@ -87,7 +87,11 @@ impl Spawner {
                 ));
             }
         }
-        let size = u32::try_from(total).map_err(|_| format!("too many processes: {total}"))?;
+        let max = crate::job::MAX_JOB_SIZE;
+        let size = u32::try_from(total)
+            .ok()
+            .filter(|&n| n <= max)
+            .ok_or_else(|| format!("too many processes: {total} (at most {max} in a spawn)"))?;
         let penv = parent.apps.get(req.app as usize).or(parent.apps.first());
         let mut cursor = self.cursor;
         // (host, rank slots) in order of first use; one NLA per host.

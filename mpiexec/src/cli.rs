@@ -321,6 +321,8 @@ pub struct Global {
     pub usize: Option<i32>,
     pub nla_path: Option<String>,
     pub hostfile: Option<String>,
+    /// The hostfile is `HYDRA_HOST_FILE`'s (its errors name the variable).
+    pub hostfile_from_env: bool,
     pub hosts: Option<String>,
     pub ppn: Option<u32>,
     pub launcher: Option<LauncherKind>,
@@ -591,6 +593,9 @@ fn parse_rankmap(s: &str) -> Result<Vec<u32>, String> {
             let [start, nodes, ranks] = v[..] else {
                 return Err(bad(&format!("block ({block}) is not (start,nodes,ranks)")));
             };
+            if nodes == 0 || ranks == 0 {
+                return Err(bad(&format!("block ({block}) places no rank")));
+            }
             for node in start..start.saturating_add(nodes) {
                 if map.len() + ranks as usize > RANKMAP_MAX {
                     return Err(bad("too many entries"));
@@ -823,8 +828,32 @@ pub fn parse_with_defaults(
     }
     let first = usize::from(defaults.is_some());
     let mut idx = 0;
+    // Hydra takes one host list and one -ppn per command line: a second one (in another
+    // segment, or -f with -hosts) is refused rather than silently preferred. The defaults
+    // file's are overridden by the command line's, as its other options are.
+    let (mut host_list_given, mut ppn_given) = (false, false);
     while idx < segments.len() {
         let s = parse_segment(&segments[idx])?;
+        if s.hosts.is_some() && s.hostfile.is_some() {
+            return Err(usage("-f and -hosts both give a host list: give one"));
+        }
+        if idx >= first {
+            if s.hosts.is_some() || s.hostfile.is_some() {
+                if host_list_given {
+                    return Err(usage(
+                        "a host list (-f or -hosts) is given twice: one host list serves the \
+                         whole command line",
+                    ));
+                }
+                host_list_given = true;
+            }
+            if s.ppn.is_some() {
+                if ppn_given {
+                    return Err(usage("-ppn is given twice: it applies to the whole command line"));
+                }
+                ppn_given = true;
+            }
+        }
         if let Some(cf) = &s.configfile {
             let words = configfile_args(cf)?;
             let more: Vec<Vec<String>> = words.split(|a| a == ":").map(|s| s.to_vec()).collect();
@@ -908,6 +937,7 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
     let first = |names: &[&'static str]| names.iter().find_map(|&n| get(n).map(|v| (n, v)));
     if g.hosts.is_none() && g.hostfile.is_none() {
         g.hostfile = get("HYDRA_HOST_FILE");
+        g.hostfile_from_env = g.hostfile.is_some();
     }
     if g.launcher.is_none() {
         if let Some((name, v)) = first(&["HYDRA_LAUNCHER", "HYDRA_BOOTSTRAP"]) {
@@ -1044,10 +1074,10 @@ mod tests {
         for line in ["-n=2 x", "-np=2 x", "--n 2 x", "--np=2 x", "--n=2 x", "---n 2 x"] {
             assert_eq!(p(line).expect(line).execs[0].n, Some(2), "{line}");
         }
-        let c = p("-hosts=vm:2 -ppn=1 -bind-to=core --map-by=socket -f=hf -wdir=/w x -n=3 y=z")
+        let c = p("-hosts=vm:2 -ppn=1 -bind-to=core --map-by=socket -wdir=/w x -n=3 y=z")
             .expect("parse");
         assert_eq!(c.global.hosts.as_deref(), Some("vm:2"));
-        assert_eq!(c.global.hostfile.as_deref(), Some("hf"));
+        assert_eq!(p("-f=hf x").expect("-f=").global.hostfile.as_deref(), Some("hf"));
         assert_eq!(c.global.ppn, Some(1));
         assert_eq!(c.global.binding.bind.to_string(), "core");
         assert!(c.global.map_given);
@@ -1228,9 +1258,16 @@ mod tests {
         assert_eq!(c.global.launcher, Some(LauncherKind::Ssh));
         assert_eq!(c.global.launcher_exec.as_deref(), Some("/x/ssh"));
         assert_eq!(c.global.localhost.as_deref(), Some("10.0.0.1"));
-        let c = p("-machinefile m -hosts a:2,b x").expect("parse");
+        let c = p("-machinefile m x").expect("parse");
         assert_eq!(c.global.hostfile.as_deref(), Some("m"));
+        let c = p("-hosts a:2,b x").expect("parse");
         assert_eq!(c.global.hosts.as_deref(), Some("a:2,b"));
+        // One host list and one -ppn per command line, as Hydra.
+        usage_error("-machinefile m -hosts a:2,b x", "-f and -hosts both give a host list");
+        usage_error("-n 1 -hosts a x : -n 1 -f b y", "a host list (-f or -hosts) is given twice");
+        usage_error("-ppn 1 -n 1 x : -ppn 2 -n 1 y", "-ppn is given twice");
+        let c = p("-hosts a -ppn 2 -n 1 x : -n 1 y").expect("parse");
+        assert_eq!((c.global.hosts.as_deref(), c.global.ppn), (Some("a"), Some(2)));
         assert!(matches!(p("-launcher telnet x"), Err(CliError::Usage(_))));
         assert!(matches!(p("-ppn 0 x"), Err(CliError::Usage(_))));
         let c = p("--report=r.json x").expect("parse");
@@ -1474,6 +1511,11 @@ mod tests {
             ("-rankmap (vector,(0,1,1) x", "unclosed block"),
             ("-rankmap (vector,(0,1,1,1)) x", "is not (start,nodes,ranks)"),
             ("-rankmap (vector,(0,4294967295,4294967295)) x", "too many entries"),
+            (
+                "-rankmap (vector,(0,4294967295,0),(0,1,1)) x",
+                "block (0,4294967295,0) places no rank",
+            ),
+            ("-rankmap (vector,(0,0,1)) x", "block (0,0,1) places no rank"),
             ("-rankmap (list,(0,1,1)) x", "expected (vector"),
         ] {
             usage_error(bad, what);

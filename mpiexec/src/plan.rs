@@ -127,7 +127,7 @@ pub fn rm_allocation(
     let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
     let pbs = || -> Result<Option<Vec<Host>>, String> {
         get("PBS_NODEFILE")
-            .map(|f| hosts::read_hostfile(f.trim()).map_err(|e| e.to_string()))
+            .map(|f| hosts::read_hostfile(f.trim()).map_err(|e| format!("PBS_NODEFILE: {e}")))
             .transpose()
     };
     let lsf = || -> Result<Option<Vec<Host>>, String> {
@@ -187,7 +187,8 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         if f == USE_LOCALHOST {
             this_machine()
         } else {
-            hosts::read_hostfile(f).map_err(|e| e.to_string())?
+            let from = if g.hostfile_from_env { "HYDRA_HOST_FILE: " } else { "" };
+            hosts::read_hostfile(f).map_err(|e| format!("{from}{e}"))?
         }
     } else if let Some(alloc) = ctx.slurm.as_ref().or(ctx.rm_hosts.as_ref()) {
         alloc.clone()
@@ -218,18 +219,32 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     }
     // As Hydra: an executable without -n gets as many processes as the host list has slots
     // (after -ppn), each of them (`-hosts a:2 x : y` runs two x and two y).
-    let total_slots: u32 = host_list.iter().map(|h| h.slots).sum();
+    let total_slots: u64 = host_list.iter().map(|h| u64::from(h.slots)).sum();
+    let max = libi::job::MAX_JOB_SIZE;
+    let default_n = || {
+        u32::try_from(total_slots.max(1)).ok().filter(|&n| n <= max).ok_or_else(|| {
+            format!(
+                "too many processes: the host list has {total_slots} slots, and a program \
+                 without -n runs one process per slot (at most {max})"
+            )
+        })
+    };
     let mut apps: Vec<AppSpec> = cl
         .execs
         .iter()
-        .map(|e| AppSpec {
-            exe: e.prog.clone(),
-            args: e.args.clone(),
-            nprocs: e.n.unwrap_or(total_slots.max(1)),
-            env: app_env(&ctx.inherited, &g.genv_mode, e.env_mode.as_ref(), &g.genv, &e.env),
-            wdir: e.wdir.clone().or_else(|| g.gwdir.clone()).or_else(|| ctx.cwd.clone()),
+        .map(|e| {
+            Ok(AppSpec {
+                exe: e.prog.clone(),
+                args: e.args.clone(),
+                nprocs: match e.n {
+                    Some(n) => n,
+                    None => default_n()?,
+                },
+                env: app_env(&ctx.inherited, &g.genv_mode, e.env_mode.as_ref(), &g.genv, &e.env),
+                wdir: e.wdir.clone().or_else(|| g.gwdir.clone()).or_else(|| ctx.cwd.clone()),
+            })
         })
-        .collect();
+        .collect::<Result<_, String>>()?;
     if g.singleton_port.is_some() {
         // Singleton init: one rank, the MPI process that started us, on this host. Its spawns
         // get our environment (which is its own) and working directory.
@@ -245,7 +260,10 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         }
     }
     let size: u64 = apps.iter().map(|a| a.nprocs as u64).sum();
-    let size = u32::try_from(size).map_err(|_| format!("too many processes: {size}"))?;
+    let size = u32::try_from(size)
+        .ok()
+        .filter(|&n| n <= max)
+        .ok_or_else(|| format!("too many processes: {size} (at most {max} in a job)"))?;
     let mut app_of = Vec::with_capacity(size as usize);
     for (i, a) in apps.iter().enumerate() {
         app_of.extend(std::iter::repeat_n(i as u32, a.nprocs as usize));
@@ -300,7 +318,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     }
     let job = JobCommon {
         size,
-        universe_size: universe_size(g.usize, total_slots, size),
+        universe_size: universe_size(g.usize, total_slots.min(u64::from(u32::MAX)) as u32, size),
         kvsname: ctx.kvs.name(0),
         preput,
         apps,
@@ -590,13 +608,37 @@ mod tests {
         assert_eq!(rm_allocation(None, &none).expect("none"), (None, None));
         assert!(rm_allocation(Some(Rmk::Pbs), &none).is_err());
         let bad = |k: &str| (k == "PBS_NODEFILE").then(|| "/nonexistent/nf".to_string());
-        assert!(rm_allocation(None, &bad).expect_err("missing").contains("/nonexistent/nf"));
+        let e = rm_allocation(None, &bad).expect_err("missing");
+        assert!(e.starts_with("PBS_NODEFILE: cannot read hostfile /nonexistent/nf"), "{e}");
         // The plan: the PBS hosts, ssh by default.
         let mut c = ctx();
         c.rm_hosts = Some(two("n1", "n2"));
         let p = plan(&cl("x"), &c).expect("plan");
         assert_eq!((p.job.size, p.nodes), (3, 2));
         assert_eq!(p.job.launcher.kind, LauncherKind::Ssh);
+    }
+
+    /// Slots add up without wrapping; a job larger than `MAX_JOB_SIZE` (from `-n` or from
+    /// the slots) is refused before anything is built.
+    #[test]
+    fn job_size_limits() {
+        let err = |line: &str| plan(&cl(line), &ctx()).expect_err(line);
+        assert_eq!(
+            err("-hosts a:4294967295,b:2 x"),
+            "too many processes: the host list has 4294967297 slots, and a program without -n \
+             runs one process per slot (at most 16777216)"
+        );
+        assert!(err("-hosts a:16777217 x").starts_with("too many processes: the host list has"));
+        assert_eq!(
+            err("-n 16777217 x"),
+            "too many processes: 16777217 (at most 16777216 in a job)"
+        );
+        assert_eq!(
+            err("-n 4294967295 x : -n 2 y"),
+            "too many processes: 4294967297 (at most 16777216 in a job)"
+        );
+        let p = plan(&cl("-hosts a:4294967295,b:2 -usize SYSTEM -n 1 x"), &ctx()).expect("plan");
+        assert_eq!(p.job.universe_size, i32::MAX);
     }
 
     #[test]
