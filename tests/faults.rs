@@ -192,6 +192,32 @@ fn sigterm_while_starting_ends_the_job() {
     report("SIGTERM while starting", r.status, secs);
 }
 
+/// A launch that hangs (a launcher that never starts the NLA) and the user signals: SIGTERM
+/// or one Ctrl-C ends the job at once, and its launchers are killed with their children,
+/// not left running or waited for until the launch timeout.
+#[test]
+fn signal_while_a_launch_hangs_ends_the_job() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let hang = dir.join(format!("hanging-ssh-{}", std::process::id()));
+    let hang = common::write_script(&hang, "#!/bin/sh\nsleep 600\n");
+    for (sig, status, name) in [(SIGTERM, 143, "SIGTERM"), (SIGINT, 130, "SIGINT")] {
+        let live = start(
+            &["-launcher", "ssh", "-launcher-exec", &hang, "-hosts", "r1,r2", "-n", "2", "true"],
+            &[],
+        );
+        live.wait_for(2, |c| c.starts_with("sleep 600"));
+        let t = Instant::now();
+        signal(live.pid(), sig);
+        let (r, secs) = live.finish(t);
+        assert_eq!(r.status, status, "{}", r.stderr);
+        assert_eq!(
+            r.stderr,
+            format!("libi-mpiexec: received {name} while the job was starting: terminating it\n")
+        );
+        report(&format!("{name} while a launch hangs"), r.status, secs);
+    }
+}
+
 #[test]
 fn second_sigterm_kills() {
     let live = start(

@@ -29,6 +29,8 @@ enum Deadline {
     Connect,
     /// [`LAUNCHER_GONE_WAIT`] after a connected child's launcher exited.
     Silent,
+    /// The job is being torn down ([`Launches::abort`]): a child not connected is given up.
+    Aborted,
 }
 
 /// A child given up: the reason, for the node core (`NodeCore::child_gone`), and whether its
@@ -54,6 +56,8 @@ pub struct Launches {
     timeout: Duration,
     /// Pending deadlines, earliest last.
     timers: Vec<(f64, usize, Deadline)>,
+    /// Torn down: nothing more is launched.
+    aborted: bool,
 }
 
 impl Launches {
@@ -70,6 +74,21 @@ impl Launches {
             batch: batch.filter(|b| *b > 0).map(|b| b as usize),
             timeout,
             timers: Vec::new(),
+            aborted: false,
+        }
+    }
+
+    /// The job is being torn down at `now`: launch nothing more, and give up every child
+    /// that has not connected (at the next [`Launches::handle_timeout`]), its launcher
+    /// killed, rather than wait out its launch timeout.
+    pub fn abort(&mut self, now: f64) {
+        if std::mem::replace(&mut self.aborted, true) {
+            return;
+        }
+        for idx in 0..self.state.len() {
+            if matches!(self.state[idx], State::Waiting | State::Launching) {
+                self.set_timer(now, idx, Deadline::Aborted);
+            }
         }
     }
 
@@ -81,6 +100,9 @@ impl Launches {
     /// The next child to launch now (at `now`), if the batch allows one; its launch timeout
     /// starts. Call until `None`, then again after each connection or give-up.
     pub fn next_launch(&mut self, now: f64) -> Option<usize> {
+        if self.aborted {
+            return None;
+        }
         // Children that joined before their turn (started by a resource manager) are not
         // launched.
         while self.state.get(self.next).is_some_and(|s| *s != State::Waiting) {
@@ -214,6 +236,9 @@ impl Launches {
                     let secs = self.timeout.as_secs_f64();
                     format!("no connection within the launch timeout ({secs} s)")
                 }
+                (Deadline::Aborted, State::Waiting | State::Launching) => {
+                    "the job was torn down before it connected".into()
+                }
                 (Deadline::Silent, State::Connected) => match &self.launcher_end[idx] {
                     Some(l) => format!("{l}, and the NLA went silent"),
                     None => "the NLA went silent".into(),
@@ -231,6 +256,28 @@ mod tests {
     use super::*;
 
     const T: Duration = Duration::from_secs(2);
+
+    /// A teardown gives up every child not connected at once (its launcher killed), leaves
+    /// the connected ones be, and launches nothing more.
+    #[test]
+    fn abort_gives_up_what_has_not_connected() {
+        let mut l = Launches::new(4, Some(2), T);
+        assert_eq!((l.next_launch(0.0), l.next_launch(0.0)), (Some(0), Some(1)));
+        assert!(l.connected(0));
+        l.abort(1.0);
+        assert_eq!(l.next_launch(1.0), None, "nothing more is launched");
+        assert_eq!(l.poll_timeout(), Some(1.0));
+        let gone = l.handle_timeout(1.0, |_| 2);
+        let why = "the job was torn down before it connected";
+        let want: Vec<GiveUp> = [1, 2, 3]
+            .into_iter()
+            .map(|idx| GiveUp { idx, why: why.into(), kill_launcher: true })
+            .collect();
+        assert_eq!(gone, want);
+        assert!(l.is_connected(0) && l.is_gone(1) && l.is_gone(3));
+        assert_eq!(l.poll_timeout(), Some(T.as_secs_f64()), "child 1's old deadline");
+        assert!(l.handle_timeout(10.0, |_| 2).is_empty());
+    }
 
     #[test]
     fn batches_launch_after_the_previous_one_settles() {

@@ -816,11 +816,15 @@ impl RootCore {
                     self.fail(now, 128 + libc::SIGINT, "second SIGINT: killing the job".into());
                 } else if sig == libc::SIGTERM && self.terminating {
                     self.fail(now, 128 + libc::SIGTERM, "second SIGTERM: killing the job".into());
-                } else if sig == libc::SIGTERM && !self.killing && !self.job_up() {
+                } else if matches!(sig, libc::SIGTERM | libc::SIGINT)
+                    && !self.killing
+                    && !self.job_up()
+                {
                     // Ranks still being started would miss a passed-on signal, and none has
-                    // state to save yet: ended at once.
-                    let m = "received SIGTERM while the job was starting: terminating it".into();
-                    self.fail(now, 128 + libc::SIGTERM, m);
+                    // state to save yet: ended at once (Ctrl-C on a launch that hangs).
+                    let name = if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+                    let m = format!("received {name} while the job was starting: terminating it");
+                    self.fail(now, 128 + sig, m);
                 } else if sig == libc::SIGTERM && !self.killing {
                     self.terminating = true;
                     self.status = Some(128 + libc::SIGTERM);
@@ -1519,7 +1523,7 @@ mod tests {
     #[test]
     fn a_second_sigint_within_2_s_kills_the_job() {
         let mut c = started(cfg());
-        c.root_msg(0.0, 0, Msg::SubtreeUp { nodes: 1, ranks: 2 });
+        c.root_msg(0.0, 0, Msg::SubtreeUp { nodes: 2, ranks: 4 });
         c.take_effects();
         c.signal(1.0, libc::SIGINT);
         let fx = c.take_effects();
@@ -1607,6 +1611,12 @@ mod tests {
         assert_eq!(prints(&fx), ["received SIGTERM while the job was starting: terminating it"]);
         assert_eq!(kills(&fx), [0]);
         assert_eq!(c.status(), 143);
+        // So does a SIGINT (Ctrl-C on a launch that hangs).
+        let mut c = started(cfg());
+        c.signal(1.0, libc::SIGINT);
+        let fx = c.take_effects();
+        assert_eq!(prints(&fx), ["received SIGINT while the job was starting: terminating it"]);
+        assert_eq!((kills(&fx), c.status()), (vec![0], 130));
         // A spawned group still starting when the SIGTERM is passed on gets it once up.
         let mut c = started(cfg());
         c.root_msg(0.5, 0, Msg::SubtreeUp { nodes: 2, ranks: 4 });

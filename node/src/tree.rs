@@ -983,6 +983,11 @@ impl Children {
 
     /// Send one message to every child: encoded once, the same bytes queued on every link.
     pub async fn broadcast(&mut self, msg: &Msg) {
+        if matches!(msg, Msg::Kill) {
+            // Torn down: the children that have not connected are given up now (their
+            // launchers killed), not at the end of their launch timeout.
+            self.life.abort(now());
+        }
         if !(0..self.len()).any(|i| self.writable(i)) {
             return;
         }
