@@ -392,6 +392,15 @@ fn output_pattern_shared_file_and_errors() {
     let r = run(&["-outfile-pattern", &out, "-n", "4", "echo", "x"], b"");
     assert_eq!(r.status, 0, "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&out).expect("read"), "x\nx\nx\nx\n");
+    // stdout and stderr into one file, spelt two ways: one handle, nothing overwritten.
+    let two = format!("{}/./all.out", d.display());
+    let lines = "echo one; sleep 0.2; echo two >&2; sleep 0.2; echo three";
+    let r = run(
+        &["-outfile-pattern", &out, "-errfile-pattern", &two, "-n", "1", "sh", "-c", lines],
+        b"",
+    );
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&out).expect("read"), "one\ntwo\nthree\n");
     let r = run(&["-prepend-pattern", "%q", "-n", "1", "true"], b"");
     assert_eq!(r.status, 2);
     assert!(r.stderr.contains("%q"), "{}", r.stderr);

@@ -507,7 +507,7 @@ pub struct Output {
     report: Arc<dyn Fn(WriterEvent) + Send + Sync>,
     /// Host and node index of each rank, by group (for the patterns).
     place: std::collections::HashMap<(usize, u32), (Arc<str>, u32)>,
-    /// Output files by path, and the file of each (group, rank, is stderr).
+    /// Output files by absolute path, and the file of each (group, rank, is stderr).
     files: std::collections::HashMap<String, Arc<OutFile>>,
     file_of: std::collections::HashMap<(usize, u32, bool), Arc<OutFile>>,
     /// Destinations whose last byte written is not a newline, and whose line that is
@@ -584,10 +584,12 @@ impl Output {
         }
         let path = self.expand(pat, group, rank);
         let report = &self.report;
-        let f = self
-            .files
-            .entry(path.clone())
-            .or_insert_with(|| Arc::new(out_file(&path, report.clone())));
+        // One file, one handle, however the patterns spell it (`f`, `./f`, `$PWD/f`): two
+        // handles would each truncate it and write over each other.
+        let key = std::path::absolute(&path)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| path.clone());
+        let f = self.files.entry(key).or_insert_with(|| Arc::new(out_file(&path, report.clone())));
         let f = f.clone();
         self.file_of.insert((group, rank, stream == Stream::Stderr), f.clone());
         Some(f)
