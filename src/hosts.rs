@@ -177,10 +177,25 @@ pub fn parse_hostfile(text: &str, file: &str) -> Result<Vec<Host>, HostError> {
     Ok(merge(hosts))
 }
 
+/// The most a file of options or hosts may hold (a hostfile of a million hosts is ~30 MiB).
+pub const TEXT_FILE_MAX: u64 = 64 << 20;
+
+/// Read a text file of options or hosts, at most [`TEXT_FILE_MAX`] bytes (not `/dev/zero`
+/// into memory until it runs out).
+pub fn read_text(path: &str) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?.take(TEXT_FILE_MAX + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > TEXT_FILE_MAX {
+        return Err(std::io::Error::other(format!("larger than {} MiB", TEXT_FILE_MAX >> 20)));
+    }
+    Ok(text)
+}
+
 /// Read and parse a hostfile.
 pub fn read_hostfile(path: &str) -> Result<Vec<Host>, HostError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| HostError(format!("cannot read hostfile {path}: {e}")))?;
+    let text =
+        read_text(path).map_err(|e| HostError(format!("cannot read hostfile {path}: {e}")))?;
     parse_hostfile(&text, path)
 }
 
@@ -397,6 +412,13 @@ mod tests {
             parse_hosts_arg("a\u{1}b").expect_err("control").to_string(),
             "-hosts: bad host name in 'a\\u{1}b'"
         );
+    }
+
+    /// A file of hosts is read up to a bound: `/dev/zero` is an error, not all of memory.
+    #[test]
+    fn endless_file_is_refused() {
+        let e = read_hostfile("/dev/zero").expect_err("endless");
+        assert_eq!(e.to_string(), "cannot read hostfile /dev/zero: larger than 64 MiB");
     }
 
     #[test]

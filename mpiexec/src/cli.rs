@@ -624,7 +624,7 @@ fn list(s: &str) -> Vec<String> {
 
 /// Split a `-configfile` into argument words: one segment per non-comment line.
 fn configfile_args(path: &str) -> Result<Vec<String>, CliError> {
-    let text = std::fs::read_to_string(path)
+    let text = libi::hosts::read_text(path)
         .map_err(|e| usage(format!("cannot read configfile '{path}': {e}")))?;
     let mut words = Vec::new();
     for line in text.lines() {
@@ -762,7 +762,7 @@ pub fn defaults_file(
             None => return Ok(None),
         },
     };
-    let text = match std::fs::read_to_string(&path) {
+    let text = match libi::hosts::read_text(&path) {
         Ok(t) => t,
         Err(e) if !must && e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) if must => return Err(format!("HYDRA_CONFIG_FILE: cannot read '{path}': {e}")),
