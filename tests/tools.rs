@@ -160,3 +160,39 @@ quit
     let left = leftovers(&mark, Duration::from_secs(10));
     assert!(left.is_empty(), "left running: {left:?}");
 }
+
+/// The control socket's name is guessable: a process that binds a job's name first is not
+/// believed. The client takes an answer only from the process with the pid it asked for.
+#[test]
+fn proctable_refuses_a_squatted_socket() {
+    use std::os::linux::net::SocketAddrExt;
+    let mut victim = Command::new("sleep").arg("30").spawn().expect("sleep");
+    let name = format!("libi-mpiexec.{}", victim.id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name).expect("name");
+    let squatter = std::os::unix::net::UnixListener::bind_addr(&addr).expect("bind");
+    let serve = std::thread::spawn(move || {
+        if let Ok((mut c, _)) = squatter.accept() {
+            let _ = std::io::Write::write_all(&mut c, b"0 vm 1 /sbin/init\n");
+        }
+    });
+    let out = Command::new(MPIEXEC)
+        .args(["--proctable", &victim.id().to_string()])
+        .output()
+        .expect("run --proctable");
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err,
+        format!(
+            "libi-mpiexec: --proctable {}: its control socket is held by process {} (uid {}), \
+             not by it: refused\n",
+            victim.id(),
+            std::process::id(),
+            nix::unistd::geteuid()
+        )
+    );
+    serve.join().expect("squatter");
+}

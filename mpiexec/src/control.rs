@@ -1,7 +1,8 @@
 //! The job's control socket: a tool asks a running `libi-mpiexec` for its job's process
 //! table (`libi-mpiexec --proctable PID` is the client). The socket is the abstract Unix
-//! socket `libi-mpiexec.PID`; only a process of our own user gets an answer (its
-//! credentials are checked before anything is read); a request is one line of at most
+//! socket `libi-mpiexec.PID`; only a process of our own user (or root) gets an answer (its
+//! credentials are checked before anything is read), and the client takes an answer only
+//! from the process with that pid; a request is one line of at most
 //! [`REQUEST_MAX`] bytes, sent within [`REQUEST_WAIT`]; the answer is text, then the
 //! connection closes. At most [`PENDING_MAX`] requests wait for the tree at a time.
 //!
@@ -43,7 +44,8 @@ pub fn listen(deliver: impl Fn(Request) -> bool + Send + Sync + 'static) {
     let listener = match bound {
         Ok(l) => l,
         Err(e) => {
-            tracing::debug!("no control socket: {e}");
+            // Somebody else holds the name (it is guessable): the job runs, unreachable.
+            tracing::warn!("no control socket @{}: {e}", name(std::process::id()));
             return;
         }
     };
@@ -58,10 +60,10 @@ pub fn listen(deliver: impl Fn(Request) -> bool + Send + Sync + 'static) {
 }
 
 async fn serve(mut stream: UnixStream, deliver: &(dyn Fn(Request) -> bool + Send + Sync)) {
-    // Our own user only, before reading a byte.
+    // Our own user (or root) only, before reading a byte.
     let ours = nix::unistd::geteuid().as_raw();
     match stream.peer_cred() {
-        Ok(c) if c.uid() == ours || ours == 0 => {}
+        Ok(c) if c.uid() == ours || c.uid() == 0 => {}
         _ => return,
     }
     let mut line = String::new();
@@ -111,29 +113,63 @@ pub fn proc_table_text(nodes: &[ProcNode], size: u32, exes: &[String]) -> String
 }
 
 /// `libi-mpiexec --proctable PID`: print the process table of the job run by the front
-/// end with that pid. Returns the exit status.
+/// end with that pid. Returns the exit status. The socket must be held by that very process
+/// (its name is guessable: another user may have bound it first), and the answer is copied
+/// to stdout as it comes, within [`ANSWER_WAIT`] in all, never gathered in memory.
 pub fn query(pid: u32) -> i32 {
-    let run = || -> Result<String, String> {
+    use std::io::{Read, Write};
+    let run = || -> Result<(), String> {
         let addr = std::os::unix::net::SocketAddr::from_abstract_name(name(pid))
             .map_err(|e| e.to_string())?;
         let mut s = std::os::unix::net::UnixStream::connect_addr(&addr)
             .map_err(|e| format!("no libi-mpiexec job with pid {pid} ({e})"))?;
+        let holder = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
+            .map_err(|e| format!("cannot tell who holds its control socket: {e}"))?;
+        if holder.pid() != pid as i32 {
+            return Err(format!(
+                "its control socket is held by process {} (uid {}), not by it: refused",
+                holder.pid(),
+                holder.uid()
+            ));
+        }
+        let deadline = std::time::Instant::now() + ANSWER_WAIT;
         s.set_read_timeout(Some(ANSWER_WAIT)).map_err(|e| e.to_string())?;
-        std::io::Write::write_all(&mut s, b"proctable\n").map_err(|e| e.to_string())?;
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut s, &mut text)
-            .map_err(|e| format!("no answer from the job with pid {pid}: {e}"))?;
-        match text.strip_prefix("error: ") {
-            Some(e) => Err(e.trim_end().to_string()),
-            None if text.is_empty() => Err(format!("the job with pid {pid} gave no answer")),
-            None => Ok(text),
+        s.write_all(b"proctable\n").map_err(|e| e.to_string())?;
+        let no_answer = |e: std::io::Error| format!("no answer from the job with pid {pid}: {e}");
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut first = true;
+        let mut out = std::io::stdout().lock();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(format!("no whole answer from the job with pid {pid} in time"));
+            }
+            s.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+            let n = match s.read(&mut buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(no_answer(e)),
+            };
+            if n == 0 {
+                return if first {
+                    Err(format!("the job with pid {pid} gave no answer"))
+                } else {
+                    Ok(())
+                };
+            }
+            let chunk = &buf[..n];
+            if first {
+                first = false;
+                if let Some(e) = chunk.strip_prefix(b"error: ") {
+                    let line = e.split(|&c| c == b'\n').next().unwrap_or(e);
+                    return Err(String::from_utf8_lossy(line).into_owned());
+                }
+            }
+            out.write_all(chunk).map_err(|e| format!("cannot write the table: {e}"))?;
         }
     };
     match run() {
-        Ok(text) => {
-            print!("{text}");
-            0
-        }
+        Ok(()) => 0,
         Err(e) => {
             eprintln!("libi-mpiexec: --proctable {pid}: {e}");
             1
