@@ -468,7 +468,7 @@ impl FrontEnd {
         use root::Effect as R;
         match e {
             R::Print(m) => self.out.line(&m),
-            R::Warn(m) => warn!("{m}"),
+            R::Warn(m) => self.out.line(&format!("warning: {m}")),
             R::Debug(m) => debug!("{m}"),
             R::Terminal(text) => eprint!("{text}"),
             R::Stdout(text) => {

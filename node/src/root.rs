@@ -977,9 +977,11 @@ impl RootCore {
                     self.progress(now);
                 }
                 if due(self.teardown_over_at) {
-                    self.fx.push(Effect::Warn(
-                        "the NLAs did not finish tearing the job down in time".into(),
-                    ));
+                    let m = format!(
+                        "the NLAs did not finish tearing the job down in time{}",
+                        self.hosts_with_ranks_left()
+                    );
+                    self.fx.push(Effect::Warn(m));
                     self.leave_run(now);
                 } else if due(self.children_wait_at) {
                     self.leave_run(now);
@@ -1041,6 +1043,25 @@ impl RootCore {
         for g in 0..self.groups.len() {
             self.signal_group(g, sig);
         }
+    }
+
+    /// " (ranks not ended on HOST, ...)": the job's hosts whose ranks have not all reported
+    /// their end (at most 5 named), or nothing when none is known to be left.
+    fn hosts_with_ranks_left(&self) -> String {
+        let mut late: Vec<&str> = (self.node_of_host.iter())
+            .filter(|(_, n)| self.live.get(n).is_some_and(|&c| c > 0))
+            .map(|(h, _)| h.as_str())
+            .collect();
+        if late.is_empty() {
+            return String::new();
+        }
+        late.sort_unstable();
+        let more = match late.len() {
+            n if n > 5 => format!(" and {} more", n - 5),
+            _ => String::new(),
+        };
+        late.truncate(5);
+        format!(" (ranks not ended on {}{more})", late.join(", "))
     }
 
     /// Every NLA of the job (group 0) has started its ranks.
@@ -1966,6 +1987,12 @@ mod tests {
         c.handle_timeout(limit, &quiet());
         let fx = c.take_effects();
         assert!(matches!(fx.as_slice(), [Effect::Warn(_), Effect::CloseTree]));
+        // The hosts whose ranks did not report their end are named.
+        let Effect::Warn(m) = &fx[0] else { unreachable!() };
+        assert_eq!(
+            m,
+            "the NLAs did not finish tearing the job down in time (ranks not ended on n1, n2)"
+        );
         assert_eq!(c.phase(), Phase::Close);
     }
 
