@@ -190,8 +190,9 @@ pub enum ParseError {
     MissingField { cmd: String, field: String },
     #[error("bad value for {field} in {cmd}: not a number")]
     BadNumber { cmd: String, field: String },
-    /// The offending token, truncated to 32 characters.
-    #[error("bad token {0:?} (expected key=value)")]
+    /// The offending token, truncated to 32 characters, control characters escaped (the
+    /// line's other bytes were made text already: quoting it again would double them).
+    #[error("bad token \"{0}\" (expected key=value)")]
     BadToken(String),
     #[error("line is not valid UTF-8")]
     NotUtf8,
@@ -240,13 +241,17 @@ fn p_token<'a>(i: &'a str, eol: &dyn Fn(&str) -> bool) -> PResult<'a, Token<'a>>
 
 type Token<'a> = (&'a str, Option<&'a str>);
 
-fn truncate_chars(s: &str, n: usize) -> String {
-    s.chars().take(n).collect()
-}
-
 fn bad_token(at: &str) -> ParseError {
     let tok = at.split(' ').next().unwrap_or("");
-    ParseError::BadToken(truncate_chars(tok, 32))
+    let mut shown = String::new();
+    for c in tok.chars().take(32) {
+        if c.is_control() || c == '"' {
+            shown.extend(c.escape_default());
+        } else {
+            shown.push(c);
+        }
+    }
+    ParseError::BadToken(shown)
 }
 
 /// A tokenized `<prefix><name> k=v …` line.
@@ -1017,4 +1022,22 @@ fn parse_ranks2hosts<'a>(
         return Err(bad_token(line));
     }
     Ok(Reply::Ranks2Hosts { hosts })
+}
+
+#[cfg(test)]
+mod bad_token_tests {
+    use super::*;
+
+    /// A bad token is quoted once: text as it is, control characters and quotes escaped.
+    #[test]
+    fn bad_token_is_quoted_once() {
+        assert_eq!(
+            bad_token("7\\xd5 x=y").to_string(),
+            r#"bad token "7\xd5" (expected key=value)"#
+        );
+        assert_eq!(
+            bad_token("a\u{1b}[2J\"").to_string(),
+            r#"bad token "a\u{1b}[2J\"" (expected key=value)"#
+        );
+    }
 }
