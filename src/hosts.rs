@@ -387,8 +387,6 @@ mod tests {
         );
     }
 
-    /// `user=NAME`, as Hydra 5 takes it: the user ssh logs in as on that host (a host named
-    /// twice keeps its first user).
     /// A host on several lines has one user and one binding: the same one again is fine, a
     /// different one is refused naming both lines (as Hydra refuses it). Control characters
     /// are no part of a host name.
@@ -421,6 +419,8 @@ mod tests {
         assert_eq!(e.to_string(), "cannot read hostfile /dev/zero: larger than 64 MiB");
     }
 
+    /// `user=NAME` and `binding=SPEC`, as Hydra 5 takes them: the user ssh logs in as on that
+    /// host, and its `-bind-to` (a host named again with the same user keeps it).
     #[test]
     fn hostfile_users() {
         let hosts = parse_hostfile(

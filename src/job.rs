@@ -251,6 +251,11 @@ pub struct NodePlan {
 /// to more, is refused before anything is planned: the front end's tables grow with it.
 pub const MAX_JOB_SIZE: u32 = 1 << 24;
 
+/// `n` processes as a job's (or a spawn's) size, if within [`MAX_JOB_SIZE`].
+pub fn job_size(n: u64) -> Option<u32> {
+    u32::try_from(n).ok().filter(|&n| n <= MAX_JOB_SIZE)
+}
+
 /// The deepest NLA tree a job may have. A plan is a nested value (each NLA is sent its
 /// subtree), walked recursively when it is encoded and decoded; a deeper tree would also
 /// take thousands of sequential launches (a chain of 100,000 hosts over ssh: hours). Shapes

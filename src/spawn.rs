@@ -88,9 +88,7 @@ impl Spawner {
             }
         }
         let max = crate::job::MAX_JOB_SIZE;
-        let size = u32::try_from(total)
-            .ok()
-            .filter(|&n| n <= max)
+        let size = crate::job::job_size(total)
             .ok_or_else(|| format!("too many processes: {total} (at most {max} in a spawn)"))?;
         let penv = parent.apps.get(req.app as usize).or(parent.apps.first());
         let mut cursor = self.cursor;

@@ -133,7 +133,6 @@ pub fn query(pid: u32) -> i32 {
             ));
         }
         let deadline = std::time::Instant::now() + ANSWER_WAIT;
-        s.set_read_timeout(Some(ANSWER_WAIT)).map_err(|e| e.to_string())?;
         s.write_all(b"proctable\n").map_err(|e| e.to_string())?;
         let no_answer = |e: std::io::Error| format!("no answer from the job with pid {pid}: {e}");
         let mut buf = vec![0u8; 64 * 1024];

@@ -222,7 +222,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     let total_slots: u64 = host_list.iter().map(|h| u64::from(h.slots)).sum();
     let max = libi::job::MAX_JOB_SIZE;
     let default_n = || {
-        u32::try_from(total_slots.max(1)).ok().filter(|&n| n <= max).ok_or_else(|| {
+        libi::job::job_size(total_slots.max(1)).ok_or_else(|| {
             format!(
                 "too many processes: the host list has {total_slots} slots, and a program \
                  without -n runs one process per slot (at most {max})"
@@ -260,9 +260,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         }
     }
     let size: u64 = apps.iter().map(|a| a.nprocs as u64).sum();
-    let size = u32::try_from(size)
-        .ok()
-        .filter(|&n| n <= max)
+    let size = libi::job::job_size(size)
         .ok_or_else(|| format!("too many processes: {size} (at most {max} in a job)"))?;
     let mut app_of = Vec::with_capacity(size as usize);
     for (i, a) in apps.iter().enumerate() {

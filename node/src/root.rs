@@ -156,6 +156,11 @@ impl StreamState {
     pub fn stuck(&self) -> bool {
         self.broken || (self.queued && self.idle >= STALLED_OUTPUT)
     }
+
+    /// Nothing more will come of it: stuck, or everything given to it written.
+    fn settled(&self) -> bool {
+        self.stuck() || !self.queued
+    }
 }
 
 /// Our stdout and stderr.
@@ -180,8 +185,7 @@ impl Streams {
     /// One stream is stuck, and the other is stuck too or has written all it was given: a
     /// stuck stdout does not cost stderr its last lines (why the job failed).
     fn given_up(&self) -> bool {
-        let settled = |s: &StreamState| s.stuck() || !s.queued;
-        self.stuck() && settled(&self.stdout) && settled(&self.stderr)
+        self.stuck() && self.stdout.settled() && self.stderr.settled()
     }
 }
 
@@ -1009,8 +1013,7 @@ impl RootCore {
                 } else if due(self.flush_check_at) {
                     self.flush_check_at = Some(now + FLUSH_CHECK);
                     if let Some(until) = self.last_words_until {
-                        let st = &streams.stderr;
-                        if now >= until || !st.queued || st.stuck() {
+                        if now >= until || streams.stderr.settled() {
                             self.done();
                         }
                     } else if self.stopping() && streams.given_up() {
