@@ -18,7 +18,13 @@ pub const REJECT_INTERVAL: Duration = Duration::from_secs(5);
 pub struct RejectLog {
     what: &'static str,
     inner: Mutex<Window>,
+    /// The job is being torn down here: connections that close before they say anything
+    /// are the NLAs whose launches the teardown killed, and are logged at debug level only.
+    tearing_down: std::sync::atomic::AtomicBool,
 }
+
+/// What a connection that closed before its first message is refused for.
+pub const CLOSED_EARLY: &str = "closed before hello";
 
 #[derive(Default)]
 struct Window {
@@ -38,7 +44,14 @@ impl RejectLog {
         RejectLog {
             what,
             inner: Mutex::new(Window { open: false, count: 0, reasons: BTreeMap::new() }),
+            tearing_down: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The job is being torn down: launches in flight are killed, and their NLAs' half-made
+    /// connections are expected (see [`RejectLog::tearing_down`]).
+    pub fn tearing_down(&self) {
+        self.tearing_down.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Window> {
@@ -47,6 +60,10 @@ impl RejectLog {
 
     /// A connection from `peer` was refused because of `why`. Call from within the runtime.
     pub fn note(&'static self, peer: &str, why: &str) {
+        if why == CLOSED_EARLY && self.tearing_down.load(std::sync::atomic::Ordering::Relaxed) {
+            tracing::debug!("refused a {} from {peer}: {why} (tearing down)", self.what);
+            return;
+        }
         let mut w = self.lock();
         if w.open {
             w.count += 1;

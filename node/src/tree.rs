@@ -3,7 +3,7 @@
 //! setup, route messages to them (queued until they connect).
 
 use crate::core::{Effect, NodeCore};
-use crate::guard::{AcceptBackoff, MAX_PENDING, TREE_REJECTS};
+use crate::guard::{AcceptBackoff, CLOSED_EARLY, MAX_PENDING, TREE_REJECTS};
 use crate::launch::{GiveUp, Launches};
 use bytes::{Buf, Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
@@ -293,7 +293,7 @@ async fn handshake(
         }
         Some(Ok(_)) => return Err("first message is not a hello".into()),
         Some(Err(e)) => return Err(first_frame_error(e)),
-        None => return Err("closed before hello".into()),
+        None => return Err(CLOSED_EARLY.into()),
     };
     let idx = children
         .iter()
@@ -987,6 +987,7 @@ impl Children {
             // Torn down: the children that have not connected are given up now (their
             // launchers killed), not at the end of their launch timeout.
             self.life.abort(now());
+            TREE_REJECTS.tearing_down();
         }
         if !(0..self.len()).any(|i| self.writable(i)) {
             return;
