@@ -43,7 +43,8 @@
 #           in MPICH hello n=64, two ways from the same runs (each job in a cgroup of its
 #           own, cpuacct: its total minus the CPU each rank reports for itself after
 #           MPI_Finalize; and what is left in that cgroup when each rank moves itself into a
-#           second one before exec, bench/into_cgroup.c); for scale, the same own-processes
+#           second one before exec, bench/into_cgroup.c; with bench/pmfloor.c, a minimal
+#           one-process PMI-1 server in C, as the floor); for scale, the same own-processes
 #           CPU for 64 ranks of /bin/true with spawnfloor as the floor (and for 1000 ranks
 #           on the node, at most 5 runs: whether a rank's start costs more the more ranks
 #           the agent already holds), and what is left
@@ -527,8 +528,9 @@ case_targets() {
   local how=cgroup
   [ -w "$CG_ROOT" ] || how="/usr/bin/time (no writable $CG_ROOT)"
   for r in $(seq 1 "$cpu_runs"); do
-    for c in $(rotated "$r" libi hydra); do
+    for c in $(rotated "$r" floor libi hydra); do
       case $c in
+        floor) cpu_job "$c-$r" "$WORK/pmfloor" -n 64 "$WORK/hello_cpu" ;;
         libi) cpu_job "$c-$r" "$LIBI" -n 64 "$WORK/hello_cpu" ;;
         hydra) cpu_job "$c-$r" mpiexec.hydra -n 64 "$WORK/hello_cpu" ;;
       esac
@@ -679,13 +681,17 @@ def paired(var, key):
         return ""
     qs = statistics.quantiles(q, n=4)
     return f"; run by run {qs[0]:.2f}-{qs[2]:.2f} (quartiles of {len(q)})"
+fo, nfo = med("hello64cpu", "floor", "pm_own_cpu_ms")
 if nu and nh:
-    rows.append(("process manager CPU, MPICH hello n=64 (ms, user+sys): its own processes", f"libi {f(us)} / hydra {f(hy)}",
-                 f"{ratio(us, hy)} hydra{paired('hello64cpu', 'pm_own_cpu_ms')}", "libi <= 0.5x hydra", "yes" if us is not None and hy and us <= 0.5 * hy else "no", min(nu, nh)))
+    floor_txt = f"floor {f(fo)} / " if nfo else ""
+    floor_ratio = f"; libi {ratio(us, fo)} floor, 0.5x hydra is {ratio(0.5 * hy, fo)} floor" if nfo else ""
+    rows.append(("process manager CPU, MPICH hello n=64 (ms, user+sys): its own processes", f"{floor_txt}libi {f(us)} / hydra {f(hy)}",
+                 f"{ratio(us, hy)} hydra{paired('hello64cpu', 'pm_own_cpu_ms')}{floor_ratio}", "libi <= 0.5x hydra", "yes" if us is not None and hy and us <= 0.5 * hy else "no", min(nu, nh)))
 hx, nx = med("harness64cpu", "harness", "harness_cpu_ms")
 if nu and nh and nx:
     rows.append((f"process manager CPU, MPICH hello n=64 (ms, user+sys): its own processes, less the harness (into_cgroup in each rank up to its move: {f(hx)} ms per 64 ranks, measured)",
-                 f"libi {f(us - hx)} / hydra {f(hy - hx)}", f"{ratio(us - hx, hy - hx)} hydra", "libi <= 0.5x hydra",
+                 (f"floor {f(fo - hx)} / " if nfo else "") + f"libi {f(us - hx)} / hydra {f(hy - hx)}",
+                 f"{ratio(us - hx, hy - hx)} hydra" + (f"; libi {ratio(us - hx, fo - hx)} floor" if nfo else ""), "libi <= 0.5x hydra",
                  "yes" if hy - hx > 0 and us - hx <= 0.5 * (hy - hx) else "no", min(nu, nh, nx)))
 fl, nf = med("true64cpu", "floor", "pm_own_cpu_ms"); us, nu = med("true64cpu", "libi", "pm_own_cpu_ms"); hy, nh = med("true64cpu", "hydra", "pm_own_cpu_ms")
 if nf and nu and nh:
@@ -733,7 +739,10 @@ print(f"Medians of alternating runs (contender order rotated run by run); load a
       f"Its own processes: each rank is started through `bench/into_cgroup.c`, which moves it into "
       f"a second cgroup and execs the program; what is left in the job's cgroup is the front "
       f"end and agents (mpiexec and proxies) with the creation of every rank up to its move; the "
-      f"floor there is `spawnfloor 64` starting the same ranks. The harness: into_cgroup's own exec, "
+      f"floor there is `bench/pmfloor.c` running the same job: one C process with one epoll loop that spawns the "
+      f"64 ranks (socketpair and two pipes each), copies their output and answers MPICH's PMI-1 requests "
+      f"from fixed text and a flat table (no agent, no tree, no checks): what any process manager must "
+      f"spend on this machine. The harness: into_cgroup's own exec, "
       f"write and move in each rank's process are charged to the job's cgroup, for either process "
       f"manager alike; measured by starting it twice in a row under `spawnfloor 64` and reading "
       f"the cgroup between the two, and subtracted from both in its row (into_cgroup is built without the "
@@ -798,6 +807,7 @@ mpicc -DPROG='"hello"' -O2 -o "$WORK/hello" tests/programs/hello.c
 cc -O2 -o "$WORK/pmi_exchange" tests/programs/pmi_exchange.c
 cc -O2 -o "$WORK/spawnfloor" bench/spawnfloor.c
 cc -O2 -o "$WORK/pmifloor" bench/pmifloor.c
+cc -O2 -o "$WORK/pmfloor" bench/pmfloor.c
 cc -O2 -static -o "$WORK/prestart" bench/prestart.c 2>/dev/null || cc -O2 -o "$WORK/prestart" bench/prestart.c
 mpicc -DPROG='"hello"' -DSELF_CPU -O2 -o "$WORK/hello_cpu" tests/programs/hello.c
 build_into_cgroup

@@ -73,12 +73,13 @@ pub fn nla_command(
         }
         LauncherKind::Ssh => {
             let prog = spec.exec.clone().unwrap_or_else(|| "ssh".to_string());
-            let mut args = Vec::new();
+            // No X forwarding, whatever the user's ssh config says: Hydra passes -x too
+            // (unless -enable-x), to its own ssh or to a -launcher-exec program alike.
+            let mut args = vec!["-x".to_string()];
             if spec.exec.is_none() {
-                // Never a password prompt; no X forwarding, whatever the user's ssh config
-                // says (Hydra passes -x too, unless -enable-x).
+                // Never a password prompt. A -launcher-exec program may not take ssh's -o.
                 args.extend(
-                    ["-x", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new"]
+                    ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new"]
                         .map(String::from),
                 );
             }
@@ -228,7 +229,7 @@ mod tests {
         );
         let (p, a) = nla_command(&spec(LauncherKind::Ssh, Some("/x/ssh")), "h", "a:1", 1, false);
         assert_eq!(p, "/x/ssh");
-        assert_eq!(a, vec!["h", "/opt/libi/libi-nla --parent a:1 --node 1 --keep-stdin"]);
+        assert_eq!(a, vec!["-x", "h", "/opt/libi/libi-nla --parent a:1 --node 1 --keep-stdin"]);
     }
 
     /// A hostfile's `user=NAME`: `NAME@host` for ssh, `-l NAME` for rsh; other hosts as

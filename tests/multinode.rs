@@ -939,14 +939,14 @@ fn hybrid_hosts_find_the_agent_on_the_remote_path() {
     let mut lines: Vec<&str> = launched.lines().collect();
     lines.sort();
     assert_eq!(lines.len(), 2, "{launched}");
-    assert!(lines[0].starts_with("r1 libi-nla --parent "), "{launched}");
-    assert!(lines[1].starts_with("r2 libi-nla --parent "), "{launched}");
+    assert!(lines[0].starts_with("-x r1 libi-nla --parent "), "{launched}");
+    assert!(lines[1].starts_with("-x r2 libi-nla --parent "), "{launched}");
     let (r, launched) = job(&[], &[("HYDRA_LAUNCHER_EXTRA_ARGS", "-p 2222 -o X=y")]);
     assert_eq!(rank_hosts(&r), ["0 r1 0", "1 r2 0"]);
     let nla = format!("{bin}/libi-nla --parent ");
     assert_eq!(launched.lines().count(), 2, "{launched}");
     for l in launched.lines() {
-        let rest = l.strip_prefix("-p 2222 -o X=y r").expect(l);
+        let rest = l.strip_prefix("-x -p 2222 -o X=y r").expect(l);
         assert!(rest[1..].starts_with(&format!(" {nla}")), "{l}");
     }
     let _ = std::fs::remove_dir_all(&d);
@@ -975,8 +975,8 @@ fn hostfile_user_logs_in_as_that_user() {
     let mut lines: Vec<&str> = launched.lines().collect();
     lines.sort();
     assert_eq!(lines.len(), 2, "{launched}");
-    assert!(lines[0].starts_with("alice@r1 /"), "{launched}");
-    assert!(lines[1].starts_with("r2 /"), "{launched}");
+    assert!(lines[0].starts_with("-x alice@r1 /"), "{launched}");
+    assert!(lines[1].starts_with("-x r2 /"), "{launched}");
     // Down a chain, each NLA is sent the users of its own subtree: r1's NLA logs in to r2 as
     // bob, r2's to r3 as carol.
     std::fs::remove_file(&log).expect("rm");
@@ -1003,9 +1003,9 @@ fn hostfile_user_logs_in_as_that_user() {
     let launched = std::fs::read_to_string(&log).expect("log");
     let lines: Vec<&str> = launched.lines().collect();
     assert_eq!(lines.len(), 3, "{launched}");
-    assert!(lines[0].starts_with("r1 /"), "{launched}");
-    assert!(lines[1].starts_with("bob@r2 /"), "{launched}");
-    assert!(lines[2].starts_with("carol@r3 /"), "{launched}");
+    assert!(lines[0].starts_with("-x r1 /"), "{launched}");
+    assert!(lines[1].starts_with("-x bob@r2 /"), "{launched}");
+    assert!(lines[2].starts_with("-x carol@r3 /"), "{launched}");
     let _ = std::fs::remove_dir_all(&d);
 }
 
