@@ -299,7 +299,7 @@ fn outsider_claiming_a_rank_is_refused() {
     }
     assert!(!r.stderr.contains("forged") && !r.stderr.contains("pmgr_abort"), "{}", r.stderr);
     assert!(r.stderr.contains("refused a PMGR connection"), "{}", r.stderr);
-    let warnings = r.stderr.lines().filter(|l| l.contains("WARN")).count();
+    let warnings = r.stderr.lines().filter(|l| l.contains(": warning: ")).count();
     assert!(warnings <= 4, "a line, then a summary, per NLA: {}", r.stderr);
 }
 

@@ -81,7 +81,7 @@ fn main() -> ExitCode {
     // MPICH's singleton init starts us with stdin closed: keep descriptors 0-2 taken, or the
     // first socket we open would become our "stdin".
     reserve_std_fds();
-    libi_node::init_tracing(cl.global.verbose);
+    libi_node::init_tracing("libi-mpiexec", cl.global.verbose);
     if cl.global.verbose {
         for note in &cl.global.notes {
             eprintln!("libi-mpiexec: {note}");

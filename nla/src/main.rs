@@ -115,9 +115,9 @@ fn main() -> ExitCode {
         }
     }
     if std::env::var_os("LIBI_LOG").is_some() {
-        libi_node::init_tracing(args.verbose);
+        libi_node::init_tracing("libi-nla", args.verbose);
     } else {
-        libi_node::log::init(args.verbose);
+        libi_node::log::init("libi-nla", args.verbose);
     }
     libi_node::tune_allocator();
     let mut secret = String::new();

@@ -281,6 +281,8 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         }
     };
     let node = setup.plan.node;
+    // From now on this agent's diagnostics say which host they come from.
+    crate::log::set_host(&setup.plan.host);
     let ready = libi::report::now();
     debug!(node, ranks = setup.plan.ranks.len(), children = setup.plan.children.len(), "setup");
 

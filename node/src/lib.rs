@@ -39,8 +39,9 @@ pub mod tree;
 /// a filter of `level` and `target=level` directives, comma-separated (`debug`,
 /// `warn,libi_node::kvs=trace`). A filter that does not parse is reported, and the default
 /// used. (`tracing-subscriber`'s `Targets`, not its regex-based `EnvFilter`: no regex engine
-/// in every agent.)
-pub fn init_tracing(verbose: bool) {
+/// in every agent.) Lines are written as [`log::prefix`] says: `PROGRAM: LEVEL: message`.
+pub fn init_tracing(program: &'static str, verbose: bool) {
+    log::set_program(program);
     use tracing::level_filters::LevelFilter;
     use tracing_subscriber::filter::Targets;
     use tracing_subscriber::layer::SubscriberExt;
@@ -58,10 +59,8 @@ pub fn init_tracing(verbose: bool) {
             Targets::new().with_default(level)
         });
     let fmt = tracing_subscriber::fmt::layer()
-        .with_target(false)
-        .without_time()
-        // Colour only on a terminal: a log in a file or a pipe stays plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .event_format(log::Prefixed)
+        .with_ansi(false)
         .with_writer(|| StderrWriter);
     tracing_subscriber::registry().with(fmt).with(filter).init();
     if let Some(b) = bad {
