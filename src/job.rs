@@ -14,8 +14,15 @@ pub struct AppSpec {
     pub args: Vec<String>,
     /// Number of ranks of this executable.
     pub nprocs: u32,
-    /// The complete environment of its ranks (before the per-rank PMI variables are added).
+    /// The environment of its ranks (before the per-rank PMI variables are added): the
+    /// complete one, or with `agent_env` what goes on top of the agent's own.
     pub env: Vec<(String, String)>,
+    /// Hydra's rule for `-genvnone`/`-genvlist` (`-envnone`/`-envlist`): the ranks start from
+    /// the environment of the agent that starts them (on this machine the front end's, over
+    /// ssh the login's), less PMI settings of an outer job, and `env` goes on top; so they
+    /// keep `PATH`, `HOME` and the like. False (`-genvall`, the default): `env` is all.
+    #[serde(default)]
+    pub agent_env: bool,
     /// Working directory; `None` = the front end's.
     pub wdir: Option<String>,
 }
@@ -250,6 +257,22 @@ pub struct NodePlan {
 /// of the largest machines (~10 million). A larger `-n`, or a host list whose slots add up
 /// to more, is refused before anything is planned: the front end's tables grow with it.
 pub const MAX_JOB_SIZE: u32 = 1 << 24;
+
+/// Variables of the front end's (or an agent's) environment that never reach ranks
+/// (`docs/spec/pmi-wire.md` §6, §12.12): an outer job's PMI/PMIx settings would confuse
+/// MPICH's PMI selection.
+pub fn inherited_ok(name: &str) -> bool {
+    !(name.starts_with("PMI_")
+        || name.starts_with("PMIX_")
+        || name.starts_with("PMI2_")
+        || name == "PRTE_LAUNCHED")
+}
+
+/// The variable in which a LIBI session front end (crate `libi-session`) hands
+/// `libi-mpiexec` its session's key: in the environment, readable by the same user only,
+/// never on a command line, which every local user can read. `libi-mpiexec` gives it to
+/// every rank whatever the environment options (`-genvnone`, `-envlist`, ...).
+pub const SESSION_KEY_VAR: &str = "LIBI_SESSION_KEY";
 
 /// `n` processes as a job's (or a spawn's) size, if within [`MAX_JOB_SIZE`].
 pub fn job_size(n: u64) -> Option<u32> {
@@ -588,6 +611,7 @@ mod tests {
                 nprocs: 4,
                 env: vec![],
                 wdir: None,
+                agent_env: false,
             }],
             launcher: LauncherSpec {
                 users: hosts.iter().map(|h| (h.to_string(), format!("u{h}"))).collect(),

@@ -604,7 +604,14 @@ mod fuzz {
                     universe_size: 2,
                     kvsname: "k".into(),
                     preput: vec![],
-                    apps: vec![AppSpec { exe, args: vec![], nprocs: 2, env: vec![], wdir: None }],
+                    apps: vec![AppSpec {
+                        exe,
+                        args: vec![],
+                        nprocs: 2,
+                        env: vec![],
+                        wdir: None,
+                        agent_env: false
+                    }],
                     launcher: LauncherSpec::new(LauncherKind::Ssh, "/x"),
                     kill_grace_ms: 1,
                     launch_timeout_ms: 1,

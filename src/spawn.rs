@@ -121,6 +121,8 @@ impl Spawner {
                 nprocs: cmd.nprocs,
                 env,
                 wdir,
+                // Spawned ranks start from the agent's environment when their parents did.
+                agent_env: penv.is_some_and(|a| a.agent_env),
             });
             for (k, v) in &cmd.preput {
                 preput.retain(|(pk, _)| pk != k);

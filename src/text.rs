@@ -67,9 +67,40 @@ fn shown(c: char) -> bool {
             | '\u{fff9}'..='\u{fffb}'))
 }
 
+/// The bytes behind an [`escape`]d text without its ` [+N bytes]` tail: each `\xNN` is the
+/// byte NN; everything else is itself.
+pub fn unescape(text: &str) -> Vec<u8> {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b.get(i + 2..i + 4).and_then(|h| std::str::from_utf8(h).ok());
+        match (b[i], b.get(i + 1), hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'\\', Some(b'x'), Some(byte)) => {
+                out.push(byte);
+                i += 4;
+            }
+            (c, ..) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::escape;
+    use super::{escape, unescape};
+
+    #[test]
+    fn unescape_gives_the_bytes_back() {
+        for b in [&b"nl\nsleep"[..], b"a\x1b[2Jb\\x41", b"\xff\xfe ok", "d\u{e9}j\u{e0}".as_bytes()]
+        {
+            assert_eq!(unescape(&escape(b, usize::MAX)), b);
+        }
+        assert_eq!(unescape("plain \\q \\x4"), b"plain \\q \\x4");
+    }
 
     #[test]
     fn printable_text_is_kept() {

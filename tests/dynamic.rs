@@ -589,3 +589,40 @@ fn name_server_semantics_and_failures() {
         assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     }
 }
+
+/// A job whose launcher is fork only because no host was named (or every host is this
+/// machine) spawns onto another host through ssh, as Hydra does, never here under that
+/// host's name; an explicit `-launcher fork` keeps its simulated hosts. The "ssh" here is a
+/// fake that logs the host and runs the command here.
+#[test]
+fn spawn_onto_another_host_under_an_implicit_fork() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("far-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let log = dir.join("ssh.log");
+    let ssh = common::write_script(
+        &dir.join("fake-ssh"),
+        &format!(
+            "#!/bin/sh\nfor a; do last=$a; case $a in -*) ;; *) [ -z \"$host\" ] && host=$a;; esac; done\n\
+             echo \"$host\" >> {}\nexec sh -c \"$last\"\n",
+            log.display()
+        ),
+    );
+    let child = common::pmi_child("echo \"child on $PMI_HOSTNAME\"");
+    let block = spawn_block("1", &child, "p", &[("host", "far.example")]);
+    let script = spawner_script(&["B1"], "say cmd=finalize");
+    for explicit in [false, true] {
+        let _ = std::fs::remove_file(&log);
+        let mut args = vec!["-launcher-exec", ssh.as_str()];
+        if explicit {
+            args.extend(["-launcher", "fork"]);
+        }
+        args.extend(["-genv", "B1", &block, "-n", "1", "bash", "-c", &script]);
+        let r = run(&args, b"");
+        assert_eq!(r.status, 0, "explicit fork {explicit}: {}", r.stderr);
+        assert!(r.stdout.contains("child on far.example"), "{}\n{}", r.stdout, r.stderr);
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        let want = if explicit { "" } else { "far.example\n" };
+        assert_eq!(logged, want, "explicit fork {explicit}: {}", r.stderr);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

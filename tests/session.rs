@@ -210,6 +210,10 @@ fn checks(opts: &str, hosts: &[String]) {
         "{out}"
     );
     assert_eq!(line(&out, "member-call"), "member-call LIBI_EINIT LIBI_init was not called");
+    assert_eq!(
+        line(&out, "after-finalize"),
+        "after-finalize LIBI_EINIT LIBI_fe_finalize was called (LIBI_fe_init starts again)"
+    );
     assert_eq!(line(&out, "finalize").trim_end(), "finalize LIBI_OK", "{out}");
 
     // A master that floods a front end that does not read: memory stays flat (16 messages
@@ -220,6 +224,21 @@ fn checks(opts: &str, hosts: &[String]) {
     assert!(l.starts_with("flood received=200 good=200 rss_kb_while_unread="), "{out}{err}");
     let rss: u64 = l.rsplit('=').next().and_then(|v| v.parse().ok()).unwrap_or(u64::MAX);
     assert!(rss < 64 * 1024, "front end RSS {rss} kB while 200 MiB were sent to it");
+
+    // A session that failed before the front end's first call, a send: the failure and its
+    // reason, not the broken master connection.
+    let (st, out, err) = fe("crashsend", &[&all]);
+    assert_eq!(st, 0, "{out}{err}");
+    let l = line(&out, "send-after-failure");
+    assert!(l.starts_with("send-after-failure LIBI_ESESSFAILED session 0: rank 1"), "{out}{err}");
+
+    // A front end that exits without LIBI_fe_finalize, or is killed: its session ends
+    // without it (libi-mpiexec's stdin, a pipe from the front end, reaches its end), and
+    // nothing of it is left (run_fe checks).
+    let (st, out, err) = fe("orphan", &[&all]);
+    assert_eq!((st, line(&out, "launch").trim_end()), (0, "launch LIBI_OK"), "{out}{err}");
+    let (st, out, err) = fe("killed", &[&all]);
+    assert_eq!((st, line(&out, "launch").trim_end()), (-1, "launch LIBI_OK"), "{out}{err}");
 
     // The members' own misuse checks.
     let (st, out, err) = fe("calls", &[&all]);

@@ -125,6 +125,10 @@ pub struct Segment {
     /// Serve PMGR collectives (pmgr_collective v8, MVAPICH-1): export MPIRUN_* to the ranks
     #[arg(long = "pmgr")]
     pub pmgr: bool,
+    /// Our stdin is a life line from the program that started us (a LIBI session front
+    /// end): its end of file ends the job, as SIGTERM does; it is not rank 0's stdin
+    #[arg(long = "end-on-stdin-eof")]
+    pub end_on_stdin_eof: bool,
     /// Send each executable down the tree once; every node runs it from node-local storage
     #[arg(long = "bcast")]
     pub bcast: bool,
@@ -263,6 +267,7 @@ const LONG: &[(&str, &str, usize)] = &[
     ("launch-batch", "launch-batch", 1),
     ("max-conn", "max-conn", 1),
     ("pmgr", "pmgr", 0),
+    ("end-on-stdin-eof", "end-on-stdin-eof", 0),
     ("bcast", "bcast", 0),
     ("kvs-push-max", "kvs-push-max", 1),
     ("kvs-max", "kvs-max", 1),
@@ -335,6 +340,8 @@ pub struct Global {
     pub max_conn: Option<usize>,
     pub launch_timeout: Option<f64>,
     pub pmgr: bool,
+    /// `--end-on-stdin-eof`: our stdin's end of file ends the job.
+    pub end_on_stdin_eof: bool,
     /// `--bcast`: stage the executables.
     pub bcast: bool,
     pub launch_batch: Option<u32>,
@@ -622,12 +629,30 @@ fn list(s: &str) -> Vec<String> {
     s.split(',').filter(|x| !x.is_empty()).map(str::to_string).collect()
 }
 
-/// Split a `-configfile` into argument words: one segment per non-comment line.
+/// Split a `-configfile` into argument words: one segment per non-comment line; a line
+/// ending in `\` goes on with the next (as Hydra 5 reads it).
 fn configfile_args(path: &str) -> Result<Vec<String>, CliError> {
     let text = libi::hosts::read_text(path)
         .map_err(|e| usage(format!("cannot read configfile '{path}': {e}")))?;
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for raw in text.lines() {
+        match raw.trim_end().strip_suffix('\\') {
+            Some(part) => {
+                cur.push_str(part);
+                cur.push(' ');
+            }
+            None => {
+                cur.push_str(raw);
+                lines.push(std::mem::take(&mut cur));
+            }
+        }
+    }
+    if !cur.is_empty() {
+        lines.push(cur);
+    }
     let mut words = Vec::new();
-    for line in text.lines() {
+    for line in &lines {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
@@ -692,6 +717,7 @@ fn merge_global(
     global.max_conn = s.max_conn.map(|c| c as usize).or(global.max_conn.take());
     global.launch_timeout = s.launch_timeout.or(global.launch_timeout.take());
     global.pmgr |= s.pmgr;
+    global.end_on_stdin_eof |= s.end_on_stdin_eof;
     global.bcast |= s.bcast;
     global.launch_batch = s.launch_batch.or(global.launch_batch.take());
     if let Some(b) = &s.bind_to {
@@ -832,8 +858,33 @@ pub fn parse_with_defaults(
     // segment, or -f with -hosts) is refused rather than silently preferred. The defaults
     // file's are overridden by the command line's, as its other options are.
     let (mut host_list_given, mut ppn_given) = (false, false);
+    // The configfile each segment came from, if any: a configfile may not name another (a
+    // file naming itself would be read forever); Hydra refuses nesting too.
+    let mut from_file: Vec<Option<String>> = vec![None; segments.len()];
+    // One environment mode per command line (-genvall/-genvnone/-genvlist) and per program
+    // (-envall/-envnone/-envlist): Hydra refuses a second ("duplicate setting") rather than
+    // letting one silently win.
+    let mut genv_mode: Option<&str> = None;
     while idx < segments.len() {
         let s = parse_segment(&segments[idx])?;
+        let modes = |all: bool, none: bool, list: bool, names: [&'static str; 3]| {
+            [all, none, list].into_iter().zip(names).filter(|(on, _)| *on).map(|(_, n)| n)
+        };
+        let mut local =
+            modes(s.envall, s.envnone, s.envlist.is_some(), ["-envall", "-envnone", "-envlist"]);
+        if let (Some(a), Some(b)) = (local.next(), local.next()) {
+            return Err(usage(format!("{a} and {b} contradict: give one")));
+        }
+        if idx >= first {
+            let names = ["-genvall", "-genvnone", "-genvlist"];
+            for m in modes(s.genvall, s.genvnone, s.genvlist.is_some(), names) {
+                if let Some(before) = genv_mode.replace(m) {
+                    return Err(usage(format!(
+                        "{before} and {m} contradict: give one (for the whole command line)"
+                    )));
+                }
+            }
+        }
         if s.hosts.is_some() && s.hostfile.is_some() {
             return Err(usage("-f and -hosts both give a host list: give one"));
         }
@@ -855,8 +906,15 @@ pub fn parse_with_defaults(
             }
         }
         if let Some(cf) = &s.configfile {
+            if let Some(outer) = &from_file[idx] {
+                return Err(usage(format!(
+                    "configfile '{outer}' names a configfile ('{cf}'): a configfile holds \
+                     programs and their options, not another configfile"
+                )));
+            }
             let words = configfile_args(cf)?;
             let more: Vec<Vec<String>> = words.split(|a| a == ":").map(|s| s.to_vec()).collect();
+            from_file.splice(idx + 1..idx + 1, vec![Some(cf.clone()); more.len()]);
             // The configfile's segments stand where the option was; options given next to
             // it stay global.
             segments.splice(idx + 1..idx + 1, more);
@@ -1482,6 +1540,26 @@ mod tests {
         assert!(c.global.print_all_exitcodes);
     }
 
+    /// Two environment modes contradict (Hydra: "duplicate setting"): refused, whichever
+    /// the order, globally across segments and per program.
+    #[test]
+    fn environment_modes_contradict() {
+        for (line, want) in [
+            ("-genvall -genvnone -n 1 x", "-genvall and -genvnone contradict"),
+            ("-genvnone -genvlist A -n 1 x", "-genvnone and -genvlist contradict"),
+            ("-genvnone -n 1 x : -genvall -n 1 y", "-genvnone and -genvall contradict"),
+            ("-n 1 -envall -envnone x", "-envall and -envnone contradict"),
+            ("-n 1 -envlist A -envnone x", "-envnone and -envlist contradict"),
+        ] {
+            match p(line) {
+                Err(CliError::Usage(m)) => assert!(m.contains(want), "{line}: {m}"),
+                other => panic!("{line}: {:?}", other.map(|c| c.execs.len())),
+            }
+        }
+        // One mode per program is fine, different in each.
+        assert!(p("-n 1 -envnone x : -n 1 -envall y").is_ok());
+    }
+
     #[test]
     fn configfile() {
         let dir = std::env::temp_dir().join(format!("libi-cf-{}", std::process::id()));
@@ -1494,6 +1572,17 @@ mod tests {
         assert_eq!(c.execs[1].prog, "b");
         assert!(c.global.label);
         assert!(matches!(p("-configfile /nonexistent/x"), Err(CliError::Usage(_))));
+        // A line ending in a backslash goes on with the next (Hydra 5).
+        std::fs::write(&f, "-n 2 -env X 1 a c \\\n  d\n-n 1 b\n").expect("write");
+        let c = p(&format!("-configfile {}", f.display())).expect("parse");
+        assert_eq!((c.execs.len(), c.execs[0].args.clone()), (2, vec!["c".into(), "d".into()]));
+        // A configfile that names a configfile (itself, here) is refused, not read forever.
+        std::fs::write(&f, format!("-configfile {}\n", f.display())).expect("write");
+        match p(&format!("-configfile {}", f.display())) {
+            Err(CliError::Usage(m)) => assert!(m.contains("names a configfile"), "{m}"),
+            other => panic!("{:?}", other.map(|c| c.execs.len())),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

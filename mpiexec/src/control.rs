@@ -106,7 +106,11 @@ pub fn proc_table_text(nodes: &[ProcNode], size: u32, exes: &[String]) -> String
     let rows = rows(nodes, size);
     let mut text = String::with_capacity(rows.len() * 32);
     for (rank, host, app, pid) in rows {
-        let exe = exes.get(app as usize).map(String::as_str).unwrap_or("?");
+        // One line per rank whatever the name holds: control characters and the backslash
+        // as \xNN (libi::text::unescape gives the name back).
+        let exe = exes
+            .get(app as usize)
+            .map_or_else(|| "?".into(), |e| libi::text::escape(e.as_bytes(), usize::MAX));
         text.push_str(&format!("{rank} {host} {pid} {exe}\n"));
     }
     text
@@ -173,5 +177,25 @@ pub fn query(pid: u32) -> i32 {
             eprintln!("libi-mpiexec: --proctable {pid}: {e}");
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One line per rank in rank order, whatever an executable's name holds: a newline or a
+    /// backslash in it is written as `\xNN`, and reads back with `libi::text::unescape`.
+    #[test]
+    fn one_line_per_rank() {
+        let nodes = vec![
+            ProcNode { host: "n2".into(), ranks: vec![(1, 1, 20)] },
+            ProcNode { host: "n1".into(), ranks: vec![(0, 0, 10)] },
+        ];
+        let exes = vec!["./a b".to_string(), "./nl\nx\\y".to_string()];
+        let text = proc_table_text(&nodes, 2, &exes);
+        assert_eq!(text, "0 n1 10 ./a b\n1 n2 20 ./nl\\x0ax\\x5cy\n");
+        let last = text.lines().nth(1).and_then(|l| l.splitn(4, ' ').nth(3)).unwrap_or("");
+        assert_eq!(libi::text::unescape(last), exes[1].as_bytes());
     }
 }

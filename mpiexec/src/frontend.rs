@@ -46,6 +46,11 @@ pub struct Options {
     pub print_all_exitcodes: bool,
     /// `-nameserver`: the outside name server ranks publish on.
     pub nameserver: Option<libi::nameserver::Address>,
+    /// `--end-on-stdin-eof`: our stdin is the life line of whoever started us.
+    pub end_on_stdin_eof: bool,
+    /// The launcher of spawned groups on hosts that are not this machine, when the job's
+    /// fork launcher was not asked for (see `main`).
+    pub remote_launcher: Option<LauncherKind>,
 }
 
 /// What the event loop waits for (the root core's timers are a deadline, not events).
@@ -56,6 +61,8 @@ enum Fe {
     /// From the writers of our stdout/stderr.
     Writer(WriterEvent),
     Signal(i32),
+    /// `--end-on-stdin-eof`: our stdin ended.
+    LifeLineLost,
     /// A tool's request on our control socket.
     Control(crate::control::Request),
     /// The outside name server's answer to request `req` of group `g`.
@@ -126,6 +133,8 @@ struct FrontEnd {
     report: Option<String>,
     /// `-nameserver`.
     nameserver: Option<libi::nameserver::Address>,
+    /// See [`Options::remote_launcher`].
+    remote_launcher: Option<LauncherKind>,
     /// Control-socket requests waiting for the process table they asked for.
     proc_waiters: Vec<(u64, tokio::sync::oneshot::Sender<String>)>,
 }
@@ -169,6 +178,7 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         t0,
         report: opts.report,
         nameserver: opts.nameserver,
+        remote_launcher: opts.remote_launcher,
         proc_waiters: Vec::new(),
     };
     // The process table for debuggers (MPIR) and for tools that attach next to the job.
@@ -190,7 +200,11 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
             let kvsname = g.core.job().kvsname.clone();
             fe.groups.push(g);
             fe.root.job_started(fe.clock(), nodes, kvsname);
-            if fe.plan.job.singleton.is_none() {
+            if opts.end_on_stdin_eof {
+                // Rank 0's stdin is at its end at once, as under `< /dev/null`.
+                let _ = tx.send(Fe::Stdin(Vec::new()));
+                spawn_life_line(tx.clone());
+            } else if fe.plan.job.singleton.is_none() {
                 // (A singleton keeps its own stdin; ours is not the user's.)
                 let tx = tx.clone();
                 spawn_stdin_reader(fe.stdin_credit.clone(), move |d| tx.send(Fe::Stdin(d)).is_ok());
@@ -308,6 +322,13 @@ impl FrontEnd {
                     g.core.stdin(Msg::Stdin { data }, &mut g.fx)
                 }
                 Fe::Signal(sig) => self.root.signal(self.clock(), sig),
+                Fe::LifeLineLost => {
+                    self.out.line(
+                        "the program that started this job is gone (end of file on stdin, \
+                         --end-on-stdin-eof): ending the job",
+                    );
+                    self.root.signal(self.clock(), libc::SIGTERM)
+                }
                 Fe::Control(r) => self.control(r),
                 Fe::Name(g, req, answer) => self.root.name_server_answered(g, req, answer),
             }
@@ -407,7 +428,13 @@ impl FrontEnd {
         let (job, root) = (core.job(), core.plan());
         let mut fx = Vec::new();
         let hosts: Vec<&str> = root.children.iter().map(|c| c.host.as_str()).collect();
-        let (listener, addr) = listen(self.plan.job.launcher.kind, self.advertise, &hosts)
+        // The group's own launcher (a spawn may reach hosts the job's fork did not, see
+        // `spawn`); a group the job's NLAs start listens as the job's first group does.
+        let kind = match job.launcher.kind {
+            LauncherKind::Joined => self.plan.job.launcher.kind,
+            k => k,
+        };
+        let (listener, addr) = listen(kind, self.advertise, &hosts)
             .await
             .map_err(|e| format!("cannot listen for NLA connections: {e}"))?;
         let ids = root.children.iter().map(|c| c.node).collect();
@@ -627,10 +654,22 @@ impl FrontEnd {
             Err(m) => return self.root.spawn_refused(g, req, &who, &m),
         };
         debug!(kvsname = %group.job.kvsname, size = group.job.size, "spawn");
-        let agents = self.root.spawn_agents(&all_hosts(&group.root));
+        let hosts = all_hosts(&group.root);
+        let agents = self.root.spawn_agents(&hosts);
         let mut job = group.job;
         if agents.is_some() {
             job.launcher.kind = LauncherKind::Joined;
+        } else if let (LauncherKind::Fork, Some(remote)) = (job.launcher.kind, self.remote_launcher)
+        {
+            // The job runs under fork only because its hosts are all this machine: a spawn
+            // onto another host reaches it as Hydra would (ssh), never runs here under its
+            // name. (The host check resolves names: off the event loop.)
+            let local = tokio::task::spawn_blocking(move || {
+                hosts.iter().all(|h| libi_node::tree::is_local_host(h))
+            });
+            if !local.await.unwrap_or(false) {
+                job.launcher.kind = remote;
+            }
         }
         let setup = NodeSetup { job, plan: group.root };
         self.out.place(self.groups.len(), &setup.plan);
@@ -662,6 +701,24 @@ async fn redirect(mut conn: Box<PendingConn>, node: u32, parent: String) {
     if let Err(e) = conn.wr.close().await {
         debug!("closing NLA {node}'s join connection: {e}");
     }
+}
+
+/// `--end-on-stdin-eof`: when our stdin ends (whoever started us and holds its other end is
+/// gone, however it ended: a LIBI front end that exited without finalizing, or was killed),
+/// say so and end the job as SIGTERM does. Whatever is written to it is read and dropped.
+fn spawn_life_line(tx: UnboundedSender<Fe>) {
+    let _ = std::thread::Builder::new().name("life-line".into()).spawn(move || {
+        let mut buf = [0u8; 512];
+        loop {
+            match std::io::Read::read(&mut std::io::stdin().lock(), &mut buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = tx.send(Fe::LifeLineLost);
+    });
 }
 
 /// Forward the signals the root core decides about as events. SIGHUP and SIGQUIT only when

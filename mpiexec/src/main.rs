@@ -142,6 +142,11 @@ fn main() -> ExitCode {
     };
     // Every host is this machine (a host file naming it, a one-node PBS or LSF job): as
     // Hydra, no ssh or rsh; the fork launcher starts the NLAs (see `tree::autofork`).
+    // The launcher a spawn uses for hosts that are not this machine when the job's own
+    // launcher is fork only because every host of the job is this machine (or none was
+    // named): Hydra's ssh, or the one asked for. An explicit `-launcher fork` keeps fork
+    // (host names are labels then: simulated nodes).
+    let mut remote_launcher = None;
     {
         use libi::job::LauncherKind::{Fork, Rsh, Ssh};
         let nodes = plan.root.nodes();
@@ -151,7 +156,10 @@ fn main() -> ExitCode {
             && hosts.all(libi_node::tree::is_local_host)
         {
             tracing::debug!("every host is this machine: NLAs started directly (no ssh or rsh)");
+            remote_launcher = Some(plan.job.launcher.kind);
             plan.job.launcher.kind = Fork;
+        } else if plan.job.launcher.kind == Fork && cl.global.launcher.is_none() {
+            remote_launcher = Some(Ssh);
         }
     }
     if cl.global.bcast && cl.global.singleton_port.is_none() {
@@ -194,6 +202,8 @@ fn main() -> ExitCode {
         no_cleanup: cl.global.disable_auto_cleanup,
         print_all_exitcodes: cl.global.print_all_exitcodes,
         nameserver: cl.global.nameserver.clone(),
+        end_on_stdin_eof: cl.global.end_on_stdin_eof,
+        remote_launcher,
     };
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

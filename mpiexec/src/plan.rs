@@ -8,17 +8,11 @@ use libi::job::{
 };
 use libi::tree::{LaunchModel, Shape, DEFAULT_MAX_CONN};
 
-/// Variables of the front end's environment that never reach ranks (`docs/spec/pmi-wire.md`
-/// §6, §12.12): an outer job's PMI/PMIx settings would confuse MPICH's PMI selection.
-pub fn inherited_ok(name: &str) -> bool {
-    !(name.starts_with("PMI_")
-        || name.starts_with("PMIX_")
-        || name.starts_with("PMI2_")
-        || name == "PRTE_LAUNCHED")
-}
+pub use libi::job::inherited_ok;
 
 /// The environment of one executable's ranks, Hydra's rules: the executable's own mode
 /// (`-envall/-envnone/-envlist`) or else the global one, then `-genv` pairs, then `-env` pairs.
+/// A LIBI session's key ([`libi::job::SESSION_KEY_VAR`]) is passed on whatever the mode.
 pub fn app_env(
     inherited: &[(String, String)],
     global_mode: &EnvMode,
@@ -34,6 +28,11 @@ pub fn app_env(
             inherited.iter().filter(|(k, _)| names.iter().any(|n| n == k)).cloned().collect()
         }
     };
+    if !out.iter().any(|(k, _)| k == libi::job::SESSION_KEY_VAR) {
+        if let Some(key) = inherited.iter().find(|(k, _)| k == libi::job::SESSION_KEY_VAR) {
+            out.push(key.clone());
+        }
+    }
     for (k, v) in genv.iter().chain(env) {
         out.retain(|(ek, _)| ek != k);
         out.push((k.clone(), v.clone()));
@@ -242,6 +241,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
                 },
                 env: app_env(&ctx.inherited, &g.genv_mode, e.env_mode.as_ref(), &g.genv, &e.env),
                 wdir: e.wdir.clone().or_else(|| g.gwdir.clone()).or_else(|| ctx.cwd.clone()),
+                agent_env: !matches!(e.env_mode.as_ref().unwrap_or(&g.genv_mode), EnvMode::All),
             })
         })
         .collect::<Result<_, String>>()?;
@@ -254,6 +254,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             nprocs: 1,
             env: app_env(&ctx.inherited, &g.genv_mode, None, &g.genv, &[]),
             wdir: g.gwdir.clone().or_else(|| ctx.cwd.clone()),
+            agent_env: !matches!(g.genv_mode, EnvMode::All),
         }];
         if !explicit_hosts {
             host_list = this_machine();
@@ -436,6 +437,12 @@ mod tests {
         // an explicit -genv may set a PMI_ variable (PMI_DEBUG, say)
         let dbg = app_env(&inh, &EnvMode::None, None, &kv(&[("PMI_DEBUG", "1")]), &[]);
         assert_eq!(dbg, kv(&[("PMI_DEBUG", "1")]));
+        // A LIBI session's key, handed to us in our environment, reaches every rank.
+        let inh = kv(&[("HOME", "/h"), ("LIBI_SESSION_KEY", "k")]);
+        let none = app_env(&inh, &EnvMode::None, None, &[], &[]);
+        assert_eq!(none, kv(&[("LIBI_SESSION_KEY", "k")]));
+        let list = app_env(&inh, &EnvMode::List(vec!["HOME".into()]), None, &[], &[]);
+        assert_eq!(list, kv(&[("HOME", "/h"), ("LIBI_SESSION_KEY", "k")]));
     }
 
     fn all_nodes(p: &NodePlan, out: &mut Vec<NodePlan>) {

@@ -503,7 +503,11 @@ impl NodeCore {
 
     fn fire(&mut self, timer: Timer, fx: &mut Vec<Effect>) {
         match timer {
-            Timer::FailNow(m) => self.fail_now(m, fx),
+            Timer::FailNow(m) => {
+                self.fail_now(m, fx);
+                // The ends held back meanwhile, if every rank ended.
+                self.flush_done(fx);
+            }
             Timer::PmiClose(local) => {
                 let running = !self.ended.get(local).copied().unwrap_or(true)
                     && !self.pmgr_exits.contains_key(&local);
@@ -583,9 +587,17 @@ impl NodeCore {
         (self.conns.len() - self.n_ended) + self.children_left
     }
 
-    /// Every rank of the subtree ended and every child connection closed.
+    /// Every rank of the subtree ended, every child connection closed, and no failure is
+    /// in its grace.
     pub fn finished(&self) -> bool {
-        self.ranks_left() == 0 && (self.children_given_up || self.child_closed.iter().all(|c| *c))
+        self.ranks_left() == 0
+            && (self.children_given_up || self.child_closed.iter().all(|c| *c))
+            && !self.failure_pending()
+    }
+
+    /// A PMGR failure waits out its grace ([`Timer::FailNow`]).
+    fn failure_pending(&self) -> bool {
+        self.timers.iter().any(|(_, t)| matches!(t, Timer::FailNow(_)))
     }
 
     pub fn counters(&self) -> &Counters {
@@ -1096,6 +1108,23 @@ impl NodeCore {
             ProcEnd::Signaled(signal) => RankEnd::Signaled { signal },
             ProcEnd::SpawnFailed { errno, reason } => RankEnd::SpawnFailed { errno, reason },
         };
+        if self.job.each_end && self.n_ended == self.conns.len() && !end.is_failure() {
+            // Every end reported one by one (-print-all-exitcodes), and every local rank
+            // ended, the last one cleanly: a PMGR failure still in its grace fails the job
+            // now, before that last end could make the job look clean. (Otherwise the ends
+            // are held back until the grace is over: `flush_done`.)
+            let mut pending = Vec::new();
+            self.timers.retain(|(_, t)| match t {
+                Timer::FailNow(m) => {
+                    pending.push(m.clone());
+                    false
+                }
+                _ => true,
+            });
+            for m in pending.into_iter().rev() {
+                self.fail_now(m, fx);
+            }
+        }
         let ours = self.killed_by_parent
             && matches!(
                 end,
@@ -1121,6 +1150,12 @@ impl NodeCore {
     fn flush_done(&mut self, fx: &mut Vec<Effect>) {
         self.watch_children();
         if !self.is_root && self.ranks_left() > 0 {
+            return;
+        }
+        if self.failure_pending() {
+            // A PMGR failure in its grace (an abort record or a better-placed report from
+            // another node may still explain it): the ends wait for it, so that the job
+            // does not finish clean under it (`Timer::FailNow` flushes them).
             return;
         }
         if self.own_clean + self.own_killed > 0 {

@@ -172,6 +172,20 @@ impl PmgrNode {
             // MVAPICH negates user codes; a non-negative code names the peer involved.
             let (status, what) = match r.code {
                 Some(c) if c < 0 => (c.unsigned_abs().min(255) as i32, format!("code {c}")),
+                Some(c) if c as u32 >= self.nprocs => {
+                    // No rank of the job: not an abort record at all, but most likely the
+                    // handshake of another protocol version (MVAPICH-1's v5 sends 5 first).
+                    self.aborted = true;
+                    let m = format!(
+                        "sent neither a PMGR handshake nor an abort record (first int {c}, \
+                         no rank of this {}-rank job; an unsupported protocol version? this \
+                         server speaks version {})",
+                        self.nprocs,
+                        pmgr::wire::PMGR_COLLECTIVE
+                    );
+                    fx.push(PmgrEffect::Abort(rank, 1, m));
+                    continue;
+                }
                 Some(c) => (1, format!("peer rank {c}")),
                 None => (1, "no code".to_string()),
             };

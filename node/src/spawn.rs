@@ -407,9 +407,20 @@ impl SpawnBatch {
         let per_rank = |k: &str| {
             PER_RANK.contains(&k) || (pmgr && PER_RANK_PMGR.contains(&k)) || gpu == Some(k)
         };
-        let mut env: Vec<CString> = spec
-            .env
+        // `-genvnone`/`-genvlist` (Hydra's rule): our own environment first, what the job
+        // gives on top. Not an outer job's PMI settings, nor the agent's own variables.
+        let agent: Vec<(String, String)> = if spec.agent_env {
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .filter(|(k, _)| libi::job::inherited_ok(k) && !k.starts_with("LIBI_"))
+                .filter(|(k, _)| !spec.env.iter().any(|(sk, _)| sk == k))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut env: Vec<CString> = agent
             .iter()
+            .chain(&spec.env)
             .filter(|(k, _)| !per_rank(k))
             .map(|(k, v)| env_entry(k, v))
             .collect::<io::Result<_>>()
@@ -417,7 +428,7 @@ impl SpawnBatch {
         // As under Hydra: gfortran programs do not buffer their preconnected units (stdout,
         // stderr), so their output interleaves with C's as written. A value the rank's
         // environment already has (-genv, -env, ours) is kept.
-        if !spec.env.iter().any(|(k, _)| k == "GFORTRAN_UNBUFFERED_PRECONNECTED") {
+        if !spec.env.iter().chain(&agent).any(|(k, _)| k == "GFORTRAN_UNBUFFERED_PRECONNECTED") {
             env.push(c"GFORTRAN_UNBUFFERED_PRECONNECTED=y".to_owned());
         }
         let env = std::rc::Rc::new(env);

@@ -34,6 +34,7 @@ fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
                 nprocs: size,
                 env: vec![],
                 wdir: None,
+                agent_env: false,
             }],
             launcher: LauncherSpec::new(LauncherKind::Fork, "/x"),
             kill_grace_ms: 10,

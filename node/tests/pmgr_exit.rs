@@ -13,8 +13,13 @@ fn timer(c: &NodeCore, f: impl Fn(&Timer) -> bool) -> bool {
     c.timers().any(|(_, t)| f(t))
 }
 
-/// The root node of a PMGR job of `n` ranks, all local.
+/// The root node of a PMGR job of `n` ranks, all local, every end reported on its own.
 fn core(n: u32) -> NodeCore {
+    core_with(n, true)
+}
+
+/// The same, ends reported one by one (`each_end`) or counted (the default).
+fn core_with(n: u32, each_end: bool) -> NodeCore {
     let plan = NodePlan {
         node: 1,
         host: "h1".into(),
@@ -26,7 +31,14 @@ fn core(n: u32) -> NodeCore {
         universe_size: n as i32,
         kvsname: "kvs".into(),
         preput: vec![],
-        apps: vec![AppSpec { exe: "x".into(), args: vec![], nprocs: n, env: vec![], wdir: None }],
+        apps: vec![AppSpec {
+            exe: "x".into(),
+            args: vec![],
+            nprocs: n,
+            env: vec![],
+            wdir: None,
+            agent_env: false,
+        }],
         launcher: LauncherSpec::new(LauncherKind::Fork, "/x"),
         kill_grace_ms: 10,
         launch_timeout_ms: 10,
@@ -39,8 +51,7 @@ fn core(n: u32) -> NodeCore {
         spawned_by: None,
         binding: Default::default(),
         singleton: None,
-        // Every end on its own: these tests judge each exit.
-        each_end: true,
+        each_end,
         staged: Vec::new(),
         gpus: Default::default(),
     };
@@ -221,4 +232,76 @@ fn a_rank_claiming_another_rank_fails_the_job() {
         "{fx:?}"
     );
     assert!(fx.iter().any(|e| matches!(e, Effect::ClosePmgr(0))));
+}
+
+/// A PMGR failure still in its grace when every rank has ended fails the job then: it is
+/// not dropped with the node's end (the ranks exited 0 at once: the job ended 0, silently).
+#[test]
+fn a_failure_in_its_grace_is_not_lost_when_the_ranks_end() {
+    let mut c = core(2);
+    c.pmgr_connected(0, 1);
+    say(&mut c, 0, &ints(&[8, 0]));
+    assert!(timer(&c, |t| matches!(t, Timer::FailNow(_))));
+    let mut fx = Vec::new();
+    c.rank_ended(0, ProcEnd::Exited(0), &mut fx);
+    assert!(!fx.iter().any(|e| matches!(e, Effect::ToParent(Msg::Fatal { .. }))), "{fx:?}");
+    fx.clear();
+    c.rank_ended(1, ProcEnd::Exited(0), &mut fx);
+    let fatal = fx.iter().position(|e| {
+        matches!(e, Effect::ToParent(Msg::Fatal { message, .. })
+            if message == "PMGR: rank 1 connected as rank 0")
+    });
+    let done = fx.iter().position(|e| matches!(e, Effect::ToParent(Msg::RankEnded { .. })));
+    assert!(fatal.is_some(), "{fx:?}");
+    assert!(!timer(&c, |t| matches!(t, Timer::FailNow(_))), "the timer is spent");
+    // The failure goes up before the last end, so the front end never sees a clean finish.
+    assert!(fatal < done, "{fx:?}");
+}
+
+/// A client of another protocol version (MVAPICH-1's v5 handshake: version 5, rank, host id
+/// length and bytes) is not reported as a pmgr_abort naming "peer rank 5" in a 2-rank job.
+#[test]
+fn another_protocol_version_is_said_to_be_one() {
+    let mut c = core(2);
+    c.pmgr_connected(0, 0);
+    let mut hello = ints(&[5, 0, 4]);
+    hello.extend(b"\x7f\0\0\x01");
+    let mut fx = say(&mut c, 0, &hello);
+    c.pmgr_eof(0, &mut fx);
+    let fatal = fx.iter().find_map(|e| match e {
+        Effect::ToParent(Msg::Fatal { message, .. }) => Some(message.clone()),
+        _ => None,
+    });
+    let m = fatal.unwrap_or_default();
+    assert!(
+        m.starts_with("rank 0 on h1 sent neither a PMGR handshake nor an abort record"),
+        "{fx:?}"
+    );
+    assert!(
+        m.contains("first int 5") && m.contains("version 8") && !m.contains("peer rank"),
+        "{m}"
+    );
+}
+
+/// The same with the ends counted (no -print-all-exitcodes): the ends wait for the grace,
+/// the node does not finish meanwhile, then the failure goes up before them.
+#[test]
+fn counted_ends_wait_for_a_failure_in_its_grace() {
+    let mut c = core_with(2, false);
+    c.pmgr_connected(0, 1);
+    say(&mut c, 0, &ints(&[8, 0]));
+    let mut fx = Vec::new();
+    c.rank_ended(0, ProcEnd::Exited(0), &mut fx);
+    c.rank_ended(1, ProcEnd::Exited(0), &mut fx);
+    let is_done = |e: &Effect| matches!(e, Effect::ToParent(Msg::RanksDone { .. }));
+    let is_fatal = |e: &Effect| matches!(e, Effect::ToParent(Msg::Fatal { .. }));
+    assert!(!fx.iter().any(|e| is_done(e) || is_fatal(e)), "held back: {fx:?}");
+    assert!(!c.finished(), "a failure in its grace keeps the node");
+    let at = c.poll_timeout().expect("the grace's timer");
+    fx.clear();
+    c.handle_timeout(at, &mut fx);
+    let fatal = fx.iter().position(is_fatal);
+    let done = fx.iter().position(is_done);
+    assert!(fatal.is_some() && done.is_some() && fatal < done, "{fx:?}");
+    assert!(c.finished());
 }

@@ -46,8 +46,10 @@ pub const MAX_REQUEST_LEN: usize = 1 << 20;
 pub const MAX_TOTSPAWNS: u32 = 1024;
 /// Most entries accepted in one spawn segment's `argcnt`, `preput_num` or `info_num`.
 pub const MAX_SPAWN_LIST: usize = 4096;
-/// Largest `nprocs` accepted in one spawn segment.
-pub const MAX_SPAWN_NPROCS: u32 = 1 << 20;
+/// Largest `nprocs` accepted in one spawn segment: 16,777,216, the most processes a job or
+/// a spawn may have in all (`libi::job::MAX_JOB_SIZE`, which the spawner checks for the
+/// whole request).
+pub const MAX_SPAWN_NPROCS: u32 = 1 << 24;
 
 /// One command of a `mcmd=spawn` request (spec §4).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -481,7 +483,9 @@ pub fn parse_spawn(block: &[u8]) -> Result<Request, ParseError> {
         }
         let nprocs: u32 = seg.num("nprocs")?;
         if nprocs > MAX_SPAWN_NPROCS {
-            return Err(spawn_err(format_args!("nprocs={nprocs} exceeds {MAX_SPAWN_NPROCS}")));
+            return Err(spawn_err(format_args!(
+                "nprocs={nprocs}: too many processes (at most {MAX_SPAWN_NPROCS} in a spawn)"
+            )));
         }
         let argcnt = seg.num_or0("argcnt")?;
         let args = (1..=argcnt)

@@ -402,7 +402,9 @@ fn parse_spawn(b: &Body) -> Result<Request, ParseError> {
         let execname = s.next("subcmd")?.to_owned();
         let nprocs: u32 = s.num("maxprocs")?;
         if nprocs > MAX_SPAWN_NPROCS {
-            return Err(spawn_err(format_args!("maxprocs={nprocs} exceeds {MAX_SPAWN_NPROCS}")));
+            return Err(spawn_err(format_args!(
+                "maxprocs={nprocs}: too many processes (at most {MAX_SPAWN_NPROCS} in a spawn)"
+            )));
         }
         let argc = s.count("argc")?;
         let args = (0..argc)

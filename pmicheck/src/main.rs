@@ -10,9 +10,28 @@
 //! one failed check does not desynchronise the job; every read has a deadline, so a server
 //! that does not answer produces `FAIL … hung`, not a hang.
 
+/// A line on stdout or stderr (`outln!`, `errln!`) that cannot panic: a closed pipe
+/// (`--list | head -1`) or a full disk loses the line, not the run.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 mod client;
 mod mapping;
 mod report;
+
+/// The largest name or value the checks build from a server's advertised maxima (1 MiB): a
+/// server that advertises gigabytes is failed for it, not believed with our memory.
+const PROBE_MAX: usize = 1 << 20;
 
 use std::time::{Duration, Instant};
 
@@ -126,24 +145,24 @@ fn main() {
     let args: Vec<String> = match std::env::args_os().skip(1).map(|a| a.into_string()).collect() {
         Ok(a) => a,
         Err(a) => {
-            eprintln!("libi-pmicheck: argument '{}' is not valid UTF-8", a.to_string_lossy());
+            errln!("libi-pmicheck: argument '{}' is not valid UTF-8", a.to_string_lossy());
             std::process::exit(2);
         }
     };
     let o = match parse_args(&args) {
         Ok(Some(o)) => o,
         Ok(None) => {
-            println!("{USAGE}");
+            outln!("{USAGE}");
             return;
         }
         Err(e) => {
-            eprintln!("libi-pmicheck: {e}\n{USAGE}");
+            errln!("libi-pmicheck: {e}\n{USAGE}");
             std::process::exit(2);
         }
     };
     if o.list {
         for n in check_names(o.v2) {
-            println!("{n}");
+            outln!("{n}");
         }
         return;
     }
@@ -419,19 +438,27 @@ impl Suite {
         } else {
             match self.c.maxes() {
                 Ok((k, l, v)) => {
-                    self.kvsname_max = k;
-                    self.keylen = l;
-                    self.vallen = v;
-                    let usable = 1024usize.saturating_sub(k + l + 30).min(v);
+                    // The later checks build names and values of these sizes: a server's
+                    // absurd maxima are tried up to PROBE_MAX (they fail here anyway).
+                    self.kvsname_max = k.min(PROBE_MAX);
+                    self.keylen = l.min(PROBE_MAX);
+                    self.vallen = v.min(PROBE_MAX);
+                    let usable =
+                        1024usize.saturating_sub(k.saturating_add(l).saturating_add(30)).min(v);
                     if k == 0 || l == 0 || v == 0 {
                         self.fail(
                             "maxes",
                             format!("kvsname_max={k} keylen_max={l} vallen_max={v}: zero"),
                         );
                     } else if v > 1024 {
+                        let tried = if [k, l, v].iter().any(|&m| m > PROBE_MAX) {
+                            format!("; sizes above {PROBE_MAX} bytes are tried as {PROBE_MAX}")
+                        } else {
+                            String::new()
+                        };
                         self.fail(
                             "maxes",
-                            format!("vallen_max={v} > 1024: MPICH/MVAPICH2 misbehave with larger maxima (docs/spec/pmi-wire.md §12.10)"),
+                            format!("vallen_max={v} > 1024: MPICH/MVAPICH2 misbehave with larger maxima (docs/spec/pmi-wire.md §12.10){tried}"),
                         );
                     } else {
                         self.pass(
@@ -1213,7 +1240,7 @@ fn run(o: Opts) -> i32 {
         if may_print {
             print_local(&names, out)
         } else {
-            eprintln!("libi-pmicheck: {d}");
+            errln!("libi-pmicheck: {d}");
             1
         }
     };
@@ -1288,7 +1315,7 @@ fn run(o: Opts) -> i32 {
     s.timing();
     let code = if let Some(b) = s.c.broken().map(str::to_owned) {
         // Cannot report through the server any more: say so locally.
-        eprintln!("libi-pmicheck: rank {}: PMI connection unusable: {b}", s.rank);
+        errln!("libi-pmicheck: rank {}: PMI connection unusable: {b}", s.rank);
         if s.rank == 0 {
             let mut lines = report::merge(
                 &s.names,
@@ -1308,7 +1335,7 @@ fn run(o: Opts) -> i32 {
     };
     if s.c.broken().is_none() {
         if let Err(e) = s.c.finalize() {
-            eprintln!("libi-pmicheck: rank {}: finalize: {e}", s.rank);
+            errln!("libi-pmicheck: rank {}: finalize: {e}", s.rank);
             return 1;
         }
     }
@@ -1341,7 +1368,7 @@ fn child(o: &Opts) -> i32 {
     match r {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("libi-pmicheck (spawned child): {e}");
+            errln!("libi-pmicheck (spawned child): {e}");
             1
         }
     }

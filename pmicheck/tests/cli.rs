@@ -69,3 +69,22 @@ fn pmi_fd_not_a_socket() {
     assert_eq!(out.status.code(), Some(1), "{s}");
     assert!(s.contains("FAIL init: PMI_FD=0"), "{s}");
 }
+
+/// Output that cannot be written (a full disk, a reader gone) loses the lines, never
+/// panics: the list exits 0, a bad argument still exits 2.
+#[test]
+fn unwritable_output_is_not_a_crash() {
+    let full = || std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+    let st = Command::new(BIN)
+        .arg("--list")
+        .stdout(Stdio::from(full()))
+        .status()
+        .expect("run libi-pmicheck");
+    assert_eq!(st.code(), Some(0));
+    let st = Command::new(BIN)
+        .arg("--frobnicate")
+        .stderr(Stdio::from(full()))
+        .status()
+        .expect("run libi-pmicheck");
+    assert_eq!(st.code(), Some(2));
+}

@@ -120,6 +120,10 @@ fn find_mpiexec(near: Option<&Path>) -> PathBuf {
 }
 
 /// What a session's threads report.
+/// How long a send to a master whose connection is gone waits to learn why (the session's
+/// end, [`FrontEnd::failed_meanwhile`]).
+const ENDING_WAIT: Duration = Duration::from_secs(5);
+
 enum Ev {
     /// The master connected: every member is in `LIBI_init`.
     Ready,
@@ -175,6 +179,22 @@ struct Session {
     /// The session's failure was returned to the caller already (finalize does not repeat
     /// it).
     reported: bool,
+}
+
+impl Session {
+    /// Its `libi-mpiexec` ended (with status 0 or not, and why): the session is over, and
+    /// this is the error its caller gets (`LIBI_ESESSFAILED` with the reason for a failure).
+    fn ended(&mut self, sid: SessionId, ok: bool, why: &str) -> Error {
+        self.rx = None;
+        let e = if ok {
+            Error::new(Code::ESess, format!("session {} has ended", sid.0))
+        } else {
+            Error::new(Code::ESessFailed, format!("session {}: {why}", sid.0))
+        };
+        self.state = State::Ended((!ok).then(|| e.clone()));
+        self.reported = true;
+        e
+    }
 }
 
 /// Keys of sessions waiting for their master, and the masters' connections.
@@ -281,7 +301,8 @@ impl FrontEnd {
                 let rank = f.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
                 let host = f.next().ok_or_else(bad)?.to_string();
                 let pid = f.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
-                let exe = f.next().ok_or_else(bad)?.to_string();
+                let exe = f.next().ok_or_else(bad)?;
+                let exe = String::from_utf8_lossy(&libi::text::unescape(exe)).into_owned();
                 Ok(ProcEntry { rank, host, pid, exe })
             })
             .collect()
@@ -345,9 +366,10 @@ impl FrontEnd {
             .map(|h| format!("{}:{}", h.host, h.procs))
             .collect();
         args.extend(["--pmgr".into(), "-hosts".into(), hosts.join(",")]);
+        // The key goes in libi-mpiexec's environment (ENV_KEY, passed to every member
+        // whatever the options): a command line is readable by every local user.
         for (k, v) in [
             (ENV_FE, SocketAddr::new(ip, self.port).to_string()),
-            (ENV_KEY, key.clone()),
             ("LIBI_SESSION", sid.to_string()),
         ] {
             args.extend(["-genv".into(), k.into(), v]);
@@ -368,7 +390,11 @@ impl FrontEnd {
             k.insert(key.clone(), (sid, tx.clone()));
         }
         let mut cmd = Command::new(&self.opts.mpiexec);
-        cmd.args(&args).stdin(Stdio::null()).stderr(Stdio::piped());
+        // Its stdin is a pipe we never write to, kept open in `child` (the watch thread's)
+        // for as long as it runs: when this process ends, however (no finalize, SIGKILL),
+        // the pipe's end of file ends the session (--end-on-stdin-eof).
+        args.insert(0, "--end-on-stdin-eof".into());
+        cmd.args(&args).env(ENV_KEY, &key).stdin(Stdio::piped()).stderr(Stdio::piped());
         // SAFETY: between fork and exec the child only calls sigaction (through `signal`),
         // which is async-signal-safe, and allocates nothing.
         unsafe {
@@ -488,11 +514,30 @@ impl FrontEnd {
         self.launched(sid)?;
         let conn = self.shared.masters.lock().ok().and_then(|m| m.get(&sid.0)?.try_clone().ok());
         let Some(mut conn) = conn else {
-            return Err(Error::new(Code::EIo, format!("session {}: no master connection", sid.0)));
+            let e = Error::new(Code::EIo, format!("session {}: no master connection", sid.0));
+            return Err(self.failed_meanwhile(sid).unwrap_or(e));
         };
         frame::write(&mut conn, data).map_err(|e| {
-            Error::new(Code::EIo, format!("session {}: sending to the master: {e}", sid.0))
+            let e = Error::new(Code::EIo, format!("session {}: sending to the master: {e}", sid.0));
+            self.failed_meanwhile(sid).unwrap_or(e)
         })
+    }
+
+    /// The master's connection is gone: its session is most likely ending (a member died).
+    /// Wait up to [`ENDING_WAIT`] for its `libi-mpiexec` to end, and give the session's
+    /// failure (`LIBI_ESESSFAILED` with the reason) rather than the broken connection's.
+    fn failed_meanwhile(&mut self, sid: SessionId) -> Option<Error> {
+        let s = self.sessions.get_mut(sid.0 as usize)?;
+        let deadline = Instant::now() + ENDING_WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match s.rx.as_ref()?.recv_timeout(left).ok()? {
+                Ev::Data(d) => s.pending.push_back(d),
+                Ev::Ready => {}
+                Ev::Closed => s.master_closed = true,
+                Ev::Exited { ok, why } => return Some(s.ended(sid, ok, &why)),
+            }
+        }
     }
 
     /// `LIBI_fe_recvUsrData`: the next message from the session's master (waits for it). A
@@ -511,17 +556,7 @@ impl FrontEnd {
                 Some(Ev::Data(d)) => return Ok(d),
                 Some(Ev::Ready) => {}
                 Some(Ev::Closed) => s.master_closed = true,
-                Some(Ev::Exited { ok, why }) => {
-                    s.rx = None;
-                    let e = if ok {
-                        Error::new(Code::ESess, format!("session {} has ended", sid.0))
-                    } else {
-                        Error::new(Code::ESessFailed, format!("session {}: {why}", sid.0))
-                    };
-                    s.state = State::Ended((!ok).then(|| e.clone()));
-                    s.reported = true;
-                    return Err(e);
-                }
+                Some(Ev::Exited { ok, why }) => return Err(s.ended(sid, ok, &why)),
                 None => {
                     return Err(Error::new(Code::ESess, format!("session {} has ended", sid.0)))
                 }
@@ -638,6 +673,19 @@ fn check_dist(i: usize, d: &ProcDist) -> Result<()> {
 /// counts once (its slots add up): check that this gives every image the hosts it asked
 /// for.
 fn check_placement(sid: u32, dists: &[&ProcDist]) -> Result<()> {
+    // The session is one job: at most `MAX_JOB_SIZE` processes, checked before anything is
+    // laid out per process (below, and the session's host of each member).
+    let total: u64 = dists.iter().flat_map(|d| &d.hosts).map(|h| u64::from(h.procs)).sum();
+    if libi::job::job_size(total).is_none() {
+        return Err(Error::new(
+            Code::EArg,
+            format!(
+                "session {sid}: {total} processes asked for; a session is one job, of at most {} \
+                 processes",
+                libi::job::MAX_JOB_SIZE
+            ),
+        ));
+    }
     let mut merged: Vec<(String, u32)> = Vec::new();
     for h in dists.iter().flat_map(|d| &d.hosts) {
         match merged.iter_mut().find(|m| m.0 == h.host) {
@@ -750,8 +798,13 @@ fn watch(
         while matches!(r.read_until(b'\n', &mut line), Ok(n) if n > 0) {
             let _ = std::io::stderr().write_all(&line);
             let text = String::from_utf8_lossy(&line);
+            // The reason of a failure is libi-mpiexec's last line of its own that is not a
+            // warning or a trace (`libi-mpiexec: warning: ...`).
             if let Some(m) = text.strip_prefix("libi-mpiexec: ") {
-                why = m.trim_end().to_string();
+                let diag = ["warning: ", "info: ", "debug: ", "trace: "];
+                if !diag.iter().any(|d| m.starts_with(d)) {
+                    why = m.trim_end().to_string();
+                }
             }
             line.clear();
         }
@@ -813,6 +866,10 @@ mod tests {
     fn images_keep_their_hosts_or_the_launch_says_why() {
         // Disjoint, or a shared host used by neighbouring images: kept.
         assert!(check_placement(0, &[&d(&[("a", 2)]), &d(&[("b", 1)])]).is_ok());
+        // Too many processes: refused before one string per process is made (no abort).
+        let e = check_placement(0, &[&d(&[("a", u32::MAX), ("a", u32::MAX)])]).unwrap_err();
+        assert_eq!(e.code, Code::EArg, "{e:?}");
+        assert!(e.message.contains("8589934590 processes"), "{e:?}");
         assert!(check_placement(0, &[&d(&[("a", 1), ("b", 1)]), &d(&[("b", 2), ("c", 1)])]).is_ok());
         // The same two hosts for both images: block placement would give A both slots of a.
         let e = check_placement(0, &[&d(&[("a", 1), ("b", 1)]), &d(&[("a", 1), ("b", 1)])]);

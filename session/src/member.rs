@@ -10,7 +10,7 @@ use std::time::Duration;
 pub(crate) const HELLO: &str = "LIBI-MASTER/1";
 /// Environment: the front end's address (`ip:port`) and the session's key (master only).
 pub(crate) const ENV_FE: &str = "LIBI_FE_ADDR";
-pub(crate) const ENV_KEY: &str = "LIBI_SESSION_KEY";
+pub(crate) const ENV_KEY: &str = libi::job::SESSION_KEY_VAR;
 
 /// This process as a member of its session.
 pub struct Member {

@@ -676,6 +676,7 @@ impl Cluster {
                 nprocs: size32,
                 env: Vec::new(),
                 wdir: None,
+                agent_env: false,
             }],
             launcher: LauncherSpec::new(LauncherKind::Fork, "libi-nla"),
             kill_grace_ms: 1000,

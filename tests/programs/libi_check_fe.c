@@ -10,9 +10,15 @@
  *   libi_check_fe MEMBER attach PID          daemons next to the running job PID
  *   libi_check_fe MEMBER flood HOSTS         the master sends 200 MiB the front end does
  *                                            not read for 2 s: our memory stays flat
+ *   libi_check_fe MEMBER crashsend HOSTS     the session fails (rank 1 dies) before the
+ *                                            front end's first call, a send
+ *   libi_check_fe MEMBER orphan HOSTS        launch, then exit without LIBI_fe_finalize
+ *                                            (the members wait for a message)
+ *   libi_check_fe MEMBER killed HOSTS        launch, then die of SIGKILL
  * HOSTS: host:n[,host:n...] */
 #include "../../examples/libi/hostlist.h"
 #include <libi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +115,9 @@ int main(int argc, char **argv) {
         d = (proc_dist_req_t){s, member, echo, &unknown, NULL};
         report("unknown", LIBI_fe_launch(&d, 1));
         report("member-call", LIBI_barrier());
+        LIBI_fe_finalize();
+        report("after-finalize", LIBI_fe_createSession(&s));
+        LIBI_fe_init(LIBI_VERSION);
     } else if (strcmp(what, "attach") == 0) {
         int pid = atoi(argv[3]), n = 0;
         libi_proc_desc_t *t = NULL;
@@ -161,6 +170,23 @@ int main(int argc, char **argv) {
             free(m);
         }
         printf("flood received=%d good=%d rss_kb_while_unread=%ld\n", got, good, rss);
+    } else if (strcmp(what, "crashsend") == 0) {
+        const char *bad[] = {"crash", NULL};
+        libi_sess_handle_t s;
+        LIBI_fe_createSession(&s);
+        proc_dist_req_t d = {s, member, bad, hd, NULL};
+        report("launch", LIBI_fe_launch(&d, 1));
+        sleep(2); /* rank 1 is dead and the session torn down by now */
+        report("send-after-failure", LIBI_fe_sendUsrData(s, "x", 1));
+    } else if (strcmp(what, "orphan") == 0 || strcmp(what, "killed") == 0) {
+        /* The session must end without us: nothing of it may be left (tests/session.rs). */
+        libi_sess_handle_t s;
+        LIBI_fe_createSession(&s);
+        proc_dist_req_t d = {s, member, echo, hd, NULL};
+        report("launch", LIBI_fe_launch(&d, 1));
+        fflush(stdout);
+        if (strcmp(what, "killed") == 0) raise(SIGKILL);
+        exit(0);
     } else if (strcmp(what, "calls") == 0) {
         const char *calls[] = {"calls", "C", NULL};
         libi_sess_handle_t s;

@@ -9,9 +9,32 @@ use libi_session::member::Member;
 use libi_session::{Code, Error, MAX_MSG};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 static FE: Mutex<Option<FrontEnd>> = Mutex::new(None);
+/// Whether the front end (the member) was finalized since its last init: the message of a
+/// call without one says which of the two it is.
+static FE_FINALIZED: AtomicBool = AtomicBool::new(false);
+static MEMBER_FINALIZED: AtomicBool = AtomicBool::new(false);
+
+/// The error of a front-end call with no front end.
+fn no_fe() -> Error {
+    if FE_FINALIZED.load(Ordering::Relaxed) {
+        Error::new(Code::EInit, "LIBI_fe_finalize was called (LIBI_fe_init starts again)")
+    } else {
+        Error::new(Code::EInit, "LIBI_fe_init was not called")
+    }
+}
+
+/// The error of a member call with no member.
+fn no_member() -> Error {
+    if MEMBER_FINALIZED.load(Ordering::Relaxed) {
+        Error::new(Code::EInit, "LIBI_finalize was called")
+    } else {
+        Error::new(Code::EInit, "LIBI_init was not called")
+    }
+}
 static MEMBER: Mutex<Option<Member>> = Mutex::new(None);
 
 thread_local! {
@@ -67,7 +90,7 @@ fn with_fe(f: impl FnOnce(&mut FrontEnd) -> Result<(), Error>) -> Code {
     match FE.lock() {
         Ok(mut g) => match g.as_mut() {
             Some(fe) => done(f(fe)),
-            None => fail(Error::new(Code::EInit, "LIBI_fe_init was not called")),
+            None => fail(no_fe()),
         },
         Err(_) => fail(Error::new(Code::EInit, "the front end is broken by an earlier panic")),
     }
@@ -77,7 +100,7 @@ fn with_member(f: impl FnOnce(&mut Member) -> Result<(), Error>) -> Code {
     match MEMBER.lock() {
         Ok(mut g) => match g.as_mut() {
             Some(m) => done(f(m)),
-            None => fail(Error::new(Code::EInit, "LIBI_init was not called")),
+            None => fail(no_member()),
         },
         Err(_) => fail(Error::new(Code::EInit, "the member is broken by an earlier panic")),
     }
@@ -106,6 +129,7 @@ pub extern "C" fn LIBI_fe_init(_ver: c_int) -> Code {
     match Options::from_env(dir.as_deref()).and_then(FrontEnd::with_options) {
         Ok(fe) => {
             *g = Some(fe);
+            FE_FINALIZED.store(false, Ordering::Relaxed);
             Code::Ok
         }
         Err(e) => fail(e),
@@ -415,8 +439,11 @@ pub extern "C" fn LIBI_fe_finalize() -> Code {
         Err(_) => return Code::EInit,
     };
     match fe {
-        Some(fe) => done(fe.finalize()),
-        None => fail(Error::new(Code::EInit, "LIBI_fe_init was not called")),
+        Some(fe) => {
+            FE_FINALIZED.store(true, Ordering::Relaxed);
+            done(fe.finalize())
+        }
+        None => fail(no_fe()),
     }
 }
 
@@ -433,6 +460,7 @@ pub unsafe extern "C" fn LIBI_init(
     match Member::init() {
         Ok(m) => {
             *g = Some(m);
+            MEMBER_FINALIZED.store(false, Ordering::Relaxed);
             Code::Ok
         }
         Err(e) => fail(e),
@@ -446,8 +474,11 @@ pub extern "C" fn LIBI_finalize() -> Code {
         Err(_) => return Code::EInit,
     };
     match m {
-        Some(m) => done(m.finalize()),
-        None => fail(Error::new(Code::EInit, "LIBI_init was not called")),
+        Some(m) => {
+            MEMBER_FINALIZED.store(true, Ordering::Relaxed);
+            done(m.finalize())
+        }
+        None => fail(no_member()),
     }
 }
 
