@@ -626,3 +626,39 @@ fn spawn_onto_another_host_under_an_implicit_fork() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The spawn info key `hostfile` (Hydra reads it at its front end): the children go to the
+/// file's hosts; `hosts` wins over it; a file that cannot be read fails that spawn, naming
+/// the key, and the job goes on.
+#[test]
+fn spawn_info_hostfile() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("hf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let hf = dir.join("hosts");
+    std::fs::write(&hf, "# workers\nhf1:1\nhf2:1\n").expect("write");
+    let hf = hf.to_string_lossy().into_owned();
+    let child = common::pmi_child("echo \"child $PMI_RANK on $PMI_HOSTNAME\"");
+    let b1 = spawn_block("2", &child, "p", &[("hostfile", &hf)]);
+    let b2 = spawn_block("1", &child, "p", &[("hostfile", &hf), ("hosts", "hh")]);
+    let b3 = spawn_block("1", &child, "p", &[("hostfile", "/nonexistent/hosts")]);
+    let script = spawner_script(&["B1", "B2", "B3"], "say cmd=finalize");
+    let mut args = vec!["-launcher", "fork"];
+    for (k, v) in [("B1", &b1), ("B2", &b2), ("B3", &b3)] {
+        args.extend(["-genv", k, v.as_str()]);
+    }
+    args.extend(["-n", "1", "bash", "-c", &script]);
+    let r = run(&args, b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut children: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("child")).collect();
+    children.sort();
+    assert_eq!(children, ["child 0 on hf1", "child 0 on hh", "child 1 on hf2"], "{}", r.stdout);
+    let results: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("parent")).collect();
+    assert_eq!(results.len(), 3, "{}", r.stdout);
+    assert!(results[2].contains("rc=-1"), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("info key hostfile") && r.stderr.contains("/nonexistent/hosts"),
+        "{}",
+        r.stderr
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -641,7 +641,35 @@ impl FrontEnd {
     /// A rank of group `g` asked to spawn (the root core decided it may): plan the new
     /// group and start it; the root core answers it when its ranks run, or now with an
     /// error.
-    async fn spawn(&mut self, g: usize, req: u64, spawn: SpawnRequest, who: String) {
+    async fn spawn(&mut self, g: usize, req: u64, mut spawn: SpawnRequest, who: String) {
+        // The info key `hostfile` (as Hydra reads it, at the front end): the file's hosts
+        // as a `hosts` list, unless `host` or `hosts` says where. Read off the event loop.
+        for c in &mut spawn.cmds {
+            let has = |k: &str| c.info.iter().any(|(ik, v)| ik == k && !v.is_empty());
+            let Some(path) = c.info.iter().find(|(k, _)| k == "hostfile").map(|(_, v)| v.clone())
+            else {
+                continue;
+            };
+            if path.is_empty() || has("host") || has("hosts") {
+                continue;
+            }
+            let read = tokio::task::spawn_blocking(move || libi::hosts::read_hostfile(&path));
+            match read.await {
+                Ok(Ok(list)) => {
+                    let hosts: Vec<String> =
+                        list.iter().map(|h| format!("{}:{}", h.name, h.slots)).collect();
+                    c.info.push(("hosts".into(), hosts.join(",")));
+                }
+                Ok(Err(e)) => {
+                    let m = format!("info key hostfile: {e}");
+                    return self.root.spawn_refused(g, req, &who, &m);
+                }
+                Err(e) => {
+                    let m = format!("info key hostfile: {e}");
+                    return self.root.spawn_refused(g, req, &who, &m);
+                }
+            }
+        }
         let running: u64 = (self.groups.iter().enumerate())
             .filter(|(i, _)| !self.root.abandoned(*i))
             .map(|(_, g)| g.core.ranks_left() as u64)

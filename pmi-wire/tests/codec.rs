@@ -251,7 +251,7 @@ fn spawn_errors() {
     );
     assert!(matches!(bad(&seg("garbage\n")), ParseError::Spawn(_)));
     assert!(matches!(bad(&format!("{}cmd=get_maxes\n", seg(""))), ParseError::Spawn(_)));
-    let huge = "mcmd=spawn\nnprocs=2000000\nexecname=a\ntotspawns=1\nspawnssofar=1\nendcmd\n";
+    let huge = "mcmd=spawn\nnprocs=16777217\nexecname=a\ntotspawns=1\nspawnssofar=1\nendcmd\n";
     assert!(matches!(bad(huge), ParseError::Spawn(_)));
     // Segment numbering must be 1..=totspawns.
     let skip = "mcmd=spawn\nnprocs=1\nexecname=a\ntotspawns=2\nspawnssofar=2\nendcmd\n";
