@@ -309,6 +309,23 @@ impl Conn {
             }
             let now = Instant::now();
             if now >= deadline {
+                if !self.buf.is_empty() {
+                    // Something came, but not a whole reply: say what, not "no reply".
+                    let mut got: String = String::from_utf8_lossy(&self.buf)
+                        .chars()
+                        .take(120)
+                        .flat_map(char::escape_debug)
+                        .collect();
+                    if self.buf.len() > 120 {
+                        got.push_str("...");
+                    }
+                    let why =
+                        format!("incomplete within {}s: got \"{got}\"", timeout.as_secs_f64());
+                    self.buf.clear();
+                    let e = OpErr::Bad { what: what.into(), why };
+                    self.broken = Some(e.to_string());
+                    return Err(e);
+                }
                 return Err(OpErr::Hung { what: what.into(), after: timeout });
             }
             if let Err(e) = self.s.set_read_timeout(deadline - now) {

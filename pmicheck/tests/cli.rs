@@ -88,3 +88,37 @@ fn unwritable_output_is_not_a_crash() {
         .expect("run libi-pmicheck");
     assert_eq!(st.code(), Some(2));
 }
+
+/// A server that answers with a line that is not a reply (and then nothing): the check says
+/// what came, not that nothing did.
+#[test]
+fn an_incomplete_reply_is_named() {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().expect("accept");
+        let mut buf = [0u8; 256];
+        let _ = s.read(&mut buf);
+        let _ = s.write_all(b"hello world\n");
+        // Held open until the checker gives up and closes it.
+        while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    let out = Command::new(BIN)
+        .args(["--timeout", "1", "--fence-timeout", "1"])
+        .env_remove("PMI_FD")
+        .env("PMI_PORT", format!("127.0.0.1:{port}"))
+        .env("PMI_ID", "0")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run libi-pmicheck");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "FAIL init: bad reply to cmd=initack: incomplete within 1s: got \"hello world\\n\""
+        ),
+        "{stdout}"
+    );
+    let _ = server.join();
+}
