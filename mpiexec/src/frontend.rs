@@ -654,15 +654,11 @@ impl FrontEnd {
                 continue;
             }
             let read = tokio::task::spawn_blocking(move || libi::hosts::read_hostfile(&path));
-            match read.await {
-                Ok(Ok(list)) => {
+            match read.await.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| e.to_string())) {
+                Ok(list) => {
                     let hosts: Vec<String> =
                         list.iter().map(|h| format!("{}:{}", h.name, h.slots)).collect();
                     c.info.push(("hosts".into(), hosts.join(",")));
-                }
-                Ok(Err(e)) => {
-                    let m = format!("info key hostfile: {e}");
-                    return self.root.spawn_refused(g, req, &who, &m);
                 }
                 Err(e) => {
                     let m = format!("info key hostfile: {e}");

@@ -142,10 +142,9 @@ fn main() -> ExitCode {
     };
     // Every host is this machine (a host file naming it, a one-node PBS or LSF job): as
     // Hydra, no ssh or rsh; the fork launcher starts the NLAs (see `tree::autofork`).
-    // The launcher a spawn uses for hosts that are not this machine when the job's own
-    // launcher is fork only because every host of the job is this machine (or none was
-    // named): Hydra's ssh, or the one asked for. An explicit `-launcher fork` keeps fork
-    // (host names are labels then: simulated nodes).
+    // `remote_launcher`: what a spawn then uses for hosts that are not this machine (the
+    // launcher asked for, or Hydra's ssh when none was and no host was named). An explicit
+    // `-launcher fork` keeps fork: host names are labels then (simulated nodes).
     let mut remote_launcher = None;
     {
         use libi::job::LauncherKind::{Fork, Rsh, Ssh};

@@ -169,33 +169,32 @@ impl PmgrNode {
             fx.push(PmgrEffect::Close(conn));
             // Who sent it is who holds the connection, whatever rank the record names.
             let rank = self.rank_of(conn);
-            // MVAPICH negates user codes; a non-negative code names the peer involved.
-            let (status, what) = match r.code {
-                Some(c) if c < 0 => (c.unsigned_abs().min(255) as i32, format!("code {c}")),
-                Some(c) if c as u32 >= self.nprocs => {
-                    // No rank of the job: not an abort record at all, but most likely the
-                    // handshake of another protocol version (MVAPICH-1's v5 sends 5 first).
-                    self.aborted = true;
-                    let m = format!(
-                        "sent neither a PMGR handshake nor an abort record (first int {c}, \
-                         no rank of this {}-rank job; an unsupported protocol version? this \
-                         server speaks version {})",
-                        self.nprocs,
-                        pmgr::wire::PMGR_COLLECTIVE
-                    );
-                    fx.push(PmgrEffect::Abort(rank, 1, m));
-                    continue;
-                }
-                Some(c) => (1, format!("peer rank {c}")),
-                None => (1, "no code".to_string()),
-            };
             let msg = if r.message.is_empty() {
                 String::new()
             } else {
                 format!(": {}", escape(&r.message, ABORT_MESSAGE_MAX))
             };
+            let called = |what: String| format!("called pmgr_abort ({what}){msg}");
+            // MVAPICH negates user codes; a non-negative code names the peer involved.
+            let (status, text) = match r.code {
+                Some(c) if c < 0 => (c.unsigned_abs().min(255) as i32, called(format!("code {c}"))),
+                // No rank of the job: not an abort record at all, but most likely the
+                // handshake of another protocol version (MVAPICH-1's v5 sends 5 first).
+                Some(c) if c as u32 >= self.nprocs => (
+                    1,
+                    format!(
+                        "sent neither a PMGR handshake nor an abort record (first int {c}, \
+                         no rank of this {}-rank job; an unsupported protocol version? this \
+                         server speaks version {})",
+                        self.nprocs,
+                        pmgr::wire::PMGR_COLLECTIVE
+                    ),
+                ),
+                Some(c) => (1, called(format!("peer rank {c}"))),
+                None => (1, called("no code".to_string())),
+            };
             self.aborted = true;
-            fx.push(PmgrEffect::Abort(rank, status, format!("called pmgr_abort ({what}){msg}")));
+            fx.push(PmgrEffect::Abort(rank, status, text));
         }
     }
 

@@ -311,16 +311,11 @@ impl Conn {
             if now >= deadline {
                 if !self.buf.is_empty() {
                     // Something came, but not a whole reply: say what, not "no reply".
-                    let mut got: String = String::from_utf8_lossy(&self.buf)
-                        .chars()
-                        .take(120)
-                        .flat_map(char::escape_debug)
-                        .collect();
-                    if self.buf.len() > 120 {
-                        got.push_str("...");
-                    }
-                    let why =
-                        format!("incomplete within {}s: got \"{got}\"", timeout.as_secs_f64());
+                    let why = format!(
+                        "incomplete within {}s: got {}",
+                        timeout.as_secs_f64(),
+                        excerpt(&self.buf)
+                    );
                     self.buf.clear();
                     let e = OpErr::Bad { what: what.into(), why };
                     self.broken = Some(e.to_string());
