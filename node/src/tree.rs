@@ -887,8 +887,11 @@ impl Children {
         if let Some(link) = self.links[idx].take() {
             link.abort();
         }
+        // The pid stays until the launcher is reaped (`LauncherExited`): the close phase
+        // waits for it. A child NLA under the fork launcher closes its connection (its
+        // descriptors go early in its exit) before its own children — ranks, and whatever
+        // they started — are re-parented to us, and the final sweep must come after that.
         if let Some(pid) = self.pids[idx].filter(|_| kill_launcher).map(|p| p as i32) {
-            self.pids[idx] = None;
             // Only while the launcher is not reaped: then its group is still the one it made.
             if crate::reaper::is_claimed(pid) {
                 // SAFETY: kill(2) of the launcher's own process group (setpgid in the child).
