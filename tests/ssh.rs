@@ -186,6 +186,56 @@ fn ssh_session_drop() {
     eprintln!("teardown | ssh session dropped | status {} | {secs:.3} s", r.status);
 }
 
+/// The agent on a host reached by ssh is killed with SIGKILL (the OOM killer, a user's
+/// `kill -9`): the job ends 255 naming the host, and nothing its ranks started in the
+/// background is left there. Its ranks die with it (their parent-death signal); what they
+/// started is re-parented to the agent's warden, which kills it (nobody above the agent is a
+/// subreaper of the job under ssh). A SIGTERM sent to a warden reaches its agent, which
+/// passes it on to its ranks as ever.
+#[test]
+fn sigkill_of_an_agent_over_ssh_leaves_nothing() {
+    let Some(h) = hosts() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut args = ssh_args(&h, 2, 1);
+    args.extend(["-n", "2", "sh", "-c", "sleep 77.7 & wait"].map(str::to_string));
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let live = common::start(&a, &[]);
+    let ranks = live.wait_for(2, |c| c.starts_with("sh -c sleep 77.7"));
+    live.wait_for(2, |c| c.starts_with("sleep 77.7"));
+    let agent = ranks
+        .iter()
+        .filter_map(|(pid, _)| parent_of(*pid))
+        .find(|p| cmdline(*p).contains("libi-nla"))
+        .expect("an agent above a rank");
+    let t = Instant::now();
+    common::signal(agent, 9);
+    let (r, secs) = live.finish(t);
+    assert_eq!(r.status, 255, "{}", r.stderr);
+    assert!(common::failure_line(&r).contains("lost the NLA on "), "{}", r.stderr);
+    no_remote_nlas(Duration::from_secs(5));
+    eprintln!("teardown | agent over ssh SIGKILLed | status {} | {secs:.3} s", r.status);
+
+    let mut args = ssh_args(&h, 2, 1);
+    let script = "trap 'echo got-TERM $PMI_RANK; exit 0' TERM; sleep 77.7 & wait";
+    args.extend(["-n", "2", "sh", "-c", script].map(str::to_string));
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let live = common::start(&a, &[]);
+    let ranks = live.wait_for(2, |c| c.starts_with("sh -c trap"));
+    live.wait_for(2, |c| c.starts_with("sleep 77.7"));
+    for (rank, _) in &ranks {
+        let agent = parent_of(*rank).expect("the rank's agent");
+        let warden = parent_of(agent).expect("the agent's warden");
+        assert!(cmdline(warden).contains("libi-nla"), "{}", cmdline(warden));
+        common::signal(warden, 15);
+    }
+    let (r, _) = live.finish(Instant::now());
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["got-TERM 0", "got-TERM 1"], "{}", r.stderr);
+    no_remote_nlas(Duration::from_secs(5));
+}
+
 /// Scenario 9: A missing or non-executable program on the remote hosts: 127 / 126 and the message.
 #[test]
 fn missing_program_on_remote_host() {

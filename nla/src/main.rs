@@ -119,6 +119,11 @@ fn main() -> ExitCode {
     } else {
         libi_node::log::init("libi-nla", args.verbose);
     }
+    if args.parent_pid.is_none() && args.rendezvous.is_none() {
+        // Started by ssh or rsh: no subreaper of the job is above us (under the fork
+        // launcher our parent is one; a resource manager's step ends its processes itself).
+        libi_node::reaper::fork_warden();
+    }
     libi_node::tune_allocator();
     let mut secret = String::new();
     if std::io::stdin().lock().read_line(&mut secret).is_err() || secret.trim().is_empty() {

@@ -251,3 +251,113 @@ pub fn sweep() -> usize {
         }
     }
 }
+
+/// The signals a warden passes on to its agent (the agent's own reaction to each is kept:
+/// SIGTERM and SIGHUP are handled there, the rest end it).
+const WARDEN_FORWARDS: [Signal; 7] = [
+    Signal::SIGHUP,
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+    Signal::SIGTERM,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+];
+
+/// Keep a warden over this agent: for an NLA whose parent is not ours (started by ssh or
+/// rsh), so that no subreaper of the job is above it. Should the agent die without
+/// cleaning up (SIGKILL, the OOM killer), its ranks die with it (their parent-death signal)
+/// but what they started in the background would be re-parented to init, out of anybody's
+/// reach. So the process forks here: the parent becomes a child subreaper that only waits
+/// (the warden), and the child returns and is the agent. When the agent ends, whatever of
+/// the job was re-parented to the warden is killed by pid ([`sweep`]) and the warden exits
+/// as the agent did (the same code, or the same signal). Signals sent to the warden are
+/// passed on to the agent; should the warden be killed, the agent gets SIGTERM (its
+/// parent-death signal), as an agent started by the fork launcher does.
+///
+/// Call first thing, while this process has one thread. Should the fork fail, the agent
+/// runs without a warden (said once).
+pub fn fork_warden() {
+    use nix::sys::signal::{SigSet, SigmaskHow};
+    use nix::unistd::{fork, getpid, ForkResult};
+    if nix::sys::prctl::set_child_subreaper(true).is_err() {
+        return;
+    }
+    let warden = getpid();
+    let mut set = SigSet::empty();
+    for s in WARDEN_FORWARDS.into_iter().chain([Signal::SIGCHLD]) {
+        set.add(s);
+    }
+    // Blocked across the fork: the warden takes them with sigwait, the agent restores its mask.
+    let mut old = SigSet::empty();
+    if nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut old)).is_err() {
+        let _ = nix::sys::prctl::set_child_subreaper(false);
+        return;
+    }
+    // SAFETY: one thread (see above): the child may run any code.
+    match unsafe { fork() } {
+        Ok(ForkResult::Child) => {
+            let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+            // SAFETY: prctl and getppid only set and read attributes of this process.
+            let orphaned = unsafe {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0);
+                libc::getppid() != warden.as_raw()
+            };
+            if orphaned {
+                // The warden died before we could ask (its parent-death signal is ours now).
+                eprintln!("libi-nla: its warden process died at its start");
+                std::process::exit(1);
+            }
+        }
+        Ok(ForkResult::Parent { child }) => watch(child, &set),
+        Err(e) => {
+            let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+            let _ = nix::sys::prctl::set_child_subreaper(false);
+            warn!("cannot fork a warden ({e}): should this agent be killed, what its ranks started in the background is left to init");
+        }
+    }
+}
+
+/// The warden's life: pass signals on to `agent`, and once it ended, kill and reap what it
+/// left us, then end as it did.
+fn watch(agent: Pid, set: &nix::sys::signal::SigSet) -> ! {
+    let end = loop {
+        match set.wait() {
+            Ok(Signal::SIGCHLD) => {}
+            Ok(sig) => {
+                // Our child, not reaped yet: the pid is the agent's.
+                let _ = kill(agent, sig);
+                continue;
+            }
+            Err(_) => {}
+        }
+        // Reap the agent when it ended (no other child is ours while it lives: its own
+        // orphans go to it, a subreaper too).
+        match waitpid(agent, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, code)) => break Exit::Exited(code),
+            Ok(WaitStatus::Signaled(_, sig, _)) => break Exit::Signaled(sig as i32),
+            Err(nix::errno::Errno::ECHILD) => break Exit::Exited(1),
+            _ => {}
+        }
+    };
+    let swept = sweep();
+    if swept > 0 {
+        debug!(swept, "killed what the ranks of an agent that died left behind");
+    }
+    match end {
+        Exit::Exited(code) => std::process::exit(code),
+        Exit::Signaled(sig) => {
+            if let Ok(sig) = Signal::try_from(sig) {
+                // SAFETY: back to the default action, then the same end as the agent's.
+                unsafe {
+                    let _ = nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl);
+                }
+                let mut only = nix::sys::signal::SigSet::empty();
+                only.add(sig);
+                let _ = kill(nix::unistd::getpid(), sig);
+                let _ = only.thread_unblock();
+            }
+            std::process::exit(128 + sig)
+        }
+    }
+}

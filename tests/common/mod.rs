@@ -393,8 +393,10 @@ pub fn pmi_child(body: &str) -> String {
 
 /// Shell lines for a spawned `bash` rank: `$by` says who started its NLA — `nla` (an NLA
 /// of the job, on this host) or `fe` (the front end's launcher: fork, or sshd for ssh) —
-/// then the rank leaves a mark in `$SYNC` so that the spawner can wait for it.
+/// then the rank leaves a mark in `$SYNC` so that the spawner can wait for it. An agent
+/// started by ssh has a warden above it, a process with its own command line: skipped.
 pub const LAUNCHED_BY: &str = r#"gp=$(awk '{print $4}' /proc/$PPID/stat)
+if cmp -s /proc/$PPID/cmdline /proc/$gp/cmdline; then gp=$(awk '{print $4}' /proc/$gp/stat); fi
 case $(tr '\0' ' ' </proc/$gp/cmdline) in *libi-nla*--parent*) by=nla;; *) by=fe;; esac
 touch $SYNC/$PMI_RANK-$RANDOM$RANDOM"#;
 
