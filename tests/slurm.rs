@@ -118,8 +118,12 @@ fn scancel_leaves_the_ranks_their_time_to_stop() {
     let dir = std::env::temp_dir().join(format!("libi-scancel-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("mkdir");
     let out_path = dir.join("out");
+    // Not `sleep 60 & wait`: Slurm signals the step's processes one by one, and when the
+    // background sleep got its SIGTERM first, `wait` returned and the rank ended before its
+    // own SIGTERM came (2 runs in 25 under load). The trap's `sleep` inherits the ignored
+    // SIGTERM, so the one its agent passes on does not cut it short either.
     let script = "trap 'trap \"\" TERM; sleep 3.6; echo saved $PMI_RANK; exit 0' TERM; \
-                  echo up $PMI_RANK $SLURM_JOB_ID; sleep 60 & wait";
+                  echo up $PMI_RANK $SLURM_JOB_ID; while :; do sleep 0.2; done";
     let child = Command::new("salloc")
         .args(["-N1", "-n2", "--quiet", MPIEXEC, "-n", "2", "bash", "-c", script])
         .stdin(Stdio::null())
