@@ -236,6 +236,30 @@ fn sigkill_of_an_agent_over_ssh_leaves_nothing() {
     no_remote_nlas(Duration::from_secs(5));
 }
 
+/// A spawned group outlives the agent that started its NLA: the parent rank spawns a child
+/// onto its own host (its agent starts the group's NLA there) and ends at once; the child
+/// runs on and is heard from. The agent's warden, which takes the group's NLA as its child
+/// once the agent is gone, leaves it alone (it ends with its group, not with the agent).
+#[test]
+fn a_spawned_group_outlives_the_agent_over_ssh() {
+    let Some(h) = hosts() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let child = pmi_child("sleep 1.5; echo child $PMI_RANK on $(hostname) spawned=$PMI_SPAWNED");
+    let block = spawn_block("1", &child, "p", &[("host", h.list[0].as_str())]);
+    let script = spawner_script(&["B"], "say cmd=finalize");
+    let mut args = ssh_args(&h, 2, 1);
+    args.extend(["-genv", "B", &block, "-n", "1", "bash", "-c", &script].map(str::to_string));
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = run(&a, b"");
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines.len(), 2, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(lines[0], "child 0 on node1 spawned=1", "{}", r.stderr);
+    assert!(lines[1].starts_with("parent on node1 cmd=spawn_result rc=0"), "{}", r.stdout);
+    no_remote_nlas(Duration::from_secs(5));
+}
+
 /// Scenario 9: A missing or non-executable program on the remote hosts: 127 / 126 and the message.
 #[test]
 fn missing_program_on_remote_host() {

@@ -221,11 +221,17 @@ pub fn spawn_orphan_reaper() {
 /// orphan's own children become ours when it dies). Claimed children are left alone.
 /// Returns how many were swept.
 pub fn sweep() -> usize {
+    sweep_but(|_| false)
+}
+
+/// [`sweep`], leaving alone the children for which `spare` is true as well.
+fn sweep_but(spare: impl Fn(i32) -> bool) -> usize {
     let deadline = Instant::now() + SWEEP_LIMIT;
     let mut swept = 0;
     loop {
         let claims = claims();
-        let orphans: Vec<i32> = children().into_iter().filter(|p| !claims.contains(*p)).collect();
+        let orphans: Vec<i32> =
+            children().into_iter().filter(|p| !claims.contains(*p) && !spare(*p)).collect();
         drop(claims);
         if orphans.is_empty() {
             return swept;
@@ -269,9 +275,10 @@ const WARDEN_FORWARDS: [Signal; 7] = [
 /// cleaning up (SIGKILL, the OOM killer), its ranks die with it (their parent-death signal)
 /// but what they started in the background would be re-parented to init, out of anybody's
 /// reach. So the process forks here: the parent becomes a child subreaper that only waits
-/// (the warden), and the child returns and is the agent. When the agent ends, whatever of
-/// the job was re-parented to the warden is killed by pid ([`sweep`]) and the warden exits
-/// as the agent did (the same code, or the same signal). Signals sent to the warden are
+/// (the warden), and the child returns and is the agent. When the agent ends, whatever the
+/// ranks left that was re-parented to the warden is killed by pid ([`sweep`]) and the warden
+/// exits as the agent did (the same code, or the same signal). The NLAs of spawned process
+/// groups the agent started are spared: they outlive it by design. Signals sent to the warden are
 /// passed on to the agent; should the warden be killed, the agent gets SIGTERM (its
 /// parent-death signal), as an agent started by the fork launcher does.
 ///
@@ -340,7 +347,12 @@ fn watch(agent: Pid, set: &nix::sys::signal::SigSet) -> ! {
             _ => {}
         }
     };
-    let swept = sweep();
+    // Every rank starts a session of its own, so what the ranks left behind is in another
+    // session than ours. A child in ours was started by the agent itself: the NLA of a
+    // spawned process group, which outlives the agent by design (its group is the front
+    // end's to end), or a launcher, which dies with the agent on its own.
+    let ours = nix::unistd::getsid(None).ok();
+    let swept = sweep_but(|pid| nix::unistd::getsid(Some(Pid::from_raw(pid))).ok() == ours);
     if swept > 0 {
         debug!(swept, "killed what the ranks of an agent that died left behind");
     }
