@@ -291,6 +291,11 @@ pub fn fork_warden() {
         return;
     }
     let warden = getpid();
+    // SIGCHLD ignored by whoever started us would reap the agent unseen (and never wake us).
+    // SAFETY: the default action, set while this process has one thread.
+    unsafe {
+        let _ = nix::sys::signal::signal(Signal::SIGCHLD, nix::sys::signal::SigHandler::SigDfl);
+    }
     let mut set = SigSet::empty();
     for s in WARDEN_FORWARDS.into_iter().chain([Signal::SIGCHLD]) {
         set.add(s);
