@@ -743,7 +743,6 @@ impl Conn {
 /// The first 120 bytes of a reply, printable.
 pub fn excerpt(b: &[u8]) -> String {
     let s: String = String::from_utf8_lossy(&b[..b.len().min(120)]).into_owned();
-    let s = s.replace('\n', "\\n");
     if b.len() > 120 {
         format!("{s:?}...")
     } else {

@@ -116,7 +116,7 @@ fn an_incomplete_reply_is_named() {
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
         stdout.contains(
-            "FAIL init: bad reply to cmd=initack: incomplete within 1s: got \"hello world\\\\n\""
+            "FAIL init: bad reply to cmd=initack: incomplete within 1s: got \"hello world\\n\""
         ),
         "{stdout}"
     );
