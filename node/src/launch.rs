@@ -164,6 +164,11 @@ impl Launches {
     }
 
     /// Has child `idx` connected, or been given up?
+    /// The node is being torn down ([`Launches::abort`]).
+    pub fn aborted(&self) -> bool {
+        self.aborted
+    }
+
     pub fn taken(&self, idx: usize) -> bool {
         !matches!(self.state.get(idx), Some(State::Waiting | State::Launching))
     }

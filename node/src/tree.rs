@@ -913,8 +913,14 @@ impl Children {
         match e {
             TreeEv::Hello { idx, host, conn, at } => {
                 if !self.life.connected(idx) {
-                    // Dropped unread: whatever it sends is never taken for the child's.
-                    warn!("child {idx} of this node ({host}) connected twice or too late; dropped");
+                    // Dropped unread: whatever it sends is never taken for the child's. While
+                    // the node is torn down, a child given up that was already connecting is
+                    // expected (its launcher is killed): no warning then.
+                    if self.life.aborted() {
+                        debug!(idx, %host, "a child given up at the teardown connected; dropped");
+                    } else {
+                        warn!("child {idx} of this node ({host}) connected twice or too late; dropped");
+                    }
                     return;
                 }
                 let PendingConn { rd, wr: sink } = *conn;
