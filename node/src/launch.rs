@@ -163,12 +163,12 @@ impl Launches {
         self.state.get(idx) == Some(&State::Connected)
     }
 
-    /// Has child `idx` connected, or been given up?
     /// The node is being torn down ([`Launches::abort`]).
     pub fn aborted(&self) -> bool {
         self.aborted
     }
 
+    /// Has child `idx` connected, or been given up?
     pub fn taken(&self, idx: usize) -> bool {
         !matches!(self.state.get(idx), Some(State::Waiting | State::Launching))
     }

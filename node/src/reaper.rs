@@ -278,9 +278,9 @@ const WARDEN_FORWARDS: [Signal; 7] = [
 /// (the warden), and the child returns and is the agent. When the agent ends, whatever the
 /// ranks left that was re-parented to the warden is killed by pid ([`sweep`]) and the warden
 /// exits as the agent did (the same code, or the same signal). The NLAs of spawned process
-/// groups the agent started are spared: they outlive it by design. Signals sent to the warden are
-/// passed on to the agent; should the warden be killed, the agent gets SIGTERM (its
-/// parent-death signal), as an agent started by the fork launcher does.
+/// groups the agent started are spared: they outlive it by design. Signals sent to the
+/// warden are passed on to the agent; should the warden be killed, the agent gets SIGTERM
+/// (its parent-death signal), as an agent started by the fork launcher does.
 ///
 /// Call first thing, while this process has one thread. Should the fork fail, the agent
 /// runs without a warden (said once).
