@@ -730,17 +730,9 @@ async fn redirect(mut conn: Box<PendingConn>, node: u32, parent: String) {
 /// `--end-on-stdin-eof`: when our stdin ends (whoever started us and holds its other end is
 /// gone, however it ended: a LIBI front end that exited without finalizing, or was killed),
 /// say so and end the job as SIGTERM does. Whatever is written to it is read and dropped.
+/// (A thread: our stdin may be a terminal, not to be made non-blocking under its shell.)
 fn spawn_life_line(tx: UnboundedSender<Fe>) {
-    let _ = std::thread::Builder::new().name("life-line".into()).spawn(move || {
-        let mut buf = [0u8; 512];
-        loop {
-            match std::io::Read::read(&mut std::io::stdin().lock(), &mut buf) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
-        }
+    libi_node::driver::stdin_eof_thread("life-line", move || {
         let _ = tx.send(Fe::LifeLineLost);
     });
 }

@@ -370,18 +370,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                     gone();
                 });
             }
-            Err(_) => {
-                let _ = std::thread::Builder::new().name("stdin-watch".into()).spawn(move || {
-                    let mut buf = [0u8; 256];
-                    loop {
-                        match std::io::Read::read(&mut std::io::stdin(), &mut buf) {
-                            Ok(0) | Err(_) => break,
-                            Ok(_) => {}
-                        }
-                    }
-                    gone();
-                });
-            }
+            Err(_) => stdin_eof_thread("stdin-watch", gone),
         }
     }
     let report = setup.job.report;
@@ -609,6 +598,24 @@ fn pollable_stdin() -> io::Result<tokio::io::unix::AsyncFd<std::fs::File>> {
     fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(flags)).map_err(io::Error::from)?;
     // Our own duplicate, moved into the AsyncFd, which closes it.
     register(std::fs::File::from(fd), tokio::io::Interest::READABLE)
+}
+
+/// On a thread of its own (named `name`): read our stdin, dropping what comes, until its end
+/// of file or an error; then call `gone`. For a stdin that cannot be polled, or must not be
+/// made non-blocking (a terminal others share).
+pub fn stdin_eof_thread(name: &str, gone: impl FnOnce() + Send + 'static) {
+    let _ = std::thread::Builder::new().name(name.into()).spawn(move || {
+        let mut buf = [0u8; 512];
+        loop {
+            match std::io::Read::read(&mut std::io::stdin().lock(), &mut buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        gone();
+    });
 }
 
 /// Read (and drop) what comes until EOF or an error.

@@ -119,11 +119,11 @@ fn find_mpiexec(near: Option<&Path>) -> PathBuf {
     "libi-mpiexec".into()
 }
 
-/// What a session's threads report.
 /// How long a send to a master whose connection is gone waits to learn why (the session's
 /// end, [`FrontEnd::failed_meanwhile`]).
 const ENDING_WAIT: Duration = Duration::from_secs(5);
 
+/// What a session's threads report.
 enum Ev {
     /// The master connected: every member is in `LIBI_init`.
     Ready,

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 static FE: Mutex<Option<FrontEnd>> = Mutex::new(None);
+static MEMBER: Mutex<Option<Member>> = Mutex::new(None);
 /// Whether the front end (the member) was finalized since its last init: the message of a
 /// call without one says which of the two it is.
 static FE_FINALIZED: AtomicBool = AtomicBool::new(false);
@@ -35,7 +36,6 @@ fn no_member() -> Error {
         Error::new(Code::EInit, "LIBI_init was not called")
     }
 }
-static MEMBER: Mutex<Option<Member>> = Mutex::new(None);
 
 thread_local! {
     static LAST: RefCell<CString> = RefCell::new(CString::default());
