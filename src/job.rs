@@ -10,13 +10,13 @@ use serde::{Deserialize, Serialize};
 pub struct AppSpec {
     /// Program as given by the user (resolved on the node through the rank's `PATH`).
     pub exe: String,
-    /// argv[1..].
-    pub args: Vec<String>,
+    /// argv[1..], as bytes: an argument need not be UTF-8 (Hydra passes its bytes on).
+    pub args: Vec<std::ffi::OsString>,
     /// Number of ranks of this executable.
     pub nprocs: u32,
     /// The environment of its ranks (before the per-rank PMI variables are added): the
     /// complete one, or with `agent_env` what goes on top of the agent's own.
-    pub env: Vec<(String, String)>,
+    pub env: Vec<(String, std::ffi::OsString)>,
     /// Hydra's rule for `-genvnone`/`-genvlist` (`-envnone`/`-envlist`): the ranks start from
     /// the environment of the agent that starts them (on this machine the front end's, over
     /// ssh the login's), less PMI settings of an outer job, and `env` goes on top; so they

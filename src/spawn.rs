@@ -108,8 +108,12 @@ impl Spawner {
                 let old = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone());
                 env.retain(|(k, _)| k != "PATH");
                 let path = match old {
-                    Some(o) if !o.is_empty() => format!("{dirs}:{o}"),
-                    _ => dirs.to_string(),
+                    Some(o) if !o.is_empty() => {
+                        let mut p = std::ffi::OsString::from(format!("{dirs}:"));
+                        p.push(o);
+                        p
+                    }
+                    _ => dirs.into(),
                 };
                 env.push(("PATH".into(), path));
             }
@@ -117,7 +121,7 @@ impl Spawner {
                 info("wdir").map(str::to_string).or_else(|| penv.and_then(|a| a.wdir.clone()));
             apps.push(AppSpec {
                 exe: cmd.exe.clone(),
-                args: cmd.args.clone(),
+                args: cmd.args.iter().map(Into::into).collect(),
                 nprocs: cmd.nprocs,
                 env,
                 wdir,

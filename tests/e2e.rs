@@ -60,6 +60,60 @@ fn non_mpi_program() {
     assert_eq!(r.stdout, "plain\nplain\nplain\n");
 }
 
+/// Bytes that are not UTF-8 in a program's arguments, in `-genv`/`-env` values and in the
+/// inherited environment reach the ranks as they are (Hydra passes them on); in an option
+/// that must be text (a working directory, a program's name, a variable's name) they are
+/// refused by argument number, exit 2, and nothing starts.
+#[test]
+fn non_utf8_arguments_and_environment_reach_the_ranks() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt as _;
+    let raw = |b: &[u8]| OsStr::from_bytes(b).to_os_string();
+    let mark = common::new_mark();
+    let out = Command::new(MPIEXEC)
+        .args(["-n", "2", "-genv", "G"])
+        .arg(raw(b"g\xfe"))
+        .arg("-env")
+        .arg(raw(b"E=e\xfd"))
+        .args(["sh", "-c", r#"printf '%s|%s|%s|%s|%s\n' "$1" "$2" "$G" "$E" "$I""#, "sh"])
+        .arg(raw(b"caf\xe9"))
+        .arg(raw(b"--opt=\xff"))
+        .env("I", raw(b"i\xfc"))
+        .env("LIBI_E2E_MARK", &mark)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run libi-mpiexec");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let line: &[u8] = b"caf\xe9|--opt=\xff|g\xfe|e\xfd|i\xfc\n";
+    assert_eq!(out.stdout, [line, line].concat(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    for (args, n) in [
+        (vec![raw(b"-wdir=/tmp/\xff"), "-n".into(), "1".into(), "true".into()], 1),
+        (vec!["-n".into(), "1".into(), raw(b"./prog\xff")], 3),
+        (
+            vec!["-n".into(), "1".into(), "-genv".into(), raw(b"N\xff"), "1".into(), "true".into()],
+            4,
+        ),
+    ] {
+        let out = Command::new(MPIEXEC)
+            .args(&args)
+            .env("LIBI_E2E_MARK", &mark)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run libi-mpiexec");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.starts_with(&format!("libi-mpiexec: argument {n} ("))
+                && err.contains("not valid UTF-8"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(out.stdout.is_empty());
+    }
+    assert_eq!(common::leftovers(&mark, std::time::Duration::from_secs(2)), Vec::<String>::new());
+}
+
 /// Hydra 5's `-opt=value` and double-dash spellings reach the job; the program's own
 /// arguments stay as written.
 #[test]

@@ -311,7 +311,8 @@ const IGNORED: &[(&str, usize, &str)] = &[
 /// Global settings after merging all segments.
 #[derive(Debug, Clone, Default)]
 pub struct Global {
-    pub genv: Vec<(String, String)>,
+    /// `-genv` pairs: a value need not be UTF-8 (see `RawArgs` in main.rs).
+    pub genv: Vec<(String, std::ffi::OsString)>,
     pub genv_mode: EnvMode,
     pub gwdir: Option<String>,
     pub label: bool,
@@ -414,11 +415,13 @@ pub enum EnvMode {
 #[derive(Debug, Clone)]
 pub struct Exec {
     pub n: Option<u32>,
-    pub env: Vec<(String, String)>,
+    /// `-env` pairs: a value need not be UTF-8 (see `RawArgs` in main.rs).
+    pub env: Vec<(String, std::ffi::OsString)>,
     pub env_mode: Option<EnvMode>,
     pub wdir: Option<String>,
     pub prog: String,
-    pub args: Vec<String>,
+    /// Its arguments: not UTF-8 where the command line's were not (see `RawArgs`).
+    pub args: Vec<std::ffi::OsString>,
 }
 
 /// The parsed command line.
@@ -566,8 +569,8 @@ fn parse_segment(seg: &[String]) -> Result<Segment, CliError> {
     Ok(Segment { notes, ..segment })
 }
 
-fn pairs(v: &[String]) -> Vec<(String, String)> {
-    v.chunks(2).filter(|c| c.len() == 2).map(|c| (c[0].clone(), c[1].clone())).collect()
+fn pairs(v: &[String]) -> Vec<(String, std::ffi::OsString)> {
+    v.chunks(2).filter(|c| c.len() == 2).map(|c| (c[0].clone(), c[1].clone().into())).collect()
 }
 
 /// Most entries a `-rankmap` may spell out (one period of its cycle).
@@ -964,7 +967,7 @@ pub fn parse_with_defaults(
             env_mode,
             wdir: s.wdir.clone(),
             prog: s.command[0].clone(),
-            args: s.command[1..].to_vec(),
+            args: s.command[1..].iter().map(Into::into).collect(),
         });
         idx += 1;
     }
@@ -1144,8 +1147,8 @@ mod tests {
         assert_eq!(c.execs[0].wdir.as_deref(), Some("/w"));
         // -genv=NAME VALUE, -genv NAME=VALUE, -genv=NAME=VALUE (split at the first '=').
         let c = p("-genv=A 1 -genv B=2 --genv=C=3=4 -genv D= -env=E 5 -env F=6 x").expect("parse");
-        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
-            v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, std::ffi::OsString)> {
+            v.iter().map(|(a, b)| (a.to_string(), b.into())).collect()
         };
         assert_eq!(c.global.genv, pairs(&[("A", "1"), ("B", "2"), ("C", "3=4"), ("D", "")]));
         assert_eq!(c.execs[0].env, pairs(&[("E", "5"), ("F", "6")]));
@@ -1183,7 +1186,7 @@ mod tests {
         assert_eq!(c.execs[0].n, Some(2));
         assert_eq!(
             (c.execs[0].prog.as_str(), c.execs[0].args.as_slice()),
-            ("x", &["a".to_string()][..])
+            ("x", &["a".into()][..])
         );
         assert_eq!(c.global.notes.len(), 8, "{:?}", c.global.notes);
         assert_eq!(

@@ -7,6 +7,7 @@ use libi::job::{
     process_mapping, AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, RankSlot,
 };
 use libi::tree::{LaunchModel, Shape, DEFAULT_MAX_CONN};
+use std::ffi::OsString;
 
 pub use libi::job::inherited_ok;
 
@@ -14,14 +15,14 @@ pub use libi::job::inherited_ok;
 /// (`-envall/-envnone/-envlist`) or else the global one, then `-genv` pairs, then `-env` pairs.
 /// A LIBI session's key ([`libi::job::SESSION_KEY_VAR`]) is passed on whatever the mode.
 pub fn app_env(
-    inherited: &[(String, String)],
+    inherited: &[(String, OsString)],
     global_mode: &EnvMode,
     local_mode: Option<&EnvMode>,
-    genv: &[(String, String)],
-    env: &[(String, String)],
-) -> Vec<(String, String)> {
+    genv: &[(String, OsString)],
+    env: &[(String, OsString)],
+) -> Vec<(String, OsString)> {
     let mode = local_mode.unwrap_or(global_mode);
-    let mut out: Vec<(String, String)> = match mode {
+    let mut out: Vec<(String, OsString)> = match mode {
         EnvMode::All => inherited.iter().filter(|(k, _)| inherited_ok(k)).cloned().collect(),
         EnvMode::None => Vec::new(),
         EnvMode::List(names) => {
@@ -96,7 +97,8 @@ impl Plan {
 
 /// Settings that do not come from the command line.
 pub struct Context {
-    pub inherited: Vec<(String, String)>,
+    /// Our environment; a value need not be UTF-8.
+    pub inherited: Vec<(String, OsString)>,
     pub cwd: Option<String>,
     pub kvs: KvsNames,
     /// Path of the singleton's program (`-pmi_args`), if it can be found: only a label.
@@ -400,8 +402,9 @@ mod tests {
     use super::*;
     use crate::cli::parse;
 
-    fn kv(a: &[(&str, &str)]) -> Vec<(String, String)> {
-        a.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    /// Pairs with text values, or with values that need not be UTF-8 (an environment's).
+    fn kv<V: From<&'static str>>(a: &[(&str, &'static str)]) -> Vec<(String, V)> {
+        a.iter().map(|(k, v)| (k.to_string(), V::from(v))).collect()
     }
 
     fn ctx() -> Context {

@@ -125,8 +125,8 @@ mod tests {
         assert_eq!(g.job.apps[0].wdir.as_deref(), Some("/tmp"));
         assert_eq!(g.job.apps[1].wdir.as_deref(), Some("/w"));
         let path = |a: &AppSpec| a.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone());
-        assert_eq!(path(&g.job.apps[0]).as_deref(), Some("/opt/bin:/bin"));
-        assert_eq!(path(&g.job.apps[1]).as_deref(), Some("/bin"));
+        assert_eq!(path(&g.job.apps[0]).as_deref(), Some("/opt/bin:/bin".as_ref()));
+        assert_eq!(path(&g.job.apps[1]).as_deref(), Some("/bin".as_ref()));
         // info placement does not move the round-robin cursor
         let g = s.plan(&b.spawn_base(), &b.job, &req(vec![cmd("c", 1, &[])]), 7, 1).expect("spawn");
         let mut h = Vec::new();

@@ -235,13 +235,25 @@ impl RankProcess {
 }
 
 /// `NAME=value`, as the child's environment holds it.
-fn env_entry(name: &str, value: &str) -> io::Result<CString> {
-    cstring(&format!("{name}={value}"))
+fn env_entry(name: &str, value: impl AsRef<std::ffi::OsStr>) -> io::Result<CString> {
+    let mut e = std::ffi::OsString::from(format!("{name}="));
+    e.push(value);
+    cbytes(&e)
 }
 
 fn cstring(s: &str) -> io::Result<CString> {
-    CString::new(s)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("NUL byte in '{s}'")))
+    cbytes(s.as_ref())
+}
+
+/// [`cstring`] of bytes that need not be UTF-8 (an argument, an environment value).
+fn cbytes(s: &std::ffi::OsStr) -> io::Result<CString> {
+    use std::os::unix::ffi::OsStrExt as _;
+    CString::new(s.as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("NUL byte in '{}'", s.to_string_lossy()),
+        )
+    })
 }
 
 /// Our end of a pipe we made (so known to be a pipe, and which end), made non-blocking in
@@ -387,7 +399,12 @@ impl SpawnBatch {
 
     /// App `app`'s program as [`resolve`] finds it on `env`'s `PATH` (the same for every
     /// rank of the app: their `PATH` is the app's), looked up once.
-    fn program(&self, app: u32, exe: &str, env: &[(String, String)]) -> Result<CString, Failure> {
+    fn program(
+        &self,
+        app: u32,
+        exe: &str,
+        env: &[(String, std::ffi::OsString)],
+    ) -> Result<CString, Failure> {
         if let Some((_, p)) = self.programs.borrow().iter().find(|(a, _)| *a == app) {
             return Ok(p.clone());
         }
@@ -409,9 +426,9 @@ impl SpawnBatch {
         };
         // `-genvnone`/`-genvlist` (Hydra's rule): our own environment first, what the job
         // gives on top. Not an outer job's PMI settings, nor the agent's own variables.
-        let agent: Vec<(String, String)> = if spec.agent_env {
+        let agent: Vec<(String, std::ffi::OsString)> = if spec.agent_env {
             std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
                 .filter(|(k, _)| libi::job::inherited_ok(k) && !k.starts_with("LIBI_"))
                 .filter(|(k, _)| !spec.env.iter().any(|(sk, _)| sk == k))
                 .collect()
@@ -639,9 +656,9 @@ fn try_start(
 
     // Everything the child needs, prepared before fork (the child may not allocate).
     let path = batch.program(slot.app, &app.exe, &app.env)?;
-    let argv_c: Vec<CString> = std::iter::once(app.exe.as_str())
-        .chain(app.args.iter().map(String::as_str))
-        .map(cstring)
+    let argv_c: Vec<CString> = std::iter::once(std::ffi::OsStr::new(&app.exe))
+        .chain(app.args.iter().map(|a| a.as_os_str()))
+        .map(cbytes)
         .collect::<io::Result<_>>()
         .map_err(Failure::Exec)?;
     let vars_c: Vec<CString> = vars
@@ -805,7 +822,7 @@ fn watch(
 /// first executable regular file wins, as execvp does); anything else is used as is (a
 /// relative path then resolves against the rank's working directory). When nothing is found
 /// the name is returned unchanged and exec reports ENOENT.
-pub fn resolve(exe: &str, env: &[(String, String)]) -> std::ffi::OsString {
+pub fn resolve(exe: &str, env: &[(String, std::ffi::OsString)]) -> std::ffi::OsString {
     use std::os::unix::fs::PermissionsExt;
     if exe.contains('/') || exe.is_empty() {
         return exe.into();
@@ -815,10 +832,10 @@ pub fn resolve(exe: &str, env: &[(String, String)]) -> std::ffi::OsString {
         .rev()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.clone())
-        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".to_string());
-    for dir in path.split(':') {
-        let dir = if dir.is_empty() { "." } else { dir };
-        let cand = std::path::Path::new(dir).join(exe);
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    for dir in std::env::split_paths(&path) {
+        let dir = if dir.as_os_str().is_empty() { std::path::PathBuf::from(".") } else { dir };
+        let cand = dir.join(exe);
         if let Ok(m) = std::fs::metadata(&cand) {
             if m.is_file() && m.permissions().mode() & 0o111 != 0 {
                 return cand.into_os_string();
@@ -834,7 +851,7 @@ mod tests {
 
     #[test]
     fn path_lookup() {
-        let env = vec![("PATH".to_string(), "/nonexistent:/bin:/usr/bin".to_string())];
+        let env = vec![("PATH".to_string(), "/nonexistent:/bin:/usr/bin".into())];
         let sh = resolve("sh", &env);
         assert!(sh == *"/bin/sh" || sh == *"/usr/bin/sh", "{sh:?}");
         assert_eq!(resolve("./x", &env), *"./x");
