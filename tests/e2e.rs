@@ -1242,31 +1242,33 @@ fn ranks_get_only_stdio_and_pmi_fd() {
     }
 }
 
-/// Text that is not UTF-8: an argument is refused by its position, in one line, exit 2 (no
-/// panic); a variable of our environment is left out of the ranks' with a line naming it,
-/// and the job runs; a current directory that is not UTF-8 is still where the ranks start.
+/// Text that is not UTF-8: a file name given as an argument reaches the program as it is; a
+/// variable of our environment whose value is not UTF-8 is passed on, one whose name is not
+/// is left out with a line naming it, and the job runs; a current directory that is not
+/// UTF-8 is still where the ranks start.
 #[test]
 fn text_that_is_not_utf8() {
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
-    let bad = OsStr::from_bytes(b"caf\xe9.txt");
-    let out = Command::new(MPIEXEC).args(["-n", "1", "ls"]).arg(bad).output().expect("run");
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stderr),
-        "libi-mpiexec: argument 4 ('caf\u{fffd}.txt') is not valid UTF-8\n"
-    );
+    let file = std::env::temp_dir().join(OsStr::from_bytes(b"libi-e2e-caf\xe9.txt"));
+    std::fs::write(&file, b"").expect("create the file");
+    let out = Command::new(MPIEXEC).args(["-n", "1", "ls"]).arg(&file).output().expect("run");
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, [file.as_os_str().as_bytes(), b"\n"].concat());
     let out = Command::new(MPIEXEC)
         .args(["-n", "1", "sh", "-c", "echo ok; env | grep -c '^LIBI_WEIRD' || true"])
         .env(OsStr::from_bytes(b"LIBI_WEIRD"), OsStr::from_bytes(b"\xff\xfe"))
+        .env(OsStr::from_bytes(b"LIBI_WEIRD_\xe9"), "name")
         .env("LIBI_WEIRD_OK", "fine")
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n1\n");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n2\n");
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "libi-mpiexec: variable 'LIBI_WEIRD' is not valid UTF-8: not passed to the ranks\n"
+        "libi-mpiexec: variable 'LIBI_WEIRD_\u{fffd}' has a name that is not valid UTF-8: not \
+         passed to the ranks\n"
     );
     let dir = std::env::temp_dir().join(OsStr::from_bytes(b"libi-e2e-d\xe9"));
     std::fs::create_dir_all(&dir).expect("mkdir");
