@@ -14,7 +14,7 @@ pub mod topology;
 pub use cpus::CpuSet;
 pub use devices::{Device, Devices};
 pub use map::rank_cpus;
-pub use membind::{parse_membind, rank_mems, MemBind, MemPolicy, NodeSet};
+pub use membind::{parse_membind, parse_membind_or_none, rank_mems, MemBind, MemPolicy, NodeSet};
 pub use spec::{
     parse_bind, parse_map, BindTo, Binding, CacheKind, DeviceKind, Object, Objects, PciAddr,
 };

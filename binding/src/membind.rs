@@ -26,9 +26,19 @@ pub enum MemBind {
     Interleave(Option<NodeSet>),
 }
 
-const POLICIES: &str = "firsttouch, nexttouch, bind[:NODES] or interleave[:NODES]";
+const POLICIES: &str = "none, firsttouch, nexttouch, bind[:NODES] or interleave[:NODES]";
 
-/// Parse `-membind` (`HYDRA_MEMBIND`).
+/// Parse `-membind` (`HYDRA_MEMBIND`) where `none` may be given: no policy set (the
+/// default), as `-bind-to none` binds nothing. Hydra takes any word here and sets nothing for
+/// one it does not know; we refuse those by name, but scripts written for Hydra say `none`.
+pub fn parse_membind_or_none(s: &str) -> Result<Option<MemBind>, String> {
+    match s {
+        "none" => Ok(None),
+        _ => parse_membind(s).map(Some),
+    }
+}
+
+/// Parse a `-membind` policy (not `none`: see [`parse_membind_or_none`]).
 pub fn parse_membind(s: &str) -> Result<MemBind, String> {
     match s {
         "firsttouch" => return Ok(MemBind::FirstTouch),
@@ -197,8 +207,11 @@ mod tests {
         assert_eq!(parse_membind("bind:0,2-3").unwrap(), MemBind::Bind(Some(set("0,2,3"))));
         assert_eq!(parse_membind("interleave:1").unwrap().to_string(), "interleave:1");
         assert_eq!(parse_membind("bind:3,0-1").unwrap().to_string(), "bind:0-1,3");
+        assert_eq!(parse_membind_or_none("none"), Ok(None));
+        assert_eq!(parse_membind_or_none("bind"), Ok(Some(MemBind::Bind(None))));
+        assert!(parse_membind_or_none("None").is_err());
         for (s, msg) in [
-            ("", "-membind: unknown policy '' (expected firsttouch, nexttouch, bind[:NODES] or interleave[:NODES])"),
+            ("", "-membind: unknown policy '' (expected none, firsttouch, nexttouch, bind[:NODES] or interleave[:NODES])"),
             ("local", "-membind: unknown policy 'local'"),
             ("Bind", "-membind: unknown policy 'Bind'"),
             ("firsttouch:0", "-membind: unknown policy 'firsttouch:0'"),

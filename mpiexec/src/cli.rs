@@ -732,7 +732,7 @@ fn merge_global(
         global.map_given = true;
     }
     if let Some(m) = &s.membind {
-        global.binding.mem = Some(libi_binding::parse_membind(m).map_err(usage)?);
+        global.binding.mem = libi_binding::parse_membind_or_none(m).map_err(usage)?;
         global.membind_given = true;
     }
     if let Some(o) = &s.order_nodes {
@@ -1044,9 +1044,8 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
     }
     if !g.membind_given {
         if let Some(v) = get("HYDRA_MEMBIND") {
-            g.binding.mem = Some(
-                libi_binding::parse_membind(v.trim()).map_err(|e| format!("HYDRA_MEMBIND: {e}"))?,
-            );
+            g.binding.mem = libi_binding::parse_membind_or_none(v.trim())
+                .map_err(|e| format!("HYDRA_MEMBIND: {e}"))?;
         }
     }
     if g.binding.mem == Some(libi_binding::MemBind::NextTouch) {
@@ -1201,7 +1200,7 @@ mod tests {
         assert_eq!(ns("x"), None);
         for (line, what) in [
             ("-demux epoll x", "-demux: unknown engine 'epoll' (Hydra's: poll select)"),
-            ("-membind core x", "-membind: unknown policy 'core' (expected firsttouch, "),
+            ("-membind core x", "-membind: unknown policy 'core' (expected none, firsttouch, "),
             ("-membind bind:0-x x", "-membind bind:0-x: 'x' is not a NUMA node number"),
             ("-order-nodes=sideways x", "-order-nodes: expected ascending or descending, got"),
             ("-order-nodes", "option '-order-nodes' needs 1 value(s)"),
@@ -1366,6 +1365,9 @@ mod tests {
             Some(MemBind::Interleave(None))
         );
         assert!(g("-membind bind a").membind_given);
+        // `none`, as Hydra scripts say it: nothing set, and HYDRA_MEMBIND not read either.
+        let none = g("-membind none a");
+        assert_eq!((none.binding.mem, none.membind_given), (None, true));
         assert_eq!(g("a").order_nodes, None);
         assert_eq!(g("-order-nodes descending a").order_nodes, Some(NodeOrder::Descending));
         assert_eq!(g("--order-nodes=ASCENDING a").order_nodes, Some(NodeOrder::Ascending));
