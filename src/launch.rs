@@ -6,10 +6,21 @@
 use crate::job::{LauncherKind, LauncherSpec};
 
 /// The variables that limit the ports we listen on, in the order Hydra 5 lets them win (the
-/// first set one wins: MPICH's CVAR over `MPIEXEC_PORTRANGE`, Hydra's older spelling, over
-/// `MPIEXEC_PORT_RANGE`; checked with mpiexec.hydra 5.0.2).
-pub const PORT_RANGE_VARS: [&str; 3] =
-    ["MPIR_CVAR_CH3_PORT_RANGE", "MPIEXEC_PORTRANGE", "MPIEXEC_PORT_RANGE"];
+/// first set one wins): MPICH's CVAR and its aliases, then Hydra's own two spellings
+/// (checked one pair at a time with mpiexec.hydra 5.0.2, by the port its listener took).
+pub const PORT_RANGE_VARS: [&str; 11] = [
+    "MPIR_CVAR_CH3_PORT_RANGE",
+    "MPIR_PARAM_CH3_PORT_RANGE",
+    "MPICH_CH3_PORT_RANGE",
+    "MPIR_CVAR_PORTRANGE",
+    "MPIR_CVAR_PORT_RANGE",
+    "MPIR_PARAM_PORTRANGE",
+    "MPIR_PARAM_PORT_RANGE",
+    "MPICH_PORTRANGE",
+    "MPICH_PORT_RANGE",
+    "MPIEXEC_PORTRANGE",
+    "MPIEXEC_PORT_RANGE",
+];
 
 /// The port range `MIN:MAX` our listeners (tree, PMGR) must bind in, if one is set: the
 /// variable's name and the range. `0:0` (the CVAR's default, MPICH's "any port") is no range;
@@ -192,6 +203,13 @@ mod tests {
         assert_eq!(port_range(&env(both)), Ok(Some(("MPIR_CVAR_CH3_PORT_RANGE", 1, 2))));
         let both = vec![("MPIEXEC_PORT_RANGE", "7000:7000"), ("MPIEXEC_PORTRANGE", "8:9")];
         assert_eq!(port_range(&env(both)), Ok(Some(("MPIEXEC_PORTRANGE", 8, 9))));
+        // Each name wins over every name after it (the aliases MPICH reads for the CVAR).
+        for (i, first) in PORT_RANGE_VARS.iter().enumerate() {
+            for later in &PORT_RANGE_VARS[i + 1..] {
+                let pair = vec![(*later, "7000:7000"), (*first, "8:9")];
+                assert_eq!(port_range(&env(pair)), Ok(Some((*first, 8, 9))), "{first} {later}");
+            }
+        }
         // 0:0 is "any port" (the CVAR's default), and still wins over the ones after it.
         assert_eq!(port_range(&env(vec![("MPIEXEC_PORT_RANGE", "0:0")])), Ok(None));
         let any = vec![("MPIR_CVAR_CH3_PORT_RANGE", " 0:0 "), ("MPIEXEC_PORT_RANGE", "10:5")];

@@ -661,7 +661,7 @@ fn progress_line_on_terminal() {
     assert!(text.contains("started 4/4 ranks on 2/2 nodes"), "{text}");
 }
 
-/// MPIEXEC_PORT_RANGE (or MPIR_CVAR_CH3_PORT_RANGE) bounds every port we listen on: with the
+/// MPIEXEC_PORT_RANGE (or MPIR_CVAR_CH3_PORT_RANGE, or an alias of it) bounds every port we listen on: with the
 /// range's only port taken the job cannot start and says why; a bad range is a usage error;
 /// 0:0 is any port, and the CVAR wins over MPIEXEC_PORT_RANGE (as in Hydra 5).
 #[test]
@@ -675,6 +675,11 @@ fn port_range_bounds_listeners() {
     let r = common::run_env(&args, b"", &[("MPIEXEC_PORT_RANGE", &range)]);
     assert_ne!(r.status, 0);
     assert!(r.stderr.contains("no free port in MPIEXEC_PORT_RANGE"), "{}", r.stderr);
+    // An alias MPICH reads for the CVAR (Hydra 5 reads it too) binds the same way, and names
+    // itself.
+    let r = common::run_env(&args, b"", &[("MPICH_PORT_RANGE", &range)]);
+    assert_ne!(r.status, 0);
+    assert!(r.stderr.contains("no free port in MPICH_PORT_RANGE"), "{}", r.stderr);
     let any = [("MPIEXEC_PORT_RANGE", range.as_str()), ("MPIR_CVAR_CH3_PORT_RANGE", "0:0")];
     let r = common::run_env(&args, b"", &any);
     assert_eq!(r.status, 0, "{}", r.stderr);

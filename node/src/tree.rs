@@ -141,7 +141,7 @@ pub async fn listen(
 }
 
 /// A listener on `ip`: on any port, or on the first free one of the port range
-/// (`MPIR_CVAR_CH3_PORT_RANGE` / `MPIEXEC_PORTRANGE` / `MPIEXEC_PORT_RANGE`, `MIN:MAX`) when
+/// (`MPIR_CVAR_CH3_PORT_RANGE`, its aliases, `MPIEXEC_PORT_RANGE`: `MIN:MAX`) when
 /// one is set (see `libi::launch::port_range`).
 pub async fn bind_in_range(ip: IpAddr) -> io::Result<TcpListener> {
     let range = libi::launch::port_range(&|k| std::env::var(k).ok())
