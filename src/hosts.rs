@@ -183,13 +183,20 @@ pub const TEXT_FILE_MAX: u64 = 64 << 20;
 /// Read a text file of options or hosts, at most [`TEXT_FILE_MAX`] bytes (not `/dev/zero`
 /// into memory until it runs out).
 pub fn read_text(path: &str) -> std::io::Result<String> {
+    String::from_utf8(read_bytes(path)?).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, "stream did not contain valid UTF-8")
+    })
+}
+
+/// [`read_text`] of a file whose words need not be UTF-8 (a `-configfile`'s arguments).
+pub fn read_bytes(path: &str) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path)?.take(TEXT_FILE_MAX + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > TEXT_FILE_MAX {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(TEXT_FILE_MAX + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > TEXT_FILE_MAX {
         return Err(std::io::Error::other(format!("larger than {} MiB", TEXT_FILE_MAX >> 20)));
     }
-    Ok(text)
+    Ok(bytes)
 }
 
 /// Read and parse a hostfile.

@@ -60,8 +60,9 @@ fn non_mpi_program() {
     assert_eq!(r.stdout, "plain\nplain\nplain\n");
 }
 
-/// Bytes that are not UTF-8 in a program's arguments, in `-genv`/`-env` values and in the
-/// inherited environment reach the ranks as they are (Hydra passes them on); in an option
+/// Bytes that are not UTF-8 in a program's arguments, in `-genv`/`-env` values, in the
+/// inherited environment and in a `-configfile`'s words reach the ranks as they are (Hydra
+/// passes them on); in an option
 /// that must be text (a working directory, a program's name, a variable's name) they are
 /// refused by argument number, exit 2, and nothing starts.
 #[test]
@@ -111,6 +112,26 @@ fn non_utf8_arguments_and_environment_reach_the_ranks() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(out.stdout.is_empty());
     }
+    // The same in a -configfile: its words are bytes too (one line per program).
+    let cf = std::env::temp_dir().join(format!("libi-e2e-raw-{mark}.cfg"));
+    std::fs::write(&cf, b"-n 1 -env E=e\xfd printenv E\n-n 1 echo caf\xe9 # c\xe9\n")
+        .expect("write");
+    let out = Command::new(MPIEXEC)
+        .arg("-configfile")
+        .arg(&cf)
+        .env("LIBI_E2E_MARK", &mark)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run libi-mpiexec");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, b"e\xfd\ncaf\xe9\n");
+    std::fs::write(&cf, b"-n 1 ./prog\xff\n").expect("write");
+    let out = Command::new(MPIEXEC).arg("-configfile").arg(&cf).output().expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("libi-mpiexec: word 3 of configfile '"), "{err}");
+    assert!(err.contains("not valid UTF-8"), "{err}");
+    let _ = std::fs::remove_file(&cf);
     assert_eq!(common::leftovers(&mark, std::time::Duration::from_secs(2)), Vec::<String>::new());
 }
 

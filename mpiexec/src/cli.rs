@@ -5,6 +5,7 @@
 //! error naming it) and parsed by clap; global options may appear in any segment (as in
 //! Hydra), local ones apply to their segment.
 
+use crate::rawargs::RawArgs;
 use crate::stdio::Pattern;
 use clap::Parser;
 use libi::job::LauncherKind;
@@ -633,20 +634,22 @@ fn list(s: &str) -> Vec<String> {
 }
 
 /// Split a `-configfile` into argument words: one segment per non-comment line; a line
-/// ending in `\` goes on with the next (as Hydra 5 reads it).
-fn configfile_args(path: &str) -> Result<Vec<String>, CliError> {
-    let text = libi::hosts::read_text(path)
+/// ending in `\` goes on with the next (as Hydra 5 reads it). Words are split at ASCII
+/// blanks, and a word that is not UTF-8 stands in as `raw` says (Hydra passes its bytes on).
+fn configfile_args(path: &str, raw: &mut RawArgs) -> Result<Vec<String>, CliError> {
+    let bytes = libi::hosts::read_bytes(path)
         .map_err(|e| usage(format!("cannot read configfile '{path}': {e}")))?;
-    let mut lines = Vec::new();
-    let mut cur = String::new();
-    for raw in text.lines() {
-        match raw.trim_end().strip_suffix('\\') {
+    let mut lines: Vec<Vec<u8>> = Vec::new();
+    let mut cur = Vec::new();
+    for line in bytes.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        match line.trim_ascii_end().strip_suffix(b"\\") {
             Some(part) => {
-                cur.push_str(part);
-                cur.push(' ');
+                cur.extend_from_slice(part);
+                cur.push(b' ');
             }
             None => {
-                cur.push_str(raw);
+                cur.extend_from_slice(line);
                 lines.push(std::mem::take(&mut cur));
             }
         }
@@ -655,15 +658,26 @@ fn configfile_args(path: &str) -> Result<Vec<String>, CliError> {
         lines.push(cur);
     }
     let mut words = Vec::new();
+    let mut n = 0;
     for line in &lines {
-        let line = line.split('#').next().unwrap_or("").trim();
+        let line = line.split(|&b| b == b'#').next().unwrap_or(b"").trim_ascii();
         if line.is_empty() {
             continue;
         }
         if !words.is_empty() {
             words.push(":".to_string());
         }
-        words.extend(line.split_whitespace().map(str::to_string));
+        for w in line.split(u8::is_ascii_whitespace).filter(|w| !w.is_empty()) {
+            n += 1;
+            words.push(match std::str::from_utf8(w) {
+                Ok(w) => w.to_string(),
+                Err(_) => {
+                    use std::os::unix::ffi::OsStrExt as _;
+                    let w = std::ffi::OsStr::from_bytes(w).to_os_string();
+                    raw.stand_in(w, format!("word {n} of configfile '{path}'"))
+                }
+            });
+        }
     }
     if words.is_empty() {
         return Err(usage(format!("configfile '{path}' names no program")));
@@ -820,7 +834,7 @@ fn per_proc(name: &str, v: &str) -> Result<Option<u32>, CliError> {
 /// Parse `argv` (without the program name).
 #[cfg(test)]
 pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
-    parse_with_defaults(None, argv)
+    parse_with_defaults(None, argv, &mut RawArgs::default())
 }
 
 /// Parse `argv` after the global options of a defaults file (see [`defaults_file`]): its
@@ -828,6 +842,7 @@ pub fn parse(argv: &[String]) -> Result<CommandLine, CliError> {
 pub fn parse_with_defaults(
     defaults: Option<(&str, &[String])>,
     argv: &[String],
+    raw: &mut RawArgs,
 ) -> Result<CommandLine, CliError> {
     if argv.is_empty() {
         return Err(usage("no program given (try --help)"));
@@ -915,7 +930,7 @@ pub fn parse_with_defaults(
                      programs and their options, not another configfile"
                 )));
             }
-            let words = configfile_args(cf)?;
+            let words = configfile_args(cf, raw)?;
             let more: Vec<Vec<String>> = words.split(|a| a == ":").map(|s| s.to_vec()).collect();
             from_file.splice(idx + 1..idx + 1, vec![Some(cf.clone()); more.len()]);
             // The configfile's segments stand where the option was; options given next to
@@ -1624,14 +1639,15 @@ mod tests {
         let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
         let file = words("-genv A file -ppn 2 -l");
         let argv = words("-genv A cmd -ppn 3 -n 1 prog");
-        let c = parse_with_defaults(Some(("f", &file)), &argv).expect("parse");
+        let c =
+            parse_with_defaults(Some(("f", &file)), &argv, &mut RawArgs::default()).expect("parse");
         assert_eq!(c.global.genv, vec![("A".into(), "file".into()), ("A".into(), "cmd".into())]);
         assert_eq!(c.global.ppn, Some(3));
         assert!(c.global.label);
         assert_eq!(c.execs.len(), 1);
         // MPMD segments count from the command line's first.
         let argv = words("-n 1 a : -n 2");
-        match parse_with_defaults(Some(("f", &file)), &argv) {
+        match parse_with_defaults(Some(("f", &file)), &argv, &mut RawArgs::default()) {
             Err(CliError::Usage(m)) => assert_eq!(m, "segment 2 names no program"),
             other => panic!("{other:?}"),
         }
@@ -1641,7 +1657,11 @@ mod tests {
             ("-rankmap x", "f: -rankmap: 'x' is not a node index"),
             ("-what", "f: unrecognized option '-what'"),
         ] {
-            match parse_with_defaults(Some(("f", &words(text))), &words("prog")) {
+            match parse_with_defaults(
+                Some(("f", &words(text))),
+                &words("prog"),
+                &mut RawArgs::default(),
+            ) {
                 Err(CliError::Usage(m)) => assert!(m.starts_with(what), "{text}: {m}"),
                 other => panic!("{text}: {other:?}"),
             }

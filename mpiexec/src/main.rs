@@ -7,6 +7,7 @@ mod frontend;
 mod mpir;
 mod nameserver;
 mod plan;
+mod rawargs;
 mod spawn;
 mod stdio;
 
@@ -16,7 +17,7 @@ use std::time::Duration;
 fn main() -> ExitCode {
     // Our options travel as text; a program's arguments need not be UTF-8 (Hydra passes
     // their bytes on): see `RawArgs`.
-    let (argv, raw) = RawArgs::stand_in(std::env::args_os().skip(1));
+    let (argv, mut raw) = rawargs::RawArgs::command_line(std::env::args_os().skip(1));
     // Hydra's defaults file ($HYDRA_CONFIG_FILE or ~/.mpiexec.hydra.conf): global options
     // read before the command line's.
     let defaults = match cli::defaults_file(&|k: &str| std::env::var(k).ok()) {
@@ -27,7 +28,7 @@ fn main() -> ExitCode {
         }
     };
     let defaults = defaults.as_ref().map(|(p, w)| (p.as_str(), w.as_slice()));
-    let mut cl = match cli::parse_with_defaults(defaults, &argv) {
+    let mut cl = match cli::parse_with_defaults(defaults, &argv, &mut raw) {
         Ok(c) => c,
         Err(cli::CliError::Info(text)) => {
             print!("{text}");
@@ -360,112 +361,4 @@ fn inherited_environment() -> Vec<(String, std::ffi::OsString)> {
         }
     }
     vars
-}
-
-/// Command-line arguments that are not UTF-8. The command line is parsed as text, each such
-/// argument standing in as a marker no real argument holds (after its text up to a first
-/// `=`, so that `-env NAME=VALUE` still splits); after parsing, a marker found as a
-/// program's argument or as the value of `-genv`/`-env` becomes the argument's bytes again,
-/// and one found anywhere else (another option's value, a program's name, a variable's
-/// name) is refused by name.
-struct RawArgs {
-    /// What every marker holds (after a private-use character): unique to this process.
-    tag: String,
-    args: Vec<RawArg>,
-}
-
-struct RawArg {
-    /// Its number (from 1) in our command line.
-    n: usize,
-    /// What stands for it while the command line is parsed.
-    stand_in: String,
-    whole: std::ffi::OsString,
-    /// What follows its first `=`, when what precedes that is text.
-    after_eq: Option<std::ffi::OsString>,
-}
-
-impl RawArgs {
-    fn stand_in(argv: impl Iterator<Item = std::ffi::OsString>) -> (Vec<String>, RawArgs) {
-        use std::os::unix::ffi::OsStrExt as _;
-        let tag = format!("libi-raw-argument-{}-", std::process::id());
-        let mut raw = RawArgs { tag, args: Vec::new() };
-        let argv = argv
-            .enumerate()
-            .map(|(i, a)| {
-                a.into_string().unwrap_or_else(|whole| {
-                    let n = i + 1;
-                    let bytes = whole.as_bytes();
-                    let split = bytes.iter().position(|&b| b == b'=').and_then(|eq| {
-                        let name = std::str::from_utf8(&bytes[..eq]).ok()?;
-                        let value = std::ffi::OsStr::from_bytes(&bytes[eq + 1..]);
-                        Some((name.to_string(), value.to_os_string()))
-                    });
-                    let marker = raw.marker(n);
-                    let (stand_in, after_eq) = match split {
-                        Some((name, value)) => (format!("{name}={marker}"), Some(value)),
-                        None => (marker, None),
-                    };
-                    raw.args.push(RawArg { n, stand_in: stand_in.clone(), whole, after_eq });
-                    stand_in
-                })
-            })
-            .collect();
-        (argv, raw)
-    }
-
-    fn marker(&self, n: usize) -> String {
-        format!("\u{E000}{}{n}.", self.tag)
-    }
-
-    /// `text` with every marker shown as its argument (lossily).
-    fn lossy(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        for a in &self.args {
-            out = out.replace(&a.stand_in, &a.whole.to_string_lossy());
-            let rest = a.after_eq.as_ref().unwrap_or(&a.whole);
-            out = out.replace(&self.marker(a.n), &rest.to_string_lossy());
-        }
-        out
-    }
-
-    /// Put the arguments back where bytes may go; refuse one found elsewhere.
-    fn restore(&self, cl: &mut cli::CommandLine) -> Result<(), String> {
-        if self.args.is_empty() {
-            return Ok(());
-        }
-        // A whole argument (a program's), or the value split from `NAME=VALUE`.
-        let put_back = |v: &mut std::ffi::OsString| {
-            for a in &self.args {
-                if *v == *a.stand_in {
-                    *v = a.whole.clone();
-                } else if let Some(value) = a.after_eq.as_ref().filter(|_| *v == *self.marker(a.n))
-                {
-                    *v = value.clone();
-                }
-            }
-        };
-        for (_, v) in &mut cl.global.genv {
-            put_back(v);
-        }
-        for e in &mut cl.execs {
-            e.args.iter_mut().for_each(put_back);
-            e.env.iter_mut().for_each(|(_, v)| put_back(v));
-        }
-        // Anything else that holds a marker (it shows in the parsed command line's text).
-        match self.refusal(&format!("{cl:?}")) {
-            None => Ok(()),
-            Some(m) => Err(m),
-        }
-    }
-
-    /// The error for the first argument whose marker `text` holds, if any.
-    fn refusal(&self, text: &str) -> Option<String> {
-        let a = self.args.iter().find(|a| text.contains(&format!("{}{}.", self.tag, a.n)))?;
-        Some(format!(
-            "argument {} ('{}') is not valid UTF-8 (only a program's arguments and \
-             environment values may not be)",
-            a.n,
-            a.whole.to_string_lossy()
-        ))
-    }
 }
