@@ -82,14 +82,15 @@ impl RawArgs {
         if self.args.is_empty() {
             return Ok(());
         }
+        let whole: std::collections::HashMap<&str, &RawArg> =
+            self.args.iter().map(|a| (a.stand_in.as_str(), a)).collect();
         // A whole argument (a program's), or the value split from `NAME=VALUE`.
         let put_back = |v: &mut OsString| {
-            for (i, a) in self.args.iter().enumerate() {
-                if *v == *a.stand_in {
-                    *v = a.whole.clone();
-                } else if let Some(value) = a.after_eq.as_ref().filter(|_| *v == *self.marker(i)) {
-                    *v = value.clone();
-                }
+            let Some(text) = v.to_str() else { return };
+            if let Some(a) = whole.get(text) {
+                *v = a.whole.clone();
+            } else if let Some(value) = self.marked(text).and_then(|a| a.after_eq.as_ref()) {
+                *v = value.clone();
             }
         };
         for (_, v) in &mut cl.global.genv {
@@ -106,13 +107,24 @@ impl RawArgs {
         }
     }
 
-    /// The error for the first argument whose marker `text` holds, if any.
+    /// The argument whose marker `text` is, exactly.
+    fn marked(&self, text: &str) -> Option<&RawArg> {
+        let i = text.strip_prefix('\u{E000}')?.strip_prefix(&self.tag)?.strip_suffix('.')?;
+        self.args.get(i.parse::<usize>().ok()?)
+    }
+
+    /// The error for the first argument whose marker `text` holds, if any (one pass over
+    /// `text`, however many arguments there are).
     pub fn refusal(&self, text: &str) -> Option<String> {
-        let (_, a) = self
-            .args
-            .iter()
-            .enumerate()
-            .find(|(i, _)| text.contains(&format!("{}{i}.", self.tag)))?;
+        let a = text.match_indices(&self.tag).find_map(|(at, _)| {
+            let rest = &text[at + self.tag.len()..];
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            if rest[digits..].starts_with('.') {
+                self.args.get(rest[..digits].parse::<usize>().ok()?)
+            } else {
+                None
+            }
+        })?;
         Some(format!(
             "{} ('{}') is not valid UTF-8 (only a program's arguments and environment values \
              may not be)",
