@@ -23,8 +23,9 @@ pub struct AppSpec {
     /// keep `PATH`, `HOME` and the like. False (`-genvall`, the default): `env` is all.
     #[serde(default)]
     pub agent_env: bool,
-    /// Working directory; `None` = the front end's.
-    pub wdir: Option<String>,
+    /// Working directory, as bytes (a directory's name need not be UTF-8); `None` = the
+    /// front end's.
+    pub wdir: Option<std::ffi::OsString>,
 }
 
 /// One rank placed on a node.

@@ -117,8 +117,7 @@ impl Spawner {
                 };
                 env.push(("PATH".into(), path));
             }
-            let wdir =
-                info("wdir").map(str::to_string).or_else(|| penv.and_then(|a| a.wdir.clone()));
+            let wdir = info("wdir").map(Into::into).or_else(|| penv.and_then(|a| a.wdir.clone()));
             apps.push(AppSpec {
                 exe: cmd.exe.clone(),
                 args: cmd.args.iter().map(Into::into).collect(),

@@ -62,8 +62,8 @@ fn non_mpi_program() {
 
 /// Bytes that are not UTF-8 in a program's arguments, in `-genv`/`-env` values, in the
 /// inherited environment and in a `-configfile`'s words reach the ranks as they are (Hydra
-/// passes them on); in an option
-/// that must be text (a working directory, a program's name, a variable's name) they are
+/// passes them on), and so do working directories (`-wdir`, `-gwdir`); in an option
+/// that must be text (a host list, a program's name, a variable's name) they are
 /// refused by argument number, exit 2, and nothing starts.
 #[test]
 fn non_utf8_arguments_and_environment_reach_the_ranks() {
@@ -89,7 +89,7 @@ fn non_utf8_arguments_and_environment_reach_the_ranks() {
     assert_eq!(out.stdout, [line, line].concat(), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
     for (args, n) in [
-        (vec![raw(b"-wdir=/tmp/\xff"), "-n".into(), "1".into(), "true".into()], 1),
+        (vec![raw(b"-hosts=h\xff"), "-n".into(), "1".into(), "true".into()], 1),
         (vec!["-n".into(), "1".into(), raw(b"./prog\xff")], 3),
         (
             vec!["-n".into(), "1".into(), "-genv".into(), raw(b"N\xff"), "1".into(), "true".into()],
@@ -112,6 +112,24 @@ fn non_utf8_arguments_and_environment_reach_the_ranks() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(out.stdout.is_empty());
     }
+    // A working directory (-wdir, -gwdir) is bytes too.
+    let wd = std::env::temp_dir()
+        .join(OsStr::from_bytes(format!("libi-e2e-wd\u{e9}-{mark}").as_bytes()));
+    let wd = wd.with_file_name(raw(&[wd.file_name().expect("name").as_bytes(), b"\xe9"].concat()));
+    std::fs::create_dir_all(&wd).expect("mkdir");
+    for opt in ["-wdir", "-gwdir"] {
+        let out = Command::new(MPIEXEC)
+            .args(["-n", "1", opt])
+            .arg(&wd)
+            .args(["sh", "-c", "/bin/pwd"])
+            .env("LIBI_E2E_MARK", &mark)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run libi-mpiexec");
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.stdout, [wd.as_os_str().as_bytes(), b"\n"].concat(), "{opt}");
+    }
+    let _ = std::fs::remove_dir(&wd);
     // The same in a -configfile: its words are bytes too (one line per program).
     let cf = std::env::temp_dir().join(format!("libi-e2e-raw-{mark}.cfg"));
     std::fs::write(&cf, b"-n 1 -env E=e\xfd printenv E\n-n 1 echo caf\xe9 # c\xe9\n")

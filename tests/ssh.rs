@@ -112,6 +112,44 @@ fn ranks_run_on_the_hosts() {
     no_remote_nlas(Duration::from_secs(5));
 }
 
+/// Over ssh, bytes that are not UTF-8 cross as they are: the working directory the job is
+/// started in (ranks start there on every host, not in the login's home), a program's
+/// arguments and an inherited variable's value.
+#[test]
+fn non_utf8_cwd_arguments_and_environment_over_ssh() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let Some(h) = hosts() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let raw = |b: &[u8]| std::ffi::OsStr::from_bytes(b).to_os_string();
+    let dir = std::env::temp_dir().join(raw(&[
+        format!("libi-ssh-{}-", std::process::id()).as_bytes(),
+        b"\xe9",
+    ]
+    .concat()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let out = std::process::Command::new(common::MPIEXEC)
+        .args(ssh_args(&h, 2, 1))
+        .args(["-n", "2", "sh", "-c", r#"printf '%s|%s|%s\n' "$(pwd -P)" "$1" "$X""#, "sh"])
+        .arg(raw(b"a\xff"))
+        .env("X", raw(b"x\xfe"))
+        .env("MPIEXEC_TIMEOUT", "60")
+        .current_dir(&dir)
+        .env_remove("PWD")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run libi-mpiexec");
+    let _ = std::fs::remove_dir(&dir);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let line = [dir.as_os_str().as_bytes(), b"|a\xff|x\xfe\n"].concat();
+    assert_eq!(
+        out.stdout,
+        [line.as_slice(), line.as_slice()].concat(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    no_remote_nlas(Duration::from_secs(5));
+}
+
 /// Exit codes and MPI_Abort across hosts, and nothing left running anywhere.
 #[test]
 fn failures_over_ssh() {

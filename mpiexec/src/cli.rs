@@ -315,7 +315,8 @@ pub struct Global {
     /// `-genv` pairs: a value need not be UTF-8 (see `RawArgs` in main.rs).
     pub genv: Vec<(String, std::ffi::OsString)>,
     pub genv_mode: EnvMode,
-    pub gwdir: Option<String>,
+    /// `-gwdir`: bytes, as a program's arguments (see `RawArgs`).
+    pub gwdir: Option<std::ffi::OsString>,
     pub label: bool,
     pub prepend_pattern: Option<Pattern>,
     pub outfile_pattern: Option<Pattern>,
@@ -419,7 +420,8 @@ pub struct Exec {
     /// `-env` pairs: a value need not be UTF-8 (see `RawArgs` in main.rs).
     pub env: Vec<(String, std::ffi::OsString)>,
     pub env_mode: Option<EnvMode>,
-    pub wdir: Option<String>,
+    /// `-wdir`: bytes, as a program's arguments (see `RawArgs`).
+    pub wdir: Option<std::ffi::OsString>,
     pub prog: String,
     /// Its arguments: not UTF-8 where the command line's were not (see `RawArgs`).
     pub args: Vec<std::ffi::OsString>,
@@ -701,7 +703,7 @@ fn merge_global(
     if let Some(l) = &s.genvlist {
         global.genv_mode = EnvMode::List(list(l));
     }
-    global.gwdir = s.gwdir.clone().or(global.gwdir.take());
+    global.gwdir = s.gwdir.clone().map(Into::into).or(global.gwdir.take());
     global.label |= s.label;
     global.prepend_pattern = s.prepend_pattern.clone().or(global.prepend_pattern.take());
     global.outfile_pattern = s.outfile_pattern.clone().or(global.outfile_pattern.take());
@@ -980,7 +982,7 @@ pub fn parse_with_defaults(
             n,
             env: pairs(&s.env),
             env_mode,
-            wdir: s.wdir.clone(),
+            wdir: s.wdir.clone().map(Into::into),
             prog: s.command[0].clone(),
             args: s.command[1..].iter().map(Into::into).collect(),
         });
@@ -1138,7 +1140,7 @@ mod tests {
         assert_eq!(e.n, Some(4));
         assert_eq!(e.prog, "prog");
         assert_eq!(e.args, vec!["-x", "--y"]);
-        assert_eq!(e.wdir.as_deref(), Some("/tmp"));
+        assert_eq!(e.wdir.as_deref(), Some("/tmp".as_ref()));
         assert!(c.global.label);
         assert_eq!(c.global.genv, vec![("A".into(), "1".into()), ("B".into(), "2".into())]);
     }
@@ -1158,7 +1160,7 @@ mod tests {
         assert!(c.global.map_given);
         // Program arguments are never touched.
         assert_eq!(c.execs[0].args, vec!["-n=3", "y=z"]);
-        assert_eq!(c.execs[0].wdir.as_deref(), Some("/w"));
+        assert_eq!(c.execs[0].wdir.as_deref(), Some("/w".as_ref()));
         // -genv=NAME VALUE, -genv NAME=VALUE, -genv=NAME=VALUE (split at the first '=').
         let c = p("-genv=A 1 -genv B=2 --genv=C=3=4 -genv D= -env=E 5 -env F=6 x").expect("parse");
         let pairs = |v: &[(&str, &str)]| -> Vec<(String, std::ffi::OsString)> {
@@ -1168,7 +1170,7 @@ mod tests {
         assert_eq!(c.execs[0].env, pairs(&[("E", "5"), ("F", "6")]));
         // A value containing '-' stays a value; the value of a single-value option may hold '='.
         let c = p("-wdir=-odd -prepend-pattern=a=%r x").expect("parse");
-        assert_eq!(c.execs[0].wdir.as_deref(), Some("-odd"));
+        assert_eq!(c.execs[0].wdir.as_deref(), Some("-odd".as_ref()));
         assert!(c.global.prepend_pattern.is_some());
         // Flags take no value (Hydra would run a program named "1"); empty values; unknown
         // names are refused whole.

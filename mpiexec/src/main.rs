@@ -100,7 +100,7 @@ fn main() -> ExitCode {
         inherited: inherited_environment(),
         // Not UTF-8: ranks start where their NLA runs (this directory, under the fork
         // launcher), as with no directory at all.
-        cwd: std::env::current_dir().ok().and_then(|p| p.into_os_string().into_string().ok()),
+        cwd: std::env::current_dir().ok().map(std::path::PathBuf::into_os_string),
         kvs: plan::KvsNames::new(
             std::process::id(),
             rand::RngCore::next_u32(&mut rand::rngs::OsRng),

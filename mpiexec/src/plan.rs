@@ -99,7 +99,8 @@ impl Plan {
 pub struct Context {
     /// Our environment; a value need not be UTF-8.
     pub inherited: Vec<(String, OsString)>,
-    pub cwd: Option<String>,
+    /// Our working directory (its name need not be UTF-8).
+    pub cwd: Option<OsString>,
     pub kvs: KvsNames,
     /// Path of the singleton's program (`-pmi_args`), if it can be found: only a label.
     pub singleton_exe: Option<String>,
@@ -690,7 +691,7 @@ mod tests {
         assert_eq!(p.job.singleton, Some(5000));
         assert_eq!(p.job.universe_size, -1);
         assert_eq!(p.job.apps[0].exe, "/bin/app");
-        assert_eq!(p.job.apps[0].wdir.as_deref(), Some("/w"));
+        assert_eq!(p.job.apps[0].wdir.as_deref(), Some("/w".as_ref()));
         assert_eq!(p.job.launcher.kind, LauncherKind::Fork);
         assert_eq!(p.root.children.len(), 1);
         assert_eq!(p.root.children[0].host, "fe");

@@ -1,9 +1,10 @@
 //! Arguments that are not UTF-8. Our options are parsed as text, but a program's arguments
 //! and the values of `-genv`/`-env` may be any bytes, as under Hydra, which passes them on.
-//! Each such argument (on the command line, or a word of a `-configfile`) stands in as a
-//! marker no real argument holds while the command line is parsed; after parsing, a marker
-//! found where bytes may go becomes the argument's bytes again, and one found anywhere else
-//! (another option's value, a program's name, a variable's name) is refused by name.
+//! So may `-wdir`/`-gwdir`. Each such argument (on the command line, or a word of a
+//! `-configfile`) stands in as a marker no real argument holds while the command line is
+//! parsed; after parsing, a marker found where bytes may go becomes the argument's bytes
+//! again, and one found anywhere else (another option's value, a program's name, a
+//! variable's name) is refused by name.
 
 use crate::cli::CommandLine;
 use std::ffi::{OsStr, OsString};
@@ -96,9 +97,11 @@ impl RawArgs {
         for (_, v) in &mut cl.global.genv {
             put_back(v);
         }
+        cl.global.gwdir.iter_mut().for_each(put_back);
         for e in &mut cl.execs {
             e.args.iter_mut().for_each(put_back);
             e.env.iter_mut().for_each(|(_, v)| put_back(v));
+            e.wdir.iter_mut().for_each(put_back);
         }
         // Anything else that holds a marker (it shows in the parsed command line's text).
         match self.refusal(&format!("{cl:?}")) {
@@ -126,8 +129,8 @@ impl RawArgs {
             }
         })?;
         Some(format!(
-            "{} ('{}') is not valid UTF-8 (only a program's arguments and environment values \
-             may not be)",
+            "{} ('{}') is not valid UTF-8 (only a program's arguments, environment values and \
+             working directories may not be)",
             a.what,
             a.whole.to_string_lossy()
         ))

@@ -122,8 +122,8 @@ mod tests {
             h,
             vec![("n1".into(), vec![0, 1]), ("x".into(), vec![2]), ("y".into(), vec![3, 4])]
         );
-        assert_eq!(g.job.apps[0].wdir.as_deref(), Some("/tmp"));
-        assert_eq!(g.job.apps[1].wdir.as_deref(), Some("/w"));
+        assert_eq!(g.job.apps[0].wdir.as_deref(), Some("/tmp".as_ref()));
+        assert_eq!(g.job.apps[1].wdir.as_deref(), Some("/w".as_ref()));
         let path = |a: &AppSpec| a.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone());
         assert_eq!(path(&g.job.apps[0]).as_deref(), Some("/opt/bin:/bin".as_ref()));
         assert_eq!(path(&g.job.apps[1]).as_deref(), Some("/bin".as_ref()));

@@ -241,11 +241,8 @@ fn env_entry(name: &str, value: impl AsRef<std::ffi::OsStr>) -> io::Result<CStri
     cbytes(&e)
 }
 
-fn cstring(s: &str) -> io::Result<CString> {
-    cbytes(s.as_ref())
-}
-
-/// [`cstring`] of bytes that need not be UTF-8 (an argument, an environment value).
+/// A C string of bytes that need not be UTF-8 (an argument, an environment value, a
+/// directory); a NUL byte is an error naming the text.
 fn cbytes(s: &std::ffi::OsStr) -> io::Result<CString> {
     use std::os::unix::ffi::OsStrExt as _;
     CString::new(s.as_bytes()).map_err(|_| {
@@ -540,7 +537,9 @@ pub fn start_rank(
                 (e, reason)
             }
             Failure::Chdir(e) => {
-                let d = app.and_then(|a| a.wdir.as_deref()).unwrap_or("?");
+                let d = app
+                    .and_then(|a| a.wdir.as_deref())
+                    .map_or("?".into(), std::ffi::OsStr::to_string_lossy);
                 let reason =
                     format!("cannot change to working directory '{d}' on {host}: {}", describe(&e));
                 (e, reason)
@@ -671,7 +670,7 @@ fn try_start(
     let mut envp: Vec<*const libc::c_char> =
         base.iter().chain(&vars_c).map(|c| c.as_ptr()).collect();
     envp.push(std::ptr::null());
-    let wdir_c = app.wdir.as_deref().map(cstring).transpose().map_err(Failure::Chdir)?;
+    let wdir_c = app.wdir.as_deref().map(cbytes).transpose().map_err(Failure::Chdir)?;
 
     let (out_r, out_w) = pipe_cloexec()?;
     slots.set(SLOT_OUT, out_w.as_raw_fd())?;
