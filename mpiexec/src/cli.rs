@@ -312,7 +312,7 @@ const IGNORED: &[(&str, usize, &str)] = &[
 /// Global settings after merging all segments.
 #[derive(Debug, Clone, Default)]
 pub struct Global {
-    /// `-genv` pairs: a value need not be UTF-8 (see `RawArgs` in main.rs).
+    /// `-genv` pairs: a value need not be UTF-8 (see `crate::rawargs`).
     pub genv: Vec<(String, std::ffi::OsString)>,
     pub genv_mode: EnvMode,
     /// `-gwdir`: bytes, as a program's arguments (see `RawArgs`).
@@ -417,13 +417,13 @@ pub enum EnvMode {
 #[derive(Debug, Clone)]
 pub struct Exec {
     pub n: Option<u32>,
-    /// `-env` pairs: a value need not be UTF-8 (see `RawArgs` in main.rs).
+    /// `-env` pairs: a value need not be UTF-8 (see `crate::rawargs`).
     pub env: Vec<(String, std::ffi::OsString)>,
     pub env_mode: Option<EnvMode>,
     /// `-wdir`: bytes, as a program's arguments (see `RawArgs`).
     pub wdir: Option<std::ffi::OsString>,
     pub prog: String,
-    /// Its arguments: not UTF-8 where the command line's were not (see `RawArgs`).
+    /// Its arguments: not UTF-8 where the command line's were not (see `crate::rawargs`).
     pub args: Vec<std::ffi::OsString>,
 }
 
