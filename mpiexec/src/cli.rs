@@ -315,7 +315,7 @@ pub struct Global {
     /// `-genv` pairs: a value need not be UTF-8 (see `crate::rawargs`).
     pub genv: Vec<(String, std::ffi::OsString)>,
     pub genv_mode: EnvMode,
-    /// `-gwdir`: bytes, as a program's arguments (see `RawArgs`).
+    /// `-gwdir`: bytes, as a program's arguments (see `crate::rawargs`).
     pub gwdir: Option<std::ffi::OsString>,
     pub label: bool,
     pub prepend_pattern: Option<Pattern>,
@@ -420,7 +420,7 @@ pub struct Exec {
     /// `-env` pairs: a value need not be UTF-8 (see `crate::rawargs`).
     pub env: Vec<(String, std::ffi::OsString)>,
     pub env_mode: Option<EnvMode>,
-    /// `-wdir`: bytes, as a program's arguments (see `RawArgs`).
+    /// `-wdir`: bytes, as a program's arguments (see `crate::rawargs`).
     pub wdir: Option<std::ffi::OsString>,
     pub prog: String,
     /// Its arguments: not UTF-8 where the command line's were not (see `crate::rawargs`).
