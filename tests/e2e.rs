@@ -67,23 +67,27 @@ fn non_mpi_program() {
 /// refused by argument number, exit 2, and nothing starts.
 #[test]
 fn non_utf8_arguments_and_environment_reach_the_ranks() {
-    use std::ffi::OsStr;
+    use std::ffi::{OsStr, OsString};
     use std::os::unix::ffi::OsStrExt as _;
     let raw = |b: &[u8]| OsStr::from_bytes(b).to_os_string();
     let mark = common::new_mark();
-    let out = Command::new(MPIEXEC)
-        .args(["-n", "2", "-genv", "G"])
-        .arg(raw(b"g\xfe"))
-        .arg("-env")
-        .arg(raw(b"E=e\xfd"))
-        .args(["sh", "-c", r#"printf '%s|%s|%s|%s|%s\n' "$1" "$2" "$G" "$E" "$I""#, "sh"])
-        .arg(raw(b"caf\xe9"))
-        .arg(raw(b"--opt=\xff"))
-        .env("I", raw(b"i\xfc"))
-        .env("LIBI_E2E_MARK", &mark)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run libi-mpiexec");
+    // libi-mpiexec with these arguments, our environment and `env` on top, no stdin.
+    let job = |args: &[OsString], env: &[(&str, OsString)]| {
+        Command::new(MPIEXEC)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env("LIBI_E2E_MARK", &mark)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run libi-mpiexec")
+    };
+    let text = |words: &[&str]| words.iter().map(OsString::from).collect::<Vec<_>>();
+    let printf = r#"printf '%s|%s|%s|%s|%s\n' "$1" "$2" "$G" "$E" "$I""#;
+    let mut args = text(&["-n", "2", "-genv", "G"]);
+    args.extend([raw(b"g\xfe"), "-env".into(), raw(b"E=e\xfd")]);
+    args.extend(text(&["sh", "-c", printf, "sh"]));
+    args.extend([raw(b"caf\xe9"), raw(b"--opt=\xff")]);
+    let out = job(&args, &[("I", raw(b"i\xfc"))]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let line: &[u8] = b"caf\xe9|--opt=\xff|g\xfe|e\xfd|i\xfc\n";
     assert_eq!(out.stdout, [line, line].concat(), "{}", String::from_utf8_lossy(&out.stdout));
@@ -96,12 +100,7 @@ fn non_utf8_arguments_and_environment_reach_the_ranks() {
             4,
         ),
     ] {
-        let out = Command::new(MPIEXEC)
-            .args(&args)
-            .env("LIBI_E2E_MARK", &mark)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run libi-mpiexec");
+        let out = job(&args, &[]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(
@@ -113,38 +112,27 @@ fn non_utf8_arguments_and_environment_reach_the_ranks() {
         assert!(out.stdout.is_empty());
     }
     // A working directory (-wdir, -gwdir) is bytes too.
-    let wd = std::env::temp_dir()
-        .join(OsStr::from_bytes(format!("libi-e2e-wd\u{e9}-{mark}").as_bytes()));
-    let wd = wd.with_file_name(raw(&[wd.file_name().expect("name").as_bytes(), b"\xe9"].concat()));
+    let wd = std::env::temp_dir().join(raw(&[b"libi-e2e-wd\xe9-", mark.as_bytes()].concat()));
     std::fs::create_dir_all(&wd).expect("mkdir");
     for opt in ["-wdir", "-gwdir"] {
-        let out = Command::new(MPIEXEC)
-            .args(["-n", "1", opt])
-            .arg(&wd)
-            .args(["sh", "-c", "/bin/pwd"])
-            .env("LIBI_E2E_MARK", &mark)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run libi-mpiexec");
+        let mut args = text(&["-n", "1", opt]);
+        args.push(wd.clone().into_os_string());
+        args.extend(text(&["sh", "-c", "/bin/pwd"]));
+        let out = job(&args, &[]);
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(out.stdout, [wd.as_os_str().as_bytes(), b"\n"].concat(), "{opt}");
     }
     let _ = std::fs::remove_dir(&wd);
     // The same in a -configfile: its words are bytes too (one line per program).
     let cf = std::env::temp_dir().join(format!("libi-e2e-raw-{mark}.cfg"));
+    let configfile = ["-configfile".into(), cf.clone().into_os_string()];
     std::fs::write(&cf, b"-n 1 -env E=e\xfd printenv E\n-n 1 echo caf\xe9 # c\xe9\n")
         .expect("write");
-    let out = Command::new(MPIEXEC)
-        .arg("-configfile")
-        .arg(&cf)
-        .env("LIBI_E2E_MARK", &mark)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run libi-mpiexec");
+    let out = job(&configfile, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.stdout, b"e\xfd\ncaf\xe9\n");
     std::fs::write(&cf, b"-n 1 ./prog\xff\n").expect("write");
-    let out = Command::new(MPIEXEC).arg("-configfile").arg(&cf).output().expect("run");
+    let out = job(&configfile, &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.starts_with("libi-mpiexec: word 3 of configfile '"), "{err}");

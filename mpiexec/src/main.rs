@@ -98,8 +98,7 @@ fn main() -> ExitCode {
         .unwrap_or_else(|| "localhost".into());
     let ctx = plan::Context {
         inherited: inherited_environment(),
-        // Not UTF-8: ranks start where their NLA runs (this directory, under the fork
-        // launcher), as with no directory at all.
+        // As bytes: a directory whose name is not UTF-8 is where the ranks start too.
         cwd: std::env::current_dir().ok().map(std::path::PathBuf::into_os_string),
         kvs: plan::KvsNames::new(
             std::process::id(),

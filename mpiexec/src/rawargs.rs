@@ -83,15 +83,19 @@ impl RawArgs {
         if self.args.is_empty() {
             return Ok(());
         }
-        let whole: std::collections::HashMap<&str, &RawArg> =
-            self.args.iter().map(|a| (a.stand_in.as_str(), a)).collect();
-        // A whole argument (a program's), or the value split from `NAME=VALUE`.
+        // A whole argument (a program's) by its stand-in, or the value split from
+        // `NAME=VALUE` by its marker.
+        let mut bytes: std::collections::HashMap<String, &OsString> =
+            std::collections::HashMap::new();
+        for (i, a) in self.args.iter().enumerate() {
+            bytes.insert(a.stand_in.clone(), &a.whole);
+            if let Some(value) = &a.after_eq {
+                bytes.insert(self.marker(i), value);
+            }
+        }
         let put_back = |v: &mut OsString| {
-            let Some(text) = v.to_str() else { return };
-            if let Some(a) = whole.get(text) {
-                *v = a.whole.clone();
-            } else if let Some(value) = self.marked(text).and_then(|a| a.after_eq.as_ref()) {
-                *v = value.clone();
+            if let Some(b) = v.to_str().and_then(|t| bytes.get(t)) {
+                *v = (*b).clone();
             }
         };
         for (_, v) in &mut cl.global.genv {
@@ -108,12 +112,6 @@ impl RawArgs {
             None => Ok(()),
             Some(m) => Err(m),
         }
-    }
-
-    /// The argument whose marker `text` is, exactly.
-    fn marked(&self, text: &str) -> Option<&RawArg> {
-        let i = text.strip_prefix('\u{E000}')?.strip_prefix(&self.tag)?.strip_suffix('.')?;
-        self.args.get(i.parse::<usize>().ok()?)
     }
 
     /// The error for the first argument whose marker `text` holds, if any (one pass over
