@@ -10,7 +10,8 @@
 //!   Hydra's) and its key queued as pending for the current fence epoch;
 //! * `barrier_in`: when every local rank and every child subtree entered, one `FenceIn` with
 //!   the subtree's new pairs goes to the parent (one message per node per fence). The root
-//!   then releases the fence down the tree: when the epoch's pairs total at most
+//!   (or the NLA highest in the tree whose subtree holds every rank of the job, a lone NLA
+//!   say: the *fence root*, which then has every pair) then releases the fence down the tree: when the epoch's pairs total at most
 //!   `kvs_push_max` bytes they travel down with the release (`pushed`) and every `get` is
 //!   answered locally;
 //! * big fences: no tree message carries more than the chunk size (`FENCE_CHUNK`) of pairs.
@@ -155,6 +156,11 @@ pub struct NodeCore {
     job: JobCommon,
     plan: NodePlan,
     is_root: bool,
+    /// This node's subtree holds every rank of the job (the root's always does; so does a
+    /// lone NLA's, or the top NLA's of a tree the front end reaches through one child): its
+    /// fences are released here, without a round trip to the parent, every pair of the job
+    /// is in its KVS, and a key missing here is missing.
+    fence_root: bool,
     conns: Vec<Connection>,
     kvs: Kvs,
     /// Keys put in this subtree in the current epoch and not sent up yet (their values are
@@ -261,6 +267,7 @@ impl NodeCore {
         let local_rank0 = plan.ranks.iter().any(|r| r.rank == 0);
         let stdin_child =
             if local_rank0 { None } else { plan.children.iter().position(|c| c.has_rank(0)) };
+        let fence_root = is_root || plan.subtree_ranks() >= job.size as usize;
         NodeCore {
             child_left: plan.children.iter().map(NodePlan::subtree_ranks).collect(),
             children_left: plan.children.iter().map(NodePlan::subtree_ranks).sum(),
@@ -281,6 +288,7 @@ impl NodeCore {
             job,
             plan,
             is_root,
+            fence_root,
             conns,
             kvs,
             pending: Vec::new(),
@@ -589,6 +597,11 @@ impl NodeCore {
 
     /// Every rank of the subtree ended, every child connection closed, and no failure is
     /// in its grace.
+    /// Whether this node releases the job's fences (see the `fence_root` field).
+    pub fn is_fence_root(&self) -> bool {
+        self.fence_root
+    }
+
     pub fn finished(&self) -> bool {
         self.ranks_left() == 0
             && (self.children_given_up || self.child_closed.iter().all(|c| *c))
@@ -753,7 +766,7 @@ impl NodeCore {
             return;
         }
         let key = Key::from(key);
-        let w = if self.is_root {
+        let w = if self.fence_root {
             self.root_merge(key, value.into())
         } else {
             self.pending_cost += pair_cost(&key, &value);
@@ -853,7 +866,7 @@ impl NodeCore {
             }
             let reply = self.conns[local].answer_get(&key, Some(v));
             fx.push(Effect::ToRank(local, reply));
-        } else if self.lazy && !self.is_root {
+        } else if self.lazy && !self.fence_root {
             self.wait_for(key, Waiter::Rank(local), fx);
         } else {
             self.counters.gets_local += 1;
@@ -913,15 +926,15 @@ impl NodeCore {
         {
             return;
         }
-        if self.is_root {
+        if self.fence_root {
             self.release(fx);
         } else {
             self.send_pending(true, fx);
         }
     }
 
-    /// At the root: every rank entered the fence (its pairs are merged here already).
-    /// Release it down the tree: the epoch's pairs when they total at most `kvs_push_max`
+    /// At the fence root (see `fence_root`): every rank entered the fence (its pairs are
+    /// merged here already). Release it down the tree: the epoch's pairs when they total at most `kvs_push_max`
     /// bytes (`pushed`), else the keys overwritten in this epoch, which caches must drop;
     /// as `FenceOutPart`s of at most a chunk each, the last one as the `FenceOut`.
     fn release(&mut self, fx: &mut Vec<Effect>) {
@@ -932,7 +945,9 @@ impl NodeCore {
         self.epoch_bytes = 0;
         let mut chunks = Chunks::new(self.chunk);
         let mut parts = Vec::new();
-        if pushed {
+        if self.child_fenced.is_empty() {
+            // No child to tell: the ranks here hold every pair already.
+        } else if pushed {
             let mut seen = HashSet::new();
             for key in push_keys.unwrap_or_default() {
                 if let Some(value) = self.kvs.value(&key).filter(|_| !seen.contains(&key)) {
@@ -957,7 +972,7 @@ impl NodeCore {
     /// The pairs are stored shared (one more count on each key and value): a node with
     /// children passes the message on.
     fn apply_release(&mut self, pairs: &[(Key, Value)], stale: &[String]) {
-        if self.is_root {
+        if self.fence_root {
             return;
         }
         self.kvs.reserve(pairs.len());
@@ -1355,7 +1370,7 @@ impl NodeCore {
                 self.counters.gets_for_children += 1;
                 if let Some(v) = self.kvs.value(&key) {
                     fx.push(Effect::ToChild(idx, Msg::GetResult { key, value: Some(v) }));
-                } else if self.is_root {
+                } else if self.fence_root {
                     fx.push(Effect::ToChild(idx, Msg::GetResult { key, value: None }));
                 } else {
                     self.wait_for(key, Waiter::Child(idx), fx);
@@ -1451,7 +1466,7 @@ impl NodeCore {
     /// as it came; the pairs of a `FenceIn` join this node's pending ones.
     fn child_pairs(&mut self, pairs: Vec<(Key, Value)>, close: bool, fx: &mut Vec<Effect>) {
         let epoch = self.epoch;
-        if self.is_root {
+        if self.fence_root {
             for (k, v) in pairs {
                 self.root_merge(k, v);
             }
@@ -1485,11 +1500,14 @@ impl NodeCore {
         if self.epoch_bytes > self.job.kvs_push_max {
             self.push_keys = None;
         }
-        if self.kvs.contains(&k) {
-            self.overwritten.insert(k.clone());
-        }
-        if let Some(keys) = self.push_keys.as_mut() {
-            keys.push(k.clone());
+        // What a release tells the children (none: nothing to note).
+        if !self.child_fenced.is_empty() {
+            if self.kvs.contains(&k) {
+                self.overwritten.insert(k.clone());
+            }
+            if let Some(keys) = self.push_keys.as_mut() {
+                keys.push(k.clone());
+            }
         }
         self.kvs.write(k, v, self.epoch, false)
     }

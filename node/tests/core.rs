@@ -12,7 +12,16 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// A node holding `local` ranks, with children holding theirs, in a job with one more rank
+/// elsewhere in the tree (so the node is not the fence root; see [`whole_job`]).
 fn setup(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
+    let mut s = whole_job(local, children, push_max);
+    s.job.size += 1;
+    s
+}
+
+/// A node whose subtree holds every rank of the job: the root, or a lone NLA.
+fn whole_job(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
     let plan = |node: u32, ranks: &[u32]| NodePlan {
         node,
         host: format!("h{node}"),
@@ -160,6 +169,65 @@ fn lazy_get_climbs_once_and_is_cached() {
     core.parent_msg(out, &mut fx);
     let fx = rank_lines(&mut core, 0, "cmd=get kvsname=kvs key=far\n");
     assert_eq!(to_parent(&fx), vec![&Msg::Get { key: "far".into() }]);
+}
+
+/// An NLA whose subtree holds every rank of the job (a one-node job) is the fence root: its
+/// fences are released there, with nothing sent up, whether they may be pushed or not; its
+/// own ranks' gets are answered from its KVS, a miss at once; a child gets the release with
+/// the pairs put here.
+#[test]
+fn a_node_holding_every_rank_releases_its_own_fences() {
+    for push_max in [1 << 20, 0] {
+        let mut core = NodeCore::new(whole_job(&[0, 1], &[], push_max), false, false);
+        for l in 0..2 {
+            rank_lines(&mut core, l, INIT);
+        }
+        let mut fx =
+            rank_lines(&mut core, 0, "cmd=put kvsname=kvs key=a value=1\ncmd=barrier_in\n");
+        fx.extend(rank_lines(&mut core, 1, "cmd=put kvsname=kvs key=b value=2\ncmd=barrier_in\n"));
+        assert!(to_parent(&fx).is_empty(), "nothing goes up: {fx:?}");
+        for l in 0..2 {
+            assert_eq!(replies(&fx, l).last().map(String::as_str), Some("cmd=barrier_out rc=0\n"));
+        }
+        let mut fx = rank_lines(&mut core, 0, "cmd=get kvsname=kvs key=b\n");
+        fx.extend(rank_lines(&mut core, 1, "cmd=get kvsname=kvs key=nope\n"));
+        assert!(to_parent(&fx).is_empty(), "no get climbs: {fx:?}");
+        assert_eq!(replies(&fx, 0), vec!["cmd=get_result rc=0 msg=success value=2\n"]);
+        assert!(replies(&fx, 1)[0].starts_with("cmd=get_result rc=-1"), "{fx:?}");
+        // A second epoch works the same; a repeated put replaces the value.
+        let mut fx =
+            rank_lines(&mut core, 1, "cmd=put kvsname=kvs key=a value=3\ncmd=barrier_in\n");
+        fx.extend(rank_lines(&mut core, 0, "cmd=barrier_in\n"));
+        assert!(to_parent(&fx).is_empty(), "{fx:?}");
+        let fx = rank_lines(&mut core, 0, "cmd=get kvsname=kvs key=a\n");
+        assert_eq!(replies(&fx, 0), vec!["cmd=get_result rc=0 msg=success value=3\n"]);
+        assert_eq!(core.counters().fences, 2);
+    }
+    // With a child: its fence joins, and the release it gets carries the pairs put here.
+    let mut core = NodeCore::new(whole_job(&[0], &[&[1]], 1 << 20), false, false);
+    rank_lines(&mut core, 0, INIT);
+    let mut fx = rank_lines(&mut core, 0, "cmd=put kvsname=kvs key=a value=1\ncmd=barrier_in\n");
+    let top = KvsTop { rank: 1, bytes: 2 };
+    let pairs = vec![("c".into(), "3".into())];
+    core.child_msg(0, Msg::FenceIn { epoch: 1, pairs, top }, &mut fx);
+    assert!(to_parent(&fx).is_empty(), "nothing goes up: {fx:?}");
+    assert_eq!(replies(&fx, 0).last().map(String::as_str), Some("cmd=barrier_out rc=0\n"));
+    let down: Vec<&Msg> = fx
+        .iter()
+        .filter_map(|e| if let Effect::ToChildren(m) = e { Some(m) } else { None })
+        .collect();
+    match down.as_slice() {
+        [Msg::FenceOut { epoch: 1, pushed: true, pairs, .. }] => {
+            let mut keys: Vec<&str> = pairs.iter().map(|(k, _)| &**k).collect();
+            keys.sort();
+            assert_eq!(keys, vec!["a", "c"]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut fx = Vec::new();
+    core.child_msg(0, Msg::Get { key: "nope".into() }, &mut fx);
+    assert!(to_parent(&fx).is_empty(), "{fx:?}");
+    assert!(fx.iter().any(|e| matches!(e, Effect::ToChild(0, Msg::GetResult { value: None, .. }))));
 }
 
 #[test]
@@ -562,7 +630,7 @@ fn big_fence_goes_up_in_bounded_parts() {
 /// as they come, passes them on and answers gets locally.
 #[test]
 fn big_release_goes_down_in_bounded_parts() {
-    let root_setup = setup(&[], &[&[0], &[1]], 1 << 30);
+    let root_setup = whole_job(&[], &[&[0], &[1]], 1 << 30);
     let mut root = NodeCore::new(root_setup, true, false);
     root.set_fence_chunk(CHUNK);
     let mut want = HashMap::new();
@@ -622,7 +690,7 @@ fn big_release_goes_down_in_bounded_parts() {
 /// A big unpushed fence that overwrote many keys: the stale keys go down in bounded parts.
 #[test]
 fn many_stale_keys_go_down_in_bounded_parts() {
-    let mut root = NodeCore::new(setup(&[], &[&[0]], 0), true, false);
+    let mut root = NodeCore::new(whole_job(&[], &[&[0]], 0), true, false);
     root.set_fence_chunk(4096);
     let pairs: Vec<(libi::msg::Key, libi::msg::Value)> =
         (0..3000).map(|i| (format!("key{i:05}").into(), "v".into())).collect();
@@ -706,7 +774,7 @@ fn kvs_limit_names_the_rank() {
 /// contributor its children reported.
 #[test]
 fn kvs_limit_total_names_the_biggest_contributor() {
-    let mut s = setup(&[], &[&[0], &[1, 2]], 1 << 20);
+    let mut s = whole_job(&[], &[&[0], &[1, 2]], 1 << 20);
     s.job.kvs_max = 3000;
     let mut root = NodeCore::new(s, true, false);
     let pairs = |n: &str| vec![(libi::msg::Key::from(n), libi::msg::Value::from("x".repeat(999)))];
@@ -847,7 +915,8 @@ proptest! {
     /// names a rank or child that exists.
     #[test]
     fn node_core_never_panics(events in proptest::collection::vec(event(), 1..40), root in any::<bool>()) {
-        let mut s = setup(&[0, 1, 2], &[&[3], &[4, 5]], if root { 0 } else { 1 << 20 });
+        let shape: (&[u32], &[&[u32]]) = (&[0, 1, 2], &[&[3], &[4, 5]]);
+        let mut s = if root { whole_job(shape.0, shape.1, 0) } else { setup(shape.0, shape.1, 1 << 20) };
         s.job.kvs_max = if root { 1 << 20 } else { 40 };
         let mut core = NodeCore::new(s, root, true);
         core.set_fence_chunk(if root { 1 << 20 } else { 16 });

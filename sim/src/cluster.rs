@@ -147,7 +147,7 @@ pub struct Outcome {
     pub workload: String,
     /// Every agent connected and every rank started (the last `SubtreeUp` at the front end).
     pub launch: Option<f64>,
-    /// When the root released each fence.
+    /// When the fence root (the front end, or its only child) released each fence.
     pub fences: Vec<f64>,
     /// When the last rank was released from each fence (PMI-1 `barrier_out`): the fence
     /// records of the launch report (the last rank's leave), what `bench/sim-validate.sh`
@@ -1317,8 +1317,17 @@ impl Cluster {
     fn with_core(&mut self, node: u32, t: Time, f: impl FnOnce(&mut NodeCore, &mut Vec<Effect>)) {
         let mut fx = std::mem::take(&mut self.fx);
         self.clock.store(t, std::sync::atomic::Ordering::Relaxed);
+        let group0 = self.nodes[node as usize].group == 0;
         if let Some(core) = self.nodes[node as usize].core.as_mut() {
+            let before = core.counters().fences;
             f(core, &mut fx);
+            // The job's fences are released where its fence root is: the front end, or its
+            // only child (see `NodeCore`).
+            if core.is_fence_root() && group0 {
+                for _ in before..core.counters().fences {
+                    self.out.fences.push(secs(t));
+                }
+            }
         }
         self.arm(node, t);
         self.apply(node, t, &mut fx);
@@ -1920,11 +1929,6 @@ impl Cluster {
                 Effect::ToParent(m) => self.send_up(node, t, m),
                 Effect::ToChild(idx, m) => self.send_down(node, idx as u32, t, m),
                 Effect::ToChildren(m) => {
-                    if node == 0 {
-                        if let Msg::FenceOut { .. } = &m {
-                            self.out.fences.push(secs(t));
-                        }
-                    }
                     let n = self.nodes[node as usize].children.len() as u32;
                     for idx in 0..n {
                         self.send_down(node, idx, t, m.clone());
