@@ -96,6 +96,11 @@ pub struct LauncherSpec {
     /// NAME`, as Hydra does. Only the hosts that have one.
     #[serde(default)]
     pub users: Vec<(String, String)>,
+    /// `HYDRA_PROXY_RETRY_COUNT`: how often a new NLA tries its connection to its parent (or
+    /// to the front end it joins) again when it fails; `None`: the NLA's default
+    /// (`libi-nla --retries`).
+    #[serde(default)]
+    pub connect_retries: Option<u32>,
 }
 
 impl LauncherSpec {
@@ -108,6 +113,7 @@ impl LauncherSpec {
             nla_by_name: false,
             extra_args: Vec::new(),
             users: Vec::new(),
+            connect_retries: None,
         }
     }
 

@@ -69,6 +69,9 @@ pub fn nla_command(
         // parent or the ssh/rsh session goes away, wherever it runs.
         "--keep-stdin".to_string(),
     ];
+    if let Some(n) = spec.connect_retries {
+        nla.extend(["--retries".to_string(), n.to_string()]);
+    }
     if verbose {
         nla.push("-v".to_string());
     }
@@ -146,6 +149,9 @@ pub fn srun_command(
         front_end.to_string(),
         "--keep-stdin".to_string(),
     ]);
+    if let Some(n) = spec.connect_retries {
+        args.extend(["--retries".to_string(), n.to_string()]);
+    }
     if verbose {
         args.push("-v".to_string());
     }
@@ -325,6 +331,23 @@ mod tests {
         }
         let tail: Vec<&str> = a[a.len() - 4..].iter().map(String::as_str).collect();
         assert_eq!(tail, vec!["/opt/libi/libi-nla", "--rendezvous", "10.0.0.1:5", "--keep-stdin"]);
+    }
+
+    /// `HYDRA_PROXY_RETRY_COUNT` reaches every NLA's command line, whatever starts it; unset,
+    /// the NLA's own default holds and nothing is added.
+    #[test]
+    fn connect_retries_go_on_the_nla_command_line() {
+        let mut s = spec(LauncherKind::Fork, None);
+        s.connect_retries = Some(3);
+        let (_, a) = nla_command(&s, "n1", "127.0.0.1:9", 3, false);
+        assert_eq!(a[a.len() - 2..], ["--retries", "3"]);
+        s.kind = LauncherKind::Ssh;
+        let (_, a) = nla_command(&s, "n1", "10.0.0.1:9", 2, false);
+        assert!(a[a.len() - 1].ends_with("--keep-stdin --retries 3"), "{a:?}");
+        let (_, a) = srun_command(&s, &["a".into()], "10.0.0.1:5", false);
+        assert_eq!(a[a.len() - 2..], ["--retries", "3"]);
+        let (_, a) = nla_command(&spec(LauncherKind::Ssh, None), "n1", "10.0.0.1:9", 2, false);
+        assert!(!a.iter().any(|w| w.contains("--retries")), "{a:?}");
     }
 
     #[test]

@@ -374,6 +374,8 @@ pub struct Global {
     pub nameserver: Option<libi::nameserver::Address>,
     /// `HYDRA_LAUNCHER_EXTRA_ARGS`: words for ssh, rsh or srun.
     pub launcher_extra_args: Vec<String>,
+    /// `HYDRA_PROXY_RETRY_COUNT`: the NLAs' retries of their connection to the parent.
+    pub connect_retries: Option<u32>,
     /// One line for each ignored Hydra option (see [`IGNORED`]), printed under `-v`.
     pub notes: Vec<String>,
 }
@@ -1007,7 +1009,8 @@ pub fn parse_with_defaults(
 /// (options win): `HYDRA_HOST_FILE`, `HYDRA_LAUNCHER` (or its older name `HYDRA_BOOTSTRAP`),
 /// `HYDRA_LAUNCHER_EXEC` (`HYDRA_BOOTSTRAP_EXEC`), `HYDRA_RMK`, `HYDRA_BINDING`,
 /// `HYDRA_MAPPING`, `HYDRA_MEMBIND`, `HYDRA_IFACE`, `HYDRA_DEBUG`, `HYDRA_TOPO_DEBUG`,
-/// `HYDRA_ENV=all`. `get` looks a variable
+/// `HYDRA_ENV=all`, `HYDRA_LAUNCHER_EXTRA_ARGS`, `HYDRA_LAUNCHER_SSH_LIMIT`,
+/// `HYDRA_PROXY_RETRY_COUNT`. `get` looks a variable
 /// up (empty counts as unset).
 pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
     let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
@@ -1028,6 +1031,14 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
     // Hydra splits it at whitespace (no quoting) and puts the words before the host.
     if let Some(v) = get("HYDRA_LAUNCHER_EXTRA_ARGS") {
         g.launcher_extra_args = v.split_whitespace().map(str::to_string).collect();
+    }
+    // Hydra passes it to each proxy (`--retries`), which tries its connection to mpiexec
+    // that many more times. A negative count means no retry (Hydra takes -1 too).
+    if let Some(v) = get("HYDRA_PROXY_RETRY_COUNT") {
+        match v.trim().parse::<i64>() {
+            Ok(n) => g.connect_retries = Some(n.clamp(0, 1000) as u32),
+            Err(_) => return Err(format!("HYDRA_PROXY_RETRY_COUNT: expected a number, got '{v}'")),
+        }
     }
     // Hydra's cap on ssh launches in flight: each launching NLA's batch.
     if g.launch_batch.is_none() {
@@ -1532,7 +1543,7 @@ mod tests {
     }
 
     #[test]
-    fn hydra_launcher_ssh_limit() {
+    fn hydra_launcher_ssh_limit_and_proxy_retry_count() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
             move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
         };
@@ -1542,6 +1553,15 @@ mod tests {
         let mut g = p("--launch-batch 2 x").expect("parse").global;
         apply_env(&mut g, &env(&[("HYDRA_LAUNCHER_SSH_LIMIT", "8")])).expect("env");
         assert_eq!(g.launch_batch, Some(2));
+        for (v, want) in [("3", 3), (" 0 ", 0), ("-1", 0), ("5000", 1000)] {
+            let mut g = p("x").expect("parse").global;
+            let vars = Box::leak(Box::new([("HYDRA_PROXY_RETRY_COUNT", v)]));
+            apply_env(&mut g, &env(vars)).expect(v);
+            assert_eq!(g.connect_retries, Some(want), "{v}");
+        }
+        let mut g = p("x").expect("parse").global;
+        let e = apply_env(&mut g, &env(&[("HYDRA_PROXY_RETRY_COUNT", "ten")])).expect_err("ten");
+        assert_eq!(e, "HYDRA_PROXY_RETRY_COUNT: expected a number, got 'ten'");
         for bad in ["0", "x", "-3"] {
             let mut g = p("x").expect("parse").global;
             let vars = Box::leak(Box::new([("HYDRA_LAUNCHER_SSH_LIMIT", bad)]));

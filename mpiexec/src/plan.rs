@@ -330,6 +330,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             nla_path: ctx.nla_path.clone(),
             nla_by_name: g.hybrid_hosts && g.nla_path.is_none(),
             extra_args: g.launcher_extra_args.clone(),
+            connect_retries: g.connect_retries,
             users: (host_list.iter())
                 .filter_map(|h| Some((h.name.clone(), h.user.clone()?)))
                 .collect(),
@@ -480,6 +481,10 @@ mod tests {
         assert_eq!(p.root.children.len(), 1);
         assert_eq!(p.root.children[0].ranks.len(), 3);
         assert_eq!(p.job.preput, kv(&[("PMI_process_mapping", "(vector,(0,1,3))")]));
+        assert_eq!(p.job.launcher.connect_retries, None, "the NLA's default");
+        let mut c = cl("-n 3 a");
+        c.global.connect_retries = Some(4);
+        assert_eq!(plan(&c, &ctx()).expect("plan").job.launcher.connect_retries, Some(4));
     }
 
     #[test]

@@ -11,8 +11,8 @@ use std::process::ExitCode;
 const USAGE: &str = "\
 libi Node Launch Agent (started by libi-mpiexec)
 
-Usage: libi-nla --parent ADDR --node ID [--keep-stdin] [--parent-pid PID] [-v]
-       libi-nla --rendezvous ADDR [--host NAME] [--keep-stdin] [-v]
+Usage: libi-nla --parent ADDR --node ID [--keep-stdin] [--parent-pid PID] [--retries N] [-v]
+       libi-nla --rendezvous ADDR [--host NAME] [--keep-stdin] [--retries N] [-v]
 
 Options:
       --parent ADDR      Address of the parent (front end or NLA) to connect back to
@@ -26,6 +26,9 @@ Options:
                          launcher connection (ssh session, parent process) is gone, and the
                          NLA tears its ranks down
       --parent-pid PID   Started by this parent process itself (the fork launcher): die with it
+      --retries N        Try a failed connection to the parent (or the front end) again up
+                         to N times, waiting 10 ms, then twice as long each time up to
+                         200 ms (default 10; HYDRA_PROXY_RETRY_COUNT of libi-mpiexec)
   -h, --help             Print help
   -V, --version          Print version
 ";
@@ -39,6 +42,7 @@ struct Args {
     verbose: bool,
     keep_stdin: bool,
     parent_pid: Option<u32>,
+    retries: Option<u32>,
 }
 
 /// What the command line asks for.
@@ -67,6 +71,7 @@ fn parse(argv: impl IntoIterator<Item = String>) -> Result<Cmd, String> {
             "--rendezvous" => a.rendezvous = Some(value("an address")?),
             "--host" => a.host = Some(value("a host name")?),
             "--parent-pid" => a.parent_pid = Some(number(value("a pid")?)?),
+            "--retries" => a.retries = Some(number(value("a number")?)?),
             "-v" | "--verbose" => a.verbose = true,
             "--keep-stdin" => a.keep_stdin = true,
             "-h" | "--help" => return Ok(Cmd::Help),
@@ -139,10 +144,11 @@ fn main() -> ExitCode {
         }
     };
     libi_node::driver::raise_fd_limit();
+    let retries = args.retries.unwrap_or(libi_node::tree::CONNECT_RETRIES);
     let parent = match (args.parent, args.node, args.rendezvous) {
-        (Some(addr), Some(node), _) => libi_node::driver::Parent::Direct { addr, node },
+        (Some(addr), Some(node), _) => libi_node::driver::Parent::Direct { addr, node, retries },
         (_, _, Some(front_end)) => {
-            libi_node::driver::Parent::Rendezvous { front_end, host: args.host }
+            libi_node::driver::Parent::Rendezvous { front_end, host: args.host, retries }
         }
         _ => {
             eprintln!("libi-nla: give --parent ADDR --node ID or --rendezvous ADDR");
@@ -178,12 +184,14 @@ mod tests {
             ..Args::default()
         };
         assert_eq!(a, Ok(Cmd::Run(want)));
-        let a = p(&["--rendezvous=10.0.0.1:5", "--keep-stdin", "-v", "--host", "n2"]);
+        let a =
+            p(&["--rendezvous=10.0.0.1:5", "--keep-stdin", "-v", "--host", "n2", "--retries=0"]);
         let want = Args {
             rendezvous: Some("10.0.0.1:5".into()),
             host: Some("n2".into()),
             verbose: true,
             keep_stdin: true,
+            retries: Some(0),
             ..Args::default()
         };
         assert_eq!(a, Ok(Cmd::Run(want)));
@@ -203,6 +211,8 @@ mod tests {
             &["--rendezvous", "b:2", "--node", "1"],
             &["--parent", "a:1", "--node", "1", "--host", "h"],
             &["--parent", "a:1", "--node", "1", "--bogus"],
+            &["--parent", "a:1", "--node", "1", "--retries", "-1"],
+            &["--parent", "a:1", "--node", "1", "--retries"],
         ] {
             assert!(p(bad).is_err(), "{bad:?}");
         }

@@ -19,11 +19,11 @@ fn no_secret_on_stdin() {
     assert!(e.contains("secret"), "{e}");
 }
 
-/// Run the agent with the secret against `parent`, where nothing listens: it must fail with
-/// status 1 and one line on stderr, which is returned.
-fn unreachable(parent: &str, node: &str) -> String {
+/// Run the agent with the secret against `parent`, where nothing listens, trying again
+/// `retries` times: it must fail with status 1 and one line on stderr, which is returned.
+fn unreachable(parent: &str, node: &str, retries: u32) -> String {
     let mut child = Command::new(NLA)
-        .args(["--parent", parent, "--node", node])
+        .args(["--parent", parent, "--node", node, "--retries", &retries.to_string()])
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -39,8 +39,65 @@ fn unreachable(parent: &str, node: &str) -> String {
 #[test]
 fn unreachable_parent() {
     // Port 1 on loopback: nothing listens there.
-    let e = unreachable("127.0.0.1:1", "3");
+    let e = unreachable("127.0.0.1:1", "3", 0);
     assert!(e.contains("node 3") && e.contains("127.0.0.1:1"), "{e}");
+    assert!(!e.contains("tries"), "{e}");
+    // Retried: the same error, and how many tries it took.
+    let e = unreachable("127.0.0.1:1", "3", 2);
+    assert!(e.contains("127.0.0.1:1") && e.ends_with("(3 tries)\n"), "{e}");
+}
+
+/// A parent that listens only after the agent first tried (`HYDRA_PROXY_RETRY_COUNT`'s
+/// case): the agent tries again and connects, and its first message carries the secret.
+#[test]
+fn parent_that_listens_late() {
+    use std::io::Read;
+    // A port nothing listens on now (taken, then given back).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let mut child = Command::new(NLA)
+        .args(["--parent", &format!("127.0.0.1:{port}"), "--node", "5", "--retries", "10"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run libi-nla");
+    child.stdin.take().expect("stdin").write_all(b"s3cret\n").expect("write");
+    // Its first tries are refused; it waits 10, 20, 40, ... ms in between.
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).expect("bind the port again");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut conn = loop {
+        match listener.accept() {
+            Ok((conn, _)) => break conn,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if std::time::Instant::now() > deadline || child.try_wait().ok().flatten().is_some()
+                {
+                    panic!("the agent did not connect: {:?}", child.wait_with_output());
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    };
+    conn.set_nonblocking(false).expect("blocking");
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(10))).expect("timeout");
+    let mut hello = Vec::new();
+    let mut buf = [0u8; 256];
+    while !hello.windows(6).any(|w| w == b"s3cret") {
+        match conn.read(&mut buf) {
+            Ok(n) if n > 0 => hello.extend_from_slice(&buf[..n]),
+            other => panic!("no hello with the secret: {other:?} after {hello:?}"),
+        }
+    }
+    // No setup follows: the agent gives up with one line, status 1.
+    drop(conn);
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("node 5") && e.contains("before setup"), "{e}");
 }
 
 #[test]
@@ -65,6 +122,6 @@ fn linked_statically() {
 /// failed lookup.
 #[test]
 fn parent_by_name() {
-    let e = unreachable("localhost:1", "4");
+    let e = unreachable("localhost:1", "4", 0);
     assert!(e.contains("localhost:1") && e.to_lowercase().contains("refused"), "{e}");
 }

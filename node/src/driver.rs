@@ -236,12 +236,14 @@ fn send_now(sock: &std::os::unix::net::UnixStream, b: &[u8]) -> io::Result<usize
 /// Connect to the parent, authenticate, receive the setup, launch the children, start the
 /// local ranks, and serve until the whole subtree has ended. Returns the NLA's exit status.
 /// Where an NLA finds its parent.
+/// Either way a failed connection is tried again up to `retries` times
+/// ([`crate::tree::connect`]).
 pub enum Parent {
     /// Started by its parent (ssh, rsh, fork): connect there as node `node`.
-    Direct { addr: String, node: u32 },
+    Direct { addr: String, node: u32, retries: u32 },
     /// Started by a resource manager's step (srun): join the front end at `front_end`, which
     /// answers with the setup or redirects to the parent.
-    Rendezvous { front_end: String, host: Option<String> },
+    Rendezvous { front_end: String, host: Option<String>, retries: u32 },
 }
 
 pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result<i32> {
@@ -251,8 +253,8 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     // A joining NLA announces where its own children will connect: bind that first.
     let mut early_listener = None;
     let (mut down, up, setup) = match parent {
-        Parent::Direct { addr, node } => {
-            let (mut rd, mut wr) = crate::tree::connect(&addr).await?;
+        Parent::Direct { addr, node, retries } => {
+            let (mut rd, mut wr) = crate::tree::connect(&addr, retries).await?;
             let hello = Msg::Hello {
                 node,
                 secret: secret.clone(),
@@ -269,7 +271,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             };
             (rd, wr, setup)
         }
-        Parent::Rendezvous { front_end, host } => {
+        Parent::Rendezvous { front_end, host, retries } => {
             let fe_host = front_end.rsplit_once(':').map(|(h, _)| h).unwrap_or(&front_end);
             let fe_host = fe_host.trim_start_matches('[').trim_end_matches(']').to_string();
             let (listener, addr) = listen(LauncherKind::Ssh, None, &[fe_host.as_str()]).await?;
@@ -277,7 +279,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             // The resource manager's name for this node is what the front end planned with.
             let host =
                 host.or_else(|| std::env::var("SLURMD_NODENAME").ok()).unwrap_or_else(hostname);
-            crate::tree::join(&front_end, &secret, &host, &addr).await?
+            crate::tree::join(&front_end, &secret, &host, &addr, retries).await?
         }
     };
     let node = setup.plan.node;
@@ -467,6 +469,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 pmgr: &mut pmgr_writers,
                 secret: &secret,
                 verbose: core.job().verbose,
+                retries: core.job().launcher.connect_retries,
             };
             crate::effect::apply(&mut io, &mut fx).await;
         }
@@ -641,6 +644,8 @@ struct NlaIo<'a> {
     pmgr: &'a mut HashMap<u64, UnboundedSender<Option<Vec<u8>>>>,
     secret: &'a str,
     verbose: bool,
+    /// `--retries` for the NLAs of spawned groups (`HYDRA_PROXY_RETRY_COUNT`).
+    retries: Option<u32>,
 }
 
 impl NodeIo for NlaIo<'_> {
@@ -693,14 +698,14 @@ impl NodeIo for NlaIo<'_> {
     }
 
     fn start_nla(&mut self, host: &str, front_end: &str) {
-        start_group_nla(host, front_end, self.secret, self.verbose)
+        start_group_nla(host, front_end, self.secret, self.verbose, self.retries)
     }
 }
 
 /// Start the NLA of a spawned process group on this host (this binary, `--rendezvous`): it
 /// joins the front end as `host`. It lives as long as its group, not as this NLA (its stdin
 /// closes after the secret, its process group is its own), and is reaped here while we run.
-fn start_group_nla(host: &str, front_end: &str, secret: &str, verbose: bool) {
+fn start_group_nla(host: &str, front_end: &str, secret: &str, verbose: bool, retries: Option<u32>) {
     let exe = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {
@@ -716,6 +721,9 @@ fn start_group_nla(host: &str, front_end: &str, secret: &str, verbose: bool) {
         .process_group(0);
     if verbose {
         cmd.arg("-v");
+    }
+    if let Some(n) = retries {
+        cmd.args(["--retries", &n.to_string()]);
     }
     // Claimed: the final sweep leaves it alone.
     match reaper::spawn_claimed(&mut cmd) {

@@ -493,14 +493,15 @@ pub async fn spawn_launcher(
 /// The NLA side of a resource-manager launch: join the front end at `front_end`, announcing
 /// `host` and the address of our own listener; follow a redirect to the parent if there is
 /// one. Returns the connection to the parent, already past its first message, with the
-/// setup it sent.
+/// setup it sent. Each connection is tried up to `retries` more times ([`connect`]).
 pub async fn join(
     front_end: &str,
     secret: &str,
     host: &str,
     listen_addr: &str,
+    retries: u32,
 ) -> io::Result<(Source, Sink, libi::job::NodeSetup)> {
-    let (mut rd, mut wr) = connect(front_end).await?;
+    let (mut rd, mut wr) = connect(front_end, retries).await?;
     let join = Msg::Join {
         host: host.to_string(),
         secret: secret.to_string(),
@@ -512,7 +513,7 @@ pub async fn join(
         Ok(setup) => Ok((rd, wr, setup)),
         Err((node, parent)) => {
             drop((rd, wr));
-            let (mut rd, mut wr) = connect(&parent).await?;
+            let (mut rd, mut wr) = connect(&parent, retries).await?;
             let hello = Msg::Hello {
                 node,
                 secret: secret.to_string(),
@@ -528,8 +529,43 @@ pub async fn join(
     }
 }
 
+/// How often a new NLA tries its connection to its parent again when it fails, unless its
+/// command line says otherwise (`--retries`, from `HYDRA_PROXY_RETRY_COUNT`): Hydra's
+/// default for its proxies.
+pub const CONNECT_RETRIES: u32 = 10;
+/// The wait before the first retry; it doubles at each one, up to [`RETRY_WAIT_MAX`]. The
+/// default's ten retries span 1.3 s: a brief fault is ridden out, a lasting one (a wrong
+/// address, a firewall) is still reported at once, as a human sees it.
+const RETRY_WAIT: Duration = Duration::from_millis(10);
+const RETRY_WAIT_MAX: Duration = Duration::from_millis(200);
+
+/// [`connect_once`], tried again up to `retries` times when it fails (a parent that has
+/// not listened yet, a refused or reset connection, an unreachable network, no local port
+/// left), waiting a little longer each time. The error names the address and, after
+/// retries, how many tries were made. An address that cannot be one is not retried.
+pub async fn connect(addr: &str, retries: u32) -> io::Result<(Source, Sink)> {
+    let (mut wait, mut tries) = (RETRY_WAIT, 1u32);
+    loop {
+        match connect_once(addr).await {
+            Ok(c) => return Ok(c),
+            Err(e) if tries > retries || e.kind() == io::ErrorKind::InvalidInput => {
+                return Err(match tries {
+                    1 => e,
+                    n => io::Error::new(e.kind(), format!("{e} ({n} tries)")),
+                });
+            }
+            Err(e) => {
+                tracing::debug!(tries, error = %e, "retrying the connection");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RETRY_WAIT_MAX);
+                tries += 1;
+            }
+        }
+    }
+}
+
 /// Connect to a tree peer: `HOST:PORT`, or `unix:@NAME` (an abstract Unix socket).
-pub async fn connect(addr: &str) -> io::Result<(Source, Sink)> {
+pub async fn connect_once(addr: &str) -> io::Result<(Source, Sink)> {
     let failed = |e: io::Error| io::Error::new(e.kind(), format!("cannot connect to {addr}: {e}"));
     let (rd, wr): (Reader, Writer) = match addr.strip_prefix(UNIX_PREFIX) {
         Some(name) => {
