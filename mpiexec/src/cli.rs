@@ -1005,6 +1005,9 @@ pub fn parse_with_defaults(
     Ok(CommandLine { global, execs })
 }
 
+/// The most `HYDRA_PROXY_RETRY_COUNT` asks of an NLA (a bigger count is taken as this).
+const MAX_CONNECT_RETRIES: i64 = 100;
+
 /// Hydra's environment equivalents of options, for what the command line left unset
 /// (options win): `HYDRA_HOST_FILE`, `HYDRA_LAUNCHER` (or its older name `HYDRA_BOOTSTRAP`),
 /// `HYDRA_LAUNCHER_EXEC` (`HYDRA_BOOTSTRAP_EXEC`), `HYDRA_RMK`, `HYDRA_BINDING`,
@@ -1033,10 +1036,11 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
         g.launcher_extra_args = v.split_whitespace().map(str::to_string).collect();
     }
     // Hydra passes it to each proxy (`--retries`), which tries its connection to mpiexec
-    // that many more times. A negative count means no retry (Hydra takes -1 too).
+    // that many more times. A negative count means no retry (Hydra takes -1 too). At most
+    // 100 (~20 s of tries): an NLA whose parent is gone for good should not linger longer.
     if let Some(v) = get("HYDRA_PROXY_RETRY_COUNT") {
         match v.trim().parse::<i64>() {
-            Ok(n) => g.connect_retries = Some(n.clamp(0, 1000) as u32),
+            Ok(n) => g.connect_retries = Some(n.clamp(0, MAX_CONNECT_RETRIES) as u32),
             Err(_) => return Err(format!("HYDRA_PROXY_RETRY_COUNT: expected a number, got '{v}'")),
         }
     }
@@ -1553,7 +1557,7 @@ mod tests {
         let mut g = p("--launch-batch 2 x").expect("parse").global;
         apply_env(&mut g, &env(&[("HYDRA_LAUNCHER_SSH_LIMIT", "8")])).expect("env");
         assert_eq!(g.launch_batch, Some(2));
-        for (v, want) in [("3", 3), (" 0 ", 0), ("-1", 0), ("5000", 1000)] {
+        for (v, want) in [("3", 3), (" 0 ", 0), ("-1", 0), ("5000", 100)] {
             let mut g = p("x").expect("parse").global;
             let vars = Box::leak(Box::new([("HYDRA_PROXY_RETRY_COUNT", v)]));
             apply_env(&mut g, &env(vars)).expect(v);
