@@ -32,10 +32,80 @@ pub const FENCE_CHUNK: usize = 4 << 20;
 /// prefixes, rounded up.
 pub const PAIR_OVERHEAD: usize = 8;
 
-/// A KVS value as nodes hold and pass it: shared, so that a pair stored in a node's KVS and
-/// sent on to its children (a pushed release goes to every child) is one allocation, not
-/// one per copy.
-pub type Value = std::sync::Arc<str>;
+/// A KVS value as nodes hold and pass it: bytes, as a rank put them (a PMI-1 value need not
+/// be UTF-8: Hydra keeps such values as they are, and so do we); shared, so that a pair
+/// stored in a node's KVS and sent on to its children (a pushed release goes to every
+/// child) is one allocation, not one per copy.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Value(std::sync::Arc<[u8]>);
+
+impl Value {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Value {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl From<&[u8]> for Value {
+    fn from(b: &[u8]) -> Value {
+        Value(b.into())
+    }
+}
+
+impl From<Vec<u8>> for Value {
+    fn from(b: Vec<u8>) -> Value {
+        Value(b.into())
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Value {
+        Value(s.as_bytes().into())
+    }
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Value {
+        Value::from(s.into_bytes())
+    }
+}
+
+impl std::fmt::Debug for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "\"{}\"", self.0.escape_ascii())
+    }
+}
+
+impl Serialize for Value {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Value;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Value, E> {
+                Ok(Value::from(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
+                Ok(Value::from(v))
+            }
+        }
+        d.deserialize_bytes(V)
+    }
+}
 
 /// A KVS key as held and passed on: shared like [`Value`], so the node's map, its pending
 /// list and the fence data it sends up hold one allocation of each key, not a copy each
@@ -43,8 +113,8 @@ pub type Value = std::sync::Arc<str>;
 pub type Key = std::sync::Arc<str>;
 
 /// Decoding fence pairs: each key and value straight into its shared allocation (serde's `Arc<str>`
-/// goes through a `String`: two allocations and two copies a value). The wire format is
-/// serde's for `Vec<(String, String)>`.
+/// goes through a `String`: two allocations and two copies a key). The wire format is
+/// serde's for `Vec<(String, Bytes)>`.
 mod pairs {
     use super::{Key, Value};
     use serde::de::{Deserializer, SeqAccess, Visitor};
@@ -55,18 +125,18 @@ mod pairs {
     /// bytes of a frame, so a lying length cannot make us allocate much more than a frame).
     const AHEAD: usize = 1 << 14;
 
-    struct Val(Value);
+    struct KeyIn(Key);
 
-    impl<'de> Deserialize<'de> for Val {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Val, D::Error> {
+    impl<'de> Deserialize<'de> for KeyIn {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<KeyIn, D::Error> {
             struct V;
             impl Visitor<'_> for V {
-                type Value = Val;
+                type Value = KeyIn;
                 fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                     f.write_str("a string")
                 }
-                fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Val, E> {
-                    Ok(Val(Value::from(v)))
+                fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<KeyIn, E> {
+                    Ok(KeyIn(Key::from(v)))
                 }
             }
             d.deserialize_str(V)
@@ -82,7 +152,7 @@ mod pairs {
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(AHEAD));
-                while let Some((Val(k), Val(v))) = seq.next_element::<(Val, Val)>()? {
+                while let Some((KeyIn(k), v)) = seq.next_element::<(KeyIn, Value)>()? {
                     out.push((k, v));
                 }
                 Ok(out)
@@ -93,7 +163,7 @@ mod pairs {
 }
 
 /// The bytes a pair takes in a fence chunk.
-pub fn pair_cost(key: &str, value: &str) -> usize {
+pub fn pair_cost(key: &str, value: &[u8]) -> usize {
     key.len() + value.len() + PAIR_OVERHEAD
 }
 
@@ -549,8 +619,15 @@ mod fuzz {
     }
 
     fn pairs() -> impl Strategy<Value = Vec<(super::Key, super::Value)>> {
-        let shared = || text().prop_map(std::sync::Arc::<str>::from);
-        proptest::collection::vec((shared(), shared()), 0..4)
+        let key = || text().prop_map(std::sync::Arc::<str>::from);
+        // Values are bytes, UTF-8 or not.
+        let value = || {
+            prop_oneof![
+                text().prop_map(super::Value::from),
+                proptest::collection::vec(any::<u8>(), 0..16).prop_map(super::Value::from),
+            ]
+        };
+        proptest::collection::vec((key(), value()), 0..4)
     }
 
     fn msg() -> impl Strategy<Value = Msg> {

@@ -1175,3 +1175,26 @@ fn membind_on_each_node_and_a_missing_node() {
     assert!(host == "r1" || host == "r2", "{}", r.stderr);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// KVS values that are not UTF-8 (Latin-1 text, control bytes) come back byte for byte, as
+/// under Hydra: on one node (its NLA answers), and across simulated nodes with the fence's
+/// pairs pushed down the tree or fetched up it (`--kvs-push-max 0`).
+#[test]
+fn kvs_values_keep_their_bytes() {
+    let three = hosts(3, 2);
+    let cases: [&[&str]; 3] = [
+        &["-n", "2"],
+        &["-launcher", "fork", "-hosts", &three, "-n", "6"],
+        &["-launcher", "fork", "-hosts", &three, "--kvs-push-max", "0", "-n", "6"],
+    ];
+    for case in cases {
+        let p = prog("pmi_bytes");
+        let args: Vec<&str> = case.iter().copied().chain([p.as_str()]).collect();
+        let r = run(&args, b"");
+        let n = args[args.len() - 2].parse::<usize>().expect("n");
+        assert_eq!(r.status, 0, "{case:?}: {}{}", r.stdout, r.stderr);
+        let ok = r.stdout.lines().filter(|l| l.ends_with(&format!(" of {n} bytes ok"))).count();
+        assert_eq!(ok, n, "{case:?}: {}", r.stdout);
+        assert_eq!(r.stderr, "", "{case:?}");
+    }
+}

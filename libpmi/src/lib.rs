@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int};
 use std::sync::Mutex;
 
-use pmi_client::cutil::{cstr, env_int, guard, lock, put_cstr, put_cstr_trunc, put_int};
+use pmi_client::cutil::{cbytes, cstr, env_int, guard, lock, put_cstr, put_cstr_trunc, put_int};
 use pmi_client::Transport;
 use pmi_wire::v1::{GetMiss, Reply, Request, KEYLEN_MAX, KVSNAME_MAX, VALLEN_MAX};
 
@@ -42,7 +42,7 @@ struct State {
     spawned: bool,
     kvsname: String,
     /// Singleton KVS and name service.
-    kvs: HashMap<String, String>,
+    kvs: HashMap<String, Vec<u8>>,
     names: HashMap<String, String>,
 }
 
@@ -257,11 +257,13 @@ pub unsafe extern "C" fn PMI_KVS_Put(
     value: *const c_char,
 ) -> c_int {
     with(|st| {
-        let (kvsname, key, value) = (arg(kvsname)?, arg(key)?, arg(value)?);
+        let (kvsname, key) = (arg(kvsname)?, arg(key)?);
+        // SAFETY: the C contract: null or a NUL-terminated string.
+        let value = unsafe { cbytes(value) }.ok_or(PMI_ERR_INVALID_ARG)?;
         if key.is_empty() || key.len() > KEYLEN_MAX || key.contains([' ', '\n', '=']) {
             return Err(PMI_ERR_INVALID_KEY);
         }
-        if value.len() > VALLEN_MAX || value.contains('\n') {
+        if value.len() > VALLEN_MAX || value.contains(&b'\n') {
             return Err(PMI_ERR_INVALID_VAL);
         }
         match st.call(&Request::Put { kvsname, key: key.clone(), value: value.clone() })? {

@@ -761,7 +761,7 @@ impl NodeCore {
 
     /// Local rank `local` put a pair: stored once (a repeated put replaces the value), its
     /// key pending for the fence; pending pairs beyond a chunk go up now.
-    fn put(&mut self, local: usize, key: String, value: String, fx: &mut Vec<Effect>) {
+    fn put(&mut self, local: usize, key: String, value: Vec<u8>, fx: &mut Vec<Effect>) {
         if self.tearing_down {
             return;
         }

@@ -41,7 +41,7 @@ pub struct Written {
     pub queued: bool,
 }
 
-fn size(key: &str, value: &str) -> u64 {
+fn size(key: &str, value: &[u8]) -> u64 {
     (key.len() + value.len()) as u64
 }
 
@@ -59,7 +59,7 @@ impl Kvs {
         self.map.is_empty()
     }
 
-    pub fn get(&self, key: &str) -> Option<&str> {
+    pub fn get(&self, key: &str) -> Option<&[u8]> {
         self.map.get(key).map(|e| &*e.value)
     }
 
@@ -179,12 +179,12 @@ mod tests {
         );
         assert_eq!(k.write("a".into(), "1".into(), 1, true).grew, 0);
         assert_eq!((k.len(), k.bytes()), (1, 2));
-        assert_eq!(k.unpend("a").as_deref(), Some("1"));
+        assert_eq!(k.unpend("a").as_deref(), Some(&b"1"[..]));
         assert_eq!(k.unpend("a"), None);
         k.cache("b".into(), "xx".into());
         assert!(k.is_cached("b"));
         k.cache("a".into(), "old".into());
-        assert_eq!(k.get("a"), Some("1"), "a local value is not replaced by a fetched one");
+        assert_eq!(k.get("a"), Some(&b"1"[..]), "a local value is not replaced by a fetched one");
         assert_eq!(k.bytes(), 5);
         k.store("b".into(), "y".into());
         assert!(!k.is_cached("b"));

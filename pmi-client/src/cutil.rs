@@ -27,16 +27,29 @@ pub unsafe fn cstr(p: *const c_char) -> Option<String> {
     Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
 
-/// Copy `s` and a NUL into `dst` if it fits in `cap` bytes; `false` (and nothing written
-/// except an empty string when `cap > 0`) if it does not.
+/// The bytes of the C string at `p` (as they are: a KVS value need not be UTF-8), `None`
+/// for a null pointer.
+///
+/// # Safety
+/// As [`cstr`].
+pub unsafe fn cbytes(p: *const c_char) -> Option<Vec<u8>> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and NUL-terminated per the caller's contract.
+    Some(unsafe { CStr::from_ptr(p) }.to_bytes().to_vec())
+}
+
+/// Copy `s` (text or bytes without NUL) and a NUL into `dst` if it fits in `cap` bytes;
+/// `false` (and nothing written except an empty string when `cap > 0`) if it does not.
 ///
 /// # Safety
 /// `dst` is null or points to at least `cap` writable bytes.
-pub unsafe fn put_cstr(dst: *mut c_char, cap: usize, s: &str) -> bool {
+pub unsafe fn put_cstr(dst: *mut c_char, cap: usize, s: impl AsRef<[u8]>) -> bool {
     if dst.is_null() {
         return false;
     }
-    let b = s.as_bytes();
+    let b = s.as_ref();
     if b.len() + 1 > cap {
         if cap > 0 {
             // SAFETY: cap ≥ 1 writable bytes.

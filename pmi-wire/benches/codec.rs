@@ -52,7 +52,7 @@ fn bench(c: &mut Criterion) {
                 match a {
                     Action::Send(bytes) => replies += bytes.len(),
                     Action::Get { key } => {
-                        let v = (key != "PMI_process_mapping").then_some(value.as_str());
+                        let v = (key != "PMI_process_mapping").then_some(value.as_bytes());
                         replies += conn.answer_get(&key, v).len();
                     }
                     Action::BarrierIn => replies += conn.barrier_out().len(),
@@ -84,7 +84,7 @@ fn bench(c: &mut Criterion) {
         Reply::GetResult { value: Ok("(vector,(0,1,2))".into()) },
         Reply::PutResult { rc: 0, msg: "success".into() },
         Reply::BarrierOut,
-        Reply::GetResult { value: Ok(value.clone()) },
+        Reply::GetResult { value: Ok(value.clone().into_bytes()) },
         Reply::FinalizeAck,
     ];
     let mut buf = Vec::with_capacity(4096);

@@ -113,7 +113,8 @@ pub enum Action {
     /// Write these bytes to the rank.
     Send(Vec<u8>),
     /// Store the pair (the reply has already been queued as `Send`).
-    Put { key: String, value: String },
+    /// The value's bytes (a PMI-1 value need not be UTF-8).
+    Put { key: String, value: Vec<u8> },
     /// Look the key up; answer with [`Connection::answer_get`].
     Get { key: String },
     /// The rank entered a fence; when the fence completes write [`Connection::barrier_out`].
@@ -797,7 +798,7 @@ impl Connection {
                 Some(r) => self.send_v2(out, &r, t),
                 None => {
                     self.send_v2(out, &R::KvsPut, t);
-                    out.push(Action::Put { key, value });
+                    out.push(Action::Put { key, value: value.into_bytes() });
                 }
             },
             Q::KvsFence => {
@@ -892,19 +893,23 @@ impl Connection {
     }
 
     /// Answer an [`Action::Get`] (PMI-1 `get_result` or PMI-2 `kvs-get-response`, as the
-    /// request was). `None` or an empty value (spec §12.5) answers "not found".
-    pub fn answer_get(&mut self, key: &str, value: Option<&str>) -> Vec<u8> {
+    /// request was). `None` or an empty value (spec §12.5) answers "not found". PMI-1 passes
+    /// the value's bytes as they are; PMI-2's text replies get bytes that are not UTF-8 as
+    /// U+FFFD.
+    pub fn answer_get(&mut self, key: &str, value: Option<&[u8]>) -> Vec<u8> {
         let value = value.filter(|v| !v.is_empty());
         match self.answered(&Kind::Get(key.to_owned())) {
             Proto::V1 => {
                 let value = match value {
-                    Some(v) => Ok(v.to_owned()),
+                    Some(v) => Ok(v.to_vec()),
                     None => Err(GetMiss { key: key.to_owned() }),
                 };
                 Reply::GetResult { value }.to_bytes()
             }
-            Proto::V2 { thrid } => self
-                .v2_bytes(&v2::Reply::KvsGet { value: value.map(str::to_owned) }, thrid.as_deref()),
+            Proto::V2 { thrid } => {
+                let value = value.map(|v| String::from_utf8_lossy(v).into_owned());
+                self.v2_bytes(&v2::Reply::KvsGet { value }, thrid.as_deref())
+            }
         }
     }
 

@@ -10,6 +10,9 @@
 //!   empty value. Exceptions that run to the end of the line, spaces included (Open MPI values
 //!   end in ` -`, spec §12.4): `value=` of `put`, `message=`/`error_msg=` of `abort`, and in
 //!   replies `value=` of `get_result`. Such a key must therefore be the last one on the line.
+//! * Text is UTF-8, but for those values that run to the end of the line in `put` and
+//!   `get_result`: they are bytes, kept as they are (Hydra does the same), so a value that is
+//!   not UTF-8 (Latin-1 text, say) goes in and comes back out unchanged.
 //! * A trailing `\r` is **not** stripped: it is part of the last value (or of the command
 //!   name, which then makes the command unknown). No PMI client sends `\r`.
 //! * Duplicate keys: the first occurrence wins. Unknown keys are ignored.
@@ -83,7 +86,8 @@ pub enum Request {
     Put {
         kvsname: String,
         key: String,
-        value: String,
+        /// Bytes: need not be UTF-8.
+        value: Vec<u8>,
     },
     Get {
         kvsname: String,
@@ -154,7 +158,7 @@ pub enum Reply {
     /// found: `cmd=get_result rc=0 msg=success value=V`; missing:
     /// `cmd=get_result rc=-1 msg=key_<key>_not_found value=unknown` (the key is needed for the
     /// message, so the missing form carries it).
-    GetResult { value: Result<String, GetMiss> },
+    GetResult { value: Result<Vec<u8>, GetMiss> },
     /// `cmd=barrier_out rc=0`
     BarrierOut,
     /// `cmd=finalize_ack rc=0`
@@ -315,6 +319,18 @@ fn to_str(bytes: &[u8]) -> Result<&str, ParseError> {
     std::str::from_utf8(bytes).map_err(|_| ParseError::NotUtf8)
 }
 
+/// A line that is not UTF-8 only in the value that runs to its end (`put`'s, `get_result`'s,
+/// as `start`, `cmd=put ` say, begins it): the text before ` value=`, and the value's bytes.
+fn split_raw_value<'a>(line: &'a [u8], start: &[u8]) -> Result<(&'a str, &'a [u8]), ParseError> {
+    const AT: &[u8] = b" value=";
+    let at = line
+        .starts_with(start)
+        .then(|| line.windows(AT.len()).position(|w| w == AT))
+        .flatten()
+        .ok_or(ParseError::NotUtf8)?;
+    Ok((to_str(&line[..at])?, &line[at + AT.len()..]))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Requests
 
@@ -324,7 +340,11 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ParseError> {
     if line.len() > MAX_REQUEST_LEN {
         return Err(ParseError::TooLong(MAX_REQUEST_LEN));
     }
-    let s = to_str(line)?;
+    // A `put` whose value is not UTF-8: the rest of the line must be.
+    let (s, raw) = match to_str(line) {
+        Ok(s) => (s, None),
+        Err(e) => split_raw_value(line, b"cmd=put ").map(|(s, v)| (s, Some(v))).map_err(|_| e)?,
+    };
     if s.starts_with("mcmd=") {
         return Err(ParseError::Spawn("mcmd= requests are multi-line; use parse_spawn".into()));
     }
@@ -346,7 +366,10 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ParseError> {
         "put" => Request::Put {
             kvsname: f.string("kvsname")?,
             key: f.string("key")?,
-            value: f.string("value")?,
+            value: match raw {
+                Some(v) => v.to_vec(),
+                None => f.string("value")?.into_bytes(),
+            },
         },
         "get" => Request::Get { kvsname: f.string("kvsname")?, key: f.string("key")? },
         "barrier_in" => Request::BarrierIn { group: f.get("group").map(str::to_owned) },
@@ -519,11 +542,12 @@ fn push_tok(out: &mut Vec<u8>, s: &str) {
 }
 
 /// A value that runs to end of line: newlines become `_`.
-fn push_eol(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().any(|b| b == b'\n') {
-        out.extend(s.bytes().map(|b| if b == b'\n' { b'_' } else { b }));
+fn push_eol(out: &mut Vec<u8>, s: impl AsRef<[u8]>) {
+    let s = s.as_ref();
+    if s.contains(&b'\n') {
+        out.extend(s.iter().map(|&b| if b == b'\n' { b'_' } else { b }));
     } else {
-        out.extend_from_slice(s.as_bytes());
+        out.extend_from_slice(s);
     }
 }
 
@@ -843,6 +867,17 @@ impl Reply {
     /// Anything after the reply's lines is an error. A `cmd=NAME` this module does not know
     /// parses as [`Reply::Error`].
     pub fn parse(bytes: &[u8]) -> Result<Reply, ParseError> {
+        let line = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        if to_str(line).is_err() {
+            // A found value that is not UTF-8: the rest of the line must be, and be one.
+            let (head, v) = split_raw_value(line, b"cmd=get_result ")?;
+            let eol = |_: &str, _: &str| false;
+            let f = Fields::parse(head, "cmd=", &eol)?;
+            if f.cmd != "get_result" || f.get("rc").is_some_and(|rc| rc != "0") {
+                return Err(ParseError::NotUtf8);
+            }
+            return Ok(Reply::GetResult { value: Ok(v.to_vec()) });
+        }
         let s = to_str(bytes)?;
         let body = s.strip_suffix('\n').unwrap_or(s);
         let mut lines = body.split('\n');
@@ -904,7 +939,7 @@ impl Reply {
             "put_result" => Reply::PutResult { rc: rc(&f)?, msg: msg_of(&f) },
             "get_result" => {
                 if rc(&f)? == 0 {
-                    Reply::GetResult { value: Ok(f.string("value")?) }
+                    Reply::GetResult { value: Ok(f.string("value")?.into_bytes()) }
                 } else {
                     let m = f.get("msg").unwrap_or("");
                     let key = m

@@ -20,6 +20,11 @@ fn s(x: &str) -> String {
     x.to_owned()
 }
 
+/// A KVS value's bytes.
+fn v(x: &str) -> Vec<u8> {
+    x.as_bytes().to_vec()
+}
+
 /// Every request variant: parse the spec's line, encode back to the same line.
 #[test]
 fn every_request_variant() {
@@ -32,7 +37,7 @@ fn every_request_variant() {
         ("cmd=get_universe_size", Request::GetUniverseSize),
         (
             "cmd=put kvsname=kvs_1 key=-bcast-1-0 value=00AB",
-            Request::Put { kvsname: s("kvs_1"), key: s("-bcast-1-0"), value: s("00AB") },
+            Request::Put { kvsname: s("kvs_1"), key: s("-bcast-1-0"), value: v("00AB") },
         ),
         (
             "cmd=get kvsname=kvs_1 key=PMI_process_mapping",
@@ -78,7 +83,7 @@ fn value_with_equals_sign() {
     );
     assert_eq!(
         req("cmd=put kvsname=k key=a value=x=1=2"),
-        Request::Put { kvsname: s("k"), key: s("a"), value: s("x=1=2") }
+        Request::Put { kvsname: s("k"), key: s("a"), value: v("x=1=2") }
     );
 }
 
@@ -87,12 +92,12 @@ fn put_value_runs_to_end_of_line() {
     // Open MPI s1 values end in " -" (spec §12.4); trailing spaces are kept.
     assert_eq!(
         req("cmd=put kvsname=k key=a value=abc def -  "),
-        Request::Put { kvsname: s("k"), key: s("a"), value: s("abc def -  ") }
+        Request::Put { kvsname: s("k"), key: s("a"), value: v("abc def -  ") }
     );
     // key=value tokens after value= are part of the value.
     assert_eq!(
         req("cmd=put kvsname=k key=a value=v key=b"),
-        Request::Put { kvsname: s("k"), key: s("a"), value: s("v key=b") }
+        Request::Put { kvsname: s("k"), key: s("a"), value: v("v key=b") }
     );
 }
 
@@ -128,7 +133,7 @@ fn empty_values_and_bare_tokens() {
     assert_eq!(req("cmd=get kvsname= key="), Request::Get { kvsname: s(""), key: s("") });
     assert_eq!(
         req("cmd=put kvsname=k key=a value="),
-        Request::Put { kvsname: s("k"), key: s("a"), value: s("") }
+        Request::Put { kvsname: s("k"), key: s("a"), value: v("") }
     );
     // Bare tokens and unknown keys are ignored; first duplicate wins.
     assert_eq!(
@@ -284,7 +289,7 @@ fn every_reply_variant() {
         (Reply::PutResult { rc: 0, msg: s("success") }, "cmd=put_result rc=0 msg=success\n"),
         (Reply::PutResult { rc: 1, msg: s("") }, "cmd=put_result rc=1\n"),
         (
-            Reply::GetResult { value: Ok(s("(vector,(0,2,2))")) },
+            Reply::GetResult { value: Ok(v("(vector,(0,2,2))")) },
             "cmd=get_result rc=0 msg=success value=(vector,(0,2,2))\n",
         ),
         (
@@ -359,12 +364,12 @@ fn reply_sanitizing() {
         "cmd=x_result rc=1 msg=no_such_thing\n"
     );
     // A get_result value keeps its spaces (value last, read to EOL by Flux-style clients)...
-    let r = Reply::GetResult { value: Ok(s("a b -")) };
+    let r = Reply::GetResult { value: Ok(v("a b -")) };
     assert_eq!(enc(&r), "cmd=get_result rc=0 msg=success value=a b -\n");
     assert_eq!(Reply::parse(enc(&r).as_bytes()).unwrap(), r);
     // ...but never a newline.
     assert_eq!(
-        enc(&Reply::GetResult { value: Ok(s("a\nb")) }),
+        enc(&Reply::GetResult { value: Ok(v("a\nb")) }),
         "cmd=get_result rc=0 msg=success value=a_b\n"
     );
     assert_eq!(
@@ -399,7 +404,7 @@ fn reply_parse_accepts_other_servers_forms() {
     // H4.1.1 `found=TRUE` after the value: read to EOL (the bug Flux hit).
     assert_eq!(
         p("cmd=get_result rc=0 value=V found=TRUE\n"),
-        Reply::GetResult { value: Ok(s("V found=TRUE")) }
+        Reply::GetResult { value: Ok(v("V found=TRUE")) }
     );
     // PSMGMT minimal ranks2hosts with a trailing second line absent.
     assert_eq!(p("put_ranks2hosts 0 0"), Reply::Ranks2Hosts { hosts: vec![] });

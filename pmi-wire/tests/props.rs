@@ -17,6 +17,14 @@ fn eol() -> impl Strategy<Value = String> {
     "[^\n]{0,24}"
 }
 
+/// A KVS value (`put`, `get_result`): bytes, UTF-8 or not, no newline.
+fn eol_bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        eol().prop_map(String::into_bytes),
+        proptest::collection::vec(any::<u8>().prop_filter("newline", |&b| b != b'\n'), 0..24),
+    ]
+}
+
 const KNOWN_REQUESTS: &[&str] = &[
     "init",
     "initack",
@@ -63,7 +71,7 @@ fn request() -> impl Strategy<Value = Request> {
         Just(Request::GetAppnum),
         Just(Request::GetMyKvsname),
         Just(Request::GetUniverseSize),
-        (tok(), tok(), eol()).prop_map(|(kvsname, key, value)| Request::Put {
+        (tok(), tok(), eol_bytes()).prop_map(|(kvsname, key, value)| Request::Put {
             kvsname,
             key,
             value
@@ -106,7 +114,7 @@ fn reply() -> impl Strategy<Value = Reply> {
         tok().prop_map(|kvsname| Reply::MyKvsname { kvsname }),
         any::<i32>().prop_map(|size| Reply::UniverseSize { size }),
         (any::<i32>(), tok()).prop_map(|(rc, msg)| Reply::PutResult { rc, msg }),
-        eol().prop_map(|v| Reply::GetResult { value: Ok(v) }),
+        eol_bytes().prop_map(|v| Reply::GetResult { value: Ok(v) }),
         tok().prop_map(|key| Reply::GetResult { value: Err(GetMiss { key }) }),
         Just(Reply::BarrierOut),
         Just(Reply::FinalizeAck),

@@ -232,7 +232,7 @@ proptest! {
         c.receive(&get.to_frame(t.as_deref(), Align::Left), &mut out);
         let bytes = match out.as_slice() {
             [Action::Send(b)] => b.clone(),
-            _ => c.answer_get(&key, Some(&value)),
+            _ => c.answer_get(&key, Some(value.as_bytes())),
         };
         let (body, _) = v2::split_frame(&bytes).expect("header").expect("complete");
         let (rep, back_t) = Reply::parse(body).expect("reply");
@@ -292,7 +292,7 @@ proptest! {
         prop_assert_eq!(c1.phase(), c2.phase());
         prop_assert_eq!(c1.buffered(), c2.buffered());
         // Answers for whatever is outstanding never panic and come out identical.
-        prop_assert_eq!(c1.answer_get("a", Some("v")), c2.answer_get("a", Some("v")));
+        prop_assert_eq!(c1.answer_get("a", Some("v".as_bytes())), c2.answer_get("a", Some("v".as_bytes())));
         prop_assert_eq!(c1.barrier_out(), c2.barrier_out());
         prop_assert_eq!(c1.answer_node_attr("a", None), c2.answer_node_attr("a", None));
         prop_assert_eq!(c1.answer_job_attr("a", Some("x")), c2.answer_job_attr("a", Some("x")));

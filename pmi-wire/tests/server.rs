@@ -136,7 +136,7 @@ fn get_and_answers() {
         vec![Action::Get { key: "PMI_process_mapping".into() }]
     );
     assert_eq!(
-        c.answer_get("PMI_process_mapping", Some("(vector,(0,1,4))")),
+        c.answer_get("PMI_process_mapping", Some("(vector,(0,1,4))".as_bytes())),
         b"cmd=get_result rc=0 msg=success value=(vector,(0,1,4))\n"
     );
     assert_eq!(
@@ -145,7 +145,7 @@ fn get_and_answers() {
     );
     // Empty value = not found (spec §12.5).
     assert_eq!(
-        c.answer_get("x", Some("")),
+        c.answer_get("x", Some("".as_bytes())),
         b"cmd=get_result rc=-1 msg=key_x_not_found value=unknown\n"
     );
     assert_eq!(
@@ -244,10 +244,25 @@ fn malformed_lines_get_error_replies() {
     assert_eq!(a[0], send("cmd=put_result rc=-1 msg=malformed_request\n"));
     let mut c = Connection::new(cfg());
     let mut out = Vec::new();
-    c.receive(b"cmd=put kvsname=kvs_7_0 key=k value=\xff\n", &mut out);
+    // A value is bytes (Hydra keeps them as they are); the rest of the line is text.
+    c.receive(b"cmd=put kvsname=kvs_7_0 key=k value=caf\xe9 \xff\n", &mut out);
+    assert_eq!(out[0], send("cmd=put_result rc=0 msg=success\n"));
+    assert_eq!(out[1], Action::Put { key: "k".into(), value: b"caf\xe9 \xff".to_vec() });
+    let mut out = Vec::new();
+    c.receive(b"cmd=put kvsname=kvs_7_0 key=\xff value=v\n", &mut out);
     assert_eq!(out[0], send("cmd=put_result rc=-1 msg=malformed_request\n"));
     assert!(
-        matches!(&out[1], Action::ProtocolError { error: ParseError::NotUtf8, excerpt, fatal: false } if excerpt.ends_with("value=\\xff"))
+        matches!(&out[1], Action::ProtocolError { error: ParseError::NotUtf8, excerpt, fatal: false } if excerpt.ends_with("key=\\xff value=v"))
+    );
+    let mut out = Vec::new();
+    c.receive(b"cmd=get kvsname=kvs_7_0 key=\xff\n", &mut out);
+    assert!(matches!(&out[1], Action::ProtocolError { error: ParseError::NotUtf8, .. }), "{out:?}");
+    let mut out = Vec::new();
+    c.receive(b"cmd=get kvsname=kvs_7_0 key=k\n", &mut out);
+    assert_eq!(out, vec![Action::Get { key: "k".into() }]);
+    assert_eq!(
+        c.answer_get("k", Some(&b"caf\xe9 \xff"[..])),
+        b"cmd=get_result rc=0 msg=success value=caf\xe9 \xff\n"
     );
     // Empty lines are ignored.
     assert_eq!(one("\n\n\ncmd=barrier_in\n"), vec![Action::BarrierIn]);

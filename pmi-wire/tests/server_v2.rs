@@ -86,7 +86,7 @@ fn slurm_transcript_left_aligned() {
     );
     // A value with `;` is never sent back with a `;` in it.
     assert_eq!(
-        s(c.answer_get("bc-1", Some("a;b c"))),
+        s(c.answer_get("bc-1", Some("a;b c".as_bytes()))),
         l("cmd=kvs-get-response;rc=0;found=TRUE;value=a_b c;")
     );
     assert_eq!(
@@ -155,7 +155,7 @@ fn kvs_put_refusals_and_reserved_keys_allowed() {
         feed(&mut c, &l(&format!("cmd=kvs-put;key=PMI_x;value={max_val};"))),
         vec![
             send(&l("cmd=kvs-put-response;rc=0;")),
-            Action::Put { key: "PMI_x".into(), value: max_val.clone() }
+            Action::Put { key: "PMI_x".into(), value: max_val.clone().into_bytes() }
         ]
     );
     // Empty values are fine in PMI-2.
@@ -174,7 +174,10 @@ fn kvs_get_found_missing_and_bad_keys() {
     assert_eq!(feed(&mut c, &l("cmd=kvs-get;key=a;")), vec![Action::Get { key: "a".into() }]);
     assert_eq!(s(c.answer_get("a", None)), l("cmd=kvs-get-response;rc=0;found=FALSE;"));
     assert_eq!(feed(&mut c, &l("cmd=kvs-get;key=a;")), vec![Action::Get { key: "a".into() }]);
-    assert_eq!(s(c.answer_get("a", Some(""))), l("cmd=kvs-get-response;rc=0;found=FALSE;"));
+    assert_eq!(
+        s(c.answer_get("a", Some("".as_bytes()))),
+        l("cmd=kvs-get-response;rc=0;found=FALSE;")
+    );
     assert_eq!(
         feed(&mut c, &l("cmd=kvs-get;key=;")),
         vec![send(&l("cmd=kvs-get-response;rc=0;found=FALSE;"))]
@@ -388,7 +391,7 @@ fn thrid_is_echoed_now_and_later() {
     assert_eq!(feed(&mut c, &l("cmd=kvs-fence;thrid=T2;")), vec![Action::BarrierIn]);
     assert_eq!(s(c.barrier_out()), l("cmd=kvs-fence-response;thrid=T2;rc=0;"));
     assert_eq!(
-        s(c.answer_get("a", Some("v"))),
+        s(c.answer_get("a", Some("v".as_bytes()))),
         l("cmd=kvs-get-response;thrid=T1;rc=0;found=TRUE;value=v;")
     );
 }
@@ -410,10 +413,13 @@ fn answers_follow_the_protocol_of_the_request() {
         ]
     );
     assert_eq!(
-        s(c.answer_get("two", Some("2"))),
+        s(c.answer_get("two", Some("2".as_bytes()))),
         l("cmd=kvs-get-response;rc=0;found=TRUE;value=2;")
     );
-    assert_eq!(s(c.answer_get("one", Some("1"))), "cmd=get_result rc=0 msg=success value=1\n");
+    assert_eq!(
+        s(c.answer_get("one", Some("1".as_bytes()))),
+        "cmd=get_result rc=0 msg=success value=1\n"
+    );
     assert_eq!(s(c.barrier_out()), "cmd=barrier_out rc=0\n");
     // Nothing outstanding: the protocol of the last message (PMI-1 here).
     assert_eq!(s(c.barrier_out()), "cmd=barrier_out rc=0\n");

@@ -591,7 +591,9 @@ impl Conn {
         } else {
             let req = v1::Request::Get { kvsname: self.kvsname.clone(), key: key.into() };
             match self.call1(&req, 1, t)? {
-                v1::Reply::GetResult { value } => Ok(value.ok()),
+                v1::Reply::GetResult { value } => {
+                    Ok(value.ok().map(|v| String::from_utf8_lossy(&v).into_owned()))
+                }
                 r => Self::bad1("get", r),
             }
         }

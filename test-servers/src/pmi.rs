@@ -31,7 +31,7 @@ fn serve(mut s: UnixStream) -> Vec<Action> {
         spawner: None,
     };
     let mut c = Connection::new(cfg);
-    let mut kvs: HashMap<String, String> = HashMap::new();
+    let mut kvs: HashMap<String, Vec<u8>> = HashMap::new();
     let mut node: HashMap<String, String> = HashMap::new();
     let mut names: HashMap<String, String> = HashMap::new();
     let mut seen = Vec::new();
@@ -50,7 +50,7 @@ fn serve(mut s: UnixStream) -> Vec<Action> {
                     kvs.insert(key.clone(), value.clone());
                     None
                 }
-                Action::Get { key } => Some(c.answer_get(key, kvs.get(key).map(String::as_str))),
+                Action::Get { key } => Some(c.answer_get(key, kvs.get(key).map(Vec::as_slice))),
                 Action::BarrierIn => Some(c.barrier_out()),
                 Action::PutNodeAttr { key, value } => {
                     node.insert(key.clone(), value.clone());

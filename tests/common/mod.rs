@@ -37,6 +37,7 @@ pub fn programs() -> &'static Path {
         build("pmi_exchange", "pmi_exchange.c", "cc", &[]);
         build("pmi_replay", "pmi_replay.c", "cc", &[]);
         build("pmi_close", "pmi_close.c", "cc", &[]);
+        build("pmi_bytes", "pmi_bytes.c", "cc", &[]);
         build("bigfence", "bigfence.c", "cc", &[]);
         out
     })
