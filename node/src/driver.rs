@@ -233,11 +233,8 @@ fn send_now(sock: &std::os::unix::net::UnixStream, b: &[u8]) -> io::Result<usize
     send(sock.as_raw_fd(), b, flags).map_err(io::Error::from)
 }
 
-/// Connect to the parent, authenticate, receive the setup, launch the children, start the
-/// local ranks, and serve until the whole subtree has ended. Returns the NLA's exit status.
-/// Where an NLA finds its parent.
-/// Either way a failed connection is tried again up to `retries` times
-/// ([`crate::tree::connect`]).
+/// Where an NLA finds its parent. Either way a failed connection is tried again up to
+/// `retries` times ([`crate::tree::connect`]).
 pub enum Parent {
     /// Started by its parent (ssh, rsh, fork): connect there as node `node`.
     Direct { addr: String, node: u32, retries: u32 },
@@ -246,6 +243,8 @@ pub enum Parent {
     Rendezvous { front_end: String, host: Option<String>, retries: u32 },
 }
 
+/// Connect to the parent, authenticate, receive the setup, launch the children, start the
+/// local ranks, and serve until the whole subtree has ended. Returns the NLA's exit status.
 pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result<i32> {
     // What the ranks leave behind becomes ours, to be reaped and, at the end, killed.
     reaper::become_subreaper();
