@@ -26,6 +26,11 @@ pub struct AppSpec {
     /// Working directory, as bytes (a directory's name need not be UTF-8); `None` = the
     /// front end's.
     pub wdir: Option<std::ffi::OsString>,
+    /// Inherited variables whose name is not UTF-8, each whole (`NAME=VALUE`, bytes), for the
+    /// ranks as Hydra passes them (with `-genvall`: no option can name them). They go after
+    /// `env`.
+    #[serde(default)]
+    pub raw_env: Vec<std::ffi::OsString>,
 }
 
 /// One rank placed on a node.
@@ -268,6 +273,18 @@ pub const MAX_JOB_SIZE: u32 = 1 << 24;
 /// Variables of the front end's (or an agent's) environment that never reach ranks
 /// (`docs/spec/pmi-wire.md` §6, §12.12): an outer job's PMI/PMIx settings would confuse
 /// MPICH's PMI selection.
+/// An environment entry (`NAME=VALUE`) whose name is not UTF-8, if `entry` is one a rank may
+/// inherit (see [`inherited_ok`]; its name read with U+FFFD for what is not UTF-8).
+pub fn raw_entry(name: &std::ffi::OsStr, value: &std::ffi::OsStr) -> Option<std::ffi::OsString> {
+    if name.to_str().is_some() || !inherited_ok(&name.to_string_lossy()) {
+        return None;
+    }
+    let mut entry = name.to_os_string();
+    entry.push("=");
+    entry.push(value);
+    Some(entry)
+}
+
 pub fn inherited_ok(name: &str) -> bool {
     !(name.starts_with("PMI_")
         || name.starts_with("PMIX_")
@@ -595,6 +612,20 @@ impl KvsNames {
 mod tests {
     use super::*;
 
+    /// Whole entries only for names that are not UTF-8, and never an outer job's PMI ones.
+    #[test]
+    fn raw_entries() {
+        use std::os::unix::ffi::OsStrExt as _;
+        fn os(b: &[u8]) -> &std::ffi::OsStr {
+            std::ffi::OsStr::from_bytes(b)
+        }
+        let e = raw_entry(os(b"N\xe9"), os(b"v\xfe=w")).expect("an entry");
+        assert_eq!(e.as_bytes(), b"N\xe9=v\xfe=w");
+        assert_eq!(raw_entry(os(b"N"), os(b"v")), None, "a UTF-8 name goes by name");
+        assert_eq!(raw_entry(os(b"PMI_\xff"), os(b"1")), None);
+        assert_eq!(raw_entry(os(b"PMIX_\xff"), os(b"1")), None);
+    }
+
     /// A child's setup carries the hostfile's per-host settings of its own subtree only.
     #[test]
     fn setup_of_a_subtree_keeps_its_own_hosts() {
@@ -619,6 +650,7 @@ mod tests {
                 env: vec![],
                 wdir: None,
                 agent_env: false,
+                raw_env: Vec::new(),
             }],
             launcher: LauncherSpec {
                 users: hosts.iter().map(|h| (h.to_string(), format!("u{h}"))).collect(),

@@ -687,7 +687,8 @@ mod fuzz {
                         nprocs: 2,
                         env: vec![],
                         wdir: None,
-                        agent_env: false
+                        agent_env: false,
+                        raw_env: vec![],
                     }],
                     launcher: LauncherSpec::new(LauncherKind::Ssh, "/x"),
                     kill_grace_ms: 1,

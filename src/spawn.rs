@@ -126,6 +126,7 @@ impl Spawner {
                 wdir,
                 // Spawned ranks start from the agent's environment when their parents did.
                 agent_env: penv.is_some_and(|a| a.agent_env),
+                raw_env: penv.map(|a| a.raw_env.clone()).unwrap_or_default(),
             });
             for (k, v) in &cmd.preput {
                 preput.retain(|(pk, _)| pk != k);

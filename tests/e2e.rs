@@ -60,6 +60,32 @@ fn non_mpi_program() {
     assert_eq!(r.stdout, "plain\nplain\nplain\n");
 }
 
+/// A variable whose *name* is not UTF-8 reaches the ranks too, whole, as under Hydra: with
+/// `-genvall` (the default) from the front end's environment, with `-genvnone`/`-genvlist`
+/// from the agent's; an outer job's `PMI_*` settings are left out all the same.
+#[test]
+fn variables_with_names_that_are_not_utf8_reach_the_ranks() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt as _;
+    let has = |out: &[u8], entry: &[u8]| out.split(|&b| b == b'\n').any(|l| l == entry);
+    for opts in [&[][..], &["-genvnone"][..], &["-genvlist", "PATH"][..]] {
+        let out = Command::new(MPIEXEC)
+            .args(opts)
+            .args(["-n", "2", "env"])
+            .env(OsStr::from_bytes(b"LIBI_E2E_N\xe9"), OsStr::from_bytes(b"v\xfe"))
+            .env(OsStr::from_bytes(b"PMI_\xff"), "outer")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run libi-mpiexec");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{opts:?}: {err}");
+        assert!(err.is_empty(), "{opts:?}: {err}");
+        let n = out.stdout.split(|&b| b == b'\n').filter(|l| *l == b"LIBI_E2E_N\xe9=v\xfe").count();
+        assert_eq!(n, 2, "{opts:?}: {}", String::from_utf8_lossy(&out.stdout));
+        assert!(!has(&out.stdout, b"PMI_\xff=outer"), "{opts:?}");
+    }
+}
+
 /// Bytes that are not UTF-8 in a program's arguments, in `-genv`/`-env` values, in the
 /// inherited environment and in a `-configfile`'s words reach the ranks as they are (Hydra
 /// passes them on), and so do working directories (`-wdir`, `-gwdir`); in an option

@@ -114,7 +114,7 @@ fn ranks_run_on_the_hosts() {
 
 /// Over ssh, bytes that are not UTF-8 cross as they are: the working directory the job is
 /// started in (ranks start there on every host, not in the login's home), a program's
-/// arguments and an inherited variable's value.
+/// arguments, an inherited variable's value, and a variable whose name is not UTF-8.
 #[test]
 fn non_utf8_cwd_arguments_and_environment_over_ssh() {
     use std::os::unix::ffi::OsStrExt as _;
@@ -129,9 +129,18 @@ fn non_utf8_cwd_arguments_and_environment_over_ssh() {
     std::fs::create_dir_all(&dir).expect("mkdir");
     let out = std::process::Command::new(common::MPIEXEC)
         .args(ssh_args(&h, 2, 1))
-        .args(["-n", "2", "sh", "-c", r#"printf '%s|%s|%s\n' "$(pwd -P)" "$1" "$X""#, "sh"])
+        .args([
+            "-n",
+            "2",
+            "sh",
+            "-c",
+            r#"printf '%s|%s|%s|%s\n' "$(pwd -P)" "$1" "$X" "$(env | grep -a '^LIBI_SSH_N')""#,
+            "sh",
+        ])
         .arg(raw(b"a\xff"))
         .env("X", raw(b"x\xfe"))
+        // A variable whose name is not UTF-8 travels too (in the job's setup).
+        .env(raw(b"LIBI_SSH_N\xe9"), raw(b"v\xfd"))
         .env("MPIEXEC_TIMEOUT", "60")
         .current_dir(&dir)
         .env_remove("PWD")
@@ -140,7 +149,7 @@ fn non_utf8_cwd_arguments_and_environment_over_ssh() {
         .expect("run libi-mpiexec");
     let _ = std::fs::remove_dir(&dir);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let line = [dir.as_os_str().as_bytes(), b"|a\xff|x\xfe\n"].concat();
+    let line = [dir.as_os_str().as_bytes(), b"|a\xff|x\xfe|LIBI_SSH_N\xe9=v\xfd\n"].concat();
     assert_eq!(
         out.stdout,
         [line.as_slice(), line.as_slice()].concat(),

@@ -96,8 +96,10 @@ fn main() -> ExitCode {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "localhost".into());
+    let (inherited, inherited_raw) = inherited_environment();
     let ctx = plan::Context {
-        inherited: inherited_environment(),
+        inherited,
+        inherited_raw,
         // As bytes: a directory whose name is not UTF-8 is where the ranks start too.
         cwd: std::env::current_dir().ok().map(std::path::PathBuf::into_os_string),
         kvs: plan::KvsNames::new(
@@ -344,20 +346,16 @@ fn advertise_addr(g: &cli::Global) -> Result<Option<std::net::IpAddr>, String> {
     Ok(None)
 }
 
-/// Our environment, for the ranks to inherit. A value need not be UTF-8 (its bytes are
-/// passed on, as Hydra does); a variable whose name is not UTF-8 is left out, with a line
-/// naming it.
-fn inherited_environment() -> Vec<(String, std::ffi::OsString)> {
-    let mut vars = Vec::new();
+/// Our environment, for the ranks to inherit: by name, and whole (`NAME=VALUE`) those
+/// whose name is not UTF-8. Names and values need not be UTF-8: their bytes are passed on,
+/// as Hydra does.
+fn inherited_environment() -> (Vec<(String, std::ffi::OsString)>, Vec<std::ffi::OsString>) {
+    let (mut vars, mut raw) = (Vec::new(), Vec::new());
     for (k, v) in std::env::vars_os() {
         match k.into_string() {
             Ok(k) => vars.push((k, v)),
-            Err(k) => eprintln!(
-                "libi-mpiexec: variable '{}' has a name that is not valid UTF-8: not passed to \
-                 the ranks",
-                k.to_string_lossy()
-            ),
+            Err(k) => raw.extend(libi::job::raw_entry(&k, &v)),
         }
     }
-    vars
+    (vars, raw)
 }

@@ -41,6 +41,16 @@ pub fn app_env(
     out
 }
 
+/// The inherited variables whose name is not UTF-8 ([`AppSpec::raw_env`]): all of them with
+/// `-genvall`; none otherwise (no option can name them, and with `-genvnone`/`-genvlist` the
+/// agent's own environment is the base, such variables included).
+fn raw_env(ctx: &Context, mode: &EnvMode) -> Vec<OsString> {
+    match mode {
+        EnvMode::All => ctx.inherited_raw.clone(),
+        EnvMode::None | EnvMode::List(_) => Vec::new(),
+    }
+}
+
 pub use libi::job::KvsNames;
 
 /// The universe size ranks see (`MPI_UNIVERSE_SIZE`, PMI `get_universe_size`) for `-usize`
@@ -99,6 +109,8 @@ impl Plan {
 pub struct Context {
     /// Our environment; a value need not be UTF-8.
     pub inherited: Vec<(String, OsString)>,
+    /// Our variables whose name is not UTF-8, each whole (`NAME=VALUE`).
+    pub inherited_raw: Vec<OsString>,
     /// Our working directory (its name need not be UTF-8).
     pub cwd: Option<OsString>,
     pub kvs: KvsNames,
@@ -245,6 +257,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
                 env: app_env(&ctx.inherited, &g.genv_mode, e.env_mode.as_ref(), &g.genv, &e.env),
                 wdir: e.wdir.clone().or_else(|| g.gwdir.clone()).or_else(|| ctx.cwd.clone()),
                 agent_env: !matches!(e.env_mode.as_ref().unwrap_or(&g.genv_mode), EnvMode::All),
+                raw_env: raw_env(ctx, e.env_mode.as_ref().unwrap_or(&g.genv_mode)),
             })
         })
         .collect::<Result<_, String>>()?;
@@ -258,6 +271,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
             env: app_env(&ctx.inherited, &g.genv_mode, None, &g.genv, &[]),
             wdir: g.gwdir.clone().or_else(|| ctx.cwd.clone()),
             agent_env: !matches!(g.genv_mode, EnvMode::All),
+            raw_env: raw_env(ctx, &g.genv_mode),
         }];
         if !explicit_hosts {
             host_list = this_machine();
@@ -412,6 +426,7 @@ mod tests {
     fn ctx() -> Context {
         Context {
             inherited: kv(&[("PATH", "/bin")]),
+            inherited_raw: Vec::new(),
             cwd: Some("/w".into()),
             kvs: KvsNames::new(1, 77, "fe"),
             singleton_exe: None,

@@ -14,6 +14,7 @@ mod tests {
     fn base(args: &str) -> Plan {
         let ctx = Context {
             inherited: vec![("PATH".into(), "/bin".into())],
+            inherited_raw: Vec::new(),
             cwd: Some("/w".into()),
             kvs: crate::plan::KvsNames::new(9, 5, "fe"),
             singleton_exe: None,

@@ -423,12 +423,20 @@ impl SpawnBatch {
         };
         // `-genvnone`/`-genvlist` (Hydra's rule): our own environment first, what the job
         // gives on top. Not an outer job's PMI settings, nor the agent's own variables.
+        // Variables whose name is not UTF-8 go whole, after the others: the job's
+        // (`AppSpec::raw_env`, from the front end's environment with `-genvall`), or ours.
+        let mut raw: Vec<std::ffi::OsString> = spec.raw_env.clone();
         let agent: Vec<(String, std::ffi::OsString)> = if spec.agent_env {
-            std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
-                .filter(|(k, _)| libi::job::inherited_ok(k) && !k.starts_with("LIBI_"))
-                .filter(|(k, _)| !spec.env.iter().any(|(sk, _)| sk == k))
-                .collect()
+            let mut named = Vec::new();
+            for (k, v) in std::env::vars_os() {
+                match k.into_string() {
+                    Ok(k) => named.push((k, v)),
+                    Err(k) => raw.extend(libi::job::raw_entry(&k, &v)),
+                }
+            }
+            named.retain(|(k, _)| libi::job::inherited_ok(k) && !k.starts_with("LIBI_"));
+            named.retain(|(k, _)| !spec.env.iter().any(|(sk, _)| sk == k));
+            named
         } else {
             Vec::new()
         };
@@ -437,6 +445,7 @@ impl SpawnBatch {
             .chain(&spec.env)
             .filter(|(k, _)| !per_rank(k))
             .map(|(k, v)| env_entry(k, v))
+            .chain(raw.iter().map(|e| cbytes(e)))
             .collect::<io::Result<_>>()
             .map_err(Failure::Exec)?;
         // As under Hydra: gfortran programs do not buffer their preconnected units (stdout,

@@ -44,6 +44,7 @@ fn whole_job(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
                 env: vec![],
                 wdir: None,
                 agent_env: false,
+                raw_env: Vec::new(),
             }],
             launcher: LauncherSpec::new(LauncherKind::Fork, "/x"),
             kill_grace_ms: 10,

@@ -38,6 +38,7 @@ fn core_with(n: u32, each_end: bool) -> NodeCore {
             env: vec![],
             wdir: None,
             agent_env: false,
+            raw_env: Vec::new(),
         }],
         launcher: LauncherSpec::new(LauncherKind::Fork, "/x"),
         kill_grace_ms: 10,

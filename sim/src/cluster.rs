@@ -677,6 +677,7 @@ impl Cluster {
                 env: Vec::new(),
                 wdir: None,
                 agent_env: false,
+                raw_env: Vec::new(),
             }],
             launcher: LauncherSpec::new(LauncherKind::Fork, "libi-nla"),
             kill_grace_ms: 1000,
