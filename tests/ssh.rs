@@ -134,7 +134,7 @@ fn non_utf8_cwd_arguments_and_environment_over_ssh() {
             "2",
             "sh",
             "-c",
-            r#"printf '%s|%s|%s|%s\n' "$(pwd -P)" "$1" "$X" "$(env | grep -a '^LIBI_SSH_N')""#,
+            r#"printf '%s|%s|%s|%s\n' "$(pwd -P)" "$1" "$X" "$(tr '\0' '\n' </proc/$$/environ | grep -a '^LIBI_SSH_N')""#,
             "sh",
         ])
         .arg(raw(b"a\xff"))
