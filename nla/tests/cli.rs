@@ -100,6 +100,36 @@ fn parent_that_listens_late() {
     assert!(e.contains("node 5") && e.contains("before setup"), "{e}");
 }
 
+/// An agent still trying to reach its parent when its launcher goes away (`--keep-stdin`: its
+/// stdin closes) stops trying: nobody is left to connect to, and nothing of it may linger.
+#[test]
+fn launcher_gone_while_retrying() {
+    let mut child = Command::new(NLA)
+        .args(["--parent", "127.0.0.1:1", "--node", "6", "--keep-stdin", "--retries", "1000"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run libi-nla");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(b"s3cret\n").expect("write");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    drop(stdin);
+    // 1000 tries would take over three minutes; a hang guard, not a timing.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the agent kept retrying after its launcher was gone");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("node 6") && e.contains("stdin) closed"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+}
+
 #[test]
 fn missing_arguments() {
     let out = Command::new(NLA).stdin(Stdio::null()).output().expect("run libi-nla");

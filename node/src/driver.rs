@@ -253,7 +253,8 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     let mut early_listener = None;
     let (mut down, up, setup) = match parent {
         Parent::Direct { addr, node, retries } => {
-            let (mut rd, mut wr) = crate::tree::connect(&addr, retries).await?;
+            let connecting = crate::tree::connect(&addr, retries);
+            let (mut rd, mut wr) = unless_launcher_gone(keep_stdin, connecting).await?;
             let hello = Msg::Hello {
                 node,
                 secret: secret.clone(),
@@ -278,7 +279,8 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             // The resource manager's name for this node is what the front end planned with.
             let host =
                 host.or_else(|| std::env::var("SLURMD_NODENAME").ok()).unwrap_or_else(hostname);
-            crate::tree::join(&front_end, &secret, &host, &addr, retries).await?
+            let joining = crate::tree::join(&front_end, &secret, &host, &addr, retries);
+            unless_launcher_gone(keep_stdin, joining).await?
         }
     };
     let node = setup.plan.node;
@@ -618,6 +620,26 @@ pub fn stdin_eof_thread(name: &str, gone: impl FnOnce() + Send + 'static) {
         }
         gone();
     });
+}
+
+/// `f` (the connection to the parent, tried again and again), unless our stdin reaches its
+/// end first when our launcher keeps it open for the job (`keep_stdin`): the launcher, and
+/// with it the parent, is gone, and there is nobody left to connect to. Nothing of ours runs
+/// yet, so the error ends the agent at once.
+async fn unless_launcher_gone<T>(
+    keep_stdin: bool,
+    f: impl std::future::Future<Output = io::Result<T>>,
+) -> io::Result<T> {
+    let Some(stdin) = keep_stdin.then(pollable_stdin).and_then(Result::ok) else {
+        return f.await;
+    };
+    tokio::select! {
+        r = f => r,
+        () = watch_to_eof(stdin) => Err(io::Error::new(
+            io::ErrorKind::BrokenPipe,
+            "the launcher connection (stdin) closed before the parent answered",
+        )),
+    }
 }
 
 /// Read (and drop) what comes until EOF or an error.
