@@ -273,6 +273,22 @@ pub const MAX_JOB_SIZE: u32 = 1 << 24;
 /// Variables of the front end's (or an agent's) environment that never reach ranks
 /// (`docs/spec/pmi-wire.md` §6, §12.12): an outer job's PMI/PMIx settings would confuse
 /// MPICH's PMI selection.
+/// An environment (`std::env::vars_os()`) split for the ranks: the variables by name, and
+/// whole (`NAME=VALUE`, see [`raw_entry`]) those whose name is not UTF-8 and which a rank
+/// may inherit.
+pub fn split_environment(
+    vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> (Vec<(String, std::ffi::OsString)>, Vec<std::ffi::OsString>) {
+    let (mut named, mut raw) = (Vec::new(), Vec::new());
+    for (k, v) in vars {
+        match k.into_string() {
+            Ok(k) => named.push((k, v)),
+            Err(k) => raw.extend(raw_entry(&k, &v)),
+        }
+    }
+    (named, raw)
+}
+
 /// An environment entry (`NAME=VALUE`) whose name is not UTF-8, if `entry` is one a rank may
 /// inherit (see [`inherited_ok`]; its name read with U+FFFD for what is not UTF-8).
 pub fn raw_entry(name: &std::ffi::OsStr, value: &std::ffi::OsStr) -> Option<std::ffi::OsString> {

@@ -39,12 +39,6 @@ pub const PAIR_OVERHEAD: usize = 8;
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Value(std::sync::Arc<[u8]>);
 
-impl Value {
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.0
-    }
-}
-
 impl std::ops::Deref for Value {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

@@ -96,7 +96,9 @@ fn main() -> ExitCode {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "localhost".into());
-    let (inherited, inherited_raw) = inherited_environment();
+    // By name, and whole (`NAME=VALUE`) those whose name is not UTF-8: names and values need
+    // not be UTF-8, their bytes are passed on, as Hydra does.
+    let (inherited, inherited_raw) = libi::job::split_environment(std::env::vars_os());
     let ctx = plan::Context {
         inherited,
         inherited_raw,
@@ -344,18 +346,4 @@ fn advertise_addr(g: &cli::Global) -> Result<Option<std::net::IpAddr>, String> {
         return Err(format!("-iface: interface '{iface}' has no IPv4 address"));
     }
     Ok(None)
-}
-
-/// Our environment, for the ranks to inherit: by name, and whole (`NAME=VALUE`) those
-/// whose name is not UTF-8. Names and values need not be UTF-8: their bytes are passed on,
-/// as Hydra does.
-fn inherited_environment() -> (Vec<(String, std::ffi::OsString)>, Vec<std::ffi::OsString>) {
-    let (mut vars, mut raw) = (Vec::new(), Vec::new());
-    for (k, v) in std::env::vars_os() {
-        match k.into_string() {
-            Ok(k) => vars.push((k, v)),
-            Err(k) => raw.extend(libi::job::raw_entry(&k, &v)),
-        }
-    }
-    (vars, raw)
 }

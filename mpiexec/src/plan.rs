@@ -247,6 +247,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         .execs
         .iter()
         .map(|e| {
+            let mode = e.env_mode.as_ref().unwrap_or(&g.genv_mode);
             Ok(AppSpec {
                 exe: e.prog.clone(),
                 args: e.args.clone(),
@@ -256,8 +257,8 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
                 },
                 env: app_env(&ctx.inherited, &g.genv_mode, e.env_mode.as_ref(), &g.genv, &e.env),
                 wdir: e.wdir.clone().or_else(|| g.gwdir.clone()).or_else(|| ctx.cwd.clone()),
-                agent_env: !matches!(e.env_mode.as_ref().unwrap_or(&g.genv_mode), EnvMode::All),
-                raw_env: raw_env(ctx, e.env_mode.as_ref().unwrap_or(&g.genv_mode)),
+                agent_env: !matches!(mode, EnvMode::All),
+                raw_env: raw_env(ctx, mode),
             })
         })
         .collect::<Result<_, String>>()?;

@@ -427,13 +427,8 @@ impl SpawnBatch {
         // (`AppSpec::raw_env`, from the front end's environment with `-genvall`), or ours.
         let mut raw: Vec<std::ffi::OsString> = spec.raw_env.clone();
         let agent: Vec<(String, std::ffi::OsString)> = if spec.agent_env {
-            let mut named = Vec::new();
-            for (k, v) in std::env::vars_os() {
-                match k.into_string() {
-                    Ok(k) => named.push((k, v)),
-                    Err(k) => raw.extend(libi::job::raw_entry(&k, &v)),
-                }
-            }
+            let (mut named, own_raw) = libi::job::split_environment(std::env::vars_os());
+            raw.extend(own_raw);
             named.retain(|(k, _)| libi::job::inherited_ok(k) && !k.starts_with("LIBI_"));
             named.retain(|(k, _)| !spec.env.iter().any(|(sk, _)| sk == k));
             named
