@@ -116,27 +116,6 @@ impl LineBuf {
         (!out.is_empty()).then_some(out)
     }
 
-    /// The buffer to read into: what is held stays at its start, new bytes go after it
-    /// (see [`LineBuf::take`]).
-    pub fn buffer(&mut self) -> &mut Vec<u8> {
-        self.buf.reserve(READ_CHUNK);
-        &mut self.buf
-    }
-
-    /// After bytes were appended to [`LineBuf::buffer`] from `old_len` on: the whole lines
-    /// now held, as [`LineBuf::push`] would return them. The lines leave in the buffer
-    /// itself; only the unfinished tail is copied.
-    pub fn take(&mut self, old_len: usize) -> Option<Vec<u8>> {
-        if self.buf.len() <= self.cap {
-            let last = old_len + self.buf[old_len..].iter().rposition(|&b| b == b'\n')?;
-            let tail = self.buf.split_off(last + 1);
-            return Some(std::mem::replace(&mut self.buf, tail));
-        }
-        // A line reaches the cap: the general path (rare).
-        let new = self.buf.split_off(old_len);
-        self.push(&new)
-    }
-
     /// The end of the stream: the last line, as it is (without a newline if it had none).
     pub fn finish(&mut self) -> Option<Vec<u8>> {
         (!self.buf.is_empty()).then(|| std::mem::take(&mut self.buf))
@@ -463,7 +442,6 @@ pub async fn forward_output(
             Ok(p) => p.forget(),
             Err(_) => break,
         }
-        let mut old_len = lines.pending();
         let r = loop {
             // The timers are boxed: they live only while they run, not in every rank's task
             // for the whole job (a tokio timer is a few hundred bytes).
@@ -490,12 +468,11 @@ pub async fn forward_output(
                     if let Some(data) = lines.finish() {
                         emit(data, &mut held, 0);
                     }
-                    old_len = 0;
                 }
             }
         };
-        let n = match r {
-            Some(Ok(n)) if n > 0 => n,
+        let (n, whole) = match r {
+            Some(Ok((n, whole))) if n > 0 => (n, whole),
             _ => {
                 budget.add_permits(READ_CHUNK);
                 break;
@@ -503,7 +480,7 @@ pub async fn forward_output(
         };
         budget.add_permits(READ_CHUNK - n);
         held += n;
-        let sent = lines.take(old_len).map(|data| emit(data, &mut held, lines.pending()));
+        let sent = whole.map(|data| emit(data, &mut held, lines.pending()));
         if lines.pending() == 0 {
             partial_due = None;
         } else if sent.is_some() || partial_due.is_none() {
@@ -515,15 +492,38 @@ pub async fn forward_output(
     }
 }
 
-/// Read what the pipe has (at most [`READ_CHUNK`] bytes) into `lines`' buffer. The buffer
-/// grows only once there is something to read: a rank that writes nothing (or not yet)
-/// costs no buffer. Cancel-safe.
-async fn read_some(pipe: &mut pipe::Receiver, lines: &mut LineBuf) -> std::io::Result<usize> {
-    pipe.readable().await?;
-    // `read_buf` (not `try_read_buf`): a short read tells tokio the pipe is drained, which
-    // spares the read that would only say EAGAIN.
-    let mut buf = bytes::BufMut::limit(lines.buffer(), READ_CHUNK);
-    tokio::io::AsyncReadExt::read_buf(pipe, &mut buf).await
+/// Read what the pipe has (at most [`READ_CHUNK`] bytes) and pass it through `lines`:
+/// returns the count read and the whole lines it completes ([`LineBuf::push`]). Cancel-safe:
+/// the read and the push happen together, after the wait.
+///
+/// The bytes land first in one scratch buffer of the thread, then the lines are copied out
+/// into a message of their own size. A buffer of its own per read (64 KiB, handed up as the
+/// message) cost more than the copy: for a rank's short lines, a 64 KiB allocation and its
+/// free, each of which makes glibc's malloc consolidate its free lists.
+async fn read_some(
+    pipe: &mut pipe::Receiver,
+    lines: &mut LineBuf,
+) -> std::io::Result<(usize, Option<Vec<u8>>)> {
+    use futures::FutureExt;
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    loop {
+        pipe.readable().await?;
+        let done = SCRATCH.with_borrow_mut(|buf| {
+            if buf.is_empty() {
+                buf.resize(READ_CHUNK, 0);
+            }
+            // One poll, never pending across an await (the scratch is shared): `read` (not
+            // `try_read`), as a short read tells tokio the pipe is drained, which spares the
+            // read that would only say EAGAIN. `None`: the readiness was stale; wait again.
+            let r = tokio::io::AsyncReadExt::read(pipe, &mut buf[..]).now_or_never()?;
+            Some(r.map(|n| (n, lines.push(&buf[..n]))))
+        });
+        if let Some(r) = done {
+            return r;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -563,25 +563,6 @@ mod tests {
         assert_eq!(lb.push(b"1234"), None);
         assert_eq!(lb.push(b"\n5"), Some(b"1234\n".to_vec()));
         assert_eq!(lb.finish(), Some(b"5".to_vec()));
-    }
-
-    #[test]
-    fn reading_into_the_buffer_agrees_with_push() {
-        let chunks: [&[u8]; 6] =
-            [b"abc", b"def\ngh", b"\n", b"ijklmnopqrstuvwxyz", b"\n\n12", b"3\n4"];
-        let (mut a, mut b) = (LineBuf::new(8), LineBuf::new(8));
-        let mut out_a = Vec::new();
-        let mut out_b = Vec::new();
-        for c in chunks {
-            out_a.push(a.push(c).unwrap_or_default());
-            let old = b.pending();
-            b.buffer().extend_from_slice(c);
-            out_b.push(b.take(old).unwrap_or_default());
-        }
-        out_a.push(a.finish().unwrap_or_default());
-        out_b.push(b.finish().unwrap_or_default());
-        assert_eq!(out_a, out_b);
-        assert_eq!(out_a.concat(), chunks.concat());
     }
 
     /// Whatever the cap and however the stream is read: nothing added or dropped, and never
