@@ -464,3 +464,32 @@ fn fences_complete_during_an_output_flood() {
         no_leftovers(&m);
     }
 }
+
+/// Output into a named FIFO (`mpiexec ... > fifo`, a reader at its other end) arrives whole
+/// and the job succeeds, as under Hydra. (The kernel refuses writes that cannot block on a
+/// FIFO opened from a filesystem: they failed the job, "Operation not supported".)
+#[test]
+fn stdout_into_a_named_fifo() {
+    let dir = std::env::temp_dir().join(format!("libi-{}", mark()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let fifo = dir.join("out");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(&fifo).expect("read the fifo"))
+    };
+    let out = std::fs::OpenOptions::new().write(true).open(&fifo).expect("open the fifo");
+    let m = mark();
+    let mut c = mpiexec(&m, &["-n", "3", "sh", "-c", "echo line-$PMI_RANK"]);
+    let mut child = c.stdout(out).stderr(Stdio::piped()).spawn().expect("spawn mpiexec");
+    // The command holds our copy of the FIFO's write end: the reader's EOF waits for it.
+    drop(c);
+    let status = wait_deadline(&mut child, 60).expect("mpiexec did not end");
+    let err = stderr_text(&mut child);
+    let got = String::from_utf8(reader.join().expect("reader")).expect("text");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{status:?}: {err}");
+    let mut lines: Vec<&str> = got.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["line-0", "line-1", "line-2"], "stderr: {err}");
+}

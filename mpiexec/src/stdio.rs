@@ -99,6 +99,13 @@ fn on_local_fs(fd: &OwnedFd) -> bool {
     })
 }
 
+/// Whether the FIFO `fd` is a pipe made by pipe(2) (on the kernel's pipefs), not a named
+/// FIFO opened from a filesystem.
+fn is_anonymous_pipe(fd: &OwnedFd) -> bool {
+    const PIPEFS_MAGIC: libc::__fsword_t = 0x5049_5045;
+    nix::sys::statfs::fstatfs(fd).is_ok_and(|f| f.filesystem_type().0 == PIPEFS_MAGIC)
+}
+
 /// Write all of `data` to a regular file (see [`on_local_fs`]).
 fn write_file(fd: i32, mut data: &[u8]) -> Result<(), nix::errno::Errno> {
     // SAFETY: `fd` is our stdout or stderr, open for the process's life.
@@ -791,7 +798,13 @@ impl Writer {
             .as_ref()
             .and_then(|fd| nix::sys::stat::fstat(fd.as_raw_fd()).ok())
             .map(|st| st.st_mode & libc::S_IFMT);
-        let nowait = matches!(kind, Some(libc::S_IFIFO | libc::S_IFSOCK));
+        // A pipe only when it is a pipe(2), not a named FIFO (`> fifo`): the kernel refuses
+        // RWF_NOWAIT on an opened FIFO (EOPNOTSUPP), which is then written by the thread.
+        let nowait = match kind {
+            Some(libc::S_IFSOCK) => true,
+            Some(libc::S_IFIFO) => fd.as_ref().is_some_and(is_anonymous_pipe),
+            _ => false,
+        };
         let in_runtime = tokio::runtime::Handle::try_current().is_ok();
         let local_file =
             in_runtime && kind == Some(libc::S_IFREG) && fd.as_ref().is_some_and(on_local_fs);
