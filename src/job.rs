@@ -273,6 +273,13 @@ pub const MAX_JOB_SIZE: u32 = 1 << 24;
 /// Variables of the front end's (or an agent's) environment that never reach ranks
 /// (`docs/spec/pmi-wire.md` §6, §12.12): an outer job's PMI/PMIx settings would confuse
 /// MPICH's PMI selection.
+pub fn inherited_ok(name: &str) -> bool {
+    !(name.starts_with("PMI_")
+        || name.starts_with("PMIX_")
+        || name.starts_with("PMI2_")
+        || name == "PRTE_LAUNCHED")
+}
+
 /// An environment (`std::env::vars_os()`) split for the ranks: the variables by name, and
 /// whole (`NAME=VALUE`, see [`raw_entry`]) those whose name is not UTF-8 and which a rank
 /// may inherit.
@@ -289,8 +296,8 @@ pub fn split_environment(
     (named, raw)
 }
 
-/// An environment entry (`NAME=VALUE`) whose name is not UTF-8, if `entry` is one a rank may
-/// inherit (see [`inherited_ok`]; its name read with U+FFFD for what is not UTF-8).
+/// The environment entry `NAME=VALUE` of a variable whose name is not UTF-8, if it is one a
+/// rank may inherit (see [`inherited_ok`]; its name read with U+FFFD for what is not UTF-8).
 pub fn raw_entry(name: &std::ffi::OsStr, value: &std::ffi::OsStr) -> Option<std::ffi::OsString> {
     if name.to_str().is_some() || !inherited_ok(&name.to_string_lossy()) {
         return None;
@@ -299,13 +306,6 @@ pub fn raw_entry(name: &std::ffi::OsStr, value: &std::ffi::OsStr) -> Option<std:
     entry.push("=");
     entry.push(value);
     Some(entry)
-}
-
-pub fn inherited_ok(name: &str) -> bool {
-    !(name.starts_with("PMI_")
-        || name.starts_with("PMIX_")
-        || name.starts_with("PMI2_")
-        || name == "PRTE_LAUNCHED")
 }
 
 /// The variable in which a LIBI session front end (crate `libi-session`) hands
