@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 bash ci/install-deps.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The API documentation builds without a broken link.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo build --workspace
 export LIBI_REQUIRE_SSH_TESTS=1 LIBI_REQUIRE_SLURM_TESTS=1
 bash ci/with-slurm.sh -- bash ci/with-netns-hosts.sh 4 -- cargo test --workspace --no-fail-fast

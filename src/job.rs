@@ -1,7 +1,8 @@
 //! The job model: what runs where, with which environment.
 //!
-//! The front end builds a [`JobSpec`] from the command line and sends each NLA the part it
-//! needs in a [`NodeSetup`]. Everything here is plain data (serde), computed once.
+//! The front end builds the job from the command line (a [`JobCommon`], and a [`NodePlan`]
+//! for each node) and sends each NLA the part it needs in a [`NodeSetup`]. Everything here
+//! is plain data (serde), computed once.
 
 use serde::{Deserialize, Serialize};
 
@@ -38,7 +39,7 @@ pub struct AppSpec {
 pub struct RankSlot {
     /// Global rank.
     pub rank: u32,
-    /// Index into [`NodeSetup::apps`] (also its `appnum`).
+    /// Index into [`JobCommon::apps`] (also its `appnum`).
     pub app: u32,
 }
 

@@ -5,6 +5,10 @@
 //! error naming it) and parsed by clap; global options may appear in any segment (as in
 //! Hydra), local ones apply to their segment.
 
+// The options' doc comments are their `--help` text, brackets and all (`[:PORT]`), not
+// rustdoc links.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 use crate::rawargs::RawArgs;
 use crate::stdio::Pattern;
 use clap::Parser;

@@ -406,7 +406,7 @@ impl NodeCore {
         }
     }
 
-    /// The wait of an [`Effect::WatchPmgrDrain`] is over: judge the exit with what came.
+    /// The wait of an [`Timer::PmgrDrain`] is over: judge the exit with what came.
     /// Returns whether the exit was still waiting (something the rank left behind holds its
     /// PMGR connection open).
     pub fn pmgr_drain_over(&mut self, local: usize, fx: &mut Vec<Effect>) -> bool {
@@ -415,7 +415,7 @@ impl NodeCore {
         true
     }
 
-    /// The grace after a [`Effect::FailSoon`] ended: fail unless the job is already failing.
+    /// A [`Timer::FailNow`] is due: fail unless the job is already failing.
     pub fn fail_now(&mut self, message: String, fx: &mut Vec<Effect>) {
         if !self.tearing_down {
             self.fail(message, fx);
@@ -1067,7 +1067,7 @@ impl NodeCore {
         }
     }
 
-    /// The grace after an [`Effect::WatchPmiClose`] is over; `running`: the rank's process
+    /// A [`Timer::PmiClose`] is due; `running`: the rank's process
     /// has not ended (as far as the driver can see). A rank that left PMI half-way and runs
     /// on fails the job (as under Hydra); one whose exit came is judged by that exit.
     pub fn pmi_close_grace_over(&mut self, local: usize, running: bool, fx: &mut Vec<Effect>) {
@@ -1090,7 +1090,7 @@ impl NodeCore {
     /// (with any code) while a PMGR connection of its own is undecided — not at EOF, not
     /// closed, aborted or failed, see [`PmgrNode::undecided`] — is judged only once each such
     /// connection reached EOF (which comes: the process is gone), or after
-    /// [`Effect::WatchPmgrDrain`]'s wait if a process it left behind still holds it. Then a
+    /// [`Timer::PmgrDrain`]'s wait if a process it left behind still holds it. Then a
     /// rank that sent `CLOSE` is a clean exit whatever the order was, and one that did not
     /// exited without finalizing.
     pub fn rank_ended(&mut self, local: usize, end: ProcEnd, fx: &mut Vec<Effect>) {

@@ -14,7 +14,7 @@ pub const MAX_PENDING: usize = 64;
 pub const REJECT_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Refused connections of one kind of port: the first is logged at once, the next ones are
-/// counted and logged as one summary line per [`REJECT_INTERVAL`] (and by [`flush`]).
+/// counted and logged as one summary line per [`REJECT_INTERVAL`] (and by [`flush_rejections`]).
 pub struct RejectLog {
     what: &'static str,
     inner: Mutex<Window>,

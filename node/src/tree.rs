@@ -79,7 +79,7 @@ pub struct PendingConn {
 pub const STEP: usize = usize::MAX;
 
 /// How long an accepted connection may take to say hello (an NLA sends it as it connects).
-const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest first frame (`Hello`, `Join`: a secret, a host name, an address) read from a
 /// connection before it is authenticated: what an unauthenticated peer can make us buffer.
 pub const HELLO_MAX_FRAME: usize = 4 << 10;

@@ -433,7 +433,7 @@ impl Conn {
         Err(OpErr::Bad { what: what.into(), why: format!("unexpected reply {r:?}") })
     }
 
-    /// PMI-1: [initack,] init 1.1. PMI-2: init 2.0 (a PMI-1 line), then `fullinit`.
+    /// PMI-1: `[initack,] init 1.1`. PMI-2: init 2.0 (a PMI-1 line), then `fullinit`.
     pub fn init(&mut self) -> Result<InitInfo, OpErr> {
         let t = self.op_timeout;
         let mut info = InitInfo::default();
