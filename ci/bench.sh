@@ -768,6 +768,9 @@ ALL_CASES=(launch hello pmi ssh mem targets)
 OPT_CASES=(launch-model)
 CASES=("$@")
 [ ${#CASES[@]} -gt 0 ] || CASES=("${ALL_CASES[@]}")
+# The commit measured, and whether the tree differed from it: taken before this run writes
+# its own results into the tree.
+GIT_DESC="$(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet 2>/dev/null || echo ', dirty')"
 for c in "${CASES[@]}"; do
   [[ " ${ALL_CASES[*]} ${OPT_CASES[*]} " == *" $c "* ]] || { echo "usage: ci/bench.sh [${ALL_CASES[*]} ${OPT_CASES[*]}]" >&2; exit 2; }
 done
@@ -835,7 +838,7 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
   echo "\"cpu\": $(jstr "$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"),"
   echo "\"mem\": $(jstr "$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"),"
   echo "\"os\": $(jstr "$(. /etc/os-release && echo "$PRETTY_NAME")"),"
-  echo "\"libi\": $(jstr "$("$LIBI" --version 2>&1 | head -n1) (git $(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet 2>/dev/null || echo ', dirty'))"),"
+  echo "\"libi\": $(jstr "$("$LIBI" --version 2>&1 | head -n1) (git $GIT_DESC)"),"
   echo "\"hydra\": $(jstr "$(mpiexec.hydra --version 2>&1 | awk -F': *' '/Version:/ {print "HYDRA " $2; exit}')"),"
   echo "\"mpich\": $(jstr "$(dpkg-query -W -f='${Version}' mpich 2>/dev/null)"),"
   echo "\"slurm\": $(jstr "$(dpkg-query -W -f='${Version}' slurm-client 2>/dev/null || echo none)"),"
@@ -877,7 +880,7 @@ if grep -q '"case":"targets"' "$WORK/raw.jsonl"; then
     echo "<!-- targets:begin (written by ci/bench.sh targets) -->"
     echo "## Targets of issue 20 (launch cost near the floor)"
     echo
-    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, git $(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet 2>/dev/null || echo ', dirty'); raw runs: \`bench/targets-raw.jsonl\`."
+    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, git $GIT_DESC; raw runs: \`bench/targets-raw.jsonl\`."
     echo
     targets_table "$(jq -r .load_start "$WORK/meta.json" 2>/dev/null || grep -o '"load_start": "[^"]*"' "$WORK/meta.json" | cut -d'"' -f4)" "$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "<!-- targets:end -->"
@@ -896,7 +899,7 @@ if grep -q '"case":"launch-model"' "$WORK/raw.jsonl"; then
   mkdir -p "$OUT/data"
   touch "$OUT/results.md"
   "$PY" "$ROOT/ci/bench_plot.py" lm-render --work "$WORK" --out "$OUT" \
-    --git "$(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet 2>/dev/null || echo ', dirty')" >&2 \
+    --git "$GIT_DESC" >&2 \
     || log "launch-model: lm-render failed"
 fi
 log "done in $((SECONDS - START)) s: $OUT/results.md (work dir $WORK)"
