@@ -16,20 +16,12 @@
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
-RUNS=21 NP=64 PROG=
-while getopts "r:n:p:" o; do
-  case $o in
-    r) RUNS=$OPTARG ;;
-    n) NP=$OPTARG ;;
-    p) PROG=$OPTARG ;;
-    *) sed -n '2,15p' "$0"; exit 2 ;;
-  esac
-done
-shift $((OPTIND - 1))
+# timed, rotated, cpu_job (and CG_ROOT), as ci/bench.sh measures with them; cpu_opts
+. ci/bench-lib.sh
+cpu_opts 21 2,15 "$@"
+shift "$OPTS_USED"
 [ $# -ge 1 ] || { sed -n '2,15p' "$0"; exit 2; }
 WORK=${CARGO_TARGET_DIR:-$PWD/target}/cpu-ab
-# timed, rotated, cpu_job (and CG_ROOT), as ci/bench.sh measures with them
-. ci/bench-lib.sh
 [ -w "$CG_ROOT" ] || { echo "cpu-ab.sh: $CG_ROOT is not writable (cgroup v1 cpuacct, as root)" >&2; exit 1; }
 mkdir -p "$WORK"
 build_into_cgroup
