@@ -18,9 +18,8 @@ export LC_ALL=C
 cd "$(dirname "$0")/.."
 # timed, rotated, cpu_job (and CG_ROOT), as ci/bench.sh measures with them; cpu_opts
 . ci/bench-lib.sh
-cpu_opts 21 2,15 "$@"
-shift "$OPTS_USED"
-[ $# -ge 1 ] || { sed -n '2,15p' "$0"; exit 2; }
+cpu_opts 21 2,15 1 "" "$@"
+set -- "${OPERANDS[@]}"
 WORK=${CARGO_TARGET_DIR:-$PWD/target}/cpu-ab
 [ -w "$CG_ROOT" ] || { echo "cpu-ab.sh: $CG_ROOT is not writable (cgroup v1 cpuacct, as root)" >&2; exit 1; }
 mkdir -p "$WORK"

@@ -18,14 +18,13 @@ set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
 . ci/bench-lib.sh
-cpu_opts 15 2,16 "$@"
-shift "$OPTS_USED"
-[ $# -eq 0 ] || { sed -n '2,16p' "$0"; exit 2; }
+cpu_opts 15 2,16 0 0 "$@"
 command -v perf >/dev/null || { echo "cpu-split.sh: perf is not installed (Debian: linux-perf)" >&2; exit 1; }
 TARGET=${CARGO_TARGET_DIR:-$PWD/target}
 WORK=$TARGET/cpu-split
 rm -rf "$WORK"
 mkdir -p "$WORK/stat" "$WORK/rec"
+EVENTS=task-clock,page-faults,context-switches
 cargo build --release --quiet -p libi-mpiexec -p libi-nla
 FE=$TARGET/release/libi-mpiexec
 NLA=$TARGET/release/libi-nla
@@ -45,25 +44,27 @@ while [ \$# -gt 0 ]; do
   a+=("\$1"); shift
 done
 case \$SPLIT_MODE in
-  stat) exec perf stat --no-inherit -x, -o "$WORK/stat/nla.\$\$" -e task-clock,page-faults,context-switches "$NLA" "\${a[@]}" --parent-pid \$\$ ;;
+  stat) exec perf stat --no-inherit -x, -o "$WORK/stat/nla.\$\$" -e $EVENTS "$NLA" "\${a[@]}" --parent-pid \$\$ ;;
   rec) exec perf record -q --no-inherit -e cpu-clock -F 10000 -o "$WORK/rec/nla.\$\$" "$NLA" "\${a[@]}" --parent-pid \$\$ ;;
 esac
 EOF
 chmod +x "$WORK/nla-wrap"
 
-# stat NAME CMD...: one perf stat of CMD's own process, appended to $WORK/stat/NAME as
+# quiet CMD...: run CMD, its output dropped; when it fails, say which and why, and stop.
+quiet() {
+  "$@" >/dev/null 2>"$WORK/run.err" || { echo "cpu-split.sh: failed: $* ($(tail -n 1 "$WORK/run.err"))" >&2; exit 1; }
+}
+# stat_one NAME CMD...: one perf stat of CMD's own process, appended to $WORK/stat/NAME as
 # "task_ms,faults,switches".
 stat_one() {
   local name=$1; shift
-  perf stat --no-inherit -x, -o "$WORK/stat/one" -e task-clock,page-faults,context-switches \
-    "$@" >/dev/null 2>"$WORK/run.err" || { echo "cpu-split.sh: failed: $* ($(tail -n 1 "$WORK/run.err"))" >&2; exit 1; }
+  quiet perf stat --no-inherit -x, -o "$WORK/stat/one" -e "$EVENTS" "$@"
   fields "$WORK/stat/one" >> "$WORK/stat/$name"
 }
 # rec NAME CMD...: one perf record of CMD's own process into $WORK/rec/NAME.
 rec() {
   local name=$1; shift
-  perf record -q --no-inherit -e cpu-clock -F 10000 -o "$WORK/rec/$name" "$@" \
-    >/dev/null 2>"$WORK/run.err" || { echo "cpu-split.sh: failed: $* ($(tail -n 1 "$WORK/run.err"))" >&2; exit 1; }
+  quiet perf record -q --no-inherit -e cpu-clock -F 10000 -o "$WORK/rec/$name" "$@"
 }
 # fields FILE: a perf stat -x, file as "task_ms,faults,switches".
 fields() {

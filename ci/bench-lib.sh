@@ -79,14 +79,14 @@ build_into_cgroup() {
   cc -O2 -static -o "$out" bench/into_cgroup.c 2>/dev/null || cc -O2 -o "$out" bench/into_cgroup.c
 }
 
-# cpu_opts DEFAULT_RUNS HELP_LINES "$@": the options of bench/cpu-ab.sh and bench/cpu-split.sh,
-# -r RUNS, -n NP, -p PROGRAM; sets RUNS (DEFAULT_RUNS), NP (64), PROG (empty) and OPTS_USED
-# (how many arguments they took). On a bad option, prints HELP_LINES (a sed range) of the
-# calling script and exits 2.
+# cpu_opts DEFAULT_RUNS HELP_LINES MIN MAX "$@": the command line of bench/cpu-ab.sh and
+# bench/cpu-split.sh: options -r RUNS, -n NP, -p PROGRAM, then MIN to MAX operands (MAX empty:
+# no limit). Sets RUNS (DEFAULT_RUNS), NP (64), PROG (empty) and OPERANDS (an array). On a
+# bad command line, prints HELP_LINES (a sed range) of the calling script and exits 2.
 cpu_opts() {
-  local help=$2 o OPTIND=1
+  local help=$2 min=$3 max=$4 o OPTIND=1
   RUNS=$1 NP=64 PROG=
-  shift 2
+  shift 4
   while getopts "r:n:p:" o; do
     case $o in
       r) RUNS=$OPTARG ;;
@@ -95,5 +95,10 @@ cpu_opts() {
       *) sed -n "${help}p" "$0"; exit 2 ;;
     esac
   done
-  OPTS_USED=$((OPTIND - 1))
+  shift $((OPTIND - 1))
+  OPERANDS=("$@")
+  if [ $# -lt "$min" ] || { [ -n "$max" ] && [ $# -gt "$max" ]; }; then
+    sed -n "${help}p" "$0"
+    exit 2
+  fi
 }
