@@ -6,10 +6,11 @@
 # end or the agent: build the other version elsewhere (a git worktree with its own
 # CARGO_TARGET_DIR), then
 #
-#   bench/cpu-ab.sh [-r RUNS] [-n NP] [-p PROGRAM] MPIEXEC...
+#   bench/cpu-ab.sh [-r RUNS] [-n NP] [-p PROGRAM] [-b BUSY] MPIEXEC...
 #
 # RUNS (default 21) per binary, NP ranks (64), PROGRAM (MPICH hello.c built with -DSELF_CPU
-# here, with the mpicc on PATH). A libi-mpiexec starts the libi-nla beside it. Prints per
+# here, with the mpicc on PATH), BUSY processes that only spin meanwhile (default 0: CPU
+# contention, as busy-polling ranks make). A libi-mpiexec starts the libi-nla beside it. Prints per
 # binary the median and quartiles of the job cgroup's CPU (front end, agents, and each rank
 # up to its move), in ms. Needs a writable /sys/fs/cgroup/cpuacct (root). A run that fails
 # is reported and left out, and the script then exits 1.
@@ -18,7 +19,7 @@ export LC_ALL=C
 cd "$(dirname "$0")/.."
 # timed, rotated, cpu_job (and CG_ROOT), as ci/bench.sh measures with them; cpu_opts
 . ci/bench-lib.sh
-cpu_opts 21 2,15 1 "" "$@"
+cpu_opts 21 2,16 1 "" "$@"
 set -- "${OPERANDS[@]}"
 WORK=${CARGO_TARGET_DIR:-$PWD/target}/cpu-ab
 [ -w "$CG_ROOT" ] || { echo "cpu-ab.sh: $CG_ROOT is not writable (cgroup v1 cpuacct, as root)" >&2; exit 1; }
@@ -32,6 +33,7 @@ if [ -z "$PROG" ]; then
 fi
 declare -A ms
 failed=0
+busy_start
 for r in $(seq 1 "$RUNS"); do
   mapfile -t order < <(rotated "$r" "$@")
   for b in "${order[@]}"; do

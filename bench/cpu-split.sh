@@ -9,16 +9,17 @@
 # process, and its kernel and user-space milliseconds (median task-clock times the median
 # kernel share of the sampled runs).
 #
-#   bench/cpu-split.sh [-r RUNS] [-n NP] [-p PROGRAM]
+#   bench/cpu-split.sh [-r RUNS] [-n NP] [-p PROGRAM] [-b BUSY]
 #
 # RUNS (default 15) per contender, NP ranks (64), PROGRAM (MPICH hello.c, built here with
-# the mpicc on PATH). Needs perf (Debian: linux-perf) and, for the agent's samples,
+# the mpicc on PATH), BUSY processes that only spin meanwhile (default 0: CPU contention, as
+# busy-polling ranks make). Needs perf (Debian: linux-perf) and, for the agent's samples,
 # kernel.perf_event_paranoid <= 2 or root. Not part of the test suite.
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
 . ci/bench-lib.sh
-cpu_opts 15 2,16 0 0 "$@"
+cpu_opts 15 2,17 0 0 "$@"
 command -v perf >/dev/null || { echo "cpu-split.sh: perf is not installed (Debian: linux-perf)" >&2; exit 1; }
 TARGET=${CARGO_TARGET_DIR:-$PWD/target}
 WORK=$TARGET/cpu-split
@@ -78,6 +79,7 @@ kshare() {
       END {if (t > 0) printf "%.4f\n", k / t}'
 }
 
+busy_start
 for r in $(seq 1 "$RUNS"); do
   order="floor libi"
   [ $((r % 2)) -eq 0 ] && order="libi floor"
@@ -110,4 +112,4 @@ row() {
 row "floor (pmfloor)" "$WORK/stat/floor" "$WORK/rec/floor.*"
 row "libi agent (libi-nla)" "$WORK/stat/nla" "$WORK/rec/nla.*"
 row "libi front end" "$WORK/stat/fe" "$WORK/rec/fe.*"
-echo "($RUNS runs each, alternating; $NP ranks of $(basename "$PROG"); medians)"
+echo "($RUNS runs each, alternating; $NP ranks of $(basename "$PROG"); $BUSY busy processes meanwhile; medians)"

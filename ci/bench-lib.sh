@@ -80,25 +80,47 @@ build_into_cgroup() {
 }
 
 # cpu_opts DEFAULT_RUNS HELP_LINES MIN MAX "$@": the command line of bench/cpu-ab.sh and
-# bench/cpu-split.sh: options -r RUNS, -n NP, -p PROGRAM, then MIN to MAX operands (MAX empty:
-# no limit). Sets RUNS (DEFAULT_RUNS), NP (64), PROG (empty) and OPERANDS (an array). On a
-# bad command line, prints HELP_LINES (a sed range) of the calling script and exits 2.
+# bench/cpu-split.sh: options -r RUNS, -n NP, -p PROGRAM, -b BUSY, then MIN to MAX operands
+# (MAX empty: no limit). Sets RUNS (DEFAULT_RUNS), NP (64), PROG (empty), BUSY (0; see
+# busy_start) and OPERANDS (an array). On a bad command line, prints HELP_LINES (a sed range)
+# of the calling script and exits 2.
 cpu_opts() {
   local help=$2 min=$3 max=$4 o OPTIND=1
-  RUNS=$1 NP=64 PROG=
+  RUNS=$1 NP=64 PROG= BUSY=0
   shift 4
-  while getopts "r:n:p:" o; do
+  while getopts "r:n:p:b:" o; do
     case $o in
       r) RUNS=$OPTARG ;;
       n) NP=$OPTARG ;;
       p) PROG=$OPTARG ;;
+      b) BUSY=$OPTARG ;;
       *) sed -n "${help}p" "$0"; exit 2 ;;
     esac
   done
+  case $BUSY in
+    '' | *[!0-9]*) sed -n "${help}p" "$0"; exit 2 ;;
+  esac
   shift $((OPTIND - 1))
   OPERANDS=("$@")
   if [ $# -lt "$min" ] || { [ -n "$max" ] && [ $# -gt "$max" ]; }; then
     sed -n "${help}p" "$0"
     exit 2
   fi
+}
+
+# busy_start: start $BUSY processes that only spin (a shell loop each) until the script
+# exits: the measurement then runs against CPU contention, as a job's own busy-polling ranks
+# make it (MPICH's, between their PMI calls). Not started when BUSY is 0.
+BUSY_PIDS=()
+busy_start() {
+  local i
+  for ((i = 0; i < BUSY; i++)); do
+    sh -c 'while :; do :; done' &
+    BUSY_PIDS+=($!)
+  done
+  [ "$BUSY" -eq 0 ] || trap busy_stop EXIT
+}
+busy_stop() {
+  [ ${#BUSY_PIDS[@]} -eq 0 ] || kill "${BUSY_PIDS[@]}" 2>/dev/null || true
+  BUSY_PIDS=()
 }

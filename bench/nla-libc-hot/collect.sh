@@ -73,6 +73,11 @@ for f in glob.glob(f"{work}/hits.*"):
     ran |= set(open(f).read().split())
 if len(ran) < 50:
     sys.exit(f"collect.sh: only {len(ran)} functions seen; see {work}/gdb.err")
+# An agent started without --parent-pid forks its warden first (fork_warden) and gdb follows
+# the parent: then the trace is the warden's, and the agent's own loop is missing from it.
+if "epoll_wait" not in ran:
+    sys.exit("collect.sh: the agent's event loop (epoll_wait) never ran under gdb: the trace "
+             "is its warden's (reaper::fork_warden), not the agent's; the list is not rewritten")
 # The rank's side of the clone (node/src/spawn.rs, child_main), before its execve.
 child = ["_start", "setsid", "prctl", "getppid", "syscall", "sigemptyset", "sigprocmask",
          "dup2", "fcntl", "fcntl64", "chdir", "execve", "_exit", "__errno_location"]

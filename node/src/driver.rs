@@ -1173,65 +1173,22 @@ async fn rank_task(
     ev: UnboundedSender<Ev>,
     up: UpLink,
 ) {
-    // A task per stream would cost each rank two more task allocations.
+    // A task per stream would cost each rank two more task allocations. The three futures
+    // are made inside the join (not bound to locals first, nor wrapped in closures' async
+    // blocks): an async fn's state keeps a local or a captured value even after it moved
+    // into another future, which made each rank's task twice the size (2.9 kB).
     let (exited_tx, exited) = watch::channel(false);
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let forward = |pipe: Option<tokio::net::unix::pipe::Receiver>, stream| {
-        let (up, exited) = (up.clone(), exited.clone());
-        async move {
-            if let Some(pipe) = pipe {
-                forward_output(pipe, rank, stream, up, exited).await;
-            }
-        }
+        futures::future::OptionFuture::from(
+            pipe.map(|p| forward_output(p, rank, stream, up.clone(), exited.clone())),
+        )
     };
-    let stdout = forward(child.stdout.take(), Stream::Stdout);
-    let stderr = forward(child.stderr.take(), Stream::Stderr);
-    // The socket's reads are the central loop's (`Ranks::read_pmi`); this task writes the
-    // replies that did not fit at once, and waits for the process.
-    let pmi = async {
-        use std::sync::atomic::Ordering::Relaxed;
-        let mut writing = true;
-        let status = loop {
-            tokio::select! {
-                () = out.queued.notified(), if writing => {
-                    let mut room = None;
-                    while let Some(cmd) = out.front() {
-                        match cmd {
-                            // Boxed: the timer lives only while a reply waits for room,
-                            // not in every rank's task for the whole job.
-                            ToRank::Write(b) => match Box::pin(tokio::time::timeout(STALL_LIMIT, out.write_all(&b, &mut room))).await {
-                                Ok(Ok(())) => {}
-                                Ok(Err(_)) => {}
-                                Err(_) => {
-                                    writing = false;
-                                    out.read_closed.store(true, Relaxed);
-                                    out.kill();
-                                    let _ = ev.send(Ev::Stalled(local));
-                                    break;
-                                }
-                            },
-                            ToRank::Close => out.shutdown(),
-                        }
-                        out.pop();
-                    }
-                    if out.paused.swap(false, Relaxed) && writing {
-                        let _ = ev.send(Ev::PmiReady(local));
-                    }
-                },
-                st = child.wait() => break st,
-            }
-        };
-        // The process is gone: whatever it wrote to the PMI socket before exiting (an `abort`,
-        // say) is still to be read, by the central loop, before the rank's end.
-        if !out.read_closed.load(Relaxed) {
-            let _ = ev.send(Ev::PmiReady(local));
-        }
-        // Replies to a process that is gone go nowhere.
-        out.kill();
-        // Its output may still be in the pipes (or held open by its own children: bounded wait).
-        let _ = exited_tx.send(true);
-        status
-    };
-    let (status, (), ()) = tokio::join!(pmi, stdout, stderr);
+    let (status, _, _) = tokio::join!(
+        serve_rank(local, &mut child, &out, &ev, exited_tx),
+        forward(stdout, Stream::Stdout),
+        forward(stderr, Stream::Stderr),
+    );
     let end = match status {
         Ok(crate::spawn::ProcStatus::Exited(c)) => ProcEnd::Exited(c),
         Ok(crate::spawn::ProcStatus::Signaled(s)) => ProcEnd::Signaled(s),
@@ -1241,6 +1198,60 @@ async fn rank_task(
         },
     };
     let _ = ev.send(Ev::Ended(local, end));
+}
+
+/// A rank's side of its PMI socket in its task: the socket's reads are the central loop's
+/// (`Ranks::read_pmi`); this writes the replies that did not fit at once, and waits for the
+/// process. Returns its exit status, once `exited` told the output forwarders it is gone.
+async fn serve_rank(
+    local: usize,
+    child: &mut crate::spawn::RankProcess,
+    out: &PmiOut,
+    ev: &UnboundedSender<Ev>,
+    exited: watch::Sender<bool>,
+) -> io::Result<crate::spawn::ProcStatus> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut writing = true;
+    let status = loop {
+        tokio::select! {
+            () = out.queued.notified(), if writing => {
+                let mut room = None;
+                while let Some(cmd) = out.front() {
+                    match cmd {
+                        // Boxed: the timer lives only while a reply waits for room, not in
+                        // every rank's task for the whole job.
+                        ToRank::Write(b) => match Box::pin(tokio::time::timeout(STALL_LIMIT, out.write_all(&b, &mut room))).await {
+                            Ok(Ok(())) => {}
+                            Ok(Err(_)) => {}
+                            Err(_) => {
+                                writing = false;
+                                out.read_closed.store(true, Relaxed);
+                                out.kill();
+                                let _ = ev.send(Ev::Stalled(local));
+                                break;
+                            }
+                        },
+                        ToRank::Close => out.shutdown(),
+                    }
+                    out.pop();
+                }
+                if out.paused.swap(false, Relaxed) && writing {
+                    let _ = ev.send(Ev::PmiReady(local));
+                }
+            },
+            st = child.wait() => break st,
+        }
+    };
+    // The process is gone: whatever it wrote to the PMI socket before exiting (an `abort`,
+    // say) is still to be read, by the central loop, before the rank's end.
+    if !out.read_closed.load(Relaxed) {
+        let _ = ev.send(Ev::PmiReady(local));
+    }
+    // Replies to a process that is gone go nowhere.
+    out.kill();
+    // Its output may still be in the pipes (or held open by its own children: bounded wait).
+    let _ = exited.send(true);
+    status
 }
 
 /// The singleton's PMI connection (see [`crate::singleton`]). It is the process, as far as we
