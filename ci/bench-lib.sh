@@ -94,18 +94,22 @@ cpu_opts() {
       n) NP=$OPTARG ;;
       p) PROG=$OPTARG ;;
       b) BUSY=$OPTARG ;;
-      *) sed -n "${help}p" "$0"; exit 2 ;;
+      *) cpu_usage "$help" ;;
     esac
   done
-  case $BUSY in
-    '' | *[!0-9]*) sed -n "${help}p" "$0"; exit 2 ;;
-  esac
   shift $((OPTIND - 1))
   OPERANDS=("$@")
+  case $BUSY in
+    '' | *[!0-9]*) cpu_usage "$help" ;;
+  esac
   if [ $# -lt "$min" ] || { [ -n "$max" ] && [ $# -gt "$max" ]; }; then
-    sed -n "${help}p" "$0"
-    exit 2
+    cpu_usage "$help"
   fi
+}
+# cpu_usage LINES: print LINES (a sed range) of the calling script, its help, and exit 2.
+cpu_usage() {
+  sed -n "${1}p" "$0"
+  exit 2
 }
 
 # busy_start: start $BUSY processes that only spin (a shell loop each) until the script
