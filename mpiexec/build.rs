@@ -8,5 +8,5 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let dir = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
     let order = dir.join("../nla/libc-hot.txt");
-    static_pie::link_bins("libi-mpiexec", "LIBI_MPIEXEC_DYNAMIC", &order);
+    static_pie::link_bins("libi-mpiexec", "LIBI_MPIEXEC_DYNAMIC", &[&order]);
 }

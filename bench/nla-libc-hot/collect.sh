@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# bench/nla-libc-hot/collect.sh: regenerate nla/libc-hot.txt, the C library functions the
-# static libi-nla runs, which nla/build.rs has the linker place first (see there for why).
+# bench/nla-libc-hot/collect.sh: regenerate nla/libc-hot.txt and nla/rust-hot.txt, the C
+# library functions and our own (Rust) functions the static libi-nla runs, which
+# nla/build.rs has the linker place first (see there and the static-pie crate for why).
 #
 # Runs a spread of jobs (PMI-1, PMI-2, PMGR, MPI_Comm_spawn, output floods, stdin, failures,
 # timeouts, binding, several nodes) with every agent under gdb (trace.py), then writes the
-# union, plus every alias of each function, the child side of the rank spawn (which gdb does
+# union: for the C library, every alias of each function, the child side of the rank spawn (which gdb does
 # not see) and every CPU variant (sse2, avx2, evex, avx512...) of the string functions that
-# ran: another CPU picks other variants. Needs gdb, mpicc and MPICH 5 (ci/install-deps.sh), a release
+# ran: another CPU picks other variants; for our own functions, their symbol names as
+# section-name patterns, the hash the compiler adds to each (which changes with the build's
+# features and the compiler) replaced by `*`. Needs gdb, mpicc and MPICH 5 (ci/install-deps.sh), a release
 # build. A function missing from the list costs resident memory, never correctness.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 WORK=$(mktemp -d /tmp/libi-hot.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-cargo build --release -q -p libi-nla -p libi-mpiexec
+# As CI and ci/bench.sh build it (the symbols' hashes differ between -p and --workspace
+# builds; the C names do not, and the Rust patterns leave the hashes out).
+cargo build --release -q --workspace --bins
 NLA=$ROOT/target/release/libi-nla
 M=$ROOT/target/release/libi-mpiexec
 file "$NLA" | grep -q static-pie || { echo "collect.sh: $NLA is not static (LIBI_NLA_DYNAMIC?)" >&2; exit 1; }
@@ -22,7 +27,9 @@ mpicc -O2 -DPROG='"hello"' -o "$WORK/hello" tests/programs/hello.c
 cc -O2 -o "$WORK/pmi_exchange" tests/programs/pmi_exchange.c
 cc -O2 -o "$WORK/pmgr_exit" tests/programs/pmgr_exit.c
 cc -O2 -I/usr/include/slurm -o "$WORK/pmi2_slurm" tests/programs/pmi2_slurm.c -lpmi2
-# The fork launcher passes --parent-pid; under gdb the agent's parent is gdb.
+# The fork launcher passes --parent-pid; under gdb the agent's parent is gdb (exec'd in
+# place of this wrapper). Without --parent-pid the agent would fork its warden first
+# (reaper::fork_warden), and gdb, following the parent, would trace the warden.
 cat >"$WORK/nla" <<WRAP
 #!/usr/bin/env bash
 args=(); skip=0
@@ -31,7 +38,7 @@ for a in "\$@"; do
   if [ "\$a" = --parent-pid ]; then skip=1; continue; fi
   args+=("\$a")
 done
-HOT_OUT=$WORK/hits exec gdb -q -batch -nx -x $ROOT/bench/nla-libc-hot/trace.py --args $NLA "\${args[@]}" >/dev/null 2>>$WORK/gdb.err
+HOT_OUT=$WORK/hits exec gdb -q -batch -nx -x $ROOT/bench/nla-libc-hot/trace.py --args $NLA "\${args[@]}" --parent-pid \$\$ >/dev/null 2>>$WORK/gdb.err
 WRAP
 chmod +x "$WORK/nla"
 export LIBI_NLA=$WORK/nla
@@ -54,23 +61,28 @@ job env MPIEXEC_TIMEOUT=1 "$M" -n 2 sleep 5
 job "$M" -v -bind-to core -n 2 true
 job "$M" -launcher fork -hosts a:2,b:2,c:2 -n 6 "$WORK/hello"
 job "$M" -l -n 4 hostname
-python3 - "$NLA" "$WORK" "$ROOT/nla/libc-hot.txt" <<'PY'
+python3 - "$NLA" "$WORK" "$ROOT/nla/libc-hot.txt" "$ROOT/nla/rust-hot.txt" <<'PY'
 import collections, glob, re, subprocess, sys
-nla, work, dest = sys.argv[1:]
-by_addr, by_name, size = collections.defaultdict(list), {}, {}
+nla, work, dest, rust_dest = sys.argv[1:]
+by_addr, by_name, size, nm_size = collections.defaultdict(list), {}, {}, {}
 for line in subprocess.run(["nm", "-S", "--defined-only", nla], capture_output=True,
                            text=True, check=True).stdout.splitlines():
     p = line.split()
     if len(p) == 3:
         p.insert(1, "0")
+    if len(p) == 4:
+        nm_size[p[3]] = int(p[1], 16)
     if len(p) == 4 and p[2] in "tTwWiI" and not p[3].startswith(("_ZN", "_R")):
         a = int(p[0], 16)
         by_addr[a].append(p[3])
         by_name[p[3]] = a
         size[a] = max(size.get(a, 0), int(p[1], 16))
-ran = set()
-for f in glob.glob(f"{work}/hits.*"):
-    ran |= set(open(f).read().split())
+ran, seen = set(), []
+for f in sorted(glob.glob(f"{work}/hits.*")):
+    for name in open(f).read().split():
+        if name not in ran:
+            ran.add(name)
+            seen.append(name)
 if len(ran) < 50:
     sys.exit(f"collect.sh: only {len(ran)} functions seen; see {work}/gdb.err")
 # An agent started without --parent-pid forks its warden first (fork_warden) and gdb follows
@@ -95,4 +107,30 @@ with open(dest, "w") as f:
     for a in sorted(hot) + sorted(other):
         f.write(by_addr[a][0] + "\n")
 print(f"collect.sh: {dest}: {len(hot)} functions ran, {len(other)} other variants", file=sys.stderr)
+
+
+def pattern(name):
+    """A Rust symbol as a section-name pattern (static-pie's linker script) without its hash:
+    legacy `17h<16 hex>E`, v0 crate disambiguators `Cs<base62>_`; a local copy's `.N` or
+    `.llvm.N` suffix (LTO) becomes `*`."""
+    p, n = re.subn(r"\.(llvm\.)?\d+$", "", name)
+    p = re.sub(r"17h[0-9a-f]{16}E$", "17h*E", p)
+    if p.startswith("_R"):
+        p = re.sub(r"Cs[0-9a-zA-Z]+_", "Cs*_", p)
+    return p + "*" if n else p
+
+
+rust, rust_size = [], 0
+for name in seen:
+    if name.startswith(("_ZN", "_R")):
+        p = pattern(name)
+        if p not in rust:
+            rust.append(p)
+        rust_size += nm_size.get(name, 0)
+with open(rust_dest, "w") as f:
+    f.write("# libi-nla's own functions that run, in the order they first ran: section-name\n"
+            "# patterns for the linker script of static-pie (nla/build.rs). Made by\n"
+            f"# bench/nla-libc-hot/collect.sh. {len(rust)} patterns, {rust_size} bytes.\n")
+    f.write("".join(p + "\n" for p in rust))
+print(f"collect.sh: {rust_dest}: {len(rust)} patterns", file=sys.stderr)
 PY

@@ -147,6 +147,18 @@ fn linked_statically() {
     assert_eq!(static_pie::is_static(&elf), Some(true), "libi-nla is linked dynamically");
 }
 
+/// The functions the agent runs (nla/rust-hot.txt) are gathered in their own section before
+/// the rest of its code, where its build applied that layout (a static link by rustc's lld):
+/// none of the list's patterns matching (a list out of step with the code) would leave the
+/// section out.
+#[test]
+fn hot_functions_laid_out_together() {
+    let Some(section) = option_env!("LIBI_HOT_SECTION") else { return };
+    let elf = std::fs::read(NLA).expect("read libi-nla");
+    let size = static_pie::section_size(&elf, section);
+    assert!(size.is_some_and(|n| n >= 64 << 10), "{section} of libi-nla: {size:?} bytes");
+}
+
 /// A parent given by name: the static agent resolves it with the C library's built-in
 /// sources (here `localhost` from /etc/hosts) and reports the refused connection, not a
 /// failed lookup.

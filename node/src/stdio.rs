@@ -511,13 +511,14 @@ async fn read_some(
     loop {
         pipe.readable().await?;
         let done = SCRATCH.with_borrow_mut(|buf| {
-            if buf.is_empty() {
-                buf.resize(READ_CHUNK, 0);
-            }
-            // One poll, never pending across an await (the scratch is shared): `read` (not
-            // `try_read`), as a short read tells tokio the pipe is drained, which spares the
-            // read that would only say EAGAIN. `None`: the readiness was stale; wait again.
-            let r = tokio::io::AsyncReadExt::read(pipe, &mut buf[..]).now_or_never()?;
+            // Read into the spare capacity, not a zeroed buffer: only the pages the data
+            // fills are ever touched (most ranks write little, and a rank's end finds EOF).
+            buf.clear();
+            buf.reserve_exact(READ_CHUNK);
+            // One poll, never pending across an await (the scratch is shared): `read_buf`
+            // (not `try_read`), as a short read tells tokio the pipe is drained, which spares
+            // the read that would only say EAGAIN. `None`: the readiness was stale; wait again.
+            let r = tokio::io::AsyncReadExt::read_buf(pipe, buf).now_or_never()?;
             Some(r.map(|n| (n, lines.push(&buf[..n]))))
         });
         if let Some(r) = done {

@@ -1,6 +1,6 @@
 //! Link a package's binaries statically (static PIEs) where the C library allows it, with
-//! the part of the C library they call at run time laid out together. Called from the build
-//! scripts of `libi-nla` and `libi-mpiexec` ([`link_bins`]).
+//! the functions they run (the C library's, and the program's own) laid out together.
+//! Called from the build scripts of `libi-nla` and `libi-mpiexec` ([`link_bins`]).
 //!
 //! Why: one agent runs on every node of a job, and the front end starts every job. Linked
 //! against the shared C library a process maps `libc.so` and `ld.so` (1.4 MB resident, most
@@ -10,7 +10,11 @@
 //! no shared library on the compute nodes. The kernel maps code in aligned 64 kB windows
 //! around each page a process touches (fault around), so the ~120 kB of those functions that
 //! run (`nla/libc-hot.txt`) are placed first, where they fill two windows instead of touching
-//! most of the 860 kB. `bench/results.md` (Targets of issue 20) has the measured sizes.
+//! most of the 860 kB. The same holds for the program's own code: of the agent's 1.4 MB of
+//! Rust code, ~500 kB runs, spread over nearly every window; the functions that run
+//! (`nla/rust-hot.txt`) are gathered before the rest by a linker script. Relative relocations
+//! are packed (DT_RELR): the start code reads them once, and unpacked (89 kB of RELA entries)
+//! they stayed resident. `bench/results.md` (Targets of issue 20) has the measured sizes.
 //!
 //! How, on stable Cargo: `-C target-feature=+crt-static` can only be given to every crate of
 //! a build (proc-macro and cdylib crates refuse it), so this does at the link step of one
@@ -34,17 +38,20 @@ use std::process::Command;
 
 /// From a build script: link the package's binaries as static PIEs, unless the environment
 /// variable `dynamic` is set (and not `0`) or the C library lacks what it takes (then a
-/// build warning naming `what`). `order`: the symbol ordering file (C library functions
-/// that run, hottest first), used where rustc links with its own lld. The package's crates
-/// see the outcome at compile time as `LIBI_LINKED` (`static` or `dynamic`).
-pub fn link_bins(what: &str, dynamic: &str, order: &Path) {
+/// build warning naming `what`). `order`: symbol ordering files (the functions that run:
+/// the C library's, the program's own), laid out in that order where rustc links with its
+/// own lld. The package's crates see the outcome at compile time as `LIBI_LINKED` (`static`
+/// or `dynamic`).
+pub fn link_bins(what: &str, dynamic: &str, order: &[&Path]) {
     let linked = if static_pie(what, dynamic, order) { "static" } else { "dynamic" };
     println!("cargo:rustc-env=LIBI_LINKED={linked}");
 }
 
 /// [`link_bins`]; true when the binaries are linked statically.
-fn static_pie(what: &str, dynamic: &str, order: &Path) -> bool {
-    println!("cargo:rerun-if-changed={}", order.display());
+fn static_pie(what: &str, dynamic: &str, order: &[&Path]) -> bool {
+    for file in order {
+        println!("cargo:rerun-if-changed={}", file.display());
+    }
     println!("cargo:rerun-if-env-changed={dynamic}");
     println!("cargo:rerun-if-env-changed=CC");
     let var = |k: &str| std::env::var(k).unwrap_or_default();
@@ -69,7 +76,39 @@ fn static_pie(what: &str, dynamic: &str, order: &Path) -> bool {
     println!("cargo:rustc-link-arg-bins=-L{}", dir.display());
     println!("cargo:rustc-link-arg-bins=-static-pie");
     if links_with_lld() {
+        // Relative relocations packed (DT_RELR, which glibc's static-PIE start code applies
+        // since 2.36): 1 kB of them instead of 89 kB of RELA entries, which the start code
+        // reads once and which would stay resident. An older C library would not apply them.
+        if glibc_has_relr() {
+            println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
+        }
+        // The lists: C library functions by name, for lld's ordering file (one file: the
+        // lists joined); our own (Rust) functions as section-name patterns, without the hash
+        // the compiler puts in every symbol (it changes with the build's features), for a
+        // linker script that gathers them in an output section before `.text`, where the hot
+        // C functions begin. A list missing costs resident memory, never correctness.
+        let texts: Vec<String> = order
+            .iter()
+            .map(|file| {
+                std::fs::read_to_string(file).unwrap_or_else(|e| {
+                    println!("cargo:warning={what}: {}: {e}", file.display());
+                    String::new()
+                })
+            })
+            .collect();
+        let (names, script) = layout(&texts);
+        let Ok(out) = std::env::var("OUT_DIR") else { return true };
+        let (order, ld) =
+            (PathBuf::from(&out).join("symbol-order.txt"), PathBuf::from(&out).join("hot.ld"));
+        for (path, text) in [(&order, names), (&ld, script)] {
+            if let Err(e) = std::fs::write(path, text) {
+                println!("cargo:warning={what}: {}: {e}", path.display());
+                return true;
+            }
+        }
         println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}", order.display());
+        println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", ld.display());
+        println!("cargo:rustc-env=LIBI_HOT_SECTION={HOT_SECTION}");
         // The list names functions of one glibc build; others may lack some of them.
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
@@ -110,6 +149,68 @@ fn archives() -> Result<PathBuf, String> {
             .map_err(|e| format!("{}: {e}", at.display()))?;
     }
     Ok(dir)
+}
+
+/// The output section that gathers the program's own functions that run; the package's
+/// crates see its name at compile time as `LIBI_HOT_SECTION` when the layout is applied.
+pub const HOT_SECTION: &str = ".text.hot";
+
+/// The ordering lists (`#` comments, one entry per line) as lld takes them: C library
+/// functions by name (the ordering file), and the program's own, Rust-mangled, section-name
+/// patterns (`_ZN...`, `_R...`) as a linker script that gathers them, in that order, in
+/// [`HOT_SECTION`] just before `.text`. A function LLVM finds cold lives in `.text.unlikely.`.
+fn layout(texts: &[String]) -> (String, String) {
+    let (mut names, mut inputs) = (String::new(), String::new());
+    for line in texts.iter().flat_map(|t| t.lines()).map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line.starts_with("_ZN") || line.starts_with("_R") {
+            inputs.push_str(&format!("    *(.text.{line} .text.unlikely.{line})\n"));
+        } else {
+            names.push_str(line);
+            names.push('\n');
+        }
+    }
+    let script =
+        format!("SECTIONS {{\n  {HOT_SECTION} : {{\n{inputs}  }}\n}} INSERT BEFORE .text;\n");
+    (names, script)
+}
+
+/// The size of the section `name` in the 64-bit little-endian ELF image `elf`; None if it
+/// has no such section (or is no such image). For the tests of the binaries linked by
+/// [`link_bins`].
+pub fn section_size(elf: &[u8], name: &str) -> Option<u64> {
+    let get = |o: usize, n: usize| elf.get(o..o.checked_add(n)?);
+    let u16_at = |o: usize| get(o, 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
+    let u32_at = |o: usize| get(o, 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
+    let u64_at = |o: usize| get(o, 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+    if get(0, 4)? != b"\x7fELF" || *elf.get(4)? != 2 || *elf.get(5)? != 1 {
+        return None;
+    }
+    let shoff = usize::try_from(u64_at(0x28)?).ok()?;
+    let (size, count, strndx) = (u16_at(0x3a)?, u16_at(0x3c)?, u16_at(0x3e)?);
+    let header = |i: usize| shoff.checked_add(i.checked_mul(size)?);
+    let strtab = usize::try_from(u64_at(header(strndx)? + 0x18)?).ok()?;
+    (0..count).find_map(|i| {
+        let h = header(i)?;
+        let at = strtab.checked_add(u32_at(h)? as usize)?;
+        let rest = elf.get(at..)?;
+        let end = rest.iter().position(|&b| b == 0)?;
+        (&rest[..end] == name.as_bytes()).then(|| u64_at(h + 0x20)).flatten()
+    })
+}
+
+/// Whether the C library linked against applies packed relative relocations (DT_RELR):
+/// glibc 2.36 and later, whose `libc.so.6` defines the version `GLIBC_ABI_DT_RELR`.
+fn glibc_has_relr() -> bool {
+    let cc = std::env::var("CC").ok().filter(|c| !c.is_empty()).unwrap_or_else(|| "cc".into());
+    let Ok(out) = Command::new(&cc).arg("-print-file-name=libc.so.6").output() else {
+        return false;
+    };
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let needle = b"GLIBC_ABI_DT_RELR";
+    std::fs::read(path).is_ok_and(|lib| lib.windows(needle.len()).any(|w| w == needle))
 }
 
 /// Whether rustc links with its own lld (the default for x86_64 Linux since Rust 1.90), which
@@ -156,6 +257,32 @@ pub fn is_static(elf: &[u8]) -> Option<bool> {
 
 #[cfg(test)]
 mod tests {
+    /// C names go to the ordering file; Rust patterns become the hot section's inputs, in
+    /// their order, cold-marked copies included.
+    #[test]
+    fn layout_splits_c_names_from_rust_patterns() {
+        let c = "# comment\nepoll_wait\n\n__memcpy_avx_unaligned_erms\n".to_string();
+        let rust = "_ZN9libi_node6driver3run17h*E\n_RNvCs*_4main\n".to_string();
+        let (names, script) = super::layout(&[c, rust]);
+        assert_eq!(names, "epoll_wait\n__memcpy_avx_unaligned_erms\n");
+        let run = script.find(
+            "*(.text._ZN9libi_node6driver3run17h*E .text.unlikely._ZN9libi_node6driver3run17h*E)",
+        );
+        let main = script.find("*(.text._RNvCs*_4main .text.unlikely._RNvCs*_4main)");
+        assert!(run.is_some_and(|r| main.is_some_and(|m| r < m)), "{script}");
+        assert!(script.starts_with("SECTIONS {\n  .text.hot : {\n"), "{script}");
+        assert!(script.ends_with("}\n} INSERT BEFORE .text;\n"), "{script}");
+    }
+
+    /// This test binary's own sections are found by name, and a missing one is not.
+    #[test]
+    fn section_size_reads_the_section_headers() {
+        let me = std::fs::read("/proc/self/exe").expect("read /proc/self/exe");
+        assert!(super::section_size(&me, ".text").is_some_and(|n| n > 0));
+        assert_eq!(super::section_size(&me, ".no.such.section"), None);
+        assert_eq!(super::section_size(b"#!/bin/sh\n", ".text"), None);
+    }
+
     /// This test binary itself is linked dynamically (tests never get `link_bins`).
     #[test]
     fn a_dynamic_test_binary_is_not_static() {
