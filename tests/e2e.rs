@@ -38,6 +38,18 @@ fn front_end_linked_statically() {
     assert_ne!(r.status, 0);
 }
 
+/// The functions the front end runs (mpiexec/rust-hot.txt) are gathered in their own section
+/// before the rest of its code, where its build applied that layout (a static link by
+/// rustc's lld): a list out of step with the code (none of its patterns matching) would
+/// leave the section out.
+#[test]
+fn front_end_hot_functions_laid_out_together() {
+    let Some(section) = option_env!("LIBI_HOT_SECTION") else { return };
+    let elf = std::fs::read(MPIEXEC).expect("read libi-mpiexec");
+    let size = static_pie::section_size(&elf, section);
+    assert!(size.is_some_and(|n| n >= 64 << 10), "{section} of libi-mpiexec: {size:?} bytes");
+}
+
 #[test]
 fn hello_n2() {
     hello_lines(&run(&["-n", "2", &prog("hello")], b""), 2);
