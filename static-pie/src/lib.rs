@@ -203,6 +203,17 @@ pub fn section_size(elf: &[u8], name: &str) -> Option<u64> {
     })
 }
 
+/// The size of [`HOT_SECTION`] in the ELF image `elf`, when the functions a program runs are
+/// laid out there: at least one 64 kB fault-around window of them. Otherwise an error saying
+/// what is there (a list out of step with the code matches nothing, and the linker leaves the
+/// section out). For the tests of the programs linked with the layout.
+pub fn hot_section(elf: &[u8]) -> Result<u64, String> {
+    match section_size(elf, HOT_SECTION) {
+        Some(n) if n >= 64 << 10 => Ok(n),
+        found => Err(format!("{HOT_SECTION}: {found:?} bytes")),
+    }
+}
+
 /// Whether the C library linked against applies packed relative relocations (DT_RELR):
 /// glibc 2.36 and later, whose `libc.so.6` defines the version `GLIBC_ABI_DT_RELR`.
 fn glibc_has_relr() -> bool {
@@ -283,6 +294,14 @@ mod tests {
         assert!(super::section_size(&me, ".text").is_some_and(|n| n > 0));
         assert_eq!(super::section_size(&me, ".no.such.section"), None);
         assert_eq!(super::section_size(b"#!/bin/sh\n", ".text"), None);
+    }
+
+    #[test]
+    fn hot_section_missing_is_an_error() {
+        // This test binary is not linked with the layout.
+        let me = std::fs::read("/proc/self/exe").expect("read /proc/self/exe");
+        let e = super::hot_section(&me).expect_err("no hot section in a test binary");
+        assert!(e.contains(super::HOT_SECTION) && e.contains("None"), "{e}");
     }
 
     /// This test binary itself is linked dynamically (tests never get `link_bins`).
