@@ -315,11 +315,26 @@ fn stdin_reaches_rank0_only() {
     assert_eq!(r.stdout, "[0] line one\n[0] line two\n");
 }
 
+/// What `out` gives, read by a thread of its own, piece by piece as it comes.
+fn chunks(mut out: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut b = [0u8; 4096];
+        while let Ok(n) = out.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+            let _ = tx.send(b[..n].to_vec());
+        }
+    });
+    rx
+}
+
 /// A prompt (a line begun, not ended) reaches our stdout while the rank waits for input:
 /// the input is written only once the prompt has been read.
 #[test]
 fn a_prompt_shows_before_its_newline() {
-    use std::io::{Read, Write};
+    use std::io::Write;
     use std::process::{Command, Stdio};
     let mut child = Command::new(common::MPIEXEC)
         .args(["-n", "1", "sh", "-c", "printf 'Enter: '; read x; echo \"got $x\""])
@@ -327,31 +342,54 @@ fn a_prompt_shows_before_its_newline() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("start");
-    let mut out = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut got = Vec::new();
-        let mut b = [0u8; 64];
-        while let Ok(n) = out.read(&mut b) {
-            if n == 0 {
-                break;
-            }
-            got.extend_from_slice(&b[..n]);
-            let _ = tx.send(got.clone());
-        }
-    });
+    let rx = chunks(child.stdout.take().expect("stdout"));
     let first = rx.recv_timeout(std::time::Duration::from_secs(20));
     let mut stdin = child.stdin.take().expect("stdin");
     let _ = stdin.write_all(b"abc\n");
     drop(stdin);
     let status = child.wait().expect("wait");
-    assert_eq!(first.ok().as_deref(), Some(&b"Enter: "[..]), "no prompt before the input");
-    let mut last = Vec::new();
+    let first = first.ok();
+    assert_eq!(first.as_deref(), Some(&b"Enter: "[..]), "no prompt before the input");
+    let mut all = first.unwrap_or_default();
     while let Ok(v) = rx.recv_timeout(std::time::Duration::from_secs(5)) {
-        last = v;
+        all.extend(v);
     }
     assert!(status.success());
-    assert_eq!(String::from_utf8_lossy(&last), "Enter: got abc\n");
+    assert_eq!(String::from_utf8_lossy(&all), "Enter: got abc\n");
+}
+
+/// Progress dots (a line a rank goes on writing, never silent for long) show while the
+/// line is still unfinished: the rank stops only once the test has read a dot.
+#[test]
+fn progress_dots_show_before_their_newline() {
+    use std::process::{Command, Stdio};
+    let stop = std::env::temp_dir().join(format!("libi-e2e-dots-{}", common::new_mark()));
+    let script = "while [ ! -e \"$1\" ]; do printf .; sleep 0.01; done; echo end";
+    let mut child = Command::new(common::MPIEXEC)
+        .args(["-n", "1", "sh", "-c", script, "sh"])
+        .arg(&stop)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start");
+    let rx = chunks(child.stdout.take().expect("stdout"));
+    let first = rx.recv_timeout(std::time::Duration::from_secs(30));
+    std::fs::write(&stop, b"").expect("stop file");
+    let status = child.wait().expect("wait");
+    let _ = std::fs::remove_file(&stop);
+    let first = first.expect("no dots before the line ended");
+    assert!(!first.is_empty() && first.iter().all(|&b| b == b'.'), "{first:?}");
+    let mut all = first;
+    while let Ok(v) = rx.recv_timeout(std::time::Duration::from_secs(5)) {
+        all.extend(v);
+    }
+    assert!(status.success());
+    let text = String::from_utf8_lossy(&all);
+    assert!(
+        text.ends_with("end\n") && text.trim_end_matches("end\n").bytes().all(|b| b == b'.'),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 1, "{text}");
 }
 
 #[test]

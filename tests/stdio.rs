@@ -263,6 +263,42 @@ fn a_full_stdout_or_stderr_fails_the_job() {
     }
 }
 
+/// Our stdout or stderr closed (`>&-`, `2>&-`): rank output written there fails the job with
+/// 255 (and, stdout closed, one line on stderr naming it), as a full device does, instead of
+/// going to a /dev/null the runtime opened in its place; a job that writes nothing there ends
+/// with its own status (Hydra fails it with 255 either way); a closed stdin reads as empty.
+#[test]
+fn a_closed_stdout_or_stderr_fails_the_job_that_writes_there() {
+    let closed = |mark: &str, redirect: &str, script: &str| {
+        // The shell closes the descriptor, then execs us in its place.
+        let out = Command::new("sh")
+            .args(["-c", &format!("exec \"$0\" -n 2 sh -c '{script}' {redirect}"), MPIEXEC])
+            .env("LIBI_E2E_MARK", mark)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run");
+        no_leftovers(mark);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, _, err) = closed(&mark(), ">&-", "seq 1 1000");
+    assert_eq!(code, Some(255), "{err}");
+    assert!(err.contains("cannot write our stdout: Bad file descriptor"), "{err}");
+    // Our own messages go to stderr too: with it closed, the status is the report.
+    let (code, out, _) = closed(&mark(), "2>&-", "echo x >&2");
+    assert_eq!(code, Some(255), "{out}");
+    let (code, _, err) = closed(&mark(), ">&-", "exit 3");
+    assert_eq!(code, Some(3), "{err}");
+    let (code, out, err) = closed(&mark(), "<&-", "cat; echo done");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "done\ndone\n");
+}
+
 /// Four ranks print one 200 KiB line each, of their own letter: exactly four lines, each
 /// one letter, with and without `-l`.
 #[test]

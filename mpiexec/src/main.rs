@@ -68,9 +68,6 @@ fn main() -> ExitCode {
             }
         }
     };
-    // MPICH's singleton init starts us with stdin closed: keep descriptors 0-2 taken, or the
-    // first socket we open would become our "stdin".
-    reserve_std_fds();
     libi_node::init_tracing("libi-mpiexec", cl.global.verbose);
     if cl.global.verbose {
         for note in &cl.global.notes {
@@ -257,15 +254,22 @@ pub fn info_text() -> String {
     s
 }
 
-/// Open /dev/null on whichever of descriptors 0, 1 and 2 is closed.
-fn reserve_std_fds() {
+/// Open /dev/null on whichever of descriptors 0, 1 and 2 is closed, so that no descriptor we
+/// open later takes its number (MPICH's singleton init starts us with stdin closed: the
+/// first socket we opened would become our "stdin"). Read-only: a closed stdin still reads
+/// as empty, and a write to a closed stdout or stderr still fails with EBADF, so rank output
+/// with nowhere to go fails the job with a message (as a full device does) instead of
+/// vanishing; a job that writes nothing there ends as it would have (Hydra fails it with 255
+/// either way). It runs from `.init_array`, before the standard library's start-up, which
+/// would otherwise open /dev/null read-write on them first, where writes succeed.
+extern "C" fn reserve_std_fds() {
     for fd in 0..3 {
         // SAFETY: fcntl(F_GETFD) only queries; open/dup2/close act on descriptors we own.
         unsafe {
             if libc::fcntl(fd, libc::F_GETFD) >= 0 {
                 continue;
             }
-            let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+            let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
             if null >= 0 && null != fd {
                 libc::dup2(null, fd);
                 libc::close(null);
@@ -273,6 +277,10 @@ fn reserve_std_fds() {
         }
     }
 }
+
+#[used]
+#[link_section = ".init_array"]
+static RESERVE_STD_FDS: extern "C" fn() = reserve_std_fds;
 
 /// `--bcast`: read each app's executable (found as the NLA would find it: on the app's
 /// `PATH`), once per distinct file.

@@ -44,10 +44,14 @@ const MERGE_MAX: usize = 256 << 10;
 /// not one per line, and the parent wakes once per batch. Anything else sent (a rank's end,
 /// a fence, an abort) goes at once, with the output before it.
 pub const OUTPUT_LINGER: Duration = Duration::from_millis(1);
-/// A line a rank has begun but not ended (a prompt, progress dots) is sent up as it is once
-/// it has waited this long for its newline: short enough that nobody waits for a prompt,
-/// long enough that a line written in several pieces goes up whole.
+/// A line a rank has begun but not ended (a prompt) is sent up as it is once the rank has
+/// written nothing more for this long: short enough that nobody waits for a prompt, long
+/// enough that a line written in several pieces goes up whole.
 pub const PARTIAL_FLUSH: Duration = Duration::from_millis(50);
+/// ... or once the line has waited this long for its newline, however steadily the rank
+/// goes on writing it (progress dots still show; a long line written piece by piece on a
+/// loaded machine still goes up whole).
+pub const PARTIAL_MAX_WAIT: Duration = Duration::from_secs(1);
 /// After a rank exits, how long its stdout/stderr may stay open and silent (held by its own
 /// children) before the node stops waiting for their EOF.
 pub const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
@@ -413,7 +417,8 @@ where
 }
 
 /// Forward one stream of one rank: read while the stream's budget allows, send whole lines
-/// up, and a line begun but not ended once it has waited [`PARTIAL_FLUSH`]. Ends at EOF; once
+/// up, and a line begun but not ended once the rank has been silent for [`PARTIAL_FLUSH`] or
+/// the line has waited [`PARTIAL_MAX_WAIT`]. Ends at EOF; once
 /// `exited` turns true (the rank is gone), also when the pipe stays silent for
 /// [`OUTPUT_DRAIN`] (it is held open by a child of the rank). Waiting for budget never times
 /// out: output is not dropped because the reader is slow.
@@ -429,8 +434,9 @@ pub async fn forward_output(
     // Bytes read from the pipe whose budget is not given back yet.
     let mut held = 0usize;
     let mut gone = *exited.borrow();
-    // When the unfinished line held (if any) goes up without its newline.
+    // When the unfinished line held (if any) goes up without its newline, and when it began.
     let mut partial_due: Option<tokio::time::Instant> = None;
+    let mut partial_since: Option<tokio::time::Instant> = None;
     let emit = |data: Vec<u8>, held: &mut usize, pending: usize| {
         let n = *held - pending;
         *held = pending;
@@ -465,6 +471,7 @@ pub async fn forward_output(
                 c = exited.changed() => gone = c.is_err() || *exited.borrow(),
                 () = flush, if partial_due.is_some() => {
                     partial_due = None;
+                    partial_since = None;
                     if let Some(data) = lines.finish() {
                         emit(data, &mut held, 0);
                     }
@@ -483,8 +490,15 @@ pub async fn forward_output(
         let sent = whole.map(|data| emit(data, &mut held, lines.pending()));
         if lines.pending() == 0 {
             partial_due = None;
-        } else if sent.is_some() || partial_due.is_none() {
-            partial_due = Some(tokio::time::Instant::now() + PARTIAL_FLUSH);
+            partial_since = None;
+        } else {
+            let now = tokio::time::Instant::now();
+            let since = match partial_since {
+                Some(t) if sent.is_none() => t,
+                _ => now,
+            };
+            partial_since = Some(since);
+            partial_due = Some((now + PARTIAL_FLUSH).min(since + PARTIAL_MAX_WAIT));
         }
     }
     if let Some(data) = lines.finish() {
