@@ -23,7 +23,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 // Every timeout's value and what it bounds: `crate::core::limits`.
-use crate::core::limits::{FINAL_SEND, LAUNCHERS_EXIT, PMGR_FINAL_SWEEP, SETUP_WAIT, STALL_LIMIT};
+use crate::core::limits::{
+    FINAL_SEND, LAUNCHERS_EXIT, PMGR_FINAL_SWEEP, SETUP_WAIT, STALL_LIMIT, ZOMBIE_HOLD,
+};
 
 /// Events reaching the central loop.
 enum Ev {
@@ -460,6 +462,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     // while the tree link still works: the ranks this node kills must not be reported up
     // as the teardown's own kills — the link's close tells the parent the node is lost.)
     let mut parent_lost_before = false;
+    let mut zombies = Zombies::default();
     loop {
         {
             let mut io = NlaIo {
@@ -492,8 +495,10 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         }
         // The core's and the launch lifecycle's timers: wait for the next event or the
         // earliest deadline.
-        let due =
-            [core.poll_timeout(), children.poll_timeout()].into_iter().flatten().reduce(f64::min);
+        let due = [core.poll_timeout(), children.poll_timeout(), zombies.due]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
         let ev = match due {
             Some(at) => {
                 let wait = Duration::from_secs_f64((at - libi::report::now()).max(0.0));
@@ -501,6 +506,9 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                     Ok(ev) => ev,
                     Err(_) => {
                         let t = libi::report::now();
+                        if zombies.due.is_some_and(|d| d <= t) {
+                            zombies.reap_all();
+                        }
                         core.handle_timeout(t, &mut fx);
                         children.handle_timeout(t, &mut core, &mut fx).await;
                         continue;
@@ -531,7 +539,10 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                     if let Ok(mut pids) = rank_pids.lock() {
                         pids.retain(|(_, p)| *p != pid);
                     }
-                    reaper::reap(pid);
+                    zombies.hold(pid);
+                    if ranks.pids.iter().all(Option::is_none) {
+                        zombies.reap_all();
+                    }
                 }
                 core.rank_ended(local, end, &mut fx);
             }
@@ -553,6 +564,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             }
         }
     }
+    zombies.reap_all();
     if report && !core.parent_is_lost() {
         let mut r = core.report();
         r.ready = ready;
@@ -931,6 +943,29 @@ async fn pmgr_writer(
 }
 
 /// The driver's view of the local ranks.
+/// Ranks that ended, not reaped yet ([`ZOMBIE_HOLD`]): claimed still, so their pids (and
+/// groups) cannot be reused meanwhile, and never signalled (they are out of `Ranks::pids`).
+#[derive(Default)]
+struct Zombies {
+    pids: Vec<i32>,
+    /// When the first of them has been held long enough (`libi::report::now` seconds).
+    due: Option<f64>,
+}
+
+impl Zombies {
+    fn hold(&mut self, pid: i32) {
+        self.pids.push(pid);
+        self.due.get_or_insert_with(|| libi::report::now() + ZOMBIE_HOLD.as_secs_f64());
+    }
+
+    fn reap_all(&mut self) {
+        for pid in self.pids.drain(..) {
+            reaper::reap(pid);
+        }
+        self.due = None;
+    }
+}
+
 struct Ranks {
     /// Each forked rank's PMI socket.
     pmi: Vec<Option<RankPmi>>,

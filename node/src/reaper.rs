@@ -95,7 +95,8 @@ pub fn peek(pid: i32) -> io::Result<Option<Exit>> {
     // a real-time signal, which a rank may well die of.
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
-        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        // __WALL: ranks are started with no exit signal (see `spawn::start_rank`).
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT | libc::__WALL;
         if libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -120,9 +121,13 @@ pub fn running(pid: i32) -> bool {
 pub fn reap(pid: i32) {
     let mut claims = claims();
     let p = Pid::from_raw(pid);
-    if matches!(waitpid(p, Some(WaitPidFlag::WNOHANG)), Ok(WaitStatus::StillAlive)) {
+    // __WALL: a rank sends no SIGCHLD when it ends (see `spawn::start_rank`).
+    if matches!(
+        waitpid(p, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)),
+        Ok(WaitStatus::StillAlive)
+    ) {
         let _ = kill(Pid::from_raw(-pid), Signal::SIGKILL);
-        let _ = waitpid(p, None);
+        let _ = waitpid(p, Some(WaitPidFlag::__WALL));
     }
     claims.release(pid);
 }

@@ -751,14 +751,13 @@ fn try_start(
         let mut saved: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut saved);
+        // No exit signal: the pidfd says when the rank ends, and a SIGCHLD per rank would
+        // only interrupt us (and wake the orphan reaper) for nothing. Its waits take
+        // __WALL; re-parented (should we die first), it signals its new parent as usual.
         let pid = libc::clone(
             child_main,
             top as *mut libc::c_void,
-            libc::CLONE_VM
-                | libc::CLONE_VFORK
-                | libc::CLONE_FILES
-                | libc::CLONE_PIDFD
-                | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_FILES | libc::CLONE_PIDFD,
             &args as *const ChildArgs as *mut libc::c_void,
             &mut pidfd as *mut libc::c_int,
         );
