@@ -1279,6 +1279,41 @@ fn nothing_left_when_mpiexec_returns() {
     }
 }
 
+/// A rank that ended while the others still run is reaped before long (the agent holds it
+/// unreaped only until every local rank has ended, or a quarter of a second): not left a
+/// zombie for the rest of the job.
+#[test]
+fn a_rank_that_ended_is_reaped_while_the_others_run() {
+    let live =
+        common::start(&["-n", "2", "sh", "-c", "[ $PMI_RANK = 0 ] && exit 0; exec sleep 60"], &[]);
+    let nla = live.wait_for(1, |c| c.contains("libi-nla"))[0].0;
+    live.wait_for(1, |c| c.starts_with("sleep 60"));
+    // The agent's children and their states, from /proc.
+    let children = || -> Vec<(String, String)> {
+        let list =
+            std::fs::read_to_string(format!("/proc/{nla}/task/{nla}/children")).unwrap_or_default();
+        list.split_whitespace()
+            .map(|pid| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let state =
+                    stat.rsplit_once(") ").map(|(_, r)| r[..1].to_string()).unwrap_or_default();
+                (pid.to_string(), state)
+            })
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut now = children();
+    while now.len() != 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        now = children();
+    }
+    assert_eq!(now.len(), 1, "the agent's children: {now:?}");
+    assert_ne!(now[0].1, "Z", "the running rank is a zombie: {now:?}");
+    common::signal(live.pid(), 15);
+    let (r, _) = live.finish(std::time::Instant::now());
+    assert_ne!(r.status, 0, "{}", r.stderr);
+}
+
 const PR_SET_CHILD_SUBREAPER: i32 = 36;
 
 extern "C" {
