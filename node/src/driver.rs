@@ -493,6 +493,11 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             }
             break;
         }
+        // Ranks held long enough are reaped here, whether the wait below timed out or events
+        // kept coming.
+        if zombies.due.is_some_and(|d| d <= libi::report::now()) {
+            zombies.reap_all();
+        }
         // The core's and the launch lifecycle's timers: wait for the next event or the
         // earliest deadline.
         let due = [core.poll_timeout(), children.poll_timeout(), zombies.due]
@@ -506,9 +511,6 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                     Ok(ev) => ev,
                     Err(_) => {
                         let t = libi::report::now();
-                        if zombies.due.is_some_and(|d| d <= t) {
-                            zombies.reap_all();
-                        }
                         core.handle_timeout(t, &mut fx);
                         children.handle_timeout(t, &mut core, &mut fx).await;
                         continue;
@@ -942,7 +944,6 @@ async fn pmgr_writer(
     let _ = wr.shutdown().await;
 }
 
-/// The driver's view of the local ranks.
 /// Ranks that ended, not reaped yet ([`ZOMBIE_HOLD`]): claimed still, so their pids (and
 /// groups) cannot be reused meanwhile, and never signalled (they are out of `Ranks::pids`).
 #[derive(Default)]
@@ -966,6 +967,7 @@ impl Zombies {
     }
 }
 
+/// The driver's view of the local ranks.
 struct Ranks {
     /// Each forked rank's PMI socket.
     pmi: Vec<Option<RankPmi>>,
