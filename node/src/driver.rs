@@ -493,10 +493,17 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             }
             break;
         }
-        // Ranks held long enough are reaped here, whether the wait below timed out or events
-        // kept coming.
-        if zombies.due.is_some_and(|d| d <= libi::report::now()) {
+        // Deadlines that have passed are served here, whether the wait below timed out or
+        // events kept coming (a steady stream of events must not hold a timer back): ranks
+        // held long enough are reaped, and the core's and the launch lifecycle's timers fire.
+        let now = libi::report::now();
+        if zombies.due.is_some_and(|d| d <= now) {
             zombies.reap_all();
+        }
+        if [core.poll_timeout(), children.poll_timeout()].into_iter().flatten().any(|d| d <= now) {
+            core.handle_timeout(now, &mut fx);
+            children.handle_timeout(now, &mut core, &mut fx).await;
+            continue;
         }
         // The core's and the launch lifecycle's timers: wait for the next event or the
         // earliest deadline.
