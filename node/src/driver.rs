@@ -513,15 +513,11 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             .reduce(f64::min);
         let ev = match due {
             Some(at) => {
-                let wait = Duration::from_secs_f64((at - libi::report::now()).max(0.0));
+                let wait = Duration::from_secs_f64((at - now).max(0.0));
                 match tokio::time::timeout(wait, ev_rx.recv()).await {
                     Ok(ev) => ev,
-                    Err(_) => {
-                        let t = libi::report::now();
-                        core.handle_timeout(t, &mut fx);
-                        children.handle_timeout(t, &mut core, &mut fx).await;
-                        continue;
-                    }
+                    // The deadline came: served at the top of the loop.
+                    Err(_) => continue,
                 }
             }
             None => ev_rx.recv().await,
