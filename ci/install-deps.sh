@@ -2,7 +2,7 @@
 # Install what the test suite needs on a fresh Debian 12 machine (run as root, or with sudo
 # available). Idempotent: skips apt when everything is already there.
 set -euo pipefail
-pkgs=(mpich libmpich-dev openssh-server openssh-client iproute2 procps libpmi2-0-dev python3-venv gdb pkg-config g++)
+pkgs=(mpich libmpich-dev hwloc-nox openssh-server openssh-client iproute2 procps libpmi2-0-dev python3-venv gdb pkg-config g++)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -37,6 +37,7 @@ use crate::pmgr_node::{PmgrEffect, PmgrNode};
 use libi::job::{human_bytes, JobCommon, NodePlan, NodeSetup, RankEnd, SpawnCmd, SpawnRequest};
 use libi::msg::{pair_cost, Key, KvsTop, Msg, NameOp, ProcNode, Value, FENCE_CHUNK, PAIR_OVERHEAD};
 use libi::report::{Counters, FenceRecord, NodeReport};
+use libi_hwloc_xml::PMI_KEY as HWLOC_KEY;
 use pmi_wire::server::{Action, ConnConfig, Connection, Eof, Phase};
 use pmi_wire::v1::ParseError;
 use std::collections::{HashMap, HashSet};
@@ -232,6 +233,8 @@ pub struct NodeCore {
     overwritten: HashSet<Key>,
     /// PMI-2 node attributes (node-local, never leave the node).
     node_attrs: HashMap<String, String>,
+    /// This node's hwloc topology file (`PMI_hwloc_xmlfile`).
+    hwloc: Hwloc,
     /// Local ranks waiting for a node attribute (`info-getnodeattr` with `wait=TRUE`).
     attr_waiters: HashMap<String, Vec<usize>>,
     /// The PMGR collective server (`--pmgr`).
@@ -243,6 +246,17 @@ pub struct NodeCore {
     next_req: u64,
     /// What a rank's bytes asked for, kept between calls (not reallocated per request).
     actions: Vec<Action>,
+}
+
+/// This node's hwloc topology file, for `PMI_hwloc_xmlfile`.
+#[derive(Debug)]
+enum Hwloc {
+    /// None: a rank that asks is told so.
+    None,
+    /// Being written: the ranks that asked (local rank, PMI-2 `info-getjobattr`?) wait.
+    Writing(Vec<(usize, bool)>),
+    /// Written: its path.
+    Ready(String),
 }
 
 impl NodeCore {
@@ -322,6 +336,7 @@ impl NodeCore {
             children_given_up: false,
             overwritten: HashSet::new(),
             node_attrs: HashMap::new(),
+            hwloc: Hwloc::None,
             attr_waiters: HashMap::new(),
             pmgr: None,
             pmgr_exits: HashMap::new(),
@@ -579,6 +594,49 @@ impl NodeCore {
         self.conns.len()
     }
 
+    /// The driver is writing this node's hwloc topology file: a local rank that asks for
+    /// `PMI_hwloc_xmlfile` (PMI-1 `get`, PMI-2 `info-getjobattr`) waits for
+    /// [`NodeCore::set_hwloc_xmlfile`]. (Without either call it is told there is none, and
+    /// discovers the topology itself.) Never asked of the front end: the file is this node's.
+    pub fn hwloc_xmlfile_pending(&mut self) {
+        if matches!(self.hwloc, Hwloc::None) {
+            self.hwloc = Hwloc::Writing(Vec::new());
+        }
+    }
+
+    /// This node's hwloc topology file (`None`: there is none after all): the ranks waiting
+    /// for it are answered, and so is every later request.
+    pub fn set_hwloc_xmlfile(&mut self, path: Option<String>, fx: &mut Vec<Effect>) {
+        let waiting = match std::mem::replace(&mut self.hwloc, Hwloc::None) {
+            Hwloc::Writing(w) => w,
+            _ => Vec::new(),
+        };
+        if let Some(p) = path {
+            self.hwloc = Hwloc::Ready(p);
+        }
+        for (local, job_attr) in waiting {
+            self.answer_hwloc(local, job_attr, fx);
+        }
+    }
+
+    /// Answer local rank `local`'s request for the topology file (PMI-2's `info-getjobattr`
+    /// if `job_attr`, else PMI-1's `get`), or hold it while the file is being written.
+    fn answer_hwloc(&mut self, local: usize, job_attr: bool, fx: &mut Vec<Effect>) {
+        let path = match &mut self.hwloc {
+            Hwloc::Writing(w) => return w.push((local, job_attr)),
+            Hwloc::Ready(p) => Some(p.as_str()),
+            Hwloc::None => None,
+        };
+        let Some(conn) = self.conns.get_mut(local) else { return };
+        self.counters.gets_local += 1;
+        let reply = if job_attr {
+            conn.answer_job_attr(HWLOC_KEY, path)
+        } else {
+            conn.answer_get(HWLOC_KEY, path.map(str::as_bytes))
+        };
+        fx.push(Effect::ToRank(local, reply));
+    }
+
     /// The setup to send to child `idx` once it authenticated.
     pub fn child_setup(&self, idx: usize) -> Option<NodeSetup> {
         let plan = self.plan.children.get(idx)?.clone();
@@ -734,6 +792,7 @@ impl NodeCore {
                     fx.push(Effect::ToRank(local, reply));
                 }
             },
+            Action::GetJobAttr { key } if key == HWLOC_KEY => self.answer_hwloc(local, true, fx),
             Action::GetJobAttr { key } => {
                 // Job attributes are the server-owned pairs pre-loaded into every NLA.
                 let value = self.job.preput.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone());
@@ -864,7 +923,10 @@ impl NodeCore {
     }
 
     fn local_get(&mut self, local: usize, key: String, fx: &mut Vec<Effect>) {
-        if let Some(v) = self.kvs.get(&key) {
+        if key == HWLOC_KEY {
+            // Node-local: answered here, never asked of the front end.
+            self.answer_hwloc(local, false, fx);
+        } else if let Some(v) = self.kvs.get(&key) {
             self.counters.gets_local += 1;
             if self.kvs.is_cached(&key) {
                 self.counters.cache_hits += 1;

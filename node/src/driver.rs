@@ -52,6 +52,9 @@ enum Ev {
     PmgrConn(u64, tokio::net::tcp::OwnedWriteHalf, u32),
     PmgrData(u64, Vec<u8>),
     PmgrEof(u64),
+    /// This node's hwloc topology file is written (`None`: it could not be): answer the
+    /// ranks that asked for it, and those that will.
+    HwlocXml(Option<String>),
 }
 
 /// A forked rank's PMI socket: written by the central loop and the rank's task ([`PmiOut`]),
@@ -455,6 +458,13 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         core.rank_ended(local, end, &mut fx);
     }
     core.ranks_started(&mut fx);
+    // MPICH's ranks ask for the node's topology file in MPI_Init: cached, or written now.
+    let mut hwloc_writing = {
+        let tx = ev_tx.clone();
+        crate::hwloc::offer(&mut core, &mut fx, move |path| {
+            let _ = tx.send(Ev::HwlocXml(path));
+        })
+    };
 
     // Whether the parent was lost before the event whose effects are being applied: what
     // that event sends up (a parent_unreadable's Fatal: why we stop) still goes; after it
@@ -567,6 +577,10 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             ev @ (Ev::PmgrConn(..) | Ev::PmgrData(..) | Ev::PmgrEof(_)) => {
                 pmgr_event(ev, &mut core, &mut pmgr_writers, &mut fx)
             }
+            Ev::HwlocXml(path) => {
+                hwloc_writing = None;
+                core.set_hwloc_xmlfile(path, &mut fx);
+            }
         }
     }
     zombies.reap_all();
@@ -594,6 +608,10 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             Ok(Some(_)) => {}
             _ => break,
         }
+    }
+    // The topology file, still being written: finished for the next job, or given up.
+    if let Some(w) = hwloc_writing.take() {
+        w.finish().await;
     }
     // Nothing of the job outlives the NLA: the groups of ranks not reaped yet, then every
     // orphan (a rank's children and daemons, re-parented to us), by pid.

@@ -21,6 +21,7 @@ pub mod driver;
 pub mod effect;
 pub mod gpu;
 pub mod guard;
+pub mod hwloc;
 pub mod kvs;
 pub mod launch;
 pub mod log;

@@ -1006,3 +1006,46 @@ fn proc_table_waits_for_children_then_answers_once() {
         ]
     );
 }
+
+/// `PMI_hwloc_xmlfile` is this node's: never asked of the parent; a rank that asks while
+/// the file is being written waits for it (PMI-1 `get` and PMI-2 `info-getjobattr` alike),
+/// and without a file (none written, or the writing failed) it is told so at once.
+#[test]
+fn the_topology_file_is_answered_on_the_node_and_waited_for() {
+    const GET: &str = "cmd=get kvsname=kvs key=PMI_hwloc_xmlfile\n";
+    let v2 = |body: &str| format!("{:<6}{body}", body.len());
+    let v2_init =
+        "cmd=init pmi_version=2 pmi_subversion=0\n".to_owned() + &v2("cmd=fullinit;pmirank=1;");
+    let ask_v2 = v2("cmd=info-getjobattr;key=PMI_hwloc_xmlfile;");
+    // No file: a miss at once, on the node.
+    let mut core = NodeCore::new(setup(&[0, 1], &[&[2]], 0), false, false);
+    rank_lines(&mut core, 0, INIT);
+    let fx = rank_lines(&mut core, 0, GET);
+    assert!(to_parent(&fx).is_empty(), "{fx:?}");
+    assert!(replies(&fx, 0)[0].starts_with("cmd=get_result rc=-1"), "{fx:?}");
+    // Being written: both protocols wait, then get the path.
+    core.hwloc_xmlfile_pending();
+    let fx = rank_lines(&mut core, 0, GET);
+    assert!(fx.is_empty(), "{fx:?}");
+    rank_lines(&mut core, 1, &v2_init);
+    let fx = rank_lines(&mut core, 1, &ask_v2);
+    assert!(fx.is_empty(), "{fx:?}");
+    let mut fx = Vec::new();
+    core.set_hwloc_xmlfile(Some("/run/t.xml".into()), &mut fx);
+    assert_eq!(replies(&fx, 0), ["cmd=get_result rc=0 msg=success value=/run/t.xml\n"]);
+    let r1 = replies(&fx, 1);
+    assert!(r1.len() == 1 && r1[0].contains("found=TRUE;value=/run/t.xml;"), "{r1:?}");
+    // Written: answered at once from now on.
+    let fx = rank_lines(&mut core, 0, GET);
+    assert_eq!(replies(&fx, 0), ["cmd=get_result rc=0 msg=success value=/run/t.xml\n"]);
+    assert!(to_parent(&fx).is_empty());
+    // A writing that fails: the waiting rank is told there is none.
+    let mut core = NodeCore::new(setup(&[0, 1], &[], 0), false, false);
+    core.hwloc_xmlfile_pending();
+    rank_lines(&mut core, 1, &v2_init);
+    assert!(rank_lines(&mut core, 1, &ask_v2).is_empty());
+    let mut fx = Vec::new();
+    core.set_hwloc_xmlfile(None, &mut fx);
+    let r1 = replies(&fx, 1);
+    assert!(r1.len() == 1 && r1[0].contains("found=FALSE;"), "{r1:?}");
+}

@@ -106,6 +106,8 @@ pub struct Step {
     pub pmi2: bool,
     /// The answer must carry a non-zero `rc` (a key nobody set).
     pub expect_fail: bool,
+    /// Any `rc` will do (`rc=*`: a key the process manager may or may not set).
+    pub any_rc: bool,
     /// Played only when every condition holds (`bool`: negated).
     when: Vec<(Cond, bool)>,
     /// A PMGR operation instead of a PMI request (`>pmgr`).
@@ -181,9 +183,9 @@ impl Trace {
                 match steps.last_mut() {
                     Some(s) if s.expect.is_none() => {
                         s.expect = Some(cmd.to_string());
-                        s.expect_fail = fields(ans.as_bytes())
-                            .find_map(|w| w.strip_prefix("rc="))
-                            .is_some_and(|rc| rc != "0");
+                        let rc = fields(ans.as_bytes()).find_map(|w| w.strip_prefix("rc="));
+                        s.any_rc = rc == Some("*");
+                        s.expect_fail = rc.is_some_and(|rc| rc != "0" && rc != "*");
                         if fields(ans.as_bytes()).any(|w| w.starts_with("value=")) {
                             s.answer = Some(template(ans).map_err(at)?);
                         }
@@ -241,6 +243,7 @@ impl Trace {
                     answer: None,
                     one_way: true,
                     expect_fail: false,
+                    any_rc: false,
                     when,
                     pmgr: Some(pmgr),
                 });
@@ -272,6 +275,7 @@ impl Trace {
                 answer: None,
                 one_way,
                 expect_fail: false,
+                any_rc: false,
                 when,
                 pmgr: None,
             });

@@ -1,8 +1,9 @@
 /* PMI-2 client test: Slurm's libpmi2 (or ours, see pmi2_ours.c) against the process manager.
  * Checks init values against the environment, the job id, PMI_process_mapping (against
- * MPI_LOCALRANKID / MPI_LOCALNRANKS), universeSize, put/fence/get of every rank's key,
- * a missing key, node attributes (put by the node's first rank, waited for by the others),
- * finalize. Prints one line "pmi2 ok rank R size N node D" per rank; exits 1 on failure.
+ * MPI_LOCALRANKID / MPI_LOCALNRANKS), PMI_hwloc_xmlfile (hwloc XML when given), universeSize,
+ * put/fence/get of every rank's key, a missing key, node attributes (put by the node's first
+ * rank, waited for by the others), finalize. Prints one line
+ * "pmi2 ok rank R size N node D hwloc PATH|-" per rank; exits 1 on failure.
  * argv[1] == "lenient": universeSize may be absent (Hydra 4.0); when present it is at least the
  * job's size or -1 (unknown: Hydra's and libi's default). */
 #include <pmi2.h>
@@ -95,6 +96,25 @@ int main(int argc, char **argv)
     if (ln)
         CHECK(atoi(ln) == local_n, "mapping %s: %d local, MPI_LOCALNRANKS %s", map, local_n, ln);
 
+    /* The node's hwloc topology file (MPICH asks on nodes of two ranks or more): reported
+       as "hwloc PATH" or "hwloc -"; when given, it must be hwloc XML. */
+    char xml[PMI2_MAX_VALLEN + 1] = "-";
+    found = -1;
+    CHECK(PMI2_Info_GetJobAttr("PMI_hwloc_xmlfile", xml, sizeof xml, &found) == PMI2_SUCCESS,
+          "GetJobAttr PMI_hwloc_xmlfile");
+    if (found == 1) {
+        FILE *f = fopen(xml, "r");
+        CHECK(f != NULL, "PMI_hwloc_xmlfile %s cannot be opened", xml);
+        char head[4096];
+        size_t got = fread(head, 1, sizeof head - 1, f);
+        head[got] = 0;
+        fclose(f);
+        CHECK(strncmp(head, "<?xml", 5) == 0 && strstr(head, "<topology") != NULL,
+              "PMI_hwloc_xmlfile %s is not hwloc XML", xml);
+    } else {
+        strcpy(xml, "-");
+    }
+
     char us[64];
     found = -1;
     CHECK(PMI2_Info_GetJobAttr("universeSize", us, sizeof us, &found) == PMI2_SUCCESS,
@@ -147,7 +167,7 @@ int main(int argc, char **argv)
 #endif
     /* Nobody finalizes while others may still read node attributes or keys. */
     CHECK(PMI2_KVS_Fence() == PMI2_SUCCESS, "final fence");
-    printf("pmi2 ok rank %d size %d node %d\n", rank, size, mynode);
+    printf("pmi2 ok rank %d size %d node %d hwloc %s\n", rank, size, mynode, xml);
     fflush(stdout);
     CHECK(PMI2_Finalize() == PMI2_SUCCESS, "PMI2_Finalize");
 #ifdef EXTRA_TESTS
