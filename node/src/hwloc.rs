@@ -18,7 +18,7 @@ use tracing::{debug, warn};
 
 /// How long the end of a job waits for a tool still writing the file (so that the next
 /// job finds it) before it is killed.
-const AT_END: Duration = Duration::from_secs(1);
+pub const AT_END: Duration = Duration::from_secs(1);
 
 /// The tool at work: its pid (claimed) and temporary file, and the task that waits for it.
 pub struct Writing {
