@@ -11,7 +11,7 @@
 //! * the machine's boot (`/proc/sys/kernel/random/boot_id`),
 //! * the cpus and memory nodes online and those this process may use (a batch system's
 //!   cgroup or cpuset: `Cpus_allowed_list`, `Mems_allowed_list`),
-//! * the hwloc tool that wrote it (its path, size, modification time and inode: an upgrade
+//! * the hwloc tool that wrote it (its device, inode, modification time and size: an upgrade
 //!   writes the file again).
 //!
 //! These make the file's name ([`Cache::path`]), so a file is never out of date for the
@@ -151,12 +151,17 @@ pub fn user_dir(xdg: Option<&OsStr>, tmp: Option<&OsStr>, uid: u32) -> Result<Pa
             dir.display()
         )));
     }
-    match fs::DirBuilder::new().mode(0o700).create(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(Skip::Dir(format!("cannot create {}: {e}", dir.display()))),
+    // Usually there already (one lstat); else created, then examined the same way.
+    let mut meta = fs::symlink_metadata(&dir);
+    if meta.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
+        match fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Skip::Dir(format!("cannot create {}: {e}", dir.display()))),
+        }
+        meta = fs::symlink_metadata(&dir);
     }
-    match fs::symlink_metadata(&dir) {
+    match meta {
         Ok(m) if private_dir(&m, uid) => Ok(dir),
         Ok(m) => Err(Skip::Dir(format!(
             "{} is not a private directory of user {uid} (owner {}, mode {:o}{}): not used",
@@ -194,7 +199,7 @@ fn machine_state(tool: &Path) -> Vec<Vec<u8>> {
         .join("\n");
     let tool_id = match fs::metadata(tool) {
         Ok(m) => {
-            format!("{} {} {}.{} {}", tool.display(), m.len(), m.mtime(), m.mtime_nsec(), m.ino())
+            format!("{} {} {}.{} {}", m.dev(), m.ino(), m.mtime(), m.mtime_nsec(), m.len())
         }
         Err(_) => tool.display().to_string(),
     };
@@ -226,7 +231,9 @@ impl Cache {
         let xdg = std::env::var_os("XDG_RUNTIME_DIR");
         let tmp = std::env::var_os("TMPDIR");
         let dir = user_dir(xdg.as_deref(), tmp.as_deref(), uid)?;
-        let state = machine_state(&tool_for_state(&tool));
+        // (The state names the tool by device and inode: two links to one tool name one
+        // file.)
+        let state = machine_state(&tool);
         Ok(Cache::with(dir, tool, uid, &state))
     }
 
@@ -287,12 +294,6 @@ impl Cache {
     pub fn discard(&self, tmp: &Path) {
         let _ = fs::remove_file(tmp);
     }
-}
-
-/// The tool's path as the machine state names it (its real path, so two links to one tool
-/// name one file).
-fn tool_for_state(tool: &Path) -> PathBuf {
-    fs::canonicalize(tool).unwrap_or_else(|_| tool.to_path_buf())
 }
 
 /// Is the file at `p` hwloc's XML: `<?xml` first, a `<topology` element early on?
