@@ -279,8 +279,7 @@ impl Cache {
     /// Put the tool's output `tmp` in place once it is hwloc XML (else remove it and say
     /// why), then drop the oldest files beyond [`KEEP`] and leftover temporary files.
     pub fn install(&self, tmp: &Path) -> io::Result<PathBuf> {
-        let checked = check_xml(tmp);
-        if let Err(e) = checked {
+        if let Err(e) = check_xml(tmp) {
             let _ = fs::remove_file(tmp);
             return Err(e);
         }

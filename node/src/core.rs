@@ -628,10 +628,12 @@ impl NodeCore {
             Hwloc::None => None,
         };
         let Some(conn) = self.conns.get_mut(local) else { return };
-        self.counters.gets_local += 1;
         let reply = if job_attr {
             conn.answer_job_attr(HWLOC_KEY, path)
         } else {
+            // A `get` answered here, as the counters count the others (job attributes are
+            // not counted).
+            self.counters.gets_local += 1;
             conn.answer_get(HWLOC_KEY, path.map(str::as_bytes))
         };
         fx.push(Effect::ToRank(local, reply));

@@ -79,8 +79,9 @@ pub fn offer(
 fn write(cache: Cache, ready: impl FnOnce(Option<String>) + Send + 'static) -> Option<Writing> {
     let (out, tmp) = match cache.temp_file() {
         Ok(f) => f,
-        // Another NLA of this user is writing it right now (same name: same pid, so a
-        // leftover of a killed NLA whose pid came round again): the next job finds it.
+        // The name carries our pid: a leftover of a killed NLA whose pid came round again
+        // (removed by a later prune), or a directory we cannot write. Ranks discover the
+        // topology themselves.
         Err(e) => {
             debug!("hwloc topology file not written: {}: {e}", cache.dir().display());
             return None;
