@@ -121,7 +121,8 @@ pub fn running(pid: i32) -> bool {
 pub fn reap(pid: i32) {
     let mut claims = claims();
     let p = Pid::from_raw(pid);
-    // __WALL: a rank sends no SIGCHLD when it ends (see `spawn::start_rank`).
+    // __WALL: a rank that failed before its exec ends with no exit signal (see
+    // `spawn::start_rank`).
     if matches!(
         waitpid(p, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)),
         Ok(WaitStatus::StillAlive)

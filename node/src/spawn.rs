@@ -751,9 +751,12 @@ fn try_start(
         let mut saved: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut saved);
-        // No exit signal: the pidfd says when the rank ends, and a SIGCHLD per rank would
-        // only interrupt us (and wake the orphan reaper) for nothing. Its waits take
-        // __WALL; re-parented (should we die first), it signals its new parent as usual.
+        // No exit signal asked for (the pidfd says when the rank ends), but the kernel gives
+        // every process that execs SIGCHLD as its exit signal again (`exit_signal` 17 in
+        // /proc/PID/stat of a running rank): only a child that fails before its exec ends
+        // without one, and that is why its waits take __WALL. So each rank's end does
+        // raise SIGCHLD here and wakes the orphan reaper; measured (session 32, A/B of
+        // bench/cpu-ab.sh with the reaper off): no difference the runs can resolve.
         let pid = libc::clone(
             child_main,
             top as *mut libc::c_void,
