@@ -45,9 +45,10 @@
 #           MPI_Finalize; and what is left in that cgroup when each rank moves itself into a
 #           second one before exec, bench/into_cgroup.c; with bench/pmfloor.c, a minimal
 #           one-process PMI-1 server in C, as the floor); for scale, the same own-processes
-#           CPU for 64 ranks of /bin/true with spawnfloor as the floor (and for 1000 ranks
-#           on the node, at most 5 runs: whether a rank's start costs more the more ranks
-#           the agent already holds), and what is left
+#           CPU for 64 ranks of /bin/true with spawnfloor as the floor (and for 1 rank: what
+#           a job costs whatever its size; and for 1000 ranks on the node, at most 5 runs:
+#           whether a rank's start costs more the more ranks the agent already holds), and
+#           what is left
 #           beyond that against bench/pmifloor.c answering 64 x 15 lock-step PMI-1 requests
 #           (the floor of the requests themselves), and the CPU 64 ranks of a static
 #           program have used when main() starts (bench/prestart.c: the child's work
@@ -579,6 +580,14 @@ case_targets() {
       done
     done
     log "targets: true 64 CPU done"
+    # for scale: one rank, what a job costs whatever its size (the process manager's own
+    # processes starting, connecting and ending; the floor's one process)
+    for r in $(seq 1 "$runs"); do
+      for c in $(rotated "$r" floor libi hydra); do
+        true_own_cpu true1cpu 1 "$c" "$r"
+      done
+    done
+    log "targets: true 1 CPU done"
     # for scale: 1000 ranks on one node (a big SMP node), where what each rank's start costs
     # must not grow with the ranks started before it (at most 5 runs)
     for r in $(seq 1 $((runs < 5 ? runs : 5))); do
@@ -697,6 +706,12 @@ fl, nf = med("true64cpu", "floor", "pm_own_cpu_ms"); us, nu = med("true64cpu", "
 if nf and nu and nh:
     rows.append(("for scale: CPU of creating and reaping 64 ranks of `/bin/true` (ms, own processes)", f"floor {f(fl)} / libi {f(us)} / hydra {f(hy)}",
                  f"libi {ratio(us, hy)} hydra, floor {ratio(fl, hy)} hydra", "(the floor bounds what 0.5x can mean)", "-", min(nf, nu, nh)))
+f1, nf1 = med("true1cpu", "floor", "pm_own_cpu_ms"); u1, nu1 = med("true1cpu", "libi", "pm_own_cpu_ms"); h1, nh1 = med("true1cpu", "hydra", "pm_own_cpu_ms")
+if nf1 and nu1 and nh1 and nf and nu and nh:
+    per = lambda a, b: (a - b) / 63 * 1e3
+    rows.append(("for scale: the same with 1 rank, what a job costs whatever its size (ms, own processes); per rank added from 1 to 64: floor, libi, hydra",
+                 f"floor {f(f1)} / libi {f(u1)} / hydra {f(h1)} ({per(fl, f1):.0f} / {per(us, u1):.0f} / {per(hy, h1):.0f} us)",
+                 f"libi {ratio(u1, h1)} hydra, {ratio(u1, f1)} floor", "-", "-", min(nf1, nu1, nh1)))
 fk, nfk = med("true1000cpu", "floor", "pm_own_cpu_ms"); uk, nuk = med("true1000cpu", "libi", "pm_own_cpu_ms"); hk, nhk = med("true1000cpu", "hydra", "pm_own_cpu_ms")
 if nfk and nuk and nhk:
     rows.append(("for scale: the same with 1000 ranks on the node (ms, own processes; per rank: floor, libi, hydra)",
