@@ -79,6 +79,14 @@ fn ask(dir: &Path, args: &[&str]) -> (i32, Vec<Option<String>>, String) {
     (r.status, values, r.stderr)
 }
 
+/// A two-rank job (the PMI-1 client) whose ranks are both told there is no file, and whose
+/// stderr says `why`.
+fn told_none(dir: &Path, why: &str) {
+    let (st, got, err) = ask(dir, &["-n", "2"]);
+    assert_eq!((st, got), (0, vec![None, None]), "{err}");
+    assert!(err.contains(why), "{err}");
+}
+
 fn job(dir: &Path, args: &[&str]) -> common::Run {
     let path =
         format!("{}:{}", dir.join("bin").display(), std::env::var("PATH").unwrap_or_default());
@@ -158,14 +166,10 @@ fn ranks_on_several_nodes_get_their_nodes_file() {
 fn a_tool_that_fails_means_no_file_and_a_warning() {
     let d = scratch("fail");
     tool(&d, "echo 'lstopo: cannot do it'; exit 0");
-    let (st, got, err) = ask(&d, &["-n", "2"]);
-    assert_eq!((st, got), (0, vec![None, None]), "{err}");
-    assert!(err.contains("wrote no usable hwloc topology file"), "{err}");
+    told_none(&d, "wrote no usable hwloc topology file");
     assert!(cache_files(&d).is_empty(), "{:?}", cache_files(&d));
     tool(&d, "exit 3");
-    let (st, got, err) = ask(&d, &["-n", "2"]);
-    assert_eq!((st, got), (0, vec![None, None]), "{err}");
-    assert!(err.contains("lstopo-no-graphics (the ranks' hwloc topology file) failed"), "{err}");
+    told_none(&d, "lstopo-no-graphics (the ranks' hwloc topology file) failed");
     assert!(cache_files(&d).is_empty(), "{:?}", cache_files(&d));
     let _ = fs::remove_dir_all(&d);
 }
@@ -175,9 +179,7 @@ fn a_hung_tool_is_killed_and_nothing_is_left() {
     let d = scratch("hang");
     tool(&d, "exec sleep 1000");
     // The ranks wait for it, for 5 s at most, then are told there is none.
-    let (st, got, err) = ask(&d, &["-n", "2"]);
-    assert_eq!((st, got), (0, vec![None, None]), "{err}");
-    assert!(err.contains("ran 5 s: killed"), "{err}");
+    told_none(&d, "ran 5 s: killed");
     // A job that asks nothing and ends first: the tool is given up at its end.
     let r = job(&d, &["-n", "2", "true"]);
     assert_eq!(r.status, 0, "{}", r.stderr);
@@ -194,9 +196,7 @@ fn a_cache_directory_others_can_enter_is_not_used() {
     let cache = d.join(format!("tmp/libi-{}", uid()));
     fs::create_dir_all(&cache).expect("mkdir");
     fs::set_permissions(&cache, fs::Permissions::from_mode(0o777)).expect("chmod");
-    let (st, got, err) = ask(&d, &["-n", "2"]);
-    assert_eq!((st, got), (0, vec![None, None]), "{err}");
-    assert!(err.contains("is not a private directory"), "{err}");
+    told_none(&d, "is not a private directory");
     assert!(runs(&d).is_empty(), "the tool must not run");
     // A symbolic link in its place (to a private directory): not used either.
     fs::remove_dir(&cache).expect("rmdir");
@@ -204,9 +204,7 @@ fn a_cache_directory_others_can_enter_is_not_used() {
     fs::create_dir(&elsewhere).expect("mkdir");
     fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o700)).expect("chmod");
     std::os::unix::fs::symlink(&elsewhere, &cache).expect("symlink");
-    let (st, got, err) = ask(&d, &["-n", "2"]);
-    assert_eq!((st, got), (0, vec![None, None]), "{err}");
-    assert!(err.contains("a symbolic link"), "{err}");
+    told_none(&d, "a symbolic link");
     assert!(fs::read_dir(&elsewhere).expect("ls").next().is_none());
     let _ = fs::remove_dir_all(&d);
 }
