@@ -4,8 +4,8 @@
 # own /etc/hosts (the machine's, and node<i> at 10.201.0.<i> for every i) and its own sshd
 # accepting key-only root login. The hosts sit on bridge libibr0, which has
 # 10.201.0.254 in the root namespace (the "front end" address that remote proxies connect back
-# to). The filesystem is shared (but for /etc/hosts): every host sees the same binaries, /tmp
-# and /dev/shm.
+# to). The filesystem is shared (but for /etc/hosts and /dev/shm, which each host has to
+# itself): every host sees the same binaries and /tmp.
 #
 #   ci/netns-hosts.sh up N    create/repair hosts 1..N (removes hosts > N); prints the wrapper
 #   ci/netns-hosts.sh down    kill our sshds, delete namespaces and bridge (keys are kept)
@@ -236,7 +236,7 @@ EOF
 
 start_sshd() {
   local i=$1 ns=$NSPFX$1 conf=$DIR/sshd-$NSPFX$1.conf log=$DIR/sshd-$NSPFX$1.log rc_file inner
-  local pid mode="shadow-bashrc=$SHADOW_BASHRC etc-hosts=1"
+  local pid mode="shadow-bashrc=$SHADOW_BASHRC etc-hosts=1 dev-shm=1"
   if pid=$(sshd_pid "$i"); then
     # running: keep it unless it was started with other settings (.bashrc, /etc/hosts)
     [ "$(cat "$DIR/sshd-$NSPFX$i.mode" 2>/dev/null)" != "$mode" ] || return 0
@@ -246,9 +246,14 @@ start_sshd() {
   rm -f "$DIR/sshd-$NSPFX$i.pid"
   echo "$mode" >"$DIR/sshd-$NSPFX$i.mode"
   : >"$log"
-  # own UTS namespace -> hostname node<i>; own mount namespace -> its /etc/hosts; sshd
-  # daemonises and writes its pidfile.
+  # own UTS namespace -> hostname node<i>; own mount namespace -> its /etc/hosts and its own
+  # /dev/shm (an empty tmpfs, as a host of its own has: MPICH 5 opens its node's segments
+  # there by names derived from the job, /dev/shm/mpich_shm_<hash>_<n>, and a job killed
+  # while hung leaves them behind; they now go when the host goes, where before they piled
+  # up on the machine, 200 files after an afternoon of runs); sshd daemonises and writes its
+  # pidfile.
   inner="echo node$i >/proc/sys/kernel/hostname && mount --bind $DIR/etc_hosts /etc/hosts"
+  inner="$inner && mount -t tmpfs -o mode=1777,size=50% libi-shm-node$i /dev/shm"
   rc_file=$(getent passwd root | cut -d: -f6)/.bashrc
   if [ "$SHADOW_BASHRC" = 1 ] && [ -f "$rc_file" ]; then
     inner="$inner && mount --bind $DIR/empty_bashrc $rc_file"
