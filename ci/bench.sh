@@ -582,20 +582,10 @@ case_targets() {
     log "targets: true 64 CPU done"
     # for scale: one rank, what a job costs whatever its size (the process manager's own
     # processes starting, connecting and ending; the floor's one process)
-    for r in $(seq 1 "$runs"); do
-      for c in $(rotated "$r" floor libi hydra); do
-        true_own_cpu true1cpu 1 "$c" "$r"
-      done
-    done
-    log "targets: true 1 CPU done"
+    true_own_cpu_runs true1cpu 1 "$runs"
     # for scale: 1000 ranks on one node (a big SMP node), where what each rank's start costs
     # must not grow with the ranks started before it (at most 5 runs)
-    for r in $(seq 1 $((runs < 5 ? runs : 5))); do
-      for c in $(rotated "$r" floor libi hydra); do
-        true_own_cpu true1000cpu 1000 "$c" "$r"
-      done
-    done
-    log "targets: true 1000 CPU done"
+    true_own_cpu_runs true1000cpu 1000 $((runs < 5 ? runs : 5))
   fi
   # 3c. what a rank's self-report covers of each process manager's own work: the CPU a
   # (static) program has used when its main() starts, that is the child's work between fork
@@ -645,6 +635,18 @@ true_own_cpu() {
     own=$(awk -v a="$CPU_NS" 'BEGIN {printf "%.3f", a / 1e6}')
   fi
   rec targets "$variant" "$n" "$c" "$r" "$WALL" "$(ok_json)" "$NOTE" "{\"pm_own_cpu_ms\":$own}"
+}
+
+# true_own_cpu_runs VARIANT N RUNS: RUNS alternating runs of true_own_cpu (floor, libi,
+# hydra).
+true_own_cpu_runs() {
+  local r c
+  for r in $(seq 1 "$3"); do
+    for c in $(rotated "$r" floor libi hydra); do
+      true_own_cpu "$1" "$2" "$c" "$r"
+    done
+  done
+  log "targets: true $2 CPU done"
 }
 
 # The "Targets of issue 20" table (markdown) from raw.jsonl.

@@ -81,15 +81,22 @@ if [ ! -f "$T/.configured" ]; then
   touch "$T/.configured"
 fi
 
-# run DIR NAME MPIEXEC [ARGS]: the directory's testlist through runtests (which builds each
-# program as it comes), ARGS before each test's own mpiexec arguments; sets FAILED to the
+# runtests DIR TESTLIST TAP LOG MPIEXEC [ARGS]: the tests of TESTLIST in DIR through MPICH's
+# runtests (which builds each program as it comes), ARGS before each test's own mpiexec
+# arguments; results in TAP (replaced), output appended to LOG.
+runtests() {
+  rm -f "$3"
+  (cd "$T/$1" && MPIR_CVAR_CH4_NETMOD=ofi MPITEST_TIMEOUT=${MPITEST_TIMEOUT:-120} MPITEST_MPIEXECARG="${6:-}" \
+     ../runtests -srcdir=. -tests="$2" -mpiexec="$5" -tapfile="$3" >>"$4" 2>&1) || true
+}
+
+# run DIR NAME MPIEXEC [ARGS]: the directory's testlist (see runtests); sets FAILED to the
 # failing tests, each as NAME:NP (a program may be listed with several process counts), N to
 # the number of tests.
 run() {
-  local d=$1 name=$2 mpiexec=$3 tap=$WORK/$1-$2.tap
-  rm -f "$tap"
-  (cd "$T/$d" && MPIR_CVAR_CH4_NETMOD=ofi MPITEST_TIMEOUT=${MPITEST_TIMEOUT:-120} MPITEST_MPIEXECARG="${4:-}" \
-     ../runtests -srcdir=. -tests=testlist -mpiexec="$mpiexec" -tapfile="$tap" >"$WORK/$d-$name.log" 2>&1) || true
+  local d=$1 name=$2 mpiexec=$3 tap=$WORK/$1-$2.tap log=$WORK/$1-$2.log
+  : >"$log"
+  runtests "$d" testlist "$tap" "$log" "$mpiexec" "${4:-}"
   # grep -c prints 0 (and fails) when nothing matches, nothing when there is no file.
   N=$(grep -cE '^(not )?ok ' "$tap" 2>/dev/null) || true
   N=${N:-0}
@@ -102,7 +109,7 @@ run() {
   # with the 10 ranks on this machine alone (80 runs); a private /dev/shm per host changes
   # nothing. spawn_rootargs (10 ranks, each spawning 5) hung in 5 of 30 runs under libi and
   # 2 of 30 under Hydra, so one retry was not enough (it turned a CI run red). RETRIED lists
-  # the tests that then passed (NAME:NP/ATTEMPTS); a test that fails every time stays in
+  # the tests that then passed (NAME:NP/ATTEMPT); a test that fails every time stays in
   # FAILED.
   RETRIED=""
   local still="" t k ok
@@ -110,9 +117,7 @@ run() {
     awk -v n="${t%%:*}" -v p="${t##*:}" '$1 == n && $2 == p' "$T/$d/testlist" >"$T/$d/testlist.retry"
     ok=0
     for k in $(seq 1 "$retries"); do
-      rm -f "$tap.retry"
-      (cd "$T/$d" && MPIR_CVAR_CH4_NETMOD=ofi MPITEST_TIMEOUT=${MPITEST_TIMEOUT:-120} MPITEST_MPIEXECARG="${4:-}" \
-         ../runtests -srcdir=. -tests=testlist.retry -mpiexec="$mpiexec" -tapfile="$tap.retry" >>"$WORK/$d-$name.log" 2>&1) || true
+      runtests "$d" testlist.retry "$tap.retry" "$log" "$mpiexec" "${4:-}"
       if [ -s "$T/$d/testlist.retry" ] && grep -q '^ok ' "$tap.retry" 2>/dev/null && ! grep -q '^not ok' "$tap.retry"; then
         ok=1
         break

@@ -238,7 +238,8 @@ start_sshd() {
   local i=$1 ns=$NSPFX$1 conf=$DIR/sshd-$NSPFX$1.conf log=$DIR/sshd-$NSPFX$1.log rc_file inner
   local pid mode="shadow-bashrc=$SHADOW_BASHRC etc-hosts=1 dev-shm=1"
   if pid=$(sshd_pid "$i"); then
-    # running: keep it unless it was started with other settings (.bashrc, /etc/hosts)
+    # running: keep it unless it was started with other settings (.bashrc, /etc/hosts,
+    # /dev/shm)
     [ "$(cat "$DIR/sshd-$NSPFX$i.mode" 2>/dev/null)" != "$mode" ] || return 0
     kill "$pid" 2>/dev/null || true
     wait_gone "$pid" || kill -9 "$pid" 2>/dev/null || true
