@@ -820,3 +820,33 @@ fn connect_tree_listener(pid: i32) -> Option<std::os::unix::net::UnixStream> {
 fn unused() -> String {
     prog("hello")
 }
+
+/// A rank that floods PMI requests and never reads a reply (a hostile or broken client): its
+/// agent stops reading it once replies wait, so the rest stays in the socket's buffers and
+/// the agent's memory stays flat; after the stall limit (5 s) without progress the rank is
+/// cut off, and the job fails naming it (status 1), with nothing of it left.
+#[test]
+fn pmi_flood_without_reading_is_cut_off() {
+    let flood = "exec yes cmd=get_maxes >&\"$PMI_FD\"";
+    let live = start(&["-n", "2", "bash", "-c", flood], &[]);
+    live.wait_for(2, |c| c.starts_with("yes"));
+    let nla = live.wait_for(1, |c| c.contains("libi-nla"))[0].0;
+    let rss = || -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{nla}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    std::thread::sleep(Duration::from_millis(1000));
+    let before = rss();
+    std::thread::sleep(Duration::from_millis(2000));
+    let after = rss();
+    let t = Instant::now();
+    let (r, secs) = live.finish(t);
+    if let (Some(b), Some(a)) = (before, after) {
+        assert!(a < b + 1024, "the agent grew from {b} to {a} kB while the ranks flooded");
+    }
+    assert_eq!(r.status, 1, "{}", r.stderr);
+    let line = failure_line(&r);
+    assert!(line.contains("stopped reading its PMI replies"), "{line}");
+    report("PMI flood, replies never read", r.status, secs);
+}

@@ -1,24 +1,27 @@
-//! The tokio driver around [`NodeCore`]: the parent connection, the rank processes and their
-//! PMI sockets and stdio. No decisions are made here: the core decides, and its timers (`NodeCore::poll_timeout`) wake this loop.
+//! The tokio driver around [`NodeCore`]: the parent connection, the child NLAs, the rank
+//! processes (their PMI sockets, stdio and exits through the rank reactor,
+//! [`crate::rankio`], which this loop serves itself). No decisions are made here: the core
+//! decides, and its timers (`NodeCore::poll_timeout`) wake this loop.
 
 use crate::core::{Effect, NodeCore, ProcEnd};
 use crate::effect::NodeIo;
 use crate::guard::{AcceptBackoff, MAX_PENDING, PMGR_REJECTS};
 use crate::peer::{tcp_peer, Sessions};
+use crate::rankio::RankIo;
 use crate::reaper;
 use crate::spawn::{start_rank, SpawnBatch, StartFailed, Started};
-use crate::stdio::{forward_output, spawn_up_writer, Done, UpEvent, UpLink};
+use crate::stdio::{spawn_up_writer, Done, UpEvent, UpLink};
 use crate::tree::{accept_loop, listen, Children, EvSink, TreeEv};
 use futures::{SinkExt, StreamExt};
 use libi::job::LauncherKind;
-use libi::msg::{Msg, Stream};
+use libi::msg::Msg;
 use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -31,21 +34,21 @@ use crate::core::limits::{
 enum Ev {
     /// Bytes from the singleton's PMI connection.
     Pmi(usize, Vec<u8>),
-    /// A local rank's PMI socket has something to read (or is closed): the central loop
-    /// reads it itself (see [`Ranks::read_pmi`]). Sent by the socket's waker ([`PmiWaker`]),
-    /// by the rank's task (queued replies written; the process is gone), and by the loop.
-    PmiReady(usize),
+    /// Bytes of a local rank's output came back to its budget (see
+    /// [`crate::stdio::Budgets`]): the stream may be read again.
+    OutputRoom(usize),
     /// The singleton's PMI connection closed.
     PmiEof(usize),
     /// From the writer of the parent link.
     Up(UpEvent),
+    /// The singleton ended (the forked ranks' ends come from the rank reactor).
     Ended(usize, ProcEnd),
     Parent(Msg),
     ParentGone(String),
     /// The parent's connection carried something we cannot decode.
     ParentBroken(String),
     Tree(TreeEv),
-    /// A rank stopped reading its PMI replies.
+    /// The singleton stopped reading its PMI replies.
     Stalled(usize),
     /// A PMGR connection was accepted and authenticated: its id, write half, and the local
     /// rank whose process holds it.
@@ -57,166 +60,11 @@ enum Ev {
     HwlocXml(Option<String>),
 }
 
-/// A forked rank's PMI socket: written by the central loop and the rank's task ([`PmiOut`]),
-/// read by the central loop (see [`Ranks::read_pmi`]).
-struct RankPmi {
-    out: Arc<PmiOut>,
-    /// What tokio wakes when the socket turns readable: a [`PmiWaker`].
-    waker: std::task::Waker,
-}
-
-/// Command for a rank task.
+/// Command for the singleton's task.
 enum ToRank {
     Write(Vec<u8>),
     Close,
 }
-
-/// The write side of a rank's PMI socket, shared by the central loop and the rank's task.
-/// The loop writes a reply straight into the socket when nothing is queued for the rank
-/// (the usual case: PMI clients are lock-step and read their reply at once), which spares
-/// the reply a hop and a task wake-up; what does not fit is queued for the rank's task,
-/// which waits for room (bounded by `STALL_LIMIT`), and every later reply (and the close)
-/// queues behind it, so they stay in order. A queue and a `Notify` rather than a channel:
-/// most ranks never need it, and a channel costs each rank two allocations up front.
-///
-/// The socket is registered with the event loop for reading only. Registered for writing
-/// too, every reply the rank reads would wake the loop (the kernel signals room to write
-/// each time the peer consumes bytes): a wake-up per request for nothing. Waiting for room
-/// is the rare case; [`PmiOut::write_all`] registers a duplicate of the socket for writing
-/// while it waits.
-struct PmiOut {
-    sock: PmiFd,
-    /// What the rank's task is to do, in order; the front entry stays until it is done.
-    queue: Mutex<std::collections::VecDeque<ToRank>>,
-    queued: tokio::sync::Notify,
-    /// The rank stopped reading (stalled) or its task ended: nothing more is written.
-    dead: std::sync::atomic::AtomicBool,
-    /// Nothing more is read: the central loop met the socket's end (EOF or an error), or
-    /// the rank stalled.
-    read_closed: std::sync::atomic::AtomicBool,
-    /// The central loop left the socket unread because replies are queued (the rank is not
-    /// reading them): the rank's task hands it back once the queue is written.
-    paused: std::sync::atomic::AtomicBool,
-}
-
-/// The waker a rank's PMI socket is read with (see [`Ranks::read_pmi`]): tokio calls it when
-/// the socket turns readable, and it hands the socket to the central loop. No task sits
-/// between the socket and the loop: a request costs one event, not a task's wake-up and a
-/// hand-over.
-struct PmiWaker {
-    local: usize,
-    ev: UnboundedSender<Ev>,
-}
-
-impl std::task::Wake for PmiWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        let _ = self.ev.send(Ev::PmiReady(self.local));
-    }
-}
-
-impl PmiOut {
-    fn new(sock: PmiFd) -> PmiOut {
-        PmiOut {
-            sock,
-            queue: Mutex::new(std::collections::VecDeque::new()),
-            queued: tokio::sync::Notify::new(),
-            dead: false.into(),
-            read_closed: false.into(),
-            paused: false.into(),
-        }
-    }
-
-    /// Write `bytes` (a reply) or close, after whatever is queued; straight away when
-    /// nothing is.
-    fn send(&self, cmd: ToRank) {
-        use std::sync::atomic::Ordering::Relaxed;
-        if self.dead.load(Relaxed) {
-            return;
-        }
-        let Ok(mut q) = self.queue.lock() else { return };
-        let cmd = match cmd {
-            ToRank::Write(mut bytes) if q.is_empty() => match send_now(self.sock.get_ref(), &bytes)
-            {
-                Ok(n) if n == bytes.len() => return,
-                Ok(n) => {
-                    bytes.drain(..n);
-                    ToRank::Write(bytes)
-                }
-                // No room (or an error, which the rank's task meets and handles).
-                Err(_) => ToRank::Write(bytes),
-            },
-            ToRank::Close if q.is_empty() => {
-                self.shutdown();
-                return;
-            }
-            cmd => cmd,
-        };
-        q.push_back(cmd);
-        drop(q);
-        self.queued.notify_one();
-    }
-
-    /// The front of the queue (its bytes taken out), left in place so that the loop queues
-    /// behind it until [`PmiOut::pop`].
-    fn front(&self) -> Option<ToRank> {
-        let mut q = self.queue.lock().ok()?;
-        Some(match q.front_mut()? {
-            ToRank::Write(b) => ToRank::Write(std::mem::take(b)),
-            ToRank::Close => ToRank::Close,
-        })
-    }
-
-    fn pop(&self) {
-        if let Ok(mut q) = self.queue.lock() {
-            q.pop_front();
-        }
-    }
-
-    /// Nothing more is written: the queue is dropped.
-    fn kill(&self) {
-        self.dead.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Ok(mut q) = self.queue.lock() {
-            q.clear();
-        }
-    }
-
-    /// Write `b` whole, waiting for room as needed: through `room`, a duplicate of the
-    /// socket registered for writing, made on the first wait and kept by the caller while
-    /// it writes the queue.
-    async fn write_all(&self, mut b: &[u8], room: &mut Option<PmiFd>) -> io::Result<()> {
-        while !b.is_empty() {
-            let w = match room {
-                Some(w) => w,
-                None => {
-                    let dup = self.sock.get_ref().try_clone()?;
-                    room.insert(register(dup, tokio::io::Interest::WRITABLE)?)
-                }
-            };
-            let mut ready = w.writable().await?;
-            match ready.try_io(|s| send_now(s.get_ref(), b)) {
-                Ok(Ok(n)) => b = &b[n..],
-                Ok(Err(e)) => return Err(e),
-                Err(_would_block) => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// No more replies: the rank reads EOF once it has read what was written; nothing more
-    /// of its is read.
-    fn shutdown(&self) {
-        self.read_closed.store(true, std::sync::atomic::Ordering::Relaxed);
-        let _ = self.sock.get_ref().shutdown(std::net::Shutdown::Write);
-    }
-}
-
-/// A rank's PMI socket registered with the event loop (for reading, or while
-/// [`PmiOut::write_all`] waits for room, a duplicate for writing).
-type PmiFd = tokio::io::unix::AsyncFd<std::os::unix::net::UnixStream>;
 
 /// Register `io` with the event loop for `interest` only.
 fn register<T>(io: T, interest: tokio::io::Interest) -> io::Result<tokio::io::unix::AsyncFd<T>>
@@ -227,15 +75,6 @@ where
     // the same while the AsyncFd owns `io`; the AsyncFd deregisters it before closing it.
     unsafe { tokio::io::unix::AsyncFd::register_with_interest(io, interest) }
         .map_err(io::Error::from)
-}
-
-/// One non-blocking send on a rank's PMI socket (no SIGPIPE: a rank that closed its end
-/// gives EPIPE).
-fn send_now(sock: &std::os::unix::net::UnixStream, b: &[u8]) -> io::Result<usize> {
-    use nix::sys::socket::{send, MsgFlags};
-    use std::os::fd::AsRawFd;
-    let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
-    send(sock.as_raw_fd(), b, flags).map_err(io::Error::from)
 }
 
 /// Where an NLA finds its parent. Either way a failed connection is tried again up to
@@ -438,7 +277,8 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             core.set_exe(app, path);
         }
     }
-    let mut ranks = Ranks::start(&core, &ev_tx, &up, pmgr_port);
+    let mut ranks = Ranks::start(&core, &ev_tx, &up, pmgr_port)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot watch the ranks: {e}")))?;
     for (local, pid) in ranks.pids.iter().enumerate() {
         if let Some(pid) = pid {
             core.rank_pid(local, *pid);
@@ -510,33 +350,48 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         if zombies.due.is_some_and(|d| d <= now) {
             zombies.reap_all();
         }
-        if [core.poll_timeout(), children.poll_timeout()].into_iter().flatten().any(|d| d <= now) {
+        let rank_due = ranks.io.poll_timeout();
+        if [core.poll_timeout(), children.poll_timeout(), rank_due]
+            .into_iter()
+            .flatten()
+            .any(|d| d <= now)
+        {
             core.handle_timeout(now, &mut fx);
+            for (local, end) in ranks.io.handle_timeout(now, &mut core, &mut fx) {
+                ranks.ended(local, end, &rank_pids, &mut zombies, &mut core, &mut fx);
+            }
             children.handle_timeout(now, &mut core, &mut fx).await;
             continue;
         }
-        // The core's and the launch lifecycle's timers: wait for the next event or the
-        // earliest deadline.
-        let due = [core.poll_timeout(), children.poll_timeout(), zombies.due]
+        // The core's, the launch lifecycle's and the rank reactor's timers: wait for the next
+        // event, the ranks' descriptors, or the earliest deadline.
+        let due = [core.poll_timeout(), children.poll_timeout(), zombies.due, rank_due]
             .into_iter()
             .flatten()
             .reduce(f64::min);
-        let ev = match due {
-            Some(at) => {
-                let wait = Duration::from_secs_f64((at - now).max(0.0));
-                match tokio::time::timeout(wait, ev_rx.recv()).await {
-                    Ok(ev) => ev,
-                    // The deadline came: served at the top of the loop.
-                    Err(_) => continue,
-                }
+        let deadline = async {
+            match due {
+                Some(at) => tokio::time::sleep(Duration::from_secs_f64((at - now).max(0.0))).await,
+                None => std::future::pending().await,
             }
-            None => ev_rx.recv().await,
+        };
+        let ev = tokio::select! {
+            ev = ev_rx.recv() => ev,
+            () = ranks.io.ready() => {
+                parent_lost_before = core.parent_is_lost();
+                for (local, end) in ranks.io.serve(&mut core, &mut fx) {
+                    ranks.ended(local, end, &rank_pids, &mut zombies, &mut core, &mut fx);
+                }
+                continue;
+            }
+            // The deadline came: served at the top of the loop.
+            () = deadline => continue,
         };
         let Some(ev) = ev else { break };
         parent_lost_before = core.parent_is_lost();
         match ev {
             Ev::Pmi(local, data) => core.rank_data(local, &data, &mut fx),
-            Ev::PmiReady(local) => ranks.read_pmi(local, &mut core, &mut fx, &ev_tx),
+            Ev::OutputRoom(local) => ranks.io.resume(local),
             Ev::PmiEof(local) => core.rank_eof(local, &mut fx),
             Ev::Up(UpEvent::ChildDone(idx, bytes)) => core.child_output_passed(idx, bytes, &mut fx),
             Ev::Up(UpEvent::Unsendable(why)) => core.unsendable(&why, &mut fx),
@@ -544,22 +399,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 let _ = ev_tx.send(Ev::ParentGone(format!("cannot write to it: {why}")));
             }
             Ev::Ended(local, end) => {
-                // Exact reaping: the pid stayed ours until now, and no signal goes to the
-                // rank's group from here on.
-                if let Some(pmi) = ranks.pmi.get_mut(local) {
-                    // Its socket closes with both halves.
-                    *pmi = None;
-                }
-                if let Some(pid) = ranks.pids[local].take() {
-                    if let Ok(mut pids) = rank_pids.lock() {
-                        pids.retain(|(_, p)| *p != pid);
-                    }
-                    zombies.hold(pid);
-                    if ranks.pids.iter().all(Option::is_none) {
-                        zombies.reap_all();
-                    }
-                }
-                core.rank_ended(local, end, &mut fx);
+                ranks.ended(local, end, &rank_pids, &mut zombies, &mut core, &mut fx)
             }
             Ev::Parent(msg) => core.parent_msg(msg, &mut fx),
             Ev::ParentBroken(why) => core.parent_unreadable(&why, &mut fx),
@@ -990,8 +830,8 @@ impl Zombies {
 
 /// The driver's view of the local ranks.
 struct Ranks {
-    /// Each forked rank's PMI socket.
-    pmi: Vec<Option<RankPmi>>,
+    /// The forked ranks' PMI sockets, stdio and exits.
+    io: RankIo,
     /// The singleton's connection (see [`Ranks::singleton`]).
     to_singleton: Option<UnboundedSender<ToRank>>,
     /// Pids of the ranks not reaped yet (each leads its own process group).
@@ -1000,9 +840,6 @@ struct Ranks {
     failed_starts: Vec<(usize, ProcEnd)>,
     /// The local rank that is a singleton MPI process (not ours: connected, never signalled).
     singleton: Option<usize>,
-    /// The central loop's buffer for reading the ranks' PMI sockets (allocated on the first
-    /// read: a job whose ranks never talk PMI costs none).
-    pmi_buf: Vec<u8>,
 }
 
 impl Ranks {
@@ -1011,17 +848,22 @@ impl Ranks {
         ev: &UnboundedSender<Ev>,
         up: &UpLink,
         pmgr_port: Option<u16>,
-    ) -> Ranks {
+    ) -> io::Result<Ranks> {
         let (job, plan) = (core.job(), core.plan());
         let n = plan.ranks.len();
+        let room = {
+            let ev = ev.clone();
+            move |local| {
+                let _ = ev.send(Ev::OutputRoom(local));
+            }
+        };
         let mut node = Ranks {
-            pmi: (0..n).map(|_| None).collect(),
+            io: RankIo::new(n, up.clone(), room)?,
             to_singleton: None,
             pids: vec![None; n],
             stdin: None,
             failed_starts: Vec::new(),
             singleton: None,
-            pmi_buf: Vec::new(),
         };
         // Every rank's affinity mask and memory policy, built before any clone (the child
         // only applies them).
@@ -1037,7 +879,7 @@ impl Ranks {
                     let end = ProcEnd::SpawnFailed { errno: libc::EINVAL, reason: reason.clone() };
                     node.failed_starts.push((local, end));
                 }
-                return node;
+                return Ok(node);
             }
         };
         // Each rank's GPUs (`-gpus-per-proc`): one variable, a value per local rank.
@@ -1054,43 +896,30 @@ impl Ranks {
             let b = bound.get(local).map(crate::bind::KernelBinding::rank).unwrap_or_default();
             match start_rank(job, plan, local, *slot, pmgr_port, b, &batch) {
                 Ok(Started { mut child, pmi }) => {
-                    // Registered for reading only (see `PmiOut`).
-                    let readable = tokio::io::Interest::READABLE;
-                    let sock = match pmi.set_nonblocking(true).and_then(|_| register(pmi, readable))
-                    {
-                        Ok(sock) => sock,
-                        Err(e) => {
-                            reaper::reap(child.pid);
-                            let errno = e.raw_os_error().unwrap_or(0);
-                            let reason = format!(
-                                "cannot start rank {} on {}: cannot register its PMI socket: {e}",
-                                slot.rank, plan.host
-                            );
-                            node.failed_starts
-                                .push((local, ProcEnd::SpawnFailed { errno, reason }));
-                            continue;
-                        }
-                    };
-                    node.pids[local] = Some(child.pid);
-                    if let Some(stdin) = child.stdin.take() {
+                    let (pid, stdin) = (child.pid, child.stdin.take());
+                    if let Err(e) = node.io.add(local, slot.rank, child, pmi) {
+                        reaper::reap(pid);
+                        let errno = e.raw_os_error().unwrap_or(0);
+                        let reason = format!(
+                            "cannot start rank {} on {}: cannot watch its descriptors: {e}",
+                            slot.rank, plan.host
+                        );
+                        node.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
+                        continue;
+                    }
+                    node.pids[local] = Some(pid);
+                    if let Some(stdin) = stdin {
                         let (tx, rx) = unbounded_channel();
                         tokio::spawn(stdin_task(stdin, rx, up.clone()));
                         node.stdin = Some(tx);
                     }
-                    let out = Arc::new(PmiOut::new(sock));
-                    let waker = Arc::new(PmiWaker { local, ev: ev.clone() }).into();
-                    node.pmi[local] = Some(RankPmi { out: out.clone(), waker });
-                    // The first read registers the waker.
-                    let _ = ev.send(Ev::PmiReady(local));
-                    let (ev, up) = (ev.clone(), up.clone());
-                    tokio::spawn(rank_task(local, slot.rank, child, out, ev, up));
                 }
                 Err(StartFailed { errno, reason }) => {
                     node.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
                 }
             }
         }
-        node
+        Ok(node)
     }
 
     /// Connect to the singleton (see [`crate::singleton`]) and serve it as its local rank.
@@ -1110,79 +939,42 @@ impl Ranks {
         }
     }
 
-    /// Read local rank `local`'s PMI socket and hand what comes to the core at once. The
-    /// read is polled with the socket's [`PmiWaker`]: once it finds the socket drained,
-    /// tokio keeps that waker and calls it when the next bytes come, which queues
-    /// `Ev::PmiReady` for this loop. Reading here puts the reply right behind the read: a
-    /// lock-step client that the read woke (the kernel wakes a writer once its bytes are
-    /// consumed) is still awake when the reply comes, instead of asleep again and woken a
-    /// second time. At most `PMI_READS` buffers at a time; a rank with more to say is read
-    /// again after the events queued meanwhile.
-    fn read_pmi(
-        &mut self,
-        local: usize,
-        core: &mut NodeCore,
-        fx: &mut Vec<Effect>,
-        ev: &UnboundedSender<Ev>,
-    ) {
-        const PMI_READS: usize = 4;
-        use std::sync::atomic::Ordering::Relaxed;
-        let Some(Some(RankPmi { out, waker })) = self.pmi.get(local) else { return };
-        if out.read_closed.load(Relaxed) {
-            return;
-        }
-        // Replies are waiting for the rank to read them: read no more requests until it does
-        // (its task hands the socket back: `Ev::PmiReady`), so a rank that floods requests
-        // without reading is held to what its socket buffers hold.
-        if out.queue.lock().is_ok_and(|q| !q.is_empty()) {
-            out.paused.store(true, Relaxed);
-            return;
-        }
-        if self.pmi_buf.is_empty() {
-            self.pmi_buf = vec![0u8; 16 * 1024];
-        }
-        let mut cx = std::task::Context::from_waker(waker);
-        let buf = &mut self.pmi_buf;
-        let closed = |core: &mut NodeCore, fx: &mut Vec<Effect>| {
-            out.read_closed.store(true, Relaxed);
-            core.rank_eof(local, fx);
-        };
-        for _ in 0..PMI_READS {
-            let mut ready = match out.sock.poll_read_ready(&mut cx) {
-                // Drained: the waker is registered.
-                std::task::Poll::Pending => return,
-                std::task::Poll::Ready(Ok(ready)) => ready,
-                std::task::Poll::Ready(Err(_)) => return closed(core, fx),
-            };
-            match ready.try_io(|s| std::io::Read::read(&mut s.get_ref(), buf)) {
-                // Readiness cleared: the next poll registers the waker.
-                Err(_would_block) => {}
-                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
-                // EOF, or the connection failed.
-                Ok(Ok(0) | Err(_)) => return closed(core, fx),
-                Ok(Ok(n)) => {
-                    // A short read drained the socket (what tokio's streams assume too):
-                    // the next poll registers the waker without a read that says EAGAIN.
-                    if n < buf.len() {
-                        ready.clear_ready();
-                    }
-                    drop(ready);
-                    core.rank_data(local, &buf[..n], fx);
-                }
-            }
-        }
-        let _ = ev.send(Ev::PmiReady(local));
-    }
-
     /// A reply (or the close) for local rank `local`'s PMI connection.
-    fn send(&self, local: usize, cmd: ToRank) {
+    fn send(&mut self, local: usize, cmd: ToRank) {
         if self.singleton == Some(local) {
             if let Some(tx) = &self.to_singleton {
                 let _ = tx.send(cmd);
             }
-        } else if let Some(Some(RankPmi { out, .. })) = self.pmi.get(local) {
-            out.send(cmd);
+        } else {
+            match cmd {
+                ToRank::Write(b) => self.io.send(local, b),
+                ToRank::Close => self.io.close(local),
+            }
         }
+    }
+
+    /// Local rank `local` ended (its output all read; its descriptors closed): reaped soon
+    /// (exact reaping: the pid stayed ours until now, and no signal goes to the rank's group
+    /// from here on), and its end goes to the core.
+    fn ended(
+        &mut self,
+        local: usize,
+        end: ProcEnd,
+        rank_pids: &RankPids,
+        zombies: &mut Zombies,
+        core: &mut NodeCore,
+        fx: &mut Vec<Effect>,
+    ) {
+        if let Some(pid) = self.pids.get_mut(local).and_then(Option::take) {
+            if let Ok(mut pids) = rank_pids.lock() {
+                pids.retain(|(_, p)| *p != pid);
+            }
+            zombies.hold(pid);
+            if self.pids.iter().all(Option::is_none) {
+                zombies.reap_all();
+            }
+        }
+        core.rank_ended(local, end, fx);
     }
 
     /// Signal the process group of every rank not reaped yet: its leader's pid is still
@@ -1217,99 +1009,6 @@ async fn stdin_task(
         up.send(Msg::StdinAck { bytes: data.len() as u64 });
     }
     // dropping `stdin` closes the pipe: EOF for rank 0
-}
-
-/// One task per rank: its PMI socket, its exit, and the forwarding of its stdout and
-/// stderr (joined in the same task); its end is reported once the output is done (so the
-/// end follows the output up the tree).
-#[allow(clippy::too_many_arguments)]
-async fn rank_task(
-    local: usize,
-    rank: u32,
-    mut child: crate::spawn::RankProcess,
-    out: Arc<PmiOut>,
-    ev: UnboundedSender<Ev>,
-    up: UpLink,
-) {
-    // A task per stream would cost each rank two more task allocations. The three futures
-    // are made inside the join (not bound to locals first, nor wrapped in closures' async
-    // blocks): an async fn's state keeps a local or a captured value even after it moved
-    // into another future, which made each rank's task twice the size (2.9 kB).
-    let (exited_tx, exited) = watch::channel(false);
-    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-    let forward = |pipe: Option<tokio::net::unix::pipe::Receiver>, stream| {
-        futures::future::OptionFuture::from(
-            pipe.map(|p| forward_output(p, rank, stream, up.clone(), exited.clone())),
-        )
-    };
-    let (status, _, _) = tokio::join!(
-        serve_rank(local, &mut child, &out, &ev, exited_tx),
-        forward(stdout, Stream::Stdout),
-        forward(stderr, Stream::Stderr),
-    );
-    let end = match status {
-        Ok(crate::spawn::ProcStatus::Exited(c)) => ProcEnd::Exited(c),
-        Ok(crate::spawn::ProcStatus::Signaled(s)) => ProcEnd::Signaled(s),
-        Err(e) => ProcEnd::SpawnFailed {
-            errno: e.raw_os_error().unwrap_or(0),
-            reason: format!("cannot wait for rank: {e}"),
-        },
-    };
-    let _ = ev.send(Ev::Ended(local, end));
-}
-
-/// A rank's side of its PMI socket in its task: the socket's reads are the central loop's
-/// (`Ranks::read_pmi`); this writes the replies that did not fit at once, and waits for the
-/// process. Returns its exit status, once `exited` told the output forwarders it is gone.
-async fn serve_rank(
-    local: usize,
-    child: &mut crate::spawn::RankProcess,
-    out: &PmiOut,
-    ev: &UnboundedSender<Ev>,
-    exited: watch::Sender<bool>,
-) -> io::Result<crate::spawn::ProcStatus> {
-    use std::sync::atomic::Ordering::Relaxed;
-    let mut writing = true;
-    let status = loop {
-        tokio::select! {
-            () = out.queued.notified(), if writing => {
-                let mut room = None;
-                while let Some(cmd) = out.front() {
-                    match cmd {
-                        // Boxed: the timer lives only while a reply waits for room, not in
-                        // every rank's task for the whole job.
-                        ToRank::Write(b) => match Box::pin(tokio::time::timeout(STALL_LIMIT, out.write_all(&b, &mut room))).await {
-                            Ok(Ok(())) => {}
-                            Ok(Err(_)) => {}
-                            Err(_) => {
-                                writing = false;
-                                out.read_closed.store(true, Relaxed);
-                                out.kill();
-                                let _ = ev.send(Ev::Stalled(local));
-                                break;
-                            }
-                        },
-                        ToRank::Close => out.shutdown(),
-                    }
-                    out.pop();
-                }
-                if out.paused.swap(false, Relaxed) && writing {
-                    let _ = ev.send(Ev::PmiReady(local));
-                }
-            },
-            st = child.wait() => break st,
-        }
-    };
-    // The process is gone: whatever it wrote to the PMI socket before exiting (an `abort`,
-    // say) is still to be read, by the central loop, before the rank's end.
-    if !out.read_closed.load(Relaxed) {
-        let _ = ev.send(Ev::PmiReady(local));
-    }
-    // Replies to a process that is gone go nowhere.
-    out.kill();
-    // Its output may still be in the pipes (or held open by its own children: bounded wait).
-    let _ = exited.send(true);
-    status
 }
 
 /// The singleton's PMI connection (see [`crate::singleton`]). It is the process, as far as we

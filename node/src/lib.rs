@@ -27,6 +27,7 @@ pub mod launch;
 pub mod log;
 pub mod peer;
 pub mod pmgr_node;
+pub mod rankio;
 pub mod reaper;
 pub mod report_cpu;
 pub mod root;

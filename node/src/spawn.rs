@@ -1,6 +1,6 @@
 //! Starting one rank: environment, `PMI_FD`, own session/process group, parent-death signal.
 
-use crate::reaper::{self, Exit};
+use crate::reaper;
 use crate::tree::describe;
 use libi::job::{AppSpec, JobCommon, NodePlan, RankSlot};
 use std::ffi::CString;
@@ -8,7 +8,6 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::net::UnixStream as StdUnixStream;
-use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
 
 /// A started rank: the process and the server end of its PMI socketpair.
@@ -41,13 +40,15 @@ pub struct StartFailed {
 }
 
 /// A rank process started by [`start_rank`]: a vfork-style clone and exec (no copy of the
-/// NLA's pages; Rust's `Command` forks). Its exit comes through a pidfd.
+/// NLA's pages; Rust's `Command` forks). Its exit comes through a pidfd. The stdout and
+/// stderr pipes and the pidfd are plain non-blocking descriptors, for the node's rank
+/// reactor ([`crate::rankio`]); stdin (rank 0's, when it is forwarded) is tokio's.
 pub struct RankProcess {
     pub pid: i32,
     pub stdin: Option<pipe::Sender>,
-    pub stdout: Option<pipe::Receiver>,
-    pub stderr: Option<pipe::Receiver>,
-    pidfd: AsyncFd<OwnedFd>,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    pub pidfd: OwnedFd,
 }
 
 /// Stack of a child between clone and exec.
@@ -218,22 +219,6 @@ pub struct RankBinding<'a> {
     pub mem: Option<&'a KernelMemPolicy>,
 }
 
-impl RankProcess {
-    /// Wait for the process to end. Cancel-safe. It is not reaped: its pid stays ours (and
-    /// signals to its process group exact) until the driver reaps it with [`reaper::reap`]
-    /// after marking the rank ended.
-    pub async fn wait(&mut self) -> io::Result<ProcStatus> {
-        loop {
-            let mut guard = self.pidfd.readable().await?;
-            match reaper::peek(self.pid)? {
-                None => guard.clear_ready(),
-                Some(Exit::Exited(c)) => return Ok(ProcStatus::Exited(c)),
-                Some(Exit::Signaled(s)) => return Ok(ProcStatus::Signaled(s)),
-            }
-        }
-    }
-}
-
 /// `NAME=value`, as the child's environment holds it.
 fn env_entry(name: &str, value: impl AsRef<std::ffi::OsStr>) -> io::Result<CString> {
     let mut e = std::ffi::OsString::from(format!("{name}="));
@@ -254,8 +239,8 @@ fn cbytes(s: &std::ffi::OsStr) -> io::Result<CString> {
 }
 
 /// Our end of a pipe we made (so known to be a pipe, and which end), made non-blocking in
-/// one system call and handed to tokio's unchecked constructor `wrap` (its checked ones
-/// spend three system calls on checks we need not make).
+/// one system call and handed to `wrap` (for stdin, tokio's unchecked constructor: its
+/// checked ones spend three system calls on checks we need not make).
 fn nonblocking<T>(fd: OwnedFd, wrap: fn(OwnedFd) -> io::Result<T>) -> io::Result<T> {
     // SAFETY: fcntl on a descriptor we own. F_SETFL changes only the status flags (the
     // access mode is kept); a pipe end we made has none set but O_NONBLOCK now.
@@ -820,10 +805,9 @@ fn watch(
     Ok(RankProcess {
         pid,
         stdin: in_w.map(|w| nonblocking(w, pipe::Sender::from_owned_fd_unchecked)).transpose()?,
-        stdout: Some(nonblocking(out_r, pipe::Receiver::from_owned_fd_unchecked)?),
-        stderr: Some(nonblocking(err_r, pipe::Receiver::from_owned_fd_unchecked)?),
-        // SAFETY: `pidfd` is an owned descriptor that lives exactly as long as the AsyncFd.
-        pidfd: unsafe { AsyncFd::register(pidfd).map_err(io::Error::from)? },
+        stdout: nonblocking(out_r, Ok)?,
+        stderr: nonblocking(err_r, Ok)?,
+        pidfd,
     })
 }
 

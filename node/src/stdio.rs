@@ -1,9 +1,9 @@
 //! Rank output and input on a node, bounded end to end.
 //!
-//! * A rank's stdout and stderr are each read by a task of their own into a [`LineBuf`]; whole
-//!   lines go up the tree as `Output`. Each stream may hold at most [`STREAM_BUDGET`] bytes
+//! * A rank's stdout and stderr are each read by the node's rank reactor
+//!   ([`crate::rankio`]) into a [`LineBuf`]; whole lines go up the tree as `Output`. Each stream may hold at most [`STREAM_BUDGET`] bytes
 //!   that have been read from its pipe but not yet written to the parent's socket: past that
-//!   the task stops reading, the pipe fills, and the rank blocks in `write` — a slow reader
+//!   the reactor stops reading, the pipe fills, and the rank blocks in `write` — a slow reader
 //!   slows the writer, memory stays flat.
 //! * Everything a node sends up goes through one FIFO queue ([`UpLink`]) drained by one
 //!   writer task, so the node's event loop never waits for its parent. `Output` is
@@ -17,13 +17,13 @@
 //!   (a larger one, after a little unacknowledged output, would wait forever).
 
 use futures::SinkExt;
-use libi::msg::{CodecError, Msg, Stream, OUTPUT_WINDOW};
+use libi::msg::{CodecError, Msg, OUTPUT_WINDOW};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::unix::pipe;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 /// Largest `Output` message a node sends up: half the output window (see the module's
@@ -126,16 +126,60 @@ impl LineBuf {
     }
 }
 
-/// Bytes handed back to a budget when the message carrying them has been written.
+/// The budgets of a node's rank streams (see the module's documentation), shared with the
+/// writer of the parent link: the node's rank reactor ([`crate::rankio`]) counts the bytes it
+/// reads from a stream's pipe, and each message's [`Release`] gives them back once the
+/// message has been written. A stream out of budget is not read; when bytes come back to it,
+/// `wake` is called with its key.
+pub struct Budgets {
+    returned: Vec<AtomicUsize>,
+    waiting: Vec<AtomicBool>,
+    wake: Box<dyn Fn(usize) + Send + Sync>,
+}
+
+impl Budgets {
+    /// Budgets for `n` streams (keys `0..n`).
+    pub fn new(n: usize, wake: impl Fn(usize) + Send + Sync + 'static) -> Arc<Budgets> {
+        Arc::new(Budgets {
+            returned: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+            waiting: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            wake: Box::new(wake),
+        })
+    }
+
+    /// Bytes given back to stream `key` since the last call.
+    pub fn take(&self, key: usize) -> usize {
+        self.returned.get(key).map_or(0, |r| r.swap(0, Relaxed))
+    }
+
+    /// Stream `key` waits for bytes to come back: the next [`Release`] of its calls `wake`.
+    pub fn wait(&self, key: usize) {
+        if let Some(w) = self.waiting.get(key) {
+            w.store(true, Relaxed);
+        }
+    }
+
+    /// `n` bytes of stream `key` given back (they were written).
+    pub fn release(self: &Arc<Self>, key: usize, n: usize) -> Release {
+        Release { budgets: self.clone(), key, n }
+    }
+}
+
+/// Bytes handed back to a stream's budget when the message carrying them has been written.
 pub struct Release {
-    budget: Arc<Semaphore>,
+    budgets: Arc<Budgets>,
+    key: usize,
     n: usize,
 }
 
 impl Drop for Release {
     fn drop(&mut self) {
+        let Some(r) = self.budgets.returned.get(self.key) else { return };
         if self.n > 0 {
-            self.budget.add_permits(self.n);
+            r.fetch_add(self.n, Relaxed);
+            if self.budgets.waiting[self.key].swap(false, Relaxed) {
+                (self.budgets.wake)(self.key);
+            }
         }
     }
 }
@@ -416,131 +460,6 @@ where
     }
 }
 
-/// Forward one stream of one rank: read while the stream's budget allows, send whole lines
-/// up, and a line begun but not ended once the rank has been silent for [`PARTIAL_FLUSH`] or
-/// the line has waited [`PARTIAL_MAX_WAIT`]. Ends at EOF; once
-/// `exited` turns true (the rank is gone), also when the pipe stays silent for
-/// [`OUTPUT_DRAIN`] (it is held open by a child of the rank). Waiting for budget never times
-/// out: output is not dropped because the reader is slow.
-pub async fn forward_output(
-    mut pipe: pipe::Receiver,
-    rank: u32,
-    stream: Stream,
-    up: UpLink,
-    mut exited: watch::Receiver<bool>,
-) {
-    let budget = Arc::new(Semaphore::new(STREAM_BUDGET));
-    let mut lines = LineBuf::default();
-    // Bytes read from the pipe whose budget is not given back yet.
-    let mut held = 0usize;
-    let mut gone = *exited.borrow();
-    // When the unfinished line held (if any) goes up without its newline, and when it began.
-    let mut partial_due: Option<tokio::time::Instant> = None;
-    let mut partial_since: Option<tokio::time::Instant> = None;
-    let emit = |data: Vec<u8>, held: &mut usize, pending: usize| {
-        let n = *held - pending;
-        *held = pending;
-        let done = Done::Release(Release { budget: budget.clone(), n });
-        up.send_with(Msg::Output { rank, stream, data: data.into() }, done);
-    };
-    loop {
-        match budget.acquire_many(READ_CHUNK as u32).await {
-            Ok(p) => p.forget(),
-            Err(_) => break,
-        }
-        let r = loop {
-            // The timers are boxed: they live only while they run, not in every rank's task
-            // for the whole job (a tokio timer is a few hundred bytes).
-            if gone {
-                break Box::pin(tokio::time::timeout(
-                    OUTPUT_DRAIN,
-                    read_some(&mut pipe, &mut lines),
-                ))
-                .await
-                .ok();
-            }
-            // A timer only while a line waits.
-            let flush = async {
-                match partial_due {
-                    Some(due) => Box::pin(tokio::time::sleep_until(due)).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                r = read_some(&mut pipe, &mut lines) => break Some(r),
-                c = exited.changed() => gone = c.is_err() || *exited.borrow(),
-                () = flush, if partial_due.is_some() => {
-                    partial_due = None;
-                    partial_since = None;
-                    if let Some(data) = lines.finish() {
-                        emit(data, &mut held, 0);
-                    }
-                }
-            }
-        };
-        let (n, whole) = match r {
-            Some(Ok((n, whole))) if n > 0 => (n, whole),
-            _ => {
-                budget.add_permits(READ_CHUNK);
-                break;
-            }
-        };
-        budget.add_permits(READ_CHUNK - n);
-        held += n;
-        let sent = whole.map(|data| emit(data, &mut held, lines.pending()));
-        if lines.pending() == 0 {
-            partial_due = None;
-            partial_since = None;
-        } else {
-            let now = tokio::time::Instant::now();
-            let since = match partial_since {
-                Some(t) if sent.is_none() => t,
-                _ => now,
-            };
-            partial_since = Some(since);
-            partial_due = Some((now + PARTIAL_FLUSH).min(since + PARTIAL_MAX_WAIT));
-        }
-    }
-    if let Some(data) = lines.finish() {
-        emit(data, &mut held, 0);
-    }
-}
-
-/// Read what the pipe has (at most [`READ_CHUNK`] bytes) and pass it through `lines`:
-/// returns the count read and the whole lines it completes ([`LineBuf::push`]). Cancel-safe:
-/// the read and the push happen together, after the wait.
-///
-/// The bytes land first in one scratch buffer of the thread, then the lines are copied out
-/// into a message of their own size. A buffer of its own per read (64 KiB, handed up as the
-/// message) cost more than the copy: for a rank's short lines, a 64 KiB allocation and its
-/// free, each of which makes glibc's malloc consolidate its free lists.
-async fn read_some(
-    pipe: &mut pipe::Receiver,
-    lines: &mut LineBuf,
-) -> std::io::Result<(usize, Option<Vec<u8>>)> {
-    use futures::FutureExt;
-    thread_local! {
-        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    loop {
-        pipe.readable().await?;
-        let done = SCRATCH.with_borrow_mut(|buf| {
-            // Read into the spare capacity, not a zeroed buffer: only the pages the data
-            // fills are ever touched (most ranks write little, and a rank's end finds EOF).
-            buf.clear();
-            buf.reserve_exact(READ_CHUNK);
-            // One poll, never pending across an await (the scratch is shared): `read_buf`
-            // (not `try_read`), as a short read tells tokio the pipe is drained, which spares
-            // the read that would only say EAGAIN. `None`: the readiness was stale; wait again.
-            let r = tokio::io::AsyncReadExt::read_buf(pipe, buf).now_or_never()?;
-            Some(r.map(|n| (n, lines.push(&buf[..n]))))
-        });
-        if let Some(r) = done {
-            return r;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::LineBuf;
@@ -554,6 +473,30 @@ mod tests {
         let close = Msg::FenceIn { epoch: 1, pairs: vec![], top };
         assert!(super::may_overtake(&close));
         assert!(super::may_overtake(&part));
+    }
+
+    /// Bytes given back reach the stream's count; a stream waiting for them is woken once,
+    /// one that is not waiting is not.
+    #[test]
+    fn budgets_give_back_and_wake_a_waiting_stream() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        use std::sync::Arc;
+        let woken = Arc::new(AtomicUsize::new(0));
+        let w = woken.clone();
+        let b = super::Budgets::new(2, move |k| {
+            w.fetch_add(k + 1, SeqCst);
+        });
+        drop(b.release(0, 10));
+        assert_eq!(woken.load(SeqCst), 0);
+        assert_eq!(b.take(0), 10);
+        assert_eq!(b.take(0), 0);
+        b.wait(1);
+        drop(b.release(1, 0));
+        assert_eq!(woken.load(SeqCst), 0, "nothing given back: no wake");
+        drop(b.release(1, 5));
+        drop(b.release(1, 5));
+        assert_eq!(woken.load(SeqCst), 2, "stream 1 woken once");
+        assert_eq!(b.take(1), 10);
     }
 
     #[test]

@@ -1,0 +1,771 @@
+//! The rank reactor: every descriptor an NLA holds for its local ranks — each rank's PMI
+//! socket, stdout and stderr pipes, and pidfd — on one epoll set of its own, which the
+//! central loop waits on as a single descriptor and serves itself, with no task, waker or
+//! channel between a rank and the node core.
+//!
+//! A PMI request is read and handed to the core in the same turn of the loop that learnt of
+//! it; a reply is written straight into the socket (queued, and the socket watched for room,
+//! only when it does not fit). Output is read within its stream's budget
+//! ([`crate::stdio::Budgets`]), cut into lines and queued for the parent link. A rank's end is
+//! reported once its output is all read (or, held open by a child of the rank, has been
+//! silent for [`OUTPUT_DRAIN`] since the rank exited), so the end follows the output up the
+//! tree. The deadlines (a line without its newline, the drain, a reply the rank does not
+//! read for [`STALL_LIMIT`]) are served by [`RankIo::handle_timeout`]; the loop learns the
+//! next one from [`RankIo::poll_timeout`].
+//!
+//! Every descriptor is registered edge-triggered: a source is read until it says EAGAIN (or
+//! a short read drains it), and a source left readable (a stream out of budget, a PMI socket
+//! whose rank is not reading its replies, a socket that had more than one turn's share) is
+//! remembered and read again when it may be. None is ever removed from the set by hand:
+//! each descriptor is ours alone (close-on-exec; the ranks hold the other ends), so closing
+//! it removes it.
+
+use crate::core::limits::STALL_LIMIT;
+use crate::core::{Effect, NodeCore, ProcEnd};
+use crate::reaper::{self, Exit};
+use crate::spawn::RankProcess;
+use crate::stdio::{
+    Budgets, Done, LineBuf, UpLink, OUTPUT_DRAIN, PARTIAL_FLUSH, PARTIAL_MAX_WAIT, READ_CHUNK,
+    STREAM_BUDGET,
+};
+use libi::msg::{Msg, Stream};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use tokio::io::unix::AsyncFd;
+
+/// Reads of a PMI socket per turn of the loop, [`PMI_BUF`] bytes each: a rank with more to
+/// say is read again after the other sources that are ready.
+const PMI_READS: usize = 4;
+const PMI_BUF: usize = 16 * 1024;
+/// Events taken from the set at a time.
+const EVENTS: usize = 64;
+
+/// What a registered descriptor is, in the low bits of its epoll data (the local rank above).
+const K_PMI: u64 = 0;
+const K_OUT: u64 = 1;
+const K_ERR: u64 = 2;
+const K_PID: u64 = 3;
+
+fn key(local: usize, kind: u64) -> u64 {
+    ((local as u64) << 2) | kind
+}
+
+/// The epoll set, as the descriptor tokio watches for us.
+struct Set(Epoll);
+
+impl From<Set> for OwnedFd {
+    fn from(s: Set) -> OwnedFd {
+        s.0 .0
+    }
+}
+
+impl AsRawFd for Set {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0 .0.as_raw_fd()
+    }
+}
+
+/// A rank's PMI socket.
+struct Pmi {
+    sock: UnixStream,
+    /// May have bytes to read (edge-triggered: until a read says EAGAIN or comes up short).
+    readable: bool,
+    /// The other end is closed (or failed): read until EOF, however short the reads (the
+    /// edge that said so came once).
+    hup: bool,
+    /// Replies that did not fit, in order, the front one partly written perhaps.
+    queue: VecDeque<Vec<u8>>,
+    /// Shut the socket for writing once the queue is written.
+    close_queued: bool,
+    /// Registered for room to write (only while something is queued: registered always,
+    /// every reply the rank reads would wake the loop).
+    out_armed: bool,
+    /// Nothing more is read: EOF, an error, or the rank stalled.
+    read_closed: bool,
+    /// Nothing more is written: the rank stalled, or its process is gone.
+    dead: bool,
+    /// When a queued reply that made no progress counts as not read ([`STALL_LIMIT`]).
+    stall_due: Option<f64>,
+    timer_at: Option<f64>,
+}
+
+/// A rank's stdout or stderr pipe.
+struct Out {
+    fd: std::fs::File,
+    readable: bool,
+    /// As [`Pmi::hup`].
+    hup: bool,
+    lines: LineBuf,
+    /// Bytes read and not given back by the parent link yet ([`STREAM_BUDGET`] at most).
+    outstanding: usize,
+    /// Of those, bytes not handed to a message's release yet (the line being held).
+    held: usize,
+    /// Out of budget: read again once bytes come back.
+    blocked: bool,
+    /// Before the rank's exit: when the line held goes up without its newline, and when it
+    /// began. After the exit: when the stream, silent since, is given up ([`OUTPUT_DRAIN`]).
+    due: Option<f64>,
+    partial_since: Option<f64>,
+    timer_at: Option<f64>,
+}
+
+struct Slot {
+    rank: u32,
+    pid: i32,
+    pmi: Pmi,
+    out: [Option<Out>; 2],
+    /// Until the process has ended.
+    pidfd: Option<OwnedFd>,
+    end: Option<ProcEnd>,
+}
+
+/// The local ranks' descriptors on one epoll set (see the module's documentation).
+pub struct RankIo {
+    set: AsyncFd<Set>,
+    slots: Vec<Option<Slot>>,
+    /// Sources to read again without an event (see the module's documentation).
+    again: Vec<u64>,
+    /// Deadlines (microseconds of [`libi::report::now`]) and the source each is for; an entry
+    /// is live while its source's `timer_at` is its time.
+    timers: BinaryHeap<Reverse<(u64, u64)>>,
+    budgets: Arc<Budgets>,
+    up: UpLink,
+    /// Ranks that ended, with everything of theirs read, for the driver.
+    ended: Vec<(usize, ProcEnd)>,
+    pmi_buf: Vec<u8>,
+    out_buf: Vec<u8>,
+    events: Vec<EpollEvent>,
+}
+
+/// What an event says of a source whose other end is closed or failed.
+fn hup_flags() -> EpollFlags {
+    EpollFlags::EPOLLHUP | EpollFlags::EPOLLRDHUP | EpollFlags::EPOLLERR
+}
+
+fn micros(t: f64) -> u64 {
+    (t.max(0.0) * 1e6) as u64
+}
+
+/// Arm `timer_at` for `due` (pushing an entry unless one at or before it is live).
+fn arm(timers: &mut BinaryHeap<Reverse<(u64, u64)>>, timer_at: &mut Option<f64>, due: f64, k: u64) {
+    if timer_at.is_none_or(|t| due < t) {
+        *timer_at = Some(due);
+        timers.push(Reverse((micros(due), k)));
+    }
+}
+
+/// Whether the timer entry of time `t` is the live one of a source whose entry is
+/// `timer_at` (then it is taken: the source has no entry left), or one superseded by an
+/// earlier entry.
+fn fired(timer_at: &mut Option<f64>, t: u64) -> bool {
+    let live = timer_at.is_some_and(|a| micros(a) == t);
+    if live {
+        *timer_at = None;
+    }
+    live
+}
+
+/// One non-blocking send on a rank's PMI socket (no SIGPIPE: a rank that closed its end
+/// gives EPIPE).
+fn send_now(sock: &UnixStream, b: &[u8]) -> io::Result<usize> {
+    use nix::sys::socket::{send, MsgFlags};
+    let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+    send(sock.as_raw_fd(), b, flags).map_err(io::Error::from)
+}
+
+impl RankIo {
+    /// A reactor for `n` local ranks, whose output goes up `up`; `room` is called (with the
+    /// local rank) when a stream out of budget may be read again: the driver then calls
+    /// [`RankIo::resume`].
+    pub fn new(
+        n: usize,
+        up: UpLink,
+        room: impl Fn(usize) + Send + Sync + 'static,
+    ) -> io::Result<RankIo> {
+        let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?;
+        Ok(RankIo {
+            // SAFETY: `Set` owns the epoll descriptor, which stays open and the same while the
+            // AsyncFd owns it; the AsyncFd deregisters it before closing it.
+            set: unsafe {
+                AsyncFd::register_with_interest(Set(ep), tokio::io::Interest::READABLE)
+            }?,
+            slots: (0..n).map(|_| None).collect(),
+            again: Vec::new(),
+            timers: BinaryHeap::new(),
+            budgets: Budgets::new(2 * n, move |k| room(k / 2)),
+            up,
+            ended: Vec::new(),
+            pmi_buf: Vec::new(),
+            out_buf: Vec::new(),
+            events: Vec::new(),
+        })
+    }
+
+    /// Take on started rank `local` (global rank `rank`): its PMI socket (made non-blocking
+    /// here), pipes and pidfd join the set. On an error nothing of it is kept (the caller
+    /// reaps the process).
+    pub fn add(
+        &mut self,
+        local: usize,
+        rank: u32,
+        child: RankProcess,
+        pmi: UnixStream,
+    ) -> io::Result<()> {
+        pmi.set_nonblocking(true)?;
+        let et = EpollFlags::EPOLLET;
+        let ep = &self.set.get_ref().0;
+        let reg = |fd: std::os::fd::BorrowedFd<'_>, flags: EpollFlags, kind| {
+            ep.add(fd, EpollEvent::new(flags | et, key(local, kind))).map_err(io::Error::from)
+        };
+        reg(pmi.as_fd(), EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP, K_PMI)?;
+        reg(child.stdout.as_fd(), EpollFlags::EPOLLIN, K_OUT)?;
+        reg(child.stderr.as_fd(), EpollFlags::EPOLLIN, K_ERR)?;
+        reg(child.pidfd.as_fd(), EpollFlags::EPOLLIN, K_PID)?;
+        let out = |fd: OwnedFd| Out {
+            fd: fd.into(),
+            readable: false,
+            hup: false,
+            lines: LineBuf::default(),
+            outstanding: 0,
+            held: 0,
+            blocked: false,
+            due: None,
+            partial_since: None,
+            timer_at: None,
+        };
+        self.slots[local] = Some(Slot {
+            rank,
+            pid: child.pid,
+            pmi: Pmi {
+                sock: pmi,
+                readable: false,
+                hup: false,
+                queue: VecDeque::new(),
+                close_queued: false,
+                out_armed: false,
+                read_closed: false,
+                dead: false,
+                stall_due: None,
+                timer_at: None,
+            },
+            out: [Some(out(child.stdout)), Some(out(child.stderr))],
+            pidfd: Some(child.pidfd),
+            end: None,
+        });
+        Ok(())
+    }
+
+    /// Wait until there is something to serve ([`RankIo::serve`]). Cancel-safe.
+    pub async fn ready(&self) {
+        if !self.again.is_empty() {
+            return;
+        }
+        if let Ok(mut g) = self.set.readable().await {
+            // What is in the set now is all taken by the next `serve`; anything later turns
+            // the set readable again.
+            g.clear_ready();
+        }
+    }
+
+    /// Serve what is ready: requests to the core (effects into `fx`), output up the tree,
+    /// ends. Returns the ranks that ended, for the driver (their descriptors are closed).
+    pub fn serve(&mut self, core: &mut NodeCore, fx: &mut Vec<Effect>) -> Vec<(usize, ProcEnd)> {
+        let again = std::mem::take(&mut self.again);
+        loop {
+            self.events.resize(EVENTS, EpollEvent::empty());
+            let n = match self.set.get_ref().0.wait(&mut self.events, 0u16) {
+                Ok(n) => n,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => 0,
+            };
+            for i in 0..n {
+                let (k, flags) = (self.events[i].data(), self.events[i].events());
+                self.on_event(k, flags, core, fx);
+            }
+            if n < EVENTS {
+                break;
+            }
+        }
+        // Sources left readable last time, after the fresh ones (one read too many for a
+        // source both lists hold finds it drained).
+        for k in again {
+            self.read(k, core, fx);
+        }
+        std::mem::take(&mut self.ended)
+    }
+
+    fn on_event(&mut self, k: u64, flags: EpollFlags, core: &mut NodeCore, fx: &mut Vec<Effect>) {
+        let local = (k >> 2) as usize;
+        let Some(Some(slot)) = self.slots.get_mut(local) else { return };
+        match k & 3 {
+            K_PMI => {
+                if flags.contains(EpollFlags::EPOLLOUT) {
+                    self.flush(local);
+                }
+                let Some(Some(slot)) = self.slots.get_mut(local) else { return };
+                if flags.intersects(!EpollFlags::EPOLLOUT) {
+                    slot.pmi.readable = true;
+                    slot.pmi.hup |= flags.intersects(hup_flags());
+                    self.read(k, core, fx);
+                }
+            }
+            K_OUT | K_ERR => {
+                if let Some(o) = &mut slot.out[(k & 3) as usize - 1] {
+                    o.readable = true;
+                    o.hup |= flags.intersects(hup_flags());
+                }
+                self.read(k, core, fx);
+            }
+            _ => self.exited(local, core, fx),
+        }
+    }
+
+    /// Read source `k` as far as it may be read now.
+    fn read(&mut self, k: u64, core: &mut NodeCore, fx: &mut Vec<Effect>) {
+        match k & 3 {
+            K_PMI if self.read_pmi((k >> 2) as usize, core, fx) => self.again.push(k),
+            K_PMI => {}
+            K_OUT | K_ERR => self.read_out((k >> 2) as usize, (k & 3) as usize - 1),
+            _ => {}
+        }
+    }
+
+    /// Read rank `local`'s PMI socket (at most [`PMI_READS`] buffers) and hand what comes to
+    /// the core. Not while replies wait for the rank to read them: a rank that floods
+    /// requests without reading is held to what its socket buffers hold. True when it is
+    /// still readable after its share.
+    fn read_pmi(&mut self, local: usize, core: &mut NodeCore, fx: &mut Vec<Effect>) -> bool {
+        let Some(Some(slot)) = self.slots.get_mut(local) else { return false };
+        let p = &mut slot.pmi;
+        if p.read_closed || !p.readable || !p.queue.is_empty() {
+            return false;
+        }
+        if self.pmi_buf.is_empty() {
+            self.pmi_buf = vec![0u8; PMI_BUF];
+        }
+        for _ in 0..PMI_READS {
+            match io::Read::read(&mut &p.sock, &mut self.pmi_buf) {
+                Ok(0) => return Self::pmi_closed(p, local, core, fx),
+                Ok(n) => {
+                    // A short read drained the socket (unless its other end is closed:
+                    // then EOF is still to be read, and no edge will say so).
+                    if n < self.pmi_buf.len() && !p.hup {
+                        p.readable = false;
+                    }
+                    core.rank_data(local, &self.pmi_buf[..n], fx);
+                    if !p.readable {
+                        return false;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    p.readable = false;
+                    return false;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Self::pmi_closed(p, local, core, fx),
+            }
+        }
+        true
+    }
+
+    fn pmi_closed(p: &mut Pmi, local: usize, core: &mut NodeCore, fx: &mut Vec<Effect>) -> bool {
+        p.read_closed = true;
+        p.readable = false;
+        core.rank_eof(local, fx);
+        false
+    }
+
+    /// A reply for rank `local`: written at once when nothing is queued and it fits, else
+    /// queued behind what is, and the socket watched for room.
+    pub fn send(&mut self, local: usize, mut bytes: Vec<u8>) {
+        let Some(Some(slot)) = self.slots.get_mut(local) else { return };
+        let p = &mut slot.pmi;
+        if p.dead || p.close_queued {
+            return;
+        }
+        if p.queue.is_empty() {
+            match send_now(&p.sock, &bytes) {
+                Ok(n) if n == bytes.len() => return,
+                Ok(n) => {
+                    bytes.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                // The rank closed its end (or is gone): the reply goes nowhere.
+                Err(_) => return,
+            }
+        }
+        p.queue.push_back(bytes);
+        self.watch_room(local);
+    }
+
+    /// No more replies for rank `local`: it reads EOF once it has read what was written;
+    /// nothing more of its is read.
+    pub fn close(&mut self, local: usize) {
+        let Some(Some(slot)) = self.slots.get_mut(local) else { return };
+        let p = &mut slot.pmi;
+        if p.dead {
+            return;
+        }
+        if p.queue.is_empty() {
+            p.read_closed = true;
+            let _ = p.sock.shutdown(std::net::Shutdown::Write);
+        } else {
+            p.close_queued = true;
+        }
+    }
+
+    /// Watch rank `local`'s PMI socket for room (something is queued), bounded by
+    /// [`STALL_LIMIT`].
+    fn watch_room(&mut self, local: usize) {
+        let Some(Some(slot)) = self.slots.get_mut(local) else { return };
+        let p = &mut slot.pmi;
+        if !p.out_armed {
+            let flags = EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP | EpollFlags::EPOLLOUT;
+            let mut ev = EpollEvent::new(flags | EpollFlags::EPOLLET, key(local, K_PMI));
+            // Should it fail, the stall limit ends the wait.
+            let _ = self.set.get_ref().0.modify(p.sock.as_fd(), &mut ev);
+            p.out_armed = true;
+        }
+        if p.stall_due.is_none() {
+            let due = libi::report::now() + STALL_LIMIT.as_secs_f64();
+            p.stall_due = Some(due);
+            arm(&mut self.timers, &mut p.timer_at, due, key(local, K_PMI));
+        }
+    }
+
+    /// Write what is queued for rank `local` while there is room.
+    fn flush(&mut self, local: usize) {
+        let Some(Some(slot)) = self.slots.get_mut(local) else { return };
+        let p = &mut slot.pmi;
+        while let Some(front) = p.queue.front_mut() {
+            match send_now(&p.sock, front) {
+                Ok(n) => {
+                    p.stall_due = Some(libi::report::now() + STALL_LIMIT.as_secs_f64());
+                    if n < front.len() {
+                        front.drain(..n);
+                        return;
+                    }
+                    p.queue.pop_front();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    p.queue.pop_front();
+                }
+            }
+        }
+        // All written.
+        p.stall_due = None;
+        if p.close_queued {
+            p.close_queued = false;
+            p.read_closed = true;
+            let _ = p.sock.shutdown(std::net::Shutdown::Write);
+        }
+        if p.out_armed {
+            let flags = EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP | EpollFlags::EPOLLET;
+            let mut ev = EpollEvent::new(flags, key(local, K_PMI));
+            if self.set.get_ref().0.modify(p.sock.as_fd(), &mut ev).is_ok() {
+                p.out_armed = false;
+            }
+        }
+        // Requests held back while replies waited.
+        if p.readable && !p.read_closed {
+            self.again.push(key(local, K_PMI));
+        }
+    }
+
+    /// Read rank `local`'s stream `s` (0 stdout, 1 stderr) while it has bytes and budget.
+    fn read_out(&mut self, local: usize, s: usize) {
+        let Some(Some(slot)) = self.slots.get_mut(local) else { return };
+        let exited = slot.end.is_some();
+        let (rank, bk) = (slot.rank, 2 * local + s);
+        let Some(o) = &mut slot.out[s] else { return };
+        if !o.readable {
+            return;
+        }
+        o.outstanding = o.outstanding.saturating_sub(self.budgets.take(bk));
+        if o.outstanding + READ_CHUNK > STREAM_BUDGET {
+            self.budgets.wait(bk);
+            o.outstanding = o.outstanding.saturating_sub(self.budgets.take(bk));
+            if o.outstanding + READ_CHUNK > STREAM_BUDGET {
+                // Not read until bytes come back (`resume`); a drain does not count the wait.
+                o.blocked = true;
+                if exited {
+                    o.due = None;
+                }
+                return;
+            }
+        }
+        o.blocked = false;
+        // Read into the spare capacity, not a zeroed buffer: only the pages the data fills
+        // are ever touched (most ranks write little, and a rank's end finds EOF).
+        let buf = &mut self.out_buf;
+        buf.clear();
+        buf.reserve_exact(READ_CHUNK);
+        let r = {
+            let spare = buf.spare_capacity_mut();
+            // SAFETY: read(2) writes at most `spare.len()` bytes into the spare capacity,
+            // which stays allocated and unaliased for the call.
+            let n = unsafe { libc::read(o.fd.as_raw_fd(), spare.as_mut_ptr().cast(), READ_CHUNK) };
+            if n < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        };
+        let now = libi::report::now();
+        let n = match r {
+            Ok(0) => return self.finish_out(local, s),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                o.readable = false;
+                return;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                self.again.push(key(local, 1 + s as u64));
+                return;
+            }
+            Err(_) => return self.finish_out(local, s),
+        };
+        // SAFETY: read(2) initialised the first `n` bytes of the spare capacity.
+        unsafe { buf.set_len(n) };
+        if n < READ_CHUNK && !o.hup {
+            o.readable = false;
+        }
+        o.outstanding += n;
+        o.held += n;
+        let whole = o.lines.push(&buf[..n]);
+        let sent = whole.is_some();
+        if let Some(data) = whole {
+            Self::emit(&self.up, &self.budgets, bk, o, rank, s, data);
+        }
+        let k = key(local, 1 + s as u64);
+        if exited {
+            // Drained: given up once silent for OUTPUT_DRAIN.
+            let due = now + OUTPUT_DRAIN.as_secs_f64();
+            o.due = Some(due);
+            arm(&mut self.timers, &mut o.timer_at, due, k);
+        } else if o.lines.pending() == 0 {
+            o.due = None;
+            o.partial_since = None;
+        } else {
+            let since = match o.partial_since {
+                Some(t) if !sent => t,
+                _ => now,
+            };
+            o.partial_since = Some(since);
+            let due =
+                (now + PARTIAL_FLUSH.as_secs_f64()).min(since + PARTIAL_MAX_WAIT.as_secs_f64());
+            o.due = Some(due);
+            arm(&mut self.timers, &mut o.timer_at, due, k);
+        }
+        if o.readable {
+            self.again.push(k);
+        }
+    }
+
+    /// `data` (whole lines, or a line's end) of rank `rank`'s stream `s` goes up; the bytes
+    /// read and not released before it, less the line still held, are released with it.
+    fn emit(
+        up: &UpLink,
+        budgets: &Arc<Budgets>,
+        bk: usize,
+        o: &mut Out,
+        rank: u32,
+        s: usize,
+        data: Vec<u8>,
+    ) {
+        let pending = o.lines.pending();
+        let done = Done::Release(budgets.release(bk, o.held - pending));
+        o.held = pending;
+        let stream = if s == 0 { Stream::Stdout } else { Stream::Stderr };
+        up.send_with(Msg::Output { rank, stream, data: data.into() }, done);
+    }
+
+    /// Rank `local`'s stream `s` is done (EOF, an error, or given up after the drain): the
+    /// line held goes up as it is, and the pipe is closed.
+    fn finish_out(&mut self, local: usize, s: usize) {
+        let Some(Some(slot)) = self.slots.get_mut(local) else { return };
+        let rank = slot.rank;
+        let Some(mut o) = slot.out[s].take() else { return };
+        if let Some(data) = o.lines.finish() {
+            Self::emit(&self.up, &self.budgets, 2 * local + s, &mut o, rank, s, data);
+        }
+        self.maybe_ended(local);
+    }
+
+    /// A stream out of budget may be read again (bytes came back to it).
+    pub fn resume(&mut self, local: usize) {
+        let Some(Some(slot)) = self.slots.get_mut(local) else { return };
+        let exited = slot.end.is_some();
+        for (s, o) in slot.out.iter_mut().enumerate() {
+            if let Some(o) = o.as_mut().filter(|o| o.blocked) {
+                let k = key(local, 1 + s as u64);
+                if exited {
+                    let due = libi::report::now() + OUTPUT_DRAIN.as_secs_f64();
+                    o.due = Some(due);
+                    arm(&mut self.timers, &mut o.timer_at, due, k);
+                }
+                self.again.push(k);
+            }
+        }
+    }
+
+    /// Rank `local`'s pidfd turned readable: the process has ended (it is not reaped: its
+    /// pid stays ours until the driver reaps it). What it wrote to its PMI socket before
+    /// (an `abort`, say) is read now, before its end; replies to it go nowhere from now on.
+    fn exited(&mut self, local: usize, core: &mut NodeCore, fx: &mut Vec<Effect>) {
+        let Some(Some(slot)) = self.slots.get_mut(local) else { return };
+        if slot.end.is_some() {
+            return;
+        }
+        let end = match reaper::peek(slot.pid) {
+            // Not yet (the pidfd turned readable for nothing): its next edge comes.
+            Ok(None) => return,
+            Ok(Some(Exit::Exited(c))) => ProcEnd::Exited(c),
+            Ok(Some(Exit::Signaled(s))) => ProcEnd::Signaled(s),
+            Err(e) => ProcEnd::SpawnFailed {
+                errno: e.raw_os_error().unwrap_or(0),
+                reason: format!("cannot wait for rank: {e}"),
+            },
+        };
+        slot.end = Some(end);
+        slot.pidfd = None;
+        if !slot.pmi.read_closed {
+            slot.pmi.readable = true;
+            slot.pmi.queue.clear();
+            // Read what there is (bounded: a child of the rank may hold the socket and go on
+            // writing; what it writes later is read as it comes).
+            let mut more = true;
+            for _ in 0..16 {
+                more = self.read_pmi(local, core, fx);
+                if !more {
+                    break;
+                }
+            }
+            if more {
+                self.again.push(key(local, K_PMI));
+            }
+        }
+        let Some(Some(slot)) = self.slots.get_mut(local) else { return };
+        let p = &mut slot.pmi;
+        p.dead = true;
+        p.queue.clear();
+        p.stall_due = None;
+        // Its output may still be in the pipes (or held open by its own children: bounded
+        // wait).
+        let due = libi::report::now() + OUTPUT_DRAIN.as_secs_f64();
+        for (s, o) in slot.out.iter_mut().enumerate() {
+            if let Some(o) = o.as_mut().filter(|o| !o.blocked) {
+                o.due = Some(due);
+                o.partial_since = None;
+                arm(&mut self.timers, &mut o.timer_at, due, key(local, 1 + s as u64));
+                // Whatever is left is read now.
+                o.readable = true;
+                self.again.push(key(local, 1 + s as u64));
+            }
+        }
+        self.maybe_ended(local);
+    }
+
+    /// Rank `local` ended and its output is done: its end goes to the driver, and its
+    /// descriptors are closed.
+    fn maybe_ended(&mut self, local: usize) {
+        let done = self
+            .slots
+            .get(local)
+            .and_then(Option::as_ref)
+            .is_some_and(|s| s.end.is_some() && s.out.iter().all(Option::is_none));
+        if done {
+            if let Some(Some(slot)) = self.slots.get_mut(local).map(Option::take) {
+                if let Some(end) = slot.end {
+                    self.ended.push((local, end));
+                }
+            }
+        }
+    }
+
+    /// The earliest deadline of the reactor (seconds of [`libi::report::now`]), if any.
+    pub fn poll_timeout(&self) -> Option<f64> {
+        self.timers.peek().map(|Reverse((t, _))| *t as f64 / 1e6)
+    }
+
+    /// Serve the deadlines that have passed by `now`. Returns the ranks that ended.
+    pub fn handle_timeout(
+        &mut self,
+        now: f64,
+        core: &mut NodeCore,
+        fx: &mut Vec<Effect>,
+    ) -> Vec<(usize, ProcEnd)> {
+        while let Some(&Reverse((t, k))) = self.timers.peek() {
+            if t > micros(now) {
+                break;
+            }
+            self.timers.pop();
+            let local = (k >> 2) as usize;
+            let Some(Some(slot)) = self.slots.get_mut(local) else { continue };
+            let exited = slot.end.is_some();
+            match k & 3 {
+                K_PMI => {
+                    let p = &mut slot.pmi;
+                    if !fired(&mut p.timer_at, t) {
+                        continue;
+                    }
+                    match p.stall_due {
+                        Some(d) if micros(d) <= micros(now) => {
+                            // The rank does not read its replies: nothing more is written
+                            // to it or read from it.
+                            p.dead = true;
+                            p.read_closed = true;
+                            p.queue.clear();
+                            p.stall_due = None;
+                            core.rank_stalled(local, fx);
+                        }
+                        Some(d) => arm(&mut self.timers, &mut p.timer_at, d, k),
+                        None => {}
+                    }
+                }
+                K_OUT | K_ERR => {
+                    let s = (k & 3) as usize - 1;
+                    let Some(o) = &mut slot.out[s] else { continue };
+                    if !fired(&mut o.timer_at, t) {
+                        continue;
+                    }
+                    match o.due {
+                        Some(d) if micros(d) <= micros(now) => {
+                            o.due = None;
+                            if exited {
+                                // Silent since the rank's exit for OUTPUT_DRAIN: held open by a
+                                // child of the rank; given up.
+                                self.finish_out(local, s);
+                            } else {
+                                o.partial_since = None;
+                                if let Some(data) = o.lines.finish() {
+                                    let rank = slot.rank;
+                                    Self::emit(
+                                        &self.up,
+                                        &self.budgets,
+                                        2 * local + s,
+                                        o,
+                                        rank,
+                                        s,
+                                        data,
+                                    );
+                                }
+                            }
+                        }
+                        Some(d) => arm(&mut self.timers, &mut o.timer_at, d, k),
+                        None => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        std::mem::take(&mut self.ended)
+    }
+}
