@@ -529,3 +529,21 @@ fn stdout_into_a_named_fifo() {
     lines.sort();
     assert_eq!(lines, ["line-0", "line-1", "line-2"], "stderr: {err}");
 }
+
+/// A rank that leaves a background child holding its stdout and stderr: the rank's end is
+/// not held up by the child (its output is given up once silent for a while after the
+/// rank's exit), everything the rank wrote arrives, the line it left without a newline too,
+/// and the child is swept with the job.
+#[test]
+fn output_held_open_by_a_rank_child_ends_with_the_rank() {
+    let script = "echo out $PMI_RANK; echo err $PMI_RANK >&2; printf 'no-newline'; sleep 300 &";
+    let live = common::start(&["-n", "2", "sh", "-c", script], &[]);
+    let t = Instant::now();
+    let (r, _) = live.finish(t);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    for rank in 0..2 {
+        assert!(r.stdout.lines().any(|l| l == format!("out {rank}")), "{}", r.stdout);
+        assert!(r.stderr.lines().any(|l| l == format!("err {rank}")), "{}", r.stderr);
+    }
+    assert_eq!(r.stdout.matches("no-newline").count(), 2, "{}", r.stdout);
+}
