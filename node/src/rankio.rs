@@ -636,9 +636,14 @@ impl RankIo {
         };
         slot.end = Some(end);
         slot.pidfd = None;
-        if !slot.pmi.read_closed {
-            slot.pmi.readable = true;
-            slot.pmi.queue.clear();
+        // Replies to a process that is gone go nowhere (and none held back keeps its last
+        // requests unread).
+        let p = &mut slot.pmi;
+        p.dead = true;
+        p.queue.clear();
+        p.stall_due = None;
+        if !p.read_closed {
+            p.readable = true;
             // Read what there is (bounded: a child of the rank may hold the socket and go on
             // writing; what it writes later is read as it comes).
             let mut more = true;
@@ -653,10 +658,6 @@ impl RankIo {
             }
         }
         let Some(Some(slot)) = self.slots.get_mut(local) else { return };
-        let p = &mut slot.pmi;
-        p.dead = true;
-        p.queue.clear();
-        p.stall_due = None;
         // Its output may still be in the pipes (or held open by its own children: bounded
         // wait).
         let due = libi::report::now() + OUTPUT_DRAIN.as_secs_f64();

@@ -25,13 +25,6 @@ pub fn is_scrubbed(name: &str) -> bool {
         || name == "PRTE_LAUNCHED"
 }
 
-/// How a rank process ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProcStatus {
-    Exited(i32),
-    Signaled(i32),
-}
-
 /// A rank that could not be started: `errno` of the failed step, and a one-line reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StartFailed {
