@@ -1,14 +1,21 @@
 //! The job's control socket: a tool asks a running `libi-mpiexec` for its job's process
-//! table (`libi-mpiexec --proctable PID` is the client). The socket is the abstract Unix
-//! socket `libi-mpiexec.PID`; only a process of our own user (or root) gets an answer (its
-//! credentials are checked before anything is read), and the client takes an answer only
-//! from the process with that pid; a request is one line of at most
+//! table (`libi-mpiexec --proctable PID` is the client).
+//!
+//! The socket is an abstract Unix socket named `libi-mpiexec.PID.RANDOM` (64 random bits):
+//! no other user can squat it in advance, whatever pid we get. The client finds it through
+//! the front end's own descriptors (`/proc/PID/fd`, which only its user and root can read)
+//! and `/proc/net/unix`, so a socket of another process that merely carries a matching
+//! name is never taken. After connecting, the client checks the peer's credentials: the
+//! uid that owns the process, and its pid. The server answers only a process of its own
+//! user (or root), checked before anything is read; a request is one line of at most
 //! [`REQUEST_MAX`] bytes, sent within [`REQUEST_WAIT`]; the answer is text, then the
 //! connection closes. At most [`PENDING_MAX`] requests wait for the tree at a time.
 //!
 //! Requests: `proctable` → one line per rank of the job, in rank order:
-//! `RANK HOST PID EXECUTABLE` (a pid of 0: the rank is not running), or one line
-//! `error: …`.
+//! `RANK HOST PID EXECUTABLE` (a pid of 0: the rank is not running; host and executable
+//! escaped with `libi::text::escape`), or one line `error: …`. The client reads at most
+//! [`ANSWER_MAX`] bytes within [`ANSWER_WAIT`], checks every line, and prints the table only
+//! when all of it is well formed.
 
 use libi::msg::ProcNode;
 use std::os::linux::net::SocketAddrExt;
@@ -20,12 +27,18 @@ use tokio::sync::oneshot;
 pub const REQUEST_MAX: usize = 64;
 pub const REQUEST_WAIT: Duration = Duration::from_secs(5);
 pub const PENDING_MAX: usize = 8;
-/// How long the client waits for the answer (the tree answers once every NLA did).
+/// How long the client waits for the whole answer (the tree answers once every NLA did).
 pub const ANSWER_WAIT: Duration = Duration::from_secs(60);
+/// The longest line of an answer the client takes: a rank, a host name and a pid, and an
+/// executable's path of up to `PATH_MAX` bytes, each byte escaped.
+pub const LINE_MAX: usize = 3 * 16 + 4 * 255 + 4 * 4096;
 
-/// The control socket's name for the front end with this pid.
-pub fn name(pid: u32) -> String {
-    format!("libi-mpiexec.{pid}")
+/// What every control socket's name starts with; then `PID.RANDOM`.
+const NAME_PREFIX: &str = "libi-mpiexec.";
+
+/// A fresh control socket name for the front end with this pid.
+fn new_name(pid: u32) -> String {
+    format!("{NAME_PREFIX}{pid}.{:016x}", rand::random::<u64>())
 }
 
 /// A request of a connected tool, and where its answer goes.
@@ -34,25 +47,45 @@ pub struct Request {
     pub answer: oneshot::Sender<String>,
 }
 
-/// Listen on our control socket; each valid request is handed to `deliver`. A failure to
-/// listen is only logged: the job runs without it.
+/// Bind a control socket under a fresh random name (another, should one be taken).
+fn bind() -> std::io::Result<std::os::unix::net::UnixListener> {
+    let mut tries = 0;
+    loop {
+        let addr =
+            std::os::unix::net::SocketAddr::from_abstract_name(new_name(std::process::id()))?;
+        match std::os::unix::net::UnixListener::bind_addr(&addr) {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && tries < 8 => tries += 1,
+            r => return r,
+        }
+    }
+}
+
+/// Listen on our control socket; each valid request is handed to `deliver`. The job runs
+/// on without one when it cannot listen, and says so in one line.
 pub fn listen(deliver: impl Fn(Request) -> bool + Send + Sync + 'static) {
-    let bound = std::os::unix::net::SocketAddr::from_abstract_name(name(std::process::id()))
-        .and_then(|a| std::os::unix::net::UnixListener::bind_addr(&a))
-        .and_then(|l| l.set_nonblocking(true).map(|_| l))
-        .and_then(UnixListener::from_std);
+    let bound =
+        bind().and_then(|l| l.set_nonblocking(true).map(|_| l)).and_then(UnixListener::from_std);
     let listener = match bound {
         Ok(l) => l,
         Err(e) => {
-            // Somebody else holds the name (it is guessable): the job runs, unreachable.
-            tracing::warn!("no control socket @{}: {e}", name(std::process::id()));
+            tracing::warn!(
+                "no control socket ({e}): --proctable and LIBI tools cannot reach this job"
+            );
             return;
         }
     };
     let deliver = std::sync::Arc::new(deliver);
     tokio::spawn(async move {
+        let mut backoff = libi_node::guard::AcceptBackoff::default();
         loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
+            let stream = match listener.accept().await {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    backoff.failed("control socket", &e).await;
+                    continue;
+                }
+            };
+            backoff.succeeded();
             let deliver = deliver.clone();
             tokio::spawn(async move { serve(stream, &*deliver).await });
         }
@@ -111,73 +144,156 @@ pub fn proc_table_text(nodes: &[ProcNode], size: u32, exes: &[String]) -> String
         let exe = exes
             .get(app as usize)
             .map_or_else(|| "?".into(), |e| libi::text::escape(e.as_bytes(), usize::MAX));
+        let host = libi::text::escape(host.as_bytes(), usize::MAX).replace(' ', "\\x20");
         text.push_str(&format!("{rank} {host} {pid} {exe}\n"));
     }
     text
 }
 
 /// `libi-mpiexec --proctable PID`: print the process table of the job run by the front
-/// end with that pid. Returns the exit status. The socket must be held by that very process
-/// (its name is guessable: another user may have bound it first), and the answer is copied
-/// to stdout as it comes, within [`ANSWER_WAIT`] in all, never gathered in memory.
+/// end with that pid. Returns the exit status. The socket is found among that process's own
+/// descriptors and its peer must be that process of that process's user (see the module's
+/// documentation); each line of the answer is checked before it is printed, and the
+/// answer's size and time are bounded ([`LINE_MAX`] a line, one line per rank of the
+/// largest job, [`ANSWER_WAIT`] in all).
 pub fn query(pid: u32) -> i32 {
-    use std::io::{Read, Write};
-    let run = || -> Result<(), String> {
-        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name(pid))
-            .map_err(|e| e.to_string())?;
-        let mut s = std::os::unix::net::UnixStream::connect_addr(&addr)
-            .map_err(|e| format!("no libi-mpiexec job with pid {pid} ({e})"))?;
-        let holder = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
-            .map_err(|e| format!("cannot tell who holds its control socket: {e}"))?;
-        if holder.pid() != pid as i32 {
-            return Err(format!(
-                "its control socket is held by process {} (uid {}), not by it: refused",
-                holder.pid(),
-                holder.uid()
-            ));
-        }
-        let deadline = std::time::Instant::now() + ANSWER_WAIT;
-        s.write_all(b"proctable\n").map_err(|e| e.to_string())?;
-        let no_answer = |e: std::io::Error| format!("no answer from the job with pid {pid}: {e}");
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut first = true;
-        let mut out = std::io::stdout().lock();
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return Err(format!("no whole answer from the job with pid {pid} in time"));
-            }
-            s.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
-            let n = match s.read(&mut buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(no_answer(e)),
-            };
-            if n == 0 {
-                return if first {
-                    Err(format!("the job with pid {pid} gave no answer"))
-                } else {
-                    Ok(())
-                };
-            }
-            let chunk = &buf[..n];
-            if first {
-                first = false;
-                if let Some(e) = chunk.strip_prefix(b"error: ") {
-                    let line = e.split(|&c| c == b'\n').next().unwrap_or(e);
-                    return Err(String::from_utf8_lossy(line).into_owned());
-                }
-            }
-            out.write_all(chunk).map_err(|e| format!("cannot write the table: {e}"))?;
-        }
-    };
-    match run() {
+    match ask(pid, &mut std::io::stdout().lock()) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("libi-mpiexec: --proctable {pid}: {e}");
             1
         }
     }
+}
+
+/// The abstract name of the control socket that process `pid` listens on, and the uid
+/// that owns the process. Only its own user (and root) can see its descriptors.
+fn find(pid: u32) -> Result<(String, u32), String> {
+    use std::os::unix::fs::MetadataExt;
+    let proc = format!("/proc/{pid}");
+    let owner = std::fs::metadata(&proc)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("no process with pid {pid}"),
+            _ => format!("cannot look at process {pid}: {e}"),
+        })?
+        .uid();
+    let me = nix::unistd::geteuid().as_raw();
+    if me != 0 && owner != me {
+        return Err(format!("process {pid} belongs to uid {owner}, not to you"));
+    }
+    let fds = std::fs::read_dir(format!("{proc}/fd"))
+        .map_err(|e| format!("cannot read the descriptors of process {pid}: {e}"))?;
+    let sockets: std::collections::HashSet<u64> = fds
+        .flatten()
+        .filter_map(|f| std::fs::read_link(f.path()).ok())
+        .filter_map(|l| {
+            l.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?.parse::<u64>().ok()
+        })
+        .collect();
+    let table = std::fs::read_to_string("/proc/self/net/unix")
+        .map_err(|e| format!("cannot read /proc/self/net/unix: {e}"))?;
+    let prefix = format!("@{NAME_PREFIX}{pid}.");
+    let found = listening_names(&table)
+        .find(|(inode, name)| sockets.contains(inode) && name.starts_with(&prefix))
+        .map(|(_, name)| (name[1..].to_string(), owner));
+    found.ok_or_else(|| format!("process {pid} is not a libi-mpiexec job with a control socket"))
+}
+
+/// The listening sockets of a `/proc/net/unix` table: (inode, path), abstract names with
+/// their leading `@`.
+fn listening_names(table: &str) -> impl Iterator<Item = (u64, &str)> {
+    // Num RefCount Protocol Flags Type St Inode Path; Flags has __SO_ACCEPTCON (1 << 16).
+    table.lines().skip(1).filter_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let flags = u32::from_str_radix(f.get(3)?, 16).ok()?;
+        let inode = f.get(6)?.parse().ok()?;
+        (flags & (1 << 16) != 0).then_some((inode, *f.get(7)?))
+    })
+}
+
+/// Ask process `pid` for its table and write the checked lines to `out`.
+fn ask(pid: u32, out: &mut impl std::io::Write) -> Result<(), String> {
+    use std::io::{BufRead, Write};
+    let (name, owner) = find(pid)?;
+    let addr =
+        std::os::unix::net::SocketAddr::from_abstract_name(&name).map_err(|e| e.to_string())?;
+    let mut s = std::os::unix::net::UnixStream::connect_addr(&addr)
+        .map_err(|e| format!("cannot connect to its control socket ({e})"))?;
+    let peer = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
+        .map_err(|e| format!("cannot tell who holds its control socket: {e}"))?;
+    if peer.uid() != owner || peer.pid() != pid as i32 {
+        return Err(format!(
+            "its control socket is held by process {} of uid {}, not by it: refused",
+            peer.pid(),
+            peer.uid()
+        ));
+    }
+    let deadline = std::time::Instant::now() + ANSWER_WAIT;
+    s.write_all(b"proctable\n").map_err(|e| e.to_string())?;
+    let mut r = std::io::BufReader::new(&s);
+    let mut line = Vec::with_capacity(256);
+    let mut last_rank: Option<u32> = None;
+    let rows_max = u64::from(libi::job::MAX_JOB_SIZE);
+    let mut rows = 0u64;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(format!("no whole answer from the job with pid {pid} in time"));
+        }
+        s.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+        line.clear();
+        let n = match std::io::Read::take(&mut r, LINE_MAX as u64 + 1).read_until(b'\n', &mut line)
+        {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(format!("no answer from the job with pid {pid}: {e}")),
+        };
+        if n == 0 {
+            return match rows {
+                0 => Err(format!("the job with pid {pid} gave no answer")),
+                _ => Ok(()),
+            };
+        }
+        if rows == 0 {
+            if let Some(e) = line.strip_prefix(b"error: ") {
+                let e = e.strip_suffix(b"\n").unwrap_or(e);
+                return Err(libi::text::escape(e, 200));
+            }
+        }
+        rows += 1;
+        let Some(text) = line.strip_suffix(b"\n") else {
+            return Err(format!("line {rows} of its answer is cut off or over {LINE_MAX} bytes"));
+        };
+        let rank = check_row(text, last_rank)
+            .map_err(|why| format!("line {rows} of its answer is malformed ({why})"))?;
+        if rows > rows_max {
+            return Err(format!("its answer has over {rows_max} lines"));
+        }
+        last_rank = Some(rank);
+        out.write_all(&line).map_err(|e| format!("cannot write the table: {e}"))?;
+    }
+}
+
+/// One line of a process table (without its newline), checked: `RANK HOST PID EXE`, ranks
+/// increasing, host and executable in [`libi::text::escape`]'s form (nothing a terminal
+/// would act on). Returns the rank.
+fn check_row(line: &[u8], after: Option<u32>) -> Result<u32, &'static str> {
+    let text = std::str::from_utf8(line).map_err(|_| "not UTF-8")?;
+    let mut f = text.splitn(4, ' ');
+    let mut field = |what| f.next().filter(|x| !x.is_empty()).ok_or(what);
+    let rank: u32 = field("no rank")?.parse().map_err(|_| "bad rank")?;
+    let host = field("no host")?;
+    let _pid: u32 = field("no pid")?.parse().map_err(|_| "bad pid")?;
+    let exe = field("no executable")?;
+    if after.is_some_and(|a| rank <= a) {
+        return Err("ranks out of order");
+    }
+    let canonical = |x: &str| libi::text::escape(&libi::text::unescape(x), usize::MAX);
+    if canonical(host).replace(' ', "\\x20") != host || canonical(exe) != exe {
+        return Err("unescaped characters");
+    }
+    Ok(rank)
 }
 
 #[cfg(test)]
@@ -197,5 +313,35 @@ mod tests {
         assert_eq!(text, "0 n1 10 ./a b\n1 n2 20 ./nl\\x0ax\\x5cy\n");
         let last = text.lines().nth(1).and_then(|l| l.splitn(4, ' ').nth(3)).unwrap_or("");
         assert_eq!(libi::text::unescape(last), exes[1].as_bytes());
+    }
+
+    /// A line is printed only in escaped form and in rank order: a raw escape sequence, a
+    /// missing field, a rank out of order or a negative pid refuse the answer.
+    #[test]
+    fn rows_are_checked() {
+        assert_eq!(check_row(b"0 n1 10 ./a b", None), Ok(0));
+        assert_eq!(check_row(b"3 n1 0 ./nl\\x0ax", Some(0)), Ok(3));
+        assert_eq!(
+            check_row(b"0 evil 1 /tmp/x\x1b]0;owned\x07", None),
+            Err("unescaped characters")
+        );
+        assert_eq!(check_row(b"0 ev\x1bil 1 /x", None), Err("unescaped characters"));
+        assert_eq!(check_row(b"1 n1 10 ./a", Some(1)), Err("ranks out of order"));
+        assert_eq!(check_row(b"1 n1 -4 ./a", None), Err("bad pid"));
+        assert_eq!(check_row(b"1 n1 4", None), Err("no executable"));
+        assert_eq!(check_row(b"x n1 4 a", None), Err("bad rank"));
+        assert_eq!(check_row(b"0 n1 4 \xff", None), Err("not UTF-8"));
+    }
+
+    /// The listening sockets of a /proc/net/unix table, abstract names with their `@`.
+    #[test]
+    fn listening_sockets_of_the_table() {
+        let t = "Num       RefCount Protocol Flags    Type St Inode Path\n\
+                 0000000000000000: 00000002 00000000 00010000 0001 01 5001 @libi-mpiexec.7.ab\n\
+                 0000000000000000: 00000002 00000000 00000000 0001 03 5002 @libi-mpiexec.7.cd\n\
+                 0000000000000000: 00000002 00000000 00010000 0001 01 5003\n\
+                 0000000000000000: 00000002 00000000 00010000 0001 01 5004 /run/x.sock\n";
+        let v: Vec<(u64, &str)> = listening_names(t).collect();
+        assert_eq!(v, [(5001, "@libi-mpiexec.7.ab"), (5004, "/run/x.sock")]);
     }
 }
