@@ -7,6 +7,7 @@ pub mod job;
 pub mod launch;
 pub mod msg;
 pub mod nameserver;
+pub mod preauth;
 pub mod report;
 pub mod slurm;
 pub mod spawn;

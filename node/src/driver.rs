@@ -12,7 +12,7 @@ use crate::reaper;
 use crate::spawn::{start_rank, SpawnBatch, StartFailed, Started};
 use crate::stdio::{spawn_up_writer, Done, UpEvent, UpLink};
 use crate::tree::{accept_loop, listen, Children, EvSink, TreeEv};
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
 use libi::job::LauncherKind;
 use libi::msg::Msg;
 use std::collections::HashMap;
@@ -97,23 +97,14 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     let mut early_listener = None;
     let (mut down, up, setup) = match parent {
         Parent::Direct { addr, node, retries } => {
-            let connecting = crate::tree::connect(&addr, retries);
-            let (mut rd, mut wr) = unless_launcher_gone(keep_stdin, connecting).await?;
-            let hello = Msg::Hello {
+            let hello = || Msg::Hello {
                 node,
                 secret: secret.clone(),
                 host: hostname(),
                 pid: std::process::id(),
             };
-            wr.send(hello).await.map_err(io_err)?;
-            let setup = match tokio::time::timeout(SETUP_WAIT, rd.next()).await {
-                Ok(Some(Ok(Msg::Setup(s)))) => *s,
-                Ok(Some(Ok(other))) => return Err(proto(format!("expected setup, got {other:?}"))),
-                Ok(Some(Err(e))) => return Err(proto(e.to_string())),
-                Ok(None) => return Err(proto("parent closed the connection before setup".into())),
-                Err(_) => return Err(proto("no setup from parent within 120 s".into())),
-            };
-            (rd, wr, setup)
+            let connecting = crate::tree::connect_for_setup(&addr, hello, retries, SETUP_WAIT);
+            unless_launcher_gone(keep_stdin, connecting).await?
         }
         Parent::Rendezvous { front_end, host, retries } => {
             let fe_host = front_end.rsplit_once(':').map(|(h, _)| h).unwrap_or(&front_end);
@@ -299,9 +290,12 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     }
     core.ranks_started(&mut fx);
     // MPICH's ranks ask for the node's topology file in MPI_Init: cached, or written now.
+    // A directory of this agent's own for the file, when the user's is not usable: kept
+    // until the agent ends.
+    let mut hwloc_dir = None;
     let mut hwloc_writing = {
         let tx = ev_tx.clone();
-        crate::hwloc::offer(&mut core, &mut fx, move |path| {
+        crate::hwloc::offer(&mut core, &mut fx, &mut hwloc_dir, move |path| {
             let _ = tx.send(Ev::HwlocXml(path));
         })
     };
@@ -462,6 +456,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     }
     drop(link);
     drop(stage);
+    drop(hwloc_dir);
     Ok(0)
 }
 
@@ -1059,14 +1054,6 @@ fn hostname() -> String {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "localhost".into())
-}
-
-fn io_err(e: libi::msg::CodecError) -> io::Error {
-    io::Error::other(e.to_string())
-}
-
-fn proto(m: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, m)
 }
 
 /// Carries the soft limit on open files the job was started with from the front end to the

@@ -10,6 +10,7 @@ use futures::{SinkExt, StreamExt};
 use libi::job::{LauncherKind, LauncherSpec, NodePlan};
 use libi::launch::nla_command;
 use libi::msg::{codec, codec_with_max, secret_eq, Msg, MsgCodec, MAX_FRAME};
+use libi::preauth::PreAuth;
 use libi::report::{now, LaunchRecord};
 use std::collections::VecDeque;
 use std::io;
@@ -227,13 +228,14 @@ pub fn autofork() -> bool {
 /// Accept children's connections: each must open with a hello carrying the job secret and
 /// the node id of one of `children` (or a join); anything else is closed and counted in
 /// [`TREE_REJECTS`]. Before it is authenticated a connection may send one frame of at most
-/// [`HELLO_MAX_FRAME`] bytes within [`HELLO_TIMEOUT`]; at most [`MAX_PENDING`] connections
-/// are being authenticated at a time (more are closed at once). A failed `accept` is retried
-/// after a backoff.
+/// [`HELLO_MAX_FRAME`] bytes within [`HELLO_TIMEOUT`] of being accepted; at most
+/// [`MAX_PENDING`] connections wait for theirs, and one more evicts the one that waited
+/// longest (`libi::preauth`: holding slots keeps no child out). A failed `accept` is
+/// retried after a backoff.
 pub fn accept_loop(listener: Listener, secret: String, children: Vec<u32>, ev: EvSink) {
     tokio::spawn(async move {
         let children = Arc::new(children);
-        let pending = Arc::new(Semaphore::new(MAX_PENDING));
+        let pool: Arc<Pool> = Arc::new(std::sync::Mutex::new(PreAuth::new(MAX_PENDING)));
         let mut backoff = AcceptBackoff::default();
         loop {
             let (rd, wr, peer) = match listener.accept().await {
@@ -248,20 +250,36 @@ pub fn accept_loop(listener: Listener, secret: String, children: Vec<u32>, ev: E
                 }
             };
             backoff.succeeded();
-            let Ok(permit) = pending.clone().try_acquire_owned() else {
-                TREE_REJECTS.note(&peer, "too many connections not authenticated yet");
-                continue;
-            };
-            let (ev, secret, children) = (ev.clone(), secret.clone(), children.clone());
-            tokio::spawn(async move {
-                let r = handshake(rd, wr, &secret, &children, ev).await;
-                drop(permit);
+            let (ev, secret, children, pool2) =
+                (ev.clone(), secret.clone(), children.clone(), pool.clone());
+            let (ticket_tx, ticket_rx) = tokio::sync::oneshot::channel::<u64>();
+            let who = peer.clone();
+            let task = tokio::spawn(async move {
+                let Ok(ticket) = ticket_rx.await else { return };
+                let r = handshake(rd, wr, &secret, &children, ev, &pool2, ticket).await;
+                lock(&pool2).done(ticket);
                 if let Err(why) = r {
-                    TREE_REJECTS.note(&peer, &why);
+                    TREE_REJECTS.note(&who, &why);
                 }
             });
+            let admitted = lock(&pool).admit((task.abort_handle(), peer));
+            if let Some((old, old_peer)) = admitted.evicted {
+                old.abort();
+                TREE_REJECTS.note(&old_peer, EVICTED);
+            }
+            let _ = ticket_tx.send(admitted.ticket);
         }
     });
+}
+
+/// Connections not authenticated yet: the task reading each one's hello, and its peer.
+type Pool = std::sync::Mutex<PreAuth<(tokio::task::AbortHandle, String)>>;
+
+/// Why an evicted connection was closed.
+const EVICTED: &str = "evicted, the oldest of the connections not authenticated yet";
+
+fn lock(pool: &Pool) -> std::sync::MutexGuard<'_, PreAuth<(tokio::task::AbortHandle, String)>> {
+    pool.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 async fn handshake(
@@ -270,11 +288,15 @@ async fn handshake(
     secret: &str,
     children: &[u32],
     ev: EvSink,
+    pool: &Pool,
+    ticket: u64,
 ) -> Result<(), String> {
     let mut rd = FramedRead::new(rd, codec_with_max(HELLO_MAX_FRAME));
     let first = tokio::time::timeout(HELLO_TIMEOUT, rd.next())
         .await
         .map_err(|_| format!("no hello within {} s", HELLO_TIMEOUT.as_secs()))?;
+    // Authenticated or not, it waits no longer; once out of the pool it cannot be evicted.
+    lock(pool).done(ticket).ok_or(EVICTED)?;
     let (node, host) = match first {
         Some(Ok(Msg::Hello { node, secret: s, host, .. })) => {
             if !secret_eq(&s, secret) {
@@ -584,6 +606,47 @@ pub async fn connect_once(addr: &str) -> io::Result<(Source, Sink)> {
         }
     };
     Ok((FramedRead::new(rd, codec()), FramedWrite::new(wr, codec())))
+}
+
+/// Connect to the parent at `addr` as a child, say `hello`, and receive our setup, within
+/// `wait` in all. A connection the parent closes (or resets) before our setup is made again,
+/// up to `retries` times: a parent whose pre-authentication pool is flooded by somebody
+/// else's connections evicts the oldest, which may be ours (`libi::preauth`).
+pub async fn connect_for_setup(
+    addr: &str,
+    hello: impl Fn() -> Msg,
+    retries: u32,
+    wait: Duration,
+) -> io::Result<(Source, Sink, libi::job::NodeSetup)> {
+    let proto = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
+    let deadline = tokio::time::Instant::now() + wait;
+    let (mut again, mut pause) = (0u32, RETRY_WAIT);
+    loop {
+        let (mut rd, mut wr) = connect(addr, retries).await?;
+        let closed = match wr.send(hello()).await {
+            Err(e) => e.to_string(),
+            Ok(()) => match tokio::time::timeout_at(deadline, rd.next()).await {
+                Ok(Some(Ok(Msg::Setup(s)))) => return Ok((rd, wr, *s)),
+                Ok(Some(Ok(other))) => return Err(proto(format!("expected setup, got {other:?}"))),
+                Ok(Some(Err(libi::msg::CodecError::Io(e)))) => e.to_string(),
+                Ok(Some(Err(e))) => return Err(proto(e.to_string())),
+                Ok(None) => "closed".into(),
+                Err(_) => {
+                    return Err(proto(format!("no setup from parent within {} s", wait.as_secs())))
+                }
+            },
+        };
+        if again >= retries || tokio::time::Instant::now() + pause >= deadline {
+            return Err(proto(format!(
+                "parent closed the connection before setup ({closed}; {} tries)",
+                again + 1
+            )));
+        }
+        debug!(again, why = %closed, "the parent closed the connection before setup: again");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(RETRY_WAIT_MAX);
+        again += 1;
+    }
 }
 
 /// The parent's first message: our setup, or a redirect `(node, parent address)`.

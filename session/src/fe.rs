@@ -5,12 +5,12 @@
 
 use crate::member::{ENV_FE, ENV_KEY, HELLO};
 use crate::{frame, Code, Error, Result, MAX_MSG};
+use libi::preauth::PreAuth;
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -204,8 +204,9 @@ struct Shared {
     masters: Mutex<HashMap<u32, TcpStream>>,
 }
 
-/// At most this many connections to the front end are being authenticated at a time;
-/// each must send its hello (at most `HELLO_MAX` bytes) within `HELLO_WAIT`.
+/// At most this many connections to one of the front end's listeners wait for their hello
+/// (at most `HELLO_MAX` bytes, within `HELLO_WAIT` of being accepted); one more evicts the
+/// one that waited longest.
 const AUTH_MAX: usize = 64;
 /// Messages from a master held for the tool at most (beyond, the master's connection is not
 /// read: a master that floods a front end that does not receive slows down, memory stays
@@ -217,7 +218,11 @@ const HELLO_WAIT: Duration = Duration::from_secs(10);
 /// The tool's front end.
 pub struct FrontEnd {
     opts: Options,
+    /// The port of the listener on the loopback address, bound at init.
     port: u16,
+    /// Our listeners, by the address each is bound to (only the addresses that sessions'
+    /// members reach us at, never every address of the host): the port of each.
+    listeners: HashMap<IpAddr, u16>,
     shared: Arc<Shared>,
     sessions: Vec<Session>,
 }
@@ -229,22 +234,43 @@ impl FrontEnd {
     }
 
     pub fn with_options(opts: Options) -> Result<FrontEnd> {
-        let listener = bind().map_err(|e| Error::new(Code::EInit, e))?;
-        let port = listener.local_addr().map_err(|e| Error::new(Code::EInit, e.to_string()))?;
-        let shared = Arc::new(Shared::default());
-        let s = shared.clone();
+        let mut fe = FrontEnd {
+            opts,
+            port: 0,
+            listeners: HashMap::new(),
+            shared: Arc::new(Shared::default()),
+            sessions: Vec::new(),
+        };
+        fe.port = fe
+            .listener(IpAddr::V4(Ipv4Addr::LOCALHOST))
+            .map_err(|e| Error::new(Code::EInit, e.message))?;
+        Ok(fe)
+    }
+
+    /// The port of our listener on `ip`, bound now if there is none yet.
+    fn listener(&mut self, ip: IpAddr) -> Result<u16> {
+        if let Some(port) = self.listeners.get(&ip) {
+            return Ok(*port);
+        }
+        let failed = |e: String| Error::new(Code::ELaunch, format!("cannot listen on {ip}: {e}"));
+        let listener = bind(ip).map_err(failed)?;
+        let port = listener.local_addr().map_err(|e| failed(e.to_string()))?.port();
+        let shared = self.shared.clone();
         std::thread::Builder::new()
             .name("libi-fe-accept".into())
-            .spawn(move || accept(listener, s))
-            .map_err(|e| Error::new(Code::EInit, e.to_string()))?;
-        Ok(FrontEnd { opts, port: port.port(), shared, sessions: Vec::new() })
+            .spawn(move || accept(listener, shared))
+            .map_err(|e| failed(e.to_string()))?;
+        self.listeners.insert(ip, port);
+        Ok(port)
     }
 
     pub fn options(&self) -> &Options {
         &self.opts
     }
 
-    /// The port the masters connect to (on every address of this host).
+    /// The port the masters of sessions on this host connect to (on the loopback address;
+    /// the masters of sessions elsewhere get the address and port of a listener bound to
+    /// the address this host reaches them from).
     pub fn port(&self) -> u16 {
         self.port
     }
@@ -359,6 +385,14 @@ impl FrontEnd {
         let (tx, rx) = sync_channel(PENDING_MAX);
         let first = dists[0].hosts[0].host.clone();
         let ip = self.fe_ip(&first);
+        let port = match self.listener(ip) {
+            Ok(port) => port,
+            Err(e) => {
+                self.sessions[sid as usize].state = State::Ended(Some(e.clone()));
+                self.sessions[sid as usize].reported = true;
+                return Err(e);
+            }
+        };
         let mut args = self.opts.args.clone();
         let hosts: Vec<String> = dists
             .iter()
@@ -368,10 +402,9 @@ impl FrontEnd {
         args.extend(["--pmgr".into(), "-hosts".into(), hosts.join(",")]);
         // The key goes in libi-mpiexec's environment (ENV_KEY, passed to every member
         // whatever the options): a command line is readable by every local user.
-        for (k, v) in [
-            (ENV_FE, SocketAddr::new(ip, self.port).to_string()),
-            ("LIBI_SESSION", sid.to_string()),
-        ] {
+        for (k, v) in
+            [(ENV_FE, SocketAddr::new(ip, port).to_string()), ("LIBI_SESSION", sid.to_string())]
+        {
             args.extend(["-genv".into(), k.into(), v]);
         }
         for (i, d) in dists.iter().enumerate() {
@@ -717,45 +750,78 @@ fn check_placement(sid: u32, dists: &[&ProcDist]) -> Result<()> {
     Ok(())
 }
 
-fn bind() -> std::result::Result<TcpListener, String> {
-    let any = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+/// A listener on `ip` (only: members reach us there), on a port of the configured range.
+fn bind(ip: IpAddr) -> std::result::Result<TcpListener, String> {
     match libi::launch::port_range(&|k| std::env::var(k).ok())? {
-        None => TcpListener::bind(SocketAddr::new(any, 0)).map_err(|e| e.to_string()),
+        None => TcpListener::bind(SocketAddr::new(ip, 0)).map_err(|e| e.to_string()),
         Some((var, lo, hi)) => (lo..=hi)
-            .find_map(|p| TcpListener::bind(SocketAddr::new(any, p)).ok())
+            .find_map(|p| TcpListener::bind(SocketAddr::new(ip, p)).ok())
             .ok_or_else(|| format!("no free port in {var} {lo}:{hi}")),
     }
 }
 
-/// Accept masters: each must say hello with a session's key first (bounded, timed);
-/// anything else is closed before a byte more is read.
+/// Accept masters: each must say hello with a session's key first, within `HELLO_WAIT` of
+/// being accepted however slowly its bytes come, at most `HELLO_MAX` bytes; anything else
+/// is closed before a byte more is read. At most `AUTH_MAX` connections wait for their
+/// hello; one more evicts the one that waited longest (`libi::preauth`).
 fn accept(listener: TcpListener, shared: Arc<Shared>) {
-    let authenticating = Arc::new(AtomicUsize::new(0));
+    let pool: Arc<Mutex<PreAuth<TcpStream>>> = Arc::new(Mutex::new(PreAuth::new(AUTH_MAX)));
     for conn in listener.incoming() {
         let Ok(conn) = conn else {
             std::thread::sleep(Duration::from_millis(10));
             continue;
         };
-        if authenticating.fetch_add(1, Ordering::SeqCst) >= AUTH_MAX {
-            authenticating.fetch_sub(1, Ordering::SeqCst);
-            continue;
-        }
-        let (shared, auth) = (shared.clone(), authenticating.clone());
-        let _ = std::thread::Builder::new().name("libi-fe-master".into()).spawn(move || {
-            let who = hello(&conn, &shared);
-            auth.fetch_sub(1, Ordering::SeqCst);
-            if let Some((sid, tx)) = who {
+        let until = Instant::now() + HELLO_WAIT;
+        let Ok(handle) = conn.try_clone() else { continue };
+        let ticket = {
+            let mut p = pool.lock().unwrap_or_else(|e| e.into_inner());
+            let admitted = p.admit(handle);
+            if let Some(old) = admitted.evicted {
+                let _ = old.shutdown(std::net::Shutdown::Both);
+            }
+            admitted.ticket
+        };
+        let (shared, pool2) = (shared.clone(), pool.clone());
+        let spawned = std::thread::Builder::new().name("libi-fe-master".into()).spawn(move || {
+            if let Some((sid, tx)) = hello(&conn, &shared, until, &pool2, ticket) {
                 serve_master(conn, sid, tx, &shared);
             }
         });
+        if spawned.is_err() {
+            pool.lock().unwrap_or_else(|e| e.into_inner()).done(ticket);
+        }
     }
 }
 
-fn hello(conn: &TcpStream, shared: &Shared) -> Option<(u32, SyncSender<Ev>)> {
-    conn.set_read_timeout(Some(HELLO_WAIT)).ok()?;
-    let mut r = conn;
-    let h = frame::read(&mut r, HELLO_MAX).ok()??;
-    let h = String::from_utf8(h).ok()?;
+/// Reads from a connection that must be done by `until`, however its bytes trickle in.
+struct Until<'a> {
+    conn: &'a TcpStream,
+    until: Instant,
+}
+
+impl std::io::Read for Until<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        self.conn.set_read_timeout(Some(left))?;
+        std::io::Read::read(&mut self.conn, buf)
+    }
+}
+
+/// The master's hello on `conn` (see [`accept`]): its session, once it no longer waits in
+/// the pool (a connection evicted meanwhile is not taken, even with a right key).
+fn hello(
+    conn: &TcpStream,
+    shared: &Shared,
+    until: Instant,
+    pool: &Mutex<PreAuth<TcpStream>>,
+    ticket: u64,
+) -> Option<(u32, SyncSender<Ev>)> {
+    let h = frame::read(&mut Until { conn, until }, HELLO_MAX);
+    pool.lock().unwrap_or_else(|e| e.into_inner()).done(ticket)?;
+    let h = String::from_utf8(h.ok()??).ok()?;
     let key = h.strip_prefix(HELLO)?.strip_prefix(' ')?;
     let (sid, tx) = shared.keys.lock().ok()?.remove(key)?;
     conn.set_read_timeout(None).ok()?;

@@ -49,19 +49,36 @@ fn strangers_are_closed_without_being_read() {
     assert_eq!(closed_within(s, Duration::from_secs(5)), Some(0));
 }
 
+/// 64 idle connections fill the authentication slots: each new one evicts the one that
+/// waited longest, so the newest (a real master, say) always gets in; and each is cut after
+/// the hello timeout (10 s) however it trickles its bytes.
 #[test]
-fn idle_connections_are_capped_and_cut() {
+fn idle_connections_are_evicted_and_cut() {
     let fe = fe();
     let addr = ("127.0.0.1", fe.port());
-    // 64 idle connections fill the authentication slots; the next ones are closed at once.
     let mut idle: Vec<TcpStream> =
         (0..64).map(|_| TcpStream::connect(addr).expect("connect")).collect();
     std::thread::sleep(Duration::from_millis(200));
-    let extra = TcpStream::connect(addr).expect("connect");
-    assert_eq!(closed_within(extra, Duration::from_secs(60)), Some(0));
-    // ... while the idle ones still wait for their hello,
-    let last = idle.pop().expect("one");
-    assert_eq!(closed_within(last.try_clone().expect("clone"), Duration::from_millis(100)), None);
-    // and are cut after the hello timeout (10 s).
-    assert_eq!(closed_within(last, Duration::from_secs(60)), Some(0));
+    let newest = TcpStream::connect(addr).expect("connect");
+    // The oldest is closed at once, ...
+    let oldest = idle.remove(0);
+    assert_eq!(closed_within(oldest, Duration::from_secs(60)), Some(0));
+    // ... the newest waits for its hello.
+    assert_eq!(closed_within(newest.try_clone().expect("clone"), Duration::from_millis(200)), None);
+    drop(idle);
+    // A slowloris: the 4-byte length of a hello, one byte every second. The old per-read
+    // wait let it hold its slot for as long as it kept trickling; it is cut after 10 s.
+    let mut slow = newest;
+    let mut cut = false;
+    for b in 16u32.to_be_bytes().iter().cycle().take(30) {
+        if slow.write_all(&[*b]).is_err() {
+            cut = true;
+            break;
+        }
+        if closed_within(slow.try_clone().expect("clone"), Duration::from_secs(1)).is_some() {
+            cut = true;
+            break;
+        }
+    }
+    assert!(cut, "a connection trickling one byte a second was never cut");
 }
