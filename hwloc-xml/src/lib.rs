@@ -27,7 +27,9 @@
 //!
 //! Safety: the directory is `$XDG_RUNTIME_DIR/libi` when that is a private directory of this
 //! user, else `$TMPDIR/libi-UID` (`/tmp/libi-UID`); it is used only if it is a real
-//! directory (not a link) owned by this user with no access for others, and a file only if
+//! directory (not a link) owned by this user with no access for others (when it is not,
+//! another user took the name first, say, the caller gives a fresh private directory of its
+//! own instead: [`Cache::open_in`]), and a file only if
 //! it is a regular file of this user that others cannot write. A new file is written under
 //! a temporary name (`O_EXCL`, mode 0600), checked to be hwloc XML, and renamed into place.
 //! At most [`KEEP`] files are kept (the oldest go).
@@ -231,10 +233,22 @@ impl Cache {
         let xdg = std::env::var_os("XDG_RUNTIME_DIR");
         let tmp = std::env::var_os("TMPDIR");
         let dir = user_dir(xdg.as_deref(), tmp.as_deref(), uid)?;
+        Ok(Cache::in_dir(dir, tool, uid))
+    }
+
+    /// A cache in a directory of the caller's that no one else can use (a fresh private
+    /// one, when the user's own is not usable: [`user_dir`] says why), with the tool found
+    /// on this process's `PATH`.
+    pub fn open_in(dir: PathBuf) -> Result<Cache, Skip> {
+        let tool = find_tool(&std::env::var_os("PATH").unwrap_or_default()).ok_or(Skip::NoTool)?;
+        Ok(Cache::in_dir(dir, tool, nix::unistd::geteuid().as_raw()))
+    }
+
+    fn in_dir(dir: PathBuf, tool: PathBuf, uid: u32) -> Cache {
         // (The state names the tool by device and inode: two links to one tool name one
         // file.)
         let state = machine_state(&tool);
-        Ok(Cache::with(dir, tool, uid, &state))
+        Cache::with(dir, tool, uid, &state)
     }
 
     /// A cache in `dir` (already checked) with `tool`, named after `state`.

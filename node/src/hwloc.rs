@@ -39,10 +39,13 @@ fn ranks_env(job: &JobCommon, name: &str) -> Option<OsString> {
 /// Offer the file to the ranks of this node: now if it is cached, else once the tool has
 /// written it (`ready` is called from a task with its path, or `None` if the tool failed:
 /// pass it to [`NodeCore::set_hwloc_xmlfile`]). Nothing for a node of fewer than two ranks
-/// (MPICH does not ask), or when the ranks' environment rules it out.
+/// (MPICH does not ask), or when the ranks' environment rules it out. When the user's
+/// directory is not usable the file goes into a fresh directory of the agent's own, put in
+/// `scratch` (keep it until the ranks are gone).
 pub fn offer(
     core: &mut NodeCore,
     fx: &mut Vec<crate::core::Effect>,
+    scratch: &mut Option<crate::scratch::Scratch>,
     ready: impl FnOnce(Option<String>) + Send + 'static,
 ) -> Option<Writing> {
     if core.local_count() < 2 {
@@ -54,9 +57,24 @@ pub fn offer(
     }
     let cache = match Cache::open() {
         Ok(c) => c,
-        Err(skip @ Skip::Dir(_)) => {
-            warn!("no hwloc topology file for the ranks: {skip}");
-            return None;
+        // The user's directory is not usable (another user took its name first, say):
+        // this agent's own fresh one instead, gone with the agent. Nothing the user could
+        // act on, so nothing said beyond the debug level.
+        Err(Skip::Dir(why)) => {
+            debug!("hwloc topology file in a directory of this agent's own: {why}");
+            let opened = crate::scratch::Scratch::new("hwloc")
+                .map_err(|e| Skip::Dir(e.to_string()))
+                .and_then(|s| Cache::open_in(s.dir().to_path_buf()).map(|c| (c, s)));
+            match opened {
+                Ok((c, s)) => {
+                    *scratch = Some(s);
+                    c
+                }
+                Err(skip) => {
+                    debug!("no hwloc topology file for the ranks: {skip}");
+                    return None;
+                }
+            }
         }
         Err(skip) => {
             debug!("no hwloc topology file for the ranks: {skip}");

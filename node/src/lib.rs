@@ -31,6 +31,7 @@ pub mod rankio;
 pub mod reaper;
 pub mod report_cpu;
 pub mod root;
+pub mod scratch;
 pub mod singleton;
 pub mod spawn;
 pub mod stage;

@@ -2,16 +2,17 @@
 //! tree in the job's setup; each NLA that runs ranks writes them into a fresh directory of
 //! its own under `$TMPDIR` (default `/tmp`), `libi-stage-PID-RANDOM`, mode 0700, and its
 //! ranks run them from there. The directory is removed when the NLA ends (dropping
-//! [`Stage`]).
+//! [`Stage`]); one left by a killed NLA is swept by the next one of the same user
+//! ([`crate::scratch`]).
 
+use crate::scratch::Scratch;
 use libi::job::JobCommon;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::PathBuf;
+use std::os::unix::fs::OpenOptionsExt;
 
 /// A node's staging directory and what is in it.
 pub struct Stage {
-    dir: PathBuf,
+    dir: Scratch,
     exes: Vec<(usize, String)>,
 }
 
@@ -22,13 +23,7 @@ impl Stage {
     }
 
     pub fn dir(&self) -> &std::path::Path {
-        &self.dir
-    }
-}
-
-impl Drop for Stage {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.dir.dir()
     }
 }
 
@@ -37,23 +32,7 @@ pub fn write(job: &JobCommon, local_ranks: usize) -> io::Result<Option<Stage>> {
     if job.staged.is_empty() || local_ranks == 0 {
         return Ok(None);
     }
-    let base = std::env::var_os("TMPDIR").map(PathBuf::from).unwrap_or_else(|| "/tmp".into());
-    // A fresh directory of our own: never one that someone else prepared.
-    let mut tries = 0;
-    let dir = loop {
-        let d = base.join(format!(
-            "libi-stage-{}-{:08x}",
-            std::process::id(),
-            rand::RngCore::next_u32(&mut rand::rngs::OsRng)
-        ));
-        match std::fs::DirBuilder::new().mode(0o700).create(&d) {
-            Ok(()) => break d,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
-            Err(e) => {
-                return Err(io::Error::new(e.kind(), format!("cannot create {}: {e}", d.display())))
-            }
-        }
-    };
+    let dir = Scratch::new("stage")?;
     let mut stage = Stage { dir, exes: Vec::new() };
     for (i, f) in job.staged.iter().enumerate() {
         // The name is ours to choose: only its last component, never a path.
@@ -61,7 +40,7 @@ pub fn write(job: &JobCommon, local_ranks: usize) -> io::Result<Option<Stage>> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| format!("exe{i}"));
-        let path = stage.dir.join(format!("{i}-{name}"));
+        let path = stage.dir().join(format!("{i}-{name}"));
         let written = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
