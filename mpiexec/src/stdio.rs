@@ -485,11 +485,9 @@ impl OutFile {
         }
     }
 
-    /// Open (create, mode 0600 like Hydra, truncated) the file; failing, it is reported.
+    /// Open the file ([`open_output_file`]); failing, it is reported.
     fn open(&self) -> Option<std::fs::File> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut o = std::fs::OpenOptions::new();
-        match o.write(true).create(true).truncate(true).mode(0o600).open(&self.path) {
+        match open_output_file(std::path::Path::new(&self.path)) {
             Ok(f) => Some(f),
             Err(e) => {
                 self.failed(format!("cannot open output file '{}': {e}", self.path));
@@ -503,6 +501,54 @@ impl OutFile {
             (self.report)(WriterEvent::FileFailed(message));
         }
     }
+}
+
+/// Open an output file safely in a directory other users may write (`/tmp`): a new file
+/// is created exclusively, mode 0600; an existing one is looked at without following a
+/// symbolic link, and taken (then truncated) only if it is ours (a character device of
+/// root's, such as `/dev/null`, too) and, if a regular file, has no other hard link:
+/// another user's file or FIFO, or a link planted to one of ours, is refused. A FIFO of
+/// ours is opened as a shell's `>` would (waiting for its reader).
+pub fn open_output_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path);
+    match created {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        r => return r,
+    }
+    // What is there, examined without opening it (a FIFO would wait) or following a link.
+    let at = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    let m = at.metadata()?;
+    let me = nix::unistd::geteuid().as_raw();
+    let refuse = |why: String| Err(std::io::Error::other(why));
+    if m.file_type().is_symlink() {
+        return refuse("it is a symbolic link: not followed".into());
+    }
+    let root_device = m.uid() == 0 && m.file_type().is_char_device();
+    if m.uid() != me && !root_device {
+        return refuse(format!("it belongs to uid {}, not to us: not written", m.uid()));
+    }
+    if m.file_type().is_file() && m.nlink() > 1 {
+        return refuse(format!("it has {} hard links: not written", m.nlink()));
+    }
+    // That very file, opened for writing through the descriptor that examined it.
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&at);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(format!("/proc/self/fd/{fd}"))?;
+    if m.file_type().is_file() {
+        f.set_len(0)?;
+    }
+    Ok(f)
 }
 
 /// Our stdout and stderr.
@@ -955,5 +1001,38 @@ mod tests {
         st.enqueue(1, 10_000 + wait_ms / 2);
         assert!(!st.state_at(10_000 + wait_ms - 1).stuck());
         assert!(st.state_at(10_000 + wait_ms).stuck(), "waited the whole stall limit");
+    }
+
+    /// Output files: a new one is 0600 whatever the umask allows; one of ours is truncated;
+    /// a symbolic link (even to a file of ours) or a second hard link is refused and the
+    /// file it leads to is left as it was.
+    #[test]
+    fn output_files_are_opened_safely() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = std::env::temp_dir().join(format!("libi-outfile-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("dir");
+        let new = d.join("new");
+        crate::stdio::open_output_file(&new).expect("new file");
+        let mode = std::fs::metadata(&new).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let mine = d.join("mine");
+        std::fs::write(&mine, b"old contents").expect("write");
+        std::io::Write::write_all(
+            &mut crate::stdio::open_output_file(&mine).expect("own file"),
+            b"new",
+        )
+        .expect("write");
+        assert_eq!(std::fs::read(&mine).expect("read"), b"new");
+        let link = d.join("link");
+        std::os::unix::fs::symlink(&mine, &link).expect("symlink");
+        let e = crate::stdio::open_output_file(&link).expect_err("a link is not followed");
+        assert_eq!(e.to_string(), "it is a symbolic link: not followed");
+        let hard = d.join("hard");
+        std::fs::hard_link(&mine, &hard).expect("hard link");
+        let e = crate::stdio::open_output_file(&hard).expect_err("a second link is refused");
+        assert_eq!(e.to_string(), "it has 2 hard links: not written");
+        assert_eq!(std::fs::read(&mine).expect("read"), b"new", "left as it was");
+        crate::stdio::open_output_file(std::path::Path::new("/dev/null")).expect("/dev/null");
+        std::fs::remove_dir_all(&d).expect("clean up");
     }
 }
