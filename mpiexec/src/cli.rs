@@ -799,32 +799,39 @@ fn merge_global(
     Ok(())
 }
 
+/// The path of Hydra's file of default options and its words.
+pub type DefaultOptions = (String, Vec<String>);
+
 /// Hydra's file of default options: `$HYDRA_CONFIG_FILE`, else `~/.mpiexec.hydra.conf` if
 /// there is one. Its path and words (whitespace-separated, `#` to the end of a line is a
 /// comment, as Hydra reads it), or `None`. A `HYDRA_CONFIG_FILE` that cannot be read is an
-/// error (Hydra ignores it silently). `get` looks a variable up.
+/// error (Hydra ignores it silently); a `~/.mpiexec.hydra.conf` that cannot be read (a
+/// `$HOME` of another user's, say) is as good as absent, as for Hydra, with a note for `-v`
+/// (the second value). `get` looks a variable up.
 pub fn defaults_file(
     get: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<(String, Vec<String>)>, String> {
+) -> Result<(Option<DefaultOptions>, Option<String>), String> {
     let (path, must) = match get("HYDRA_CONFIG_FILE").filter(|v| !v.trim().is_empty()) {
         Some(p) => (p, true),
         None => match get("HOME").filter(|h| !h.is_empty()) {
             Some(h) => (format!("{}/.mpiexec.hydra.conf", h.trim_end_matches('/')), false),
-            None => return Ok(None),
+            None => return Ok((None, None)),
         },
     };
     let text = match libi::hosts::read_text(&path) {
         Ok(t) => t,
-        Err(e) if !must && e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if !must && e.kind() == std::io::ErrorKind::NotFound => return Ok((None, None)),
         Err(e) if must => return Err(format!("HYDRA_CONFIG_FILE: cannot read '{path}': {e}")),
-        Err(e) => return Err(format!("cannot read '{path}': {e}")),
+        Err(e) => {
+            return Ok((None, Some(format!("no default options: cannot read '{path}': {e}"))))
+        }
     };
     let words = text
         .lines()
         .flat_map(|l| l.split('#').next().unwrap_or("").split_whitespace())
         .map(str::to_string)
         .collect();
-    Ok(Some((path, words)))
+    Ok((Some((path, words)), None))
 }
 
 /// The value of `-gpus-per-proc` / `-gpu-subdevs-per-proc` (option `name`): `auto` (`None`)
@@ -1703,10 +1710,17 @@ mod tests {
         let env = |vars: Vec<(&'static str, String)>| {
             move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
         };
-        assert_eq!(defaults_file(&env(vec![("HOME", home.clone())])), Ok(None));
+        assert_eq!(defaults_file(&env(vec![("HOME", home.clone())])), Ok((None, None)));
+        // One that cannot be read (here a directory; another user's $HOME, as in `su`
+        // without `-`): absent, with a note.
+        std::fs::create_dir_all(dir.join(".mpiexec.hydra.conf")).expect("mkdir");
+        let (none, note) = defaults_file(&env(vec![("HOME", home.clone())])).expect("absent");
+        assert_eq!(none, None);
+        assert!(note.expect("a note").starts_with("no default options: cannot read '"));
+        std::fs::remove_dir(dir.join(".mpiexec.hydra.conf")).expect("rmdir");
         std::fs::write(dir.join(".mpiexec.hydra.conf"), "-l # x\n\n -ppn 2\n").expect("write");
         let (path, w) =
-            defaults_file(&env(vec![("HOME", home.clone())])).expect("read").expect("file");
+            defaults_file(&env(vec![("HOME", home.clone())])).expect("read").0.expect("file");
         assert_eq!((path.ends_with("/.mpiexec.hydra.conf"), w), (true, words("-l -ppn 2")));
         let other = dir.join("other").to_string_lossy().into_owned();
         let e = defaults_file(&env(vec![("HOME", home), ("HYDRA_CONFIG_FILE", other)]));

@@ -20,7 +20,7 @@ fn main() -> ExitCode {
     let (argv, mut raw) = rawargs::RawArgs::command_line(std::env::args_os().skip(1));
     // Hydra's defaults file ($HYDRA_CONFIG_FILE or ~/.mpiexec.hydra.conf): global options
     // read before the command line's.
-    let defaults = match cli::defaults_file(&|k: &str| std::env::var(k).ok()) {
+    let (defaults, unread) = match cli::defaults_file(&|k: &str| std::env::var(k).ok()) {
         Ok(d) => d,
         Err(m) => {
             eprintln!("libi-mpiexec: {m}");
@@ -46,6 +46,9 @@ fn main() -> ExitCode {
     }
     if let Some((path, words)) = defaults {
         cl.global.notes.insert(0, format!("default options from {path}: {}", words.join(" ")));
+    }
+    if let Some(note) = unread {
+        cl.global.notes.insert(0, note);
     }
     let getenv = |k: &str| std::env::var(k).ok();
     if let Err(m) = cli::apply_env(&mut cl.global, &getenv) {
