@@ -83,10 +83,12 @@ int PMI_Get_id_length_max(int *length);
  * PMI_Get_clique_ranks needs length >= the clique size, else PMI_ERR_INVALID_LENGTH. */
 int PMI_Get_clique_size(int *size);
 int PMI_Get_clique_ranks(int ranks[], int length);
-/* cmd=create_kvs / cmd=destroy_kvs: PMI_FAIL under a server without them (libi, Hydra). */
+/* cmd=create_kvs / cmd=destroy_kvs: PMI_FAIL under libi (no such commands); Hydra ends
+ * the job on them, as for MPICH's client. */
 int PMI_KVS_Create(char kvsname[], int length);
 int PMI_KVS_Destroy(const char kvsname[]);
-/* cmd=getbyidx; the end is an empty key (libi's and Hydra's servers list no pairs). */
+/* cmd=getbyidx; the end is an empty key (libi's server lists no pairs: the first call
+ * ends; Hydra ends the job on getbyidx, as for MPICH's client). */
 int PMI_KVS_Iter_first(const char kvsname[], char key[], int key_len, char val[], int val_len);
 int PMI_KVS_Iter_next(const char kvsname[], char key[], int key_len, char val[], int val_len);
 /* Deprecated: no option is parsed (size 0), PMI_Free_keyvals frees with free(),

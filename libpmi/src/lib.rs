@@ -478,7 +478,7 @@ pub unsafe extern "C" fn PMI_Get_clique_ranks(ranks: *mut c_int, length: c_int) 
 }
 
 /// MPICH's client asks the server with `cmd=create_kvs` (answer `cmd=newkvs kvsname=K`); a
-/// server that has no such command (Hydra, libi) makes it `PMI_FAIL`. A singleton "creates"
+/// server that refuses the command (libi) makes it `PMI_FAIL` (Hydra ends the job on it). A singleton "creates"
 /// its own KVS, as MPICH's does.
 #[no_mangle]
 pub unsafe extern "C" fn PMI_KVS_Create(kvsname: *mut c_char, length: c_int) -> c_int {
