@@ -2,9 +2,10 @@
 # MPICH's own test suite (test/mpi of the MPICH source, run by its own `runtests`) under
 # libi-mpiexec, and with --hydra under MPICH's mpiexec.hydra in the same run, directory by
 # directory. Nothing of MPICH is kept in this repository: the source comes from Debian's
-# source package (mpich 4.0.2; the script adds a deb-src entry for it if apt has none), its
-# tests are configured against MPICH 5 (/opt/libi/mpich5, from ci/install-deps.sh: Debian's
-# MPICH 4.0.2 cannot do dynamic processes) and built under target/mpich-testsuite.
+# source package (mpich 4.0.2, fetched by ci/mpich-source.sh, which adds a deb-src entry
+# for it if apt has none), its tests are configured against MPICH 5 (/opt/libi/mpich5, from
+# ci/install-deps.sh: Debian's MPICH 4.0.2 cannot do dynamic processes) and built under
+# target/mpich-testsuite.
 #
 #   ci/mpich-testsuite.sh [--hydra] [--release] [--ssh-hosts] [DIR...]
 #
@@ -32,7 +33,7 @@ for a in "$@"; do
     --hydra) hydra=1 ;;
     --release) profile=release ;;
     --ssh-hosts) ssh=1 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     -*) echo "ci/mpich-testsuite.sh: unknown option $a" >&2; exit 2 ;;
     *) dirs+=("$a") ;;
   esac
@@ -53,25 +54,10 @@ fi
 WORK=$ROOT/target/mpich-testsuite
 T=$WORK/test/mpi
 if [ ! -f "$T/.configured" ]; then
-  mkdir -p "$WORK"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  if ! ls "$WORK"/mpich_*.orig.tar.* >/dev/null 2>&1; then
-    if ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-      echo "ci/mpich-testsuite.sh: adding a deb-src entry for Debian's source packages"
-      src=/etc/apt/sources.list.d/debian.sources
-      [ -f "$src" ] || { echo "ci/mpich-testsuite.sh: no $src to derive a deb-src entry from" >&2; exit 2; }
-      sed 's/^Types: deb$/Types: deb-src/' "$src" | $SUDO tee /etc/apt/sources.list.d/libi-deb-src.sources >/dev/null
-      $SUDO apt-get update -qq
-    fi
-    (cd "$WORK" && apt-get source --download-only -qq mpich 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
-  fi
-  tarball=$(ls "$WORK"/mpich_*.orig.tar.* 2>/dev/null | head -1)
-  [ -n "$tarball" ] || { echo "ci/mpich-testsuite.sh: could not fetch Debian's mpich source package" >&2; exit 2; }
-  echo "ci/mpich-testsuite.sh: unpacking test/mpi of $(basename "$tarball")"
+  # Fetched (once) and unpacked afresh by ci/mpich-source.sh, which ci/test.sh also runs
+  # for MPICH's PMI headers.
   rm -rf "$WORK/test"
-  # Keep the timestamps (no -m): otherwise make wants to rerun automake.
-  tar -xf "$tarball" -C "$WORK" --strip-components=1 --wildcards '*/test/mpi/*'
+  bash ci/mpich-source.sh 'test/mpi/*'
   echo "ci/mpich-testsuite.sh: configuring it against $MPICH5"
   (cd "$T" && PATH=$MPICH5/bin:$PATH MPICC=$MPICH5/bin/mpicc ./configure --with-mpi="$MPICH5" \
       --disable-fortran --disable-cxx --disable-romio --disable-ft-tests --disable-perftest \

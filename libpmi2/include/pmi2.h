@@ -1,4 +1,5 @@
-/* libi's libpmi2.so: the PMI-2 client API (the signatures of Slurm's and MPICH's pmi2.h).
+/* libi's libpmi2.so: the PMI-2 client API: every function MPICH's pmi2.h declares, with its
+ * signature, plus Slurm's PMI2_Job_GetRank, PMI2_Info_GetSize and PMIX_Ring.
  * Link with -lpmi2 (see README, "PMI-2 and client libraries"). Under a process manager the
  * library talks to it over the socket in PMI_FD; without PMI_FD the process is a singleton
  * (rank 0 of 1, local key-value space and node attributes). */
@@ -27,8 +28,27 @@ extern "C" {
 #define PMI2_ERR_INVALID_LENGTH      8
 #define PMI2_ERR_OTHER              14
 
-/* Info objects are accepted and ignored by the name service calls. */
-struct MPID_Info;
+typedef struct PMI_keyval_t {
+    char *key;
+    char *val;
+} PMI_keyval_t;
+
+typedef struct PMI2_Connect_comm {
+    int (*read) (void *buf, int maxlen, void *ctx);
+    int (*write) (const void *buf, int len, void *ctx);
+    void *ctx;
+    int isMain;
+} PMI2_Connect_comm_t;
+
+/* MPICH's info object (the layout of MPICH 4's MPIR_Info, which its MPI library passes to
+ * PMI2_Job_Spawn). The name service calls accept and ignore it. */
+struct MPIR_Info {
+    int handle;
+    int ref_count;
+    struct MPIR_Info *next;
+    char *key;
+    char *value;
+};
 
 int PMI2_Init(int *spawned, int *size, int *rank, int *appnum);
 int PMI2_Finalize(void);
@@ -37,8 +57,24 @@ int PMI2_Initialized(void);
 /* Sends the abort to the process manager and exits with status 1. */
 int PMI2_Abort(int flag, const char msg[]);
 
+/* PMI-2 spawn. Info pairs of command i: info_keyval_sizes[i] entries from
+ * info_keyval_vectors[i], each next one at ->next, or following in memory when ->next is
+ * NULL (MPICH's list and MPICH's array both work). jobId gets the new job's id (cut to
+ * jobIdSize), errors one 0 per process. A singleton cannot spawn (PMI2_FAIL). */
+int PMI2_Job_Spawn(int count, const char *cmds[],
+                   int argcs[], const char **argvs[],
+                   const int maxprocs[],
+                   const int info_keyval_sizes[],
+                   const struct MPIR_Info *info_keyval_vectors[],
+                   int preput_keyval_size,
+                   const struct MPIR_Info *preput_keyval_vector[],
+                   char jobId[], int jobIdSize, int errors[]);
 int PMI2_Job_GetId(char jobid[], int jobid_size);
+/* Slurm's. */
 int PMI2_Job_GetRank(int *rank);
+/* job-connect / job-disconnect; conn is not used (as in MPICH's client). */
+int PMI2_Job_Connect(const char jobid[], PMI2_Connect_comm_t *conn);
+int PMI2_Job_Disconnect(const char jobid[]);
 
 int PMI2_KVS_Put(const char key[], const char value[]);
 /* Collective: returns once every rank of the job has fenced. */
@@ -51,15 +87,26 @@ int PMI2_KVS_Get(const char *jobid, int src_pmi_id, const char key[], char value
 /* waitfor != 0: wait until a process on this node puts the attribute. */
 int PMI2_Info_GetNodeAttr(const char name[], char value[], int valuelen, int *found,
                           int waitfor);
+/* A found value's comma-separated integers (at most arraylen) and their number. */
+int PMI2_Info_GetNodeAttrIntArray(const char name[], int array[], int arraylen, int *outlen,
+                                  int *found);
 int PMI2_Info_PutNodeAttr(const char name[], const char value[]);
 /* Attributes: universeSize, PMI_process_mapping, and what the process manager provides. */
 int PMI2_Info_GetJobAttr(const char name[], char value[], int valuelen, int *found);
+int PMI2_Info_GetJobAttrIntArray(const char name[], int array[], int arraylen, int *outlen,
+                                 int *found);
+/* Slurm's: the number of processes on this node (from PMI_process_mapping). */
+int PMI2_Info_GetSize(int *size);
+/* Slurm's ring exchange (collective): the values of the ranks before and after this one,
+ * wrapping; value shorter than maxvalue, which left and right hold. */
+int PMIX_Ring(const char value[], int *rank, int *ranks, char left[], char right[],
+              int maxvalue);
 
-int PMI2_Nameserv_publish(const char service_name[], const struct MPID_Info *info_ptr,
+int PMI2_Nameserv_publish(const char service_name[], const struct MPIR_Info *info_ptr,
                           const char port[]);
-int PMI2_Nameserv_lookup(const char service_name[], const struct MPID_Info *info_ptr,
+int PMI2_Nameserv_lookup(const char service_name[], const struct MPIR_Info *info_ptr,
                          char port[], int portLen);
-int PMI2_Nameserv_unpublish(const char service_name[], const struct MPID_Info *info_ptr);
+int PMI2_Nameserv_unpublish(const char service_name[], const struct MPIR_Info *info_ptr);
 
 #ifdef __cplusplus
 }

@@ -19,8 +19,9 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::Mutex;
 
 use pmi_client::cutil::{cstr, env_int, guard, lock, put_cstr, put_cstr_trunc, put_int};
+use pmi_client::spawn::{self, Refused};
 use pmi_client::Transport;
-use pmi_wire::v1;
+use pmi_wire::v1::{self, SpawnCmd, MAX_SPAWN_LIST};
 use pmi_wire::v2::{Align, Reply, Request, KEYLEN_MAX, VALLEN_MAX};
 
 pub const PMI2_SUCCESS: c_int = 0;
@@ -46,6 +47,8 @@ struct State {
     kvs: HashMap<String, String>,
     node: HashMap<String, String>,
     names: HashMap<String, String>,
+    /// `PMIX_Ring` calls so far (each uses keys of its own).
+    rings: u32,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -73,6 +76,7 @@ impl State {
             kvs: HashMap::new(),
             node: HashMap::new(),
             names: HashMap::new(),
+            rings: 0,
         };
         let Some(conn) = st.conn.as_mut() else { return Ok(st) };
         let mut hello = Vec::new();
@@ -316,13 +320,7 @@ pub unsafe extern "C" fn PMI2_Info_GetNodeAttr(
     waitfor: c_int,
 ) -> c_int {
     with(|st| {
-        let key = key_arg(name)?;
-        let req = Request::GetNodeAttr { key: key.clone(), wait: waitfor != 0 };
-        let v = match st.call(&req)? {
-            None => st.node.get(&key).cloned(),
-            Some(Reply::GetNodeAttr { value }) => value,
-            Some(_) => return Err(PMI2_FAIL),
-        };
+        let v = st.node_attr(key_arg(name)?, waitfor != 0)?;
         lookup_out(v, value, valuelen, found)
     })
 }
@@ -350,18 +348,7 @@ pub unsafe extern "C" fn PMI2_Info_GetJobAttr(
     found: *mut c_int,
 ) -> c_int {
     with(|st| {
-        let key = key_arg(name)?;
-        let v = match st.call(&Request::GetJobAttr { key: key.clone() })? {
-            None => match key.as_str() {
-                "universeSize" => Some("1".to_owned()),
-                "PMI_process_mapping" => Some("(vector,(0,1,1))".to_owned()),
-                _ => None,
-            },
-            Some(Reply::GetJobAttr { value }) => value,
-            // Servers that refuse an attribute (rc ≠ 0) just do not have it.
-            Some(Reply::Error { .. }) => None,
-            Some(_) => return Err(PMI2_FAIL),
-        };
+        let v = st.job_attr(key_arg(name)?)?;
         lookup_out(v, value, valuelen, found)
     })
 }
@@ -417,5 +404,320 @@ pub unsafe extern "C" fn PMI2_Nameserv_unpublish(
             Some(Reply::NameUnpublish) => Ok(()),
             Some(_) => Err(PMI2_FAIL),
         }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Spawn, connect, integer-array attributes, and Slurm's extensions.
+
+/// MPICH's `struct MPIR_Info` (what `pmi2.h` declares opaque and MPICH's MPI library passes
+/// to `PMI2_Job_Spawn`): a handle and a reference count, then a list link, key and value.
+#[repr(C)]
+pub struct MPIR_Info {
+    pub handle: c_int,
+    pub ref_count: c_int,
+    pub next: *const MPIR_Info,
+    pub key: *const c_char,
+    pub value: *const c_char,
+}
+
+/// `PMI2_Connect_comm_t` of `pmi2.h` (accepted and not used, as by MPICH's client).
+#[repr(C)]
+pub struct PMI2_Connect_comm_t {
+    pub read: Option<unsafe extern "C" fn(*mut c_void, c_int, *mut c_void) -> c_int>,
+    pub write: Option<unsafe extern "C" fn(*const c_void, c_int, *mut c_void) -> c_int>,
+    pub ctx: *mut c_void,
+    pub is_main: c_int,
+}
+
+/// The `n` pairs of one command's info: element 0 at `first`, each next one where the
+/// previous one's `next` points, or right after it in memory when `next` is null. MPICH's
+/// MPI library hands over its info list (linked by `next`), MPICH's own client reads an
+/// array: both layouts are read the same way here.
+unsafe fn info_pairs(first: *const MPIR_Info, n: usize) -> Result<Vec<(String, String)>, Refused> {
+    let mut out = Vec::with_capacity(n.min(64));
+    let mut cur = first;
+    for _ in 0..n {
+        if cur.is_null() {
+            return Err(Refused::Arg);
+        }
+        // SAFETY: the C contract: `n` entries reachable as described above.
+        let e = unsafe { &*cur };
+        // SAFETY: as above; key and value are C strings.
+        out.push(unsafe { (spawn::text(e.key)?, spawn::text(e.value)?) });
+        // SAFETY: as above (the array form: the next element follows).
+        cur = if e.next.is_null() { unsafe { cur.add(1) } } else { e.next };
+    }
+    Ok(out)
+}
+
+fn refused(r: Refused) -> c_int {
+    match r {
+        Refused::Arg => PMI2_ERR_INVALID_ARG,
+        Refused::Length => PMI2_ERR_INVALID_LENGTH,
+    }
+}
+
+/// PMI-2 `spawn` (one `subcmd` per command, the pre-put pairs once). A refused spawn
+/// (`rc≠0`) or any other answer is `PMI2_FAIL`; `jobId` (when given with a size > 0) gets the
+/// new job's id, cut to fit, and a reply without one is `PMI2_ERR_OTHER`, as in MPICH's
+/// client; `errors` gets one 0 per process (the wire carries no codes). A singleton has no
+/// process manager to spawn with: `PMI2_FAIL`.
+#[no_mangle]
+pub unsafe extern "C" fn PMI2_Job_Spawn(
+    count: c_int,
+    cmds: *const *const c_char,
+    argcs: *const c_int,
+    argvs: *const *const *const c_char,
+    maxprocs: *const c_int,
+    info_keyval_sizes: *const c_int,
+    info_keyval_vectors: *const *const MPIR_Info,
+    preput_keyval_size: c_int,
+    preput_keyval_vector: *const *const MPIR_Info,
+    job_id: *mut c_char,
+    job_id_size: c_int,
+    errors: *mut c_int,
+) -> c_int {
+    with(|st| {
+        let n = usize::try_from(count).unwrap_or(0);
+        let read = || -> Result<Vec<SpawnCmd>, Refused> {
+            let np = spawn::count(preput_keyval_size, MAX_SPAWN_LIST)?;
+            let preput = (0..np)
+                .map(|i| {
+                    // SAFETY: the C contract: `np` pointers to one pair each.
+                    let p = unsafe { spawn::at(preput_keyval_vector, np, i) };
+                    // SAFETY: as above.
+                    unsafe { info_pairs(p.unwrap_or(std::ptr::null()), 1) }
+                })
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .flatten()
+                .collect();
+            let args = |i| {
+                // SAFETY: `argcs` and `argvs` hold `count` entries; argv i holds argcs[i].
+                let na = unsafe { spawn::at(argcs, n, i) }.unwrap_or(0);
+                let na = spawn::count(na, MAX_SPAWN_LIST)?;
+                // SAFETY: as above.
+                let argv = unsafe { spawn::at(argvs, n, i) }.unwrap_or(std::ptr::null());
+                (0..na)
+                    .map(|j| {
+                        // SAFETY: as above.
+                        let a = unsafe { spawn::at(argv, na, j) }.ok_or(Refused::Arg)?;
+                        // SAFETY: each argument is a C string.
+                        unsafe { spawn::text(a) }
+                    })
+                    .collect()
+            };
+            let info = |i| {
+                // SAFETY: the sizes and vectors hold `count` entries; vector i `sizes[i]`.
+                unsafe { spawn::info_at(info_keyval_sizes, info_keyval_vectors, n, i, info_pairs) }
+            };
+            // SAFETY: `cmds` and `maxprocs` hold `count` entries.
+            unsafe { spawn::read_cmds(count, cmds, maxprocs, args, info, preput) }
+        };
+        let cmds = read().map_err(refused)?;
+        if st.conn.is_none() {
+            return Err(PMI2_FAIL);
+        }
+        let total = spawn::total_procs(&cmds);
+        let jobid = match st.call(&Request::Spawn { cmds })? {
+            Some(Reply::Spawn { jobid }) => jobid,
+            _ => return Err(PMI2_FAIL),
+        };
+        if !job_id.is_null() && job_id_size > 0 {
+            let id = jobid.ok_or(PMI2_ERR_OTHER)?;
+            let cap = usize::try_from(job_id_size).unwrap_or(0);
+            // SAFETY: the C contract: `jobId` holds `jobIdSize` bytes.
+            unsafe { put_cstr_trunc(job_id, cap, &id) };
+        }
+        // SAFETY: the C contract: `errors` holds one int per process.
+        unsafe { spawn::put_errcodes(errors, total, None) };
+        Ok(())
+    })
+}
+
+/// `job-connect` / `job-disconnect` with `jobid`: a refusal (`rc≠0`) is `PMI2_ERR_OTHER`,
+/// as in MPICH's client (which also refuses a server that wants the KVS copied). A singleton
+/// has no process manager to ask: `PMI2_FAIL`.
+fn job_link(jobid: *const c_char, connect: bool) -> c_int {
+    with(|st| {
+        let jobid = arg(jobid)?;
+        if st.conn.is_none() {
+            return Err(PMI2_FAIL);
+        }
+        let req =
+            if connect { Request::JobConnect { jobid } } else { Request::JobDisconnect { jobid } };
+        match (st.call(&req)?, connect) {
+            (Some(Reply::JobConnect), true) | (Some(Reply::JobDisconnect), false) => Ok(()),
+            (Some(Reply::Error { .. }), _) => Err(PMI2_ERR_OTHER),
+            _ => Err(PMI2_FAIL),
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMI2_Job_Connect(
+    jobid: *const c_char,
+    _conn: *mut PMI2_Connect_comm_t,
+) -> c_int {
+    job_link(jobid, true)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMI2_Job_Disconnect(jobid: *const c_char) -> c_int {
+    job_link(jobid, false)
+}
+
+/// A found attribute's comma-separated integers into `array` (at most `arraylen`),
+/// `*outlen` their number; a value that is not such a list is `PMI2_ERR_OTHER` (as in
+/// MPICH's client), a null `array` or `arraylen < 1` `PMI2_ERR_INVALID_ARG`.
+fn int_array_out(
+    v: Option<String>,
+    array: *mut c_int,
+    arraylen: c_int,
+    outlen: *mut c_int,
+    found: *mut c_int,
+) -> R<()> {
+    let Some(v) = v else {
+        out_int(found, 0);
+        return Ok(());
+    };
+    let cap = usize::try_from(arraylen).ok().filter(|&n| n > 0);
+    let cap = cap.ok_or(PMI2_ERR_INVALID_ARG)?;
+    if array.is_null() {
+        return Err(PMI2_ERR_INVALID_ARG);
+    }
+    let nums =
+        v.split(',').take(cap).map(|t| t.trim().parse::<c_int>().map_err(|_| PMI2_ERR_OTHER));
+    let nums = nums.collect::<R<Vec<c_int>>>()?;
+    for (i, x) in nums.iter().enumerate() {
+        // SAFETY: the C contract: `array` holds `arraylen` ≥ nums.len() ints.
+        unsafe { *array.add(i) = *x };
+    }
+    out_int(outlen, i32::try_from(nums.len()).unwrap_or(i32::MAX));
+    out_int(found, 1);
+    Ok(())
+}
+
+impl State {
+    fn node_attr(&mut self, key: String, wait: bool) -> R<Option<String>> {
+        match self.call(&Request::GetNodeAttr { key: key.clone(), wait })? {
+            None => Ok(self.node.get(&key).cloned()),
+            Some(Reply::GetNodeAttr { value }) => Ok(value),
+            Some(_) => Err(PMI2_FAIL),
+        }
+    }
+
+    fn job_attr(&mut self, key: String) -> R<Option<String>> {
+        match self.call(&Request::GetJobAttr { key: key.clone() })? {
+            None => Ok(match key.as_str() {
+                "universeSize" => Some("1".to_owned()),
+                "PMI_process_mapping" => Some("(vector,(0,1,1))".to_owned()),
+                _ => None,
+            }),
+            Some(Reply::GetJobAttr { value }) => Ok(value),
+            // Servers that refuse an attribute (rc ≠ 0) just do not have it.
+            Some(Reply::Error { .. }) => Ok(None),
+            Some(_) => Err(PMI2_FAIL),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMI2_Info_GetNodeAttrIntArray(
+    name: *const c_char,
+    array: *mut c_int,
+    arraylen: c_int,
+    outlen: *mut c_int,
+    found: *mut c_int,
+) -> c_int {
+    with(|st| {
+        // MPICH's client never waits for an integer array.
+        let v = st.node_attr(key_arg(name)?, false)?;
+        int_array_out(v, array, arraylen, outlen, found)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMI2_Info_GetJobAttrIntArray(
+    name: *const c_char,
+    array: *mut c_int,
+    arraylen: c_int,
+    outlen: *mut c_int,
+    found: *mut c_int,
+) -> c_int {
+    with(|st| {
+        let v = st.job_attr(key_arg(name)?)?;
+        int_array_out(v, array, arraylen, outlen, found)
+    })
+}
+
+/// Slurm's: the number of processes on this node, from the job attribute
+/// `PMI_process_mapping` (1 when the server has none that places this rank).
+#[no_mangle]
+pub unsafe extern "C" fn PMI2_Info_GetSize(size: *mut c_int) -> c_int {
+    with(|st| {
+        if size.is_null() {
+            return Err(PMI2_ERR_INVALID_ARG);
+        }
+        let m = st.job_attr("PMI_process_mapping".into())?;
+        let c = m.and_then(|m| pmi_client::mapping::clique(&m, st.size, st.rank));
+        out_int(size, c.map_or(1, |c| i32::try_from(c.len()).unwrap_or(i32::MAX)));
+        Ok(())
+    })
+}
+
+/// Slurm's ring exchange, collective over the job: each process gives `value` and gets its
+/// ring rank (its rank), the ring's size, and the values of the ranks before and after it
+/// (wrapping). Done with a put, a fence and two gets (keys `libi-ring<N>-<rank>`, N counting
+/// the calls), so it works under any PMI-2 server. `value` must be shorter than `maxvalue`,
+/// which `left` and `right` hold.
+#[no_mangle]
+pub unsafe extern "C" fn PMIX_Ring(
+    value: *const c_char,
+    rank: *mut c_int,
+    ranks: *mut c_int,
+    left: *mut c_char,
+    right: *mut c_char,
+    maxvalue: c_int,
+) -> c_int {
+    with(|st| {
+        let v = val_arg(value)?;
+        let cap = usize::try_from(maxvalue).map_err(|_| PMI2_ERR_INVALID_LENGTH)?;
+        if v.len() >= cap {
+            return Err(PMI2_ERR_INVALID_VAL_LENGTH);
+        }
+        if rank.is_null() || ranks.is_null() || left.is_null() || right.is_null() {
+            return Err(PMI2_ERR_INVALID_ARG);
+        }
+        st.rings += 1;
+        let call = st.rings;
+        let key = move |r: i32| format!("libi-ring{call}-{r}");
+        let (me, n) = (st.rank, st.size.max(1));
+        let (l, r) = if st.conn.is_none() {
+            (v.clone(), v.clone())
+        } else {
+            match st.call(&Request::KvsPut { key: key(me), value: v })? {
+                Some(Reply::KvsPut) => {}
+                _ => return Err(PMI2_FAIL),
+            }
+            match st.call(&Request::KvsFence)? {
+                Some(Reply::KvsFence) => {}
+                _ => return Err(PMI2_FAIL),
+            }
+            let mut get = |r: i32| -> R<String> {
+                let req = Request::KvsGet { jobid: None, srcid: Some(r), key: key(r) };
+                match st.call(&req)? {
+                    Some(Reply::KvsGet { value: Some(v) }) => Ok(v),
+                    _ => Err(PMI2_FAIL),
+                }
+            };
+            (get((me + n - 1) % n)?, get((me + 1) % n)?)
+        };
+        out_value(left, maxvalue, &l)?;
+        out_value(right, maxvalue, &r)?;
+        out_int(rank, me);
+        out_int(ranks, n);
+        Ok(())
     })
 }

@@ -89,8 +89,85 @@ fn session(singleton: bool) {
         assert_eq!(PMI2_Nameserv_unpublish(c("svc").as_ptr(), null), PMI2_SUCCESS);
         assert_eq!(PMI2_Nameserv_lookup(c("svc").as_ptr(), null, port.as_mut_ptr(), 64), PMI2_FAIL);
     }
+    more_api(singleton, us);
     assert_eq!(PMI2_Finalize(), PMI2_SUCCESS);
     assert_eq!(PMI2_Initialized(), 0);
+}
+
+/// The calls beyond put/fence/get: integer arrays, node size, ring, connect, spawn.
+fn more_api(singleton: bool, universe: &str) {
+    let (mut arr, mut n, mut found, mut local) = ([0 as c_int; 4], -1, -1, -1);
+    let null = std::ptr::null();
+    // SAFETY: valid C strings, a 4-int array, valid out-pointers.
+    unsafe {
+        assert_eq!(PMI2_Info_GetSize(&mut local), PMI2_SUCCESS);
+        assert_eq!(local, 1);
+        let us = c("universeSize");
+        assert_eq!(
+            PMI2_Info_GetJobAttrIntArray(us.as_ptr(), arr.as_mut_ptr(), 4, &mut n, &mut found),
+            PMI2_SUCCESS
+        );
+        assert_eq!((found, n, arr[0].to_string()), (1, 1, universe.to_owned()));
+        assert_eq!(PMI2_Info_PutNodeAttr(c("ints").as_ptr(), c("5,6,7").as_ptr()), PMI2_SUCCESS);
+        let ints = c("ints");
+        assert_eq!(
+            PMI2_Info_GetNodeAttrIntArray(ints.as_ptr(), arr.as_mut_ptr(), 2, &mut n, &mut found),
+            PMI2_SUCCESS
+        );
+        assert_eq!((found, n, arr[0], arr[1], arr[2]), (1, 2, 5, 6, 0), "arr[2] untouched");
+        let nv = c("na");
+        assert_eq!(
+            PMI2_Info_GetNodeAttrIntArray(nv.as_ptr(), arr.as_mut_ptr(), 2, &mut n, &mut found),
+            PMI2_ERR_OTHER
+        );
+        assert_eq!(
+            PMI2_Info_GetNodeAttrIntArray(ints.as_ptr(), arr.as_mut_ptr(), 0, &mut n, &mut found),
+            PMI2_ERR_INVALID_ARG
+        );
+        let (mut rank, mut ranks) = (-1, -1);
+        let (mut left, mut right) = ([0 as c_char; 8], [0 as c_char; 8]);
+        let ring =
+            |v: &str, l: *mut c_char, r: *mut c_char, rank: &mut c_int, ranks: &mut c_int| {
+                PMIX_Ring(c(v).as_ptr(), rank, ranks, l, r, 8)
+            };
+        assert_eq!(ring("mine", left.as_mut_ptr(), right.as_mut_ptr(), &mut rank, &mut ranks), 0);
+        assert_eq!((rank, ranks), (0, 1));
+        assert_eq!(CStr::from_ptr(left.as_ptr()).to_str(), Ok("mine"));
+        assert_eq!(CStr::from_ptr(right.as_ptr()).to_str(), Ok("mine"));
+        let long = ring("12345678", left.as_mut_ptr(), right.as_mut_ptr(), &mut rank, &mut ranks);
+        assert_eq!(long, PMI2_ERR_INVALID_VAL_LENGTH);
+        let link = if singleton { PMI2_FAIL } else { PMI2_SUCCESS };
+        assert_eq!(PMI2_Job_Connect(c("other").as_ptr(), std::ptr::null_mut()), link);
+        assert_eq!(PMI2_Job_Disconnect(c("other").as_ptr()), link);
+        assert_eq!(PMI2_Job_Connect(null, std::ptr::null_mut()), PMI2_ERR_INVALID_ARG);
+        // Spawn: refused arrays never reach the server; a singleton cannot spawn.
+        let exe = c("/bin/true");
+        let cmds = [exe.as_ptr()];
+        let (procs, argcs, mut errs) = ([2], [0], [-1; 2]);
+        let spawn = |count: c_int, errs: *mut c_int| {
+            use std::ptr::null as p;
+            let (np, ni, info, pre) = (p(), p(), p(), p());
+            PMI2_Job_Spawn(
+                count,
+                cmds.as_ptr(),
+                argcs.as_ptr(),
+                np,
+                procs.as_ptr(),
+                ni,
+                info,
+                0,
+                pre,
+                std::ptr::null_mut(),
+                0,
+                errs,
+            )
+        };
+        assert_eq!(spawn(0, errs.as_mut_ptr()), PMI2_ERR_INVALID_ARG);
+        assert_eq!(spawn(-1, errs.as_mut_ptr()), PMI2_ERR_INVALID_ARG);
+        if singleton {
+            assert_eq!(spawn(1, errs.as_mut_ptr()), PMI2_FAIL);
+        }
+    }
 }
 
 #[test]

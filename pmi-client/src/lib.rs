@@ -6,10 +6,15 @@
 //!   PMI-2 frames read with a carry-over buffer.
 //! * [`cutil`]: C-boundary helpers — panics never cross into C, pointers are checked for
 //!   null, strings are copied with their NUL within the caller's capacity.
+//! * [`mapping`]: the node-local ranks of a process from `PMI_process_mapping`.
+//! * [`spawn`]: a spawn request's C arrays read into the wire's commands, and the error
+//!   codes written back.
 //!
 //! The wire codecs themselves are `pmi-wire`'s; this crate only moves bytes and C strings.
 
 pub mod cutil;
+pub mod mapping;
+pub mod spawn;
 pub mod transport;
 
 pub use transport::Transport;
