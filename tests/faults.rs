@@ -850,3 +850,31 @@ fn pmi_flood_without_reading_is_cut_off() {
     assert!(line.contains("stopped reading its PMI replies"), "{line}");
     report("PMI flood, replies never read", r.status, secs);
 }
+
+/// A node told to start many ranks starts them a batch at a time and serves its events in
+/// between: the front end SIGKILLed while 3000 ranks of one node are starting ends the
+/// node's start at once (its agent notices its parent's end between two batches), and
+/// nothing of the job is left. Each rank adds a line to a file when it runs: far fewer
+/// than 3000 ever ran (an agent that starts every rank before it looks at anything else
+/// starts them all, and only then notices).
+#[test]
+fn front_end_killed_while_ranks_start() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let log = dir.join(format!("starting-{}", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let script = format!("echo >> {}; exec sleep 100", log.display());
+    let live = start(&["-n", "3000", "sh", "-c", &script], &[]);
+    live.wait_for(64, |c| c.starts_with("sleep 100"));
+    let t = Instant::now();
+    signal(live.pid(), SIGKILL);
+    let out = live.child.wait_with_output().expect("wait libi-mpiexec");
+    assert_eq!(out.status.code(), None, "killed");
+    let left = common::leftovers(&live.mark, Duration::from_secs(60));
+    let secs = t.elapsed().as_secs_f64();
+    assert!(left.is_empty(), "left behind: {} processes, e.g. {:?}", left.len(), left.first());
+    let started = std::fs::read(&log).map(|l| l.len()).unwrap_or(0);
+    let _ = std::fs::remove_file(&log);
+    assert!(started < 3000, "all {started} ranks started after the front end was killed");
+    eprintln!("ranks started: {started} of 3000");
+    report("front end killed while ranks start", -1, secs);
+}

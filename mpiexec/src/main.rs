@@ -170,9 +170,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Every NLA of a fork launch runs on this machine: a binding (cpus or memory nodes) it
-    // cannot apply is a usage error now, not a failed start later.
+    // Every NLA of a fork launch runs on this machine: more ranks than it can run, or a
+    // binding (cpus or memory nodes) it cannot apply, is a usage error now, not a failed
+    // start later (nor an agent growing with ranks it will never start).
     if plan.job.launcher.kind == libi::job::LauncherKind::Fork {
+        let here: usize = plan.root.nodes().iter().map(|n| n.ranks.len()).sum();
+        if let Err(m) = libi_node::spawn::check_rank_count(here, "this machine") {
+            eprintln!("libi-mpiexec: {m}");
+            return ExitCode::from(2);
+        }
         for node in plan.root.nodes().into_iter().filter(|n| !n.ranks.is_empty()) {
             if let Err(m) = libi_node::bind::node_binding(&plan.job, node) {
                 eprintln!("libi-mpiexec: {m}");

@@ -115,6 +115,10 @@ pub mod limits {
     /// A rank that reads neither its PMI replies nor its stdin for this long is stalled
     /// (driver: the write gives up and the core is told, [`super::NodeCore::rank_stalled`]).
     pub const STALL_LIMIT: Duration = Duration::from_secs(5);
+    /// Ranks an NLA starts in one turn of its event loop (driver): between two batches it
+    /// serves what came (its parent's end, a teardown, the first ranks' PMI), whatever the
+    /// number of ranks still to start. About 5 ms of clones here.
+    pub const START_BATCH: usize = 64;
 }
 
 /// A timer of the core: what happens when it fires.
@@ -1268,6 +1272,24 @@ impl NodeCore {
         let n = n.min(self.child_left[idx]);
         self.child_left[idx] -= n;
         self.children_left -= n;
+    }
+
+    /// Local ranks `from..` will not be started: the node is being torn down, or it ran out
+    /// of processes or descriptors starting an earlier one (whose failure, reported, fails
+    /// the job). They count as ended, as ranks the teardown killed, without a report each.
+    pub fn ranks_not_started(&mut self, from: usize, fx: &mut Vec<Effect>) {
+        for local in from..self.conns.len() {
+            if !std::mem::replace(&mut self.ended[local], true) {
+                self.n_ended += 1;
+                self.own_killed += 1;
+            }
+        }
+        self.flush_done(fx);
+    }
+
+    /// The node is being torn down (its parent asked, or is lost): no rank starts any more.
+    pub fn tearing_down(&self) -> bool {
+        self.tearing_down
     }
 
     /// Local rank `local` runs as process `pid` (for the process table).

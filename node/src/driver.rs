@@ -27,7 +27,7 @@ use tracing::{debug, warn};
 
 // Every timeout's value and what it bounds: `crate::core::limits`.
 use crate::core::limits::{
-    FINAL_SEND, LAUNCHERS_EXIT, PMGR_FINAL_SWEEP, SETUP_WAIT, STALL_LIMIT, ZOMBIE_HOLD,
+    FINAL_SEND, LAUNCHERS_EXIT, PMGR_FINAL_SWEEP, SETUP_WAIT, STALL_LIMIT, START_BATCH, ZOMBIE_HOLD,
 };
 
 /// Events reaching the central loop.
@@ -268,30 +268,10 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             core.set_exe(app, path);
         }
     }
-    let mut ranks = Ranks::start(&core, &ev_tx, &up, pmgr_port)
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot watch the ranks: {e}")))?;
-    for (local, pid) in ranks.pids.iter().enumerate() {
-        if let Some(pid) = pid {
-            core.rank_pid(local, *pid);
-        }
-    }
-    if let Ok(mut pids) = rank_pids.lock() {
-        for (slot, pid) in core.plan().ranks.iter().zip(&ranks.pids) {
-            if let Some(pid) = pid {
-                pids.push((slot.rank, *pid));
-            }
-        }
-    }
-    if let Some(port) = core.job().singleton {
-        ranks.serve_singleton(port, &core.job().kvsname, &ev_tx).await;
-    }
-    for (local, end) in std::mem::take(&mut ranks.failed_starts) {
-        core.rank_ended(local, end, &mut fx);
-    }
-    core.ranks_started(&mut fx);
-    // MPICH's ranks ask for the node's topology file in MPI_Init: cached, or written now.
-    // A directory of this agent's own for the file, when the user's is not usable: kept
-    // until the agent ends.
+    // MPICH's ranks ask for the node's topology file in MPI_Init: cached, or written now
+    // (offered before the first rank starts, so that none is told there is none). A
+    // directory of this agent's own for the file, when the user's is not usable: kept until
+    // the agent ends.
     let mut hwloc_dir = None;
     let mut hwloc_writing = {
         let tx = ev_tx.clone();
@@ -299,6 +279,11 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             let _ = tx.send(Ev::HwlocXml(path));
         })
     };
+    // The ranks start [`START_BATCH`] at a time from the event loop below, which serves
+    // events (the parent's end among them) between batches.
+    let (mut ranks, starting) = Ranks::new(&core, &ev_tx, &up, pmgr_port)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot watch the ranks: {e}")))?;
+    let mut starting = Some(starting);
 
     // Whether the parent was lost before the event whose effects are being applied: what
     // that event sends up (a parent_unreadable's Fatal: why we stop) still goes; after it
@@ -337,6 +322,20 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             }
             break;
         }
+        // The next batch of ranks; once every rank started (or will not), the subtree is
+        // reported up.
+        if let Some(st) = starting.as_mut() {
+            if ranks.start_some(st, &mut core, &up, &rank_pids, &mut fx) {
+                starting = None;
+                if let Some(port) = core.job().singleton {
+                    ranks.serve_singleton(port, &core.job().kvsname, &ev_tx).await;
+                    for (local, end) in std::mem::take(&mut ranks.failed_starts) {
+                        core.rank_ended(local, end, &mut fx);
+                    }
+                }
+                core.ranks_started(&mut fx);
+            }
+        }
         // Deadlines that have passed are served here, whether the wait below timed out or
         // events kept coming (a steady stream of events must not hold a timer back): ranks
         // held long enough are reaped, and the core's and the launch lifecycle's timers fire.
@@ -359,7 +358,9 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         }
         // The core's, the launch lifecycle's and the rank reactor's timers: wait for the next
         // event, the ranks' descriptors, or the earliest deadline.
-        let due = [core.poll_timeout(), children.poll_timeout(), zombies.due, rank_due]
+        // Ranks still to start: only what is ready now, then the next batch.
+        let more = starting.is_some().then_some(now);
+        let due = [core.poll_timeout(), children.poll_timeout(), zombies.due, rank_due, more]
             .into_iter()
             .flatten()
             .reduce(f64::min);
@@ -837,13 +838,36 @@ struct Ranks {
     singleton: Option<usize>,
 }
 
+/// Local ranks still to start ([`Ranks::start_some`]), and what their starts need.
+struct Starting {
+    /// The next local rank to start.
+    next: usize,
+    /// Every rank's affinity mask and memory policy, built before any clone (the child only
+    /// applies them).
+    bound: Vec<crate::bind::KernelBinding>,
+    batch: SpawnBatch,
+    pmgr_port: Option<u16>,
+    /// None of the ranks will start (the first's failure says why).
+    refused: bool,
+}
+
+impl Starting {
+    /// No rank starts: each has its failure in `failed_starts`, or the first has and the
+    /// rest count as not started.
+    fn refused(pmgr_port: Option<u16>) -> Starting {
+        Starting { next: 0, bound: Vec::new(), batch: SpawnBatch::new(), pmgr_port, refused: true }
+    }
+}
+
 impl Ranks {
-    fn start(
+    /// The node's ranks, none started yet, and what starting them takes (when their
+    /// binding cannot be made, none will start: each has its failure in `failed_starts`).
+    fn new(
         core: &NodeCore,
         ev: &UnboundedSender<Ev>,
         up: &UpLink,
         pmgr_port: Option<u16>,
-    ) -> io::Result<Ranks> {
+    ) -> io::Result<(Ranks, Starting)> {
         let (job, plan) = (core.job(), core.plan());
         let n = plan.ranks.len();
         let room = {
@@ -860,8 +884,14 @@ impl Ranks {
             failed_starts: Vec::new(),
             singleton: None,
         };
-        // Every rank's affinity mask and memory policy, built before any clone (the child
-        // only applies them).
+        // More ranks than this machine can run: the first fails the job with why, and none
+        // starts (the front end checks this too, for the nodes on its own machine).
+        if let Err(why) = crate::spawn::check_rank_count(n, &plan.host) {
+            let rank = plan.ranks.first().map_or(0, |s| s.rank);
+            let reason = format!("cannot start rank {rank}: {why}");
+            node.failed_starts.push((0, ProcEnd::SpawnFailed { errno: libc::EAGAIN, reason }));
+            return Ok((node, Starting { next: 1, ..Starting::refused(pmgr_port) }));
+        }
         let bound: Vec<crate::bind::KernelBinding> = match crate::bind::node_binding(job, plan) {
             Ok(b) => {
                 if job.verbose || job.binding.report {
@@ -874,7 +904,7 @@ impl Ranks {
                     let end = ProcEnd::SpawnFailed { errno: libc::EINVAL, reason: reason.clone() };
                     node.failed_starts.push((local, end));
                 }
-                return Ok(node);
+                return Ok((node, Starting { next: n, ..Starting::refused(pmgr_port) }));
             }
         };
         // Each rank's GPUs (`-gpus-per-proc`): one variable, a value per local rank.
@@ -883,38 +913,74 @@ impl Ranks {
             crate::gpu::report(plan, a);
         }
         let batch = SpawnBatch::new().with_gpus(gpus);
-        for (local, slot) in plan.ranks.iter().enumerate() {
+        Ok((node, Starting { next: 0, bound, batch, pmgr_port, refused: false }))
+    }
+
+    /// Start the next [`START_BATCH`] ranks, and tell the core about them (pids, failed
+    /// starts). None start once the node is being torn down, nor after a start failed for
+    /// want of processes, memory or descriptors (the next would fail too; that failure
+    /// fails the job): the rest count as not started. Returns whether every rank is done
+    /// with (started or not).
+    fn start_some(
+        &mut self,
+        st: &mut Starting,
+        core: &mut NodeCore,
+        up: &UpLink,
+        rank_pids: &RankPids,
+        fx: &mut Vec<Effect>,
+    ) -> bool {
+        let n = core.local_count();
+        let end = (st.next + START_BATCH).min(n);
+        let mut stop = core.tearing_down() || st.refused;
+        while st.next < end && !stop {
+            let local = st.next;
+            st.next += 1;
+            let (job, plan) = (core.job(), core.plan());
+            let slot = plan.ranks[local];
             if job.singleton.is_some() && slot.rank == 0 {
-                node.singleton = Some(local);
+                self.singleton = Some(local);
                 continue;
             }
-            let b = bound.get(local).map(crate::bind::KernelBinding::rank).unwrap_or_default();
-            match start_rank(job, plan, local, *slot, pmgr_port, b, &batch) {
+            let b = st.bound.get(local).map(crate::bind::KernelBinding::rank).unwrap_or_default();
+            match start_rank(job, plan, local, slot, st.pmgr_port, b, &st.batch) {
                 Ok(Started { mut child, pmi }) => {
                     let (pid, stdin) = (child.pid, child.stdin.take());
-                    if let Err(e) = node.io.add(local, slot.rank, child, pmi) {
+                    if let Err(e) = self.io.add(local, slot.rank, child, pmi) {
                         reaper::reap(pid);
                         let errno = e.raw_os_error().unwrap_or(0);
                         let reason = format!(
                             "cannot start rank {} on {}: cannot watch its descriptors: {e}",
                             slot.rank, plan.host
                         );
-                        node.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
+                        stop = crate::spawn::out_of_resources(errno);
+                        self.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
                         continue;
                     }
-                    node.pids[local] = Some(pid);
+                    self.pids[local] = Some(pid);
+                    core.rank_pid(local, pid);
+                    if let Ok(mut pids) = rank_pids.lock() {
+                        pids.push((slot.rank, pid));
+                    }
                     if let Some(stdin) = stdin {
                         let (tx, rx) = unbounded_channel();
                         tokio::spawn(stdin_task(stdin, rx, up.clone()));
-                        node.stdin = Some(tx);
+                        self.stdin = Some(tx);
                     }
                 }
                 Err(StartFailed { errno, reason }) => {
-                    node.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
+                    stop = crate::spawn::out_of_resources(errno);
+                    self.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
                 }
             }
         }
-        Ok(node)
+        for (local, end) in std::mem::take(&mut self.failed_starts) {
+            core.rank_ended(local, end, fx);
+        }
+        if stop {
+            core.ranks_not_started(st.next, fx);
+            st.next = n;
+        }
+        st.next >= n
     }
 
     /// Connect to the singleton (see [`crate::singleton`]) and serve it as its local rank.

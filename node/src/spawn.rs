@@ -500,6 +500,41 @@ impl Default for SpawnBatch {
     }
 }
 
+/// The most processes this machine lets this user run at once, and what sets it: the
+/// kernel's `pid_max` and `threads-max`, and `RLIMIT_NPROC` (`ulimit -u`) for a user other
+/// than root (whom it does not bind). `None` if none of them can be read.
+pub fn process_limit() -> Option<(u64, &'static str)> {
+    let read = |p: &str| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok();
+    let mut limits = vec![
+        (read("/proc/sys/kernel/pid_max"), "kernel.pid_max"),
+        (read("/proc/sys/kernel/threads-max"), "kernel.threads-max"),
+    ];
+    if !nix::unistd::geteuid().is_root() {
+        let nproc = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NPROC)
+            .ok()
+            .map(|(soft, _)| soft)
+            .filter(|&s| s != nix::sys::resource::RLIM_INFINITY);
+        limits.push((nproc, "the limit on processes, ulimit -u"));
+    }
+    limits.into_iter().filter_map(|(n, what)| Some((n?, what))).min_by_key(|l| l.0)
+}
+
+/// Whether `n` ranks fit on this machine ([`process_limit`]): if not, why, in one line.
+pub fn check_rank_count(n: usize, here: &str) -> Result<(), String> {
+    match process_limit() {
+        Some((max, what)) if n as u64 > max => Err(format!(
+            "{n} ranks on {here} are more processes than it lets us run ({max}, {what})"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A failure to start a rank that the next ones would meet too: the machine is out of
+/// processes, memory or descriptors.
+pub fn out_of_resources(errno: i32) -> bool {
+    matches!(errno, libc::EAGAIN | libc::ENOMEM | libc::EMFILE | libc::ENFILE)
+}
+
 /// Start local rank `local` (global `slot.rank`) of this node. When this returns `Ok`, the
 /// rank runs its program (CLONE_VFORK resumes us only after its `execve`).
 pub fn start_rank(
