@@ -206,6 +206,10 @@ pub struct Segment {
     /// HOST[:PORT] (default port 6392), so separate jobs find each other's ports
     #[arg(long = "nameserver", value_name = "HOST[:PORT]")]
     pub nameserver: Option<String>,
+    /// Print the manual page (roff) made from this option table, then exit (regenerates
+    /// docs/libi-mpiexec.1)
+    #[arg(long = "man", hide = true)]
+    pub man: bool,
     /// Hydra options given that name parts of Hydra libi has no counterpart of (ignored):
     /// one note each for `-v`.
     #[arg(skip)]
@@ -229,7 +233,7 @@ fn parse_usize(s: &str) -> Result<i32, String> {
 
 /// The options by their Hydra names (plus aliases and short names): the name clap knows them
 /// by, and how many values follow them (to find where the program starts).
-const LONG: &[(&str, &str, usize)] = &[
+pub(crate) const LONG: &[(&str, &str, usize)] = &[
     ("np", "np", 1),
     ("genv", "genv", 2),
     ("genvlist", "genvlist", 1),
@@ -289,6 +293,7 @@ const LONG: &[(&str, &str, usize)] = &[
     ("memory-alloc-kinds", "memory-alloc-kinds", 1),
     ("nameserver", "nameserver", 1),
     ("pmi_args", "pmi-args", 4),
+    ("man", "man", 0),
     ("help", "help", 0),
     ("version", "version", 0),
     ("n", "np", 1),
@@ -302,7 +307,7 @@ const LONG: &[(&str, &str, usize)] = &[
 /// Hydra options for parts of Hydra's own machinery that libi has no counterpart of, which
 /// change nothing a job does: accepted and ignored (a note under `-v`). How many values each
 /// takes (as Hydra 5), and why it is ignored.
-const IGNORED: &[(&str, usize, &str)] = &[
+pub(crate) const IGNORED: &[(&str, usize, &str)] = &[
     ("enable-x", 0, "libi never forwards X"),
     ("disable-x", 0, "libi never forwards X"),
     ("demux", 1, "Hydra's demux engine; libi has its own event loop"),
@@ -720,6 +725,9 @@ fn merge_global(
     global.notes.extend(s.notes.iter().cloned());
     if s.info {
         return Err(CliError::Info(crate::info_text()));
+    }
+    if s.man {
+        return Err(CliError::Info(crate::man::page()));
     }
     if let Some(pid) = s.proctable {
         return Err(CliError::ProcTable(pid));
