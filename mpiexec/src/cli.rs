@@ -95,8 +95,9 @@ pub struct Segment {
     #[arg(long = "tree", value_name = "SHAPE")]
     pub tree: Option<Shape>,
     /// Launch model constants "SEQ,REM" in seconds (for the greedy tree and reports), with
-    /// ",cores=C,cpu=W" for launches that share C cores and ",hold=1" for held setups
-    #[arg(long = "launch-model", value_name = "SEQ,REM[,cores=C,cpu=W][,hold=1]")]
+    /// ",cores=C,cpu=W" for launches that share C cores, ",accept=A" for the parent's time per
+    /// hello and ",hold=1" for held setups
+    #[arg(long = "launch-model", value_name = "SEQ,REM[,cores=C,cpu=W][,accept=A][,hold=1]")]
     pub launch_model: Option<LaunchModel>,
     /// Universe size: N (spawns beyond N running processes fail), SYSTEM (the host list's
     /// slots; 1 without one) or INFINITE; default: unknown, as Hydra
@@ -114,8 +115,8 @@ pub struct Segment {
     /// Processes per host (overrides the host list's slots)
     #[arg(long = "ppn", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub ppn: Option<u32>,
-    /// How NLAs start NLAs: ssh | rsh | fork | slurm (default: fork on one host, ssh otherwise)
-    /// [-bootstrap]
+    /// How NLAs start NLAs: ssh | rsh | fork | slurm (default: fork without a host list, ssh
+    /// with one, slurm inside a Slurm allocation) [-bootstrap]
     #[arg(long = "launcher", value_name = "NAME")]
     pub launcher: Option<LauncherKind>,
     /// The ssh/rsh program to use [-bootstrap-exec]
@@ -150,7 +151,7 @@ pub struct Segment {
     #[arg(long = "report", value_name = "FILE")]
     pub report: Option<String>,
     /// Largest fence (bytes of new pairs) pushed down the tree whole; larger ones stay up
-    /// and gets climb the tree (default 1 MiB)
+    /// and gets climb the tree (default 16 MiB)
     #[arg(long = "kvs-push-max", value_name = "BYTES", value_parser = libi::job::parse_bytes)]
     pub kvs_push_max: Option<u64>,
     /// Most KVS data (keys plus values) the job's ranks may put; beyond it the job fails
