@@ -526,7 +526,7 @@ fn environment_options() {
     assert!(r.stdout.lines().any(|l| l.starts_with("PATH=")), "the agent's own, as Hydra's");
 }
 
-/// Every variable a rank gets from us (the README's table), as Hydra sets them, and nothing
+/// Every variable a rank gets from us (the table of docs/environment.md), as Hydra sets them, and nothing
 /// else (no `LIBI_JOB`): `PMI_FD`, `PMI_RANK`, `PMI_SIZE`, `PMI_SPAWNED`, `PMI_HOSTNAME`,
 /// `MPI_LOCALRANKID`, `MPI_LOCALNRANKS`, `GFORTRAN_UNBUFFERED_PRECONNECTED=y` (unless the
 /// rank's environment sets it).
@@ -1099,8 +1099,8 @@ fn membind_policies_with_and_without_bind_to() {
 }
 
 /// Where Hydra 5 applies -membind (with -bind-to), `firsttouch` is the same policy.
-/// (Hydra's `bind:` is the kernel's preferred-many policy, ours the strict bind: see the
-/// README.)
+/// (Hydra's `bind:` is the kernel's preferred-many policy, ours the strict bind: see
+/// docs/binding.md.)
 #[test]
 fn membind_firsttouch_as_hydra_5() {
     if mem_nodes().is_none() {

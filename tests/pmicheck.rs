@@ -6,7 +6,7 @@
 //! * under Debian's `mpiexec.hydra` (n = 4) and under Slurm's `srun --mpi=pmi2` (single-node
 //!   Slurm of `ci/with-slurm.sh`), PMI-1 and PMI-2: the tool must run to completion and print
 //!   one line per check and the summary — which checks those servers fail are facts about them
-//!   (README, "libi-pmicheck").
+//!   (docs/pmicheck.md).
 //!
 //! The binary sits next to `libi-mpiexec`; `cargo test --workspace` builds it (the crate has an
 //! integration test of its own). For `cargo test -p libi-mpiexec` alone, run

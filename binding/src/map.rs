@@ -1,7 +1,7 @@
 //! Which cpus each local rank of a node is bound to.
 //!
-//! The semantics follow what Hydra does (measured with MPICH 4's `mpiexec.hydra`, see the
-//! README): binding objects are handed out in logical order, round-robin across the
+//! The semantics follow what Hydra does (measured with MPICH 4's `mpiexec.hydra`, see
+//! docs/binding.md): binding objects are handed out in logical order, round-robin across the
 //! `-map-by` objects, and rank `i` of the node gets entry `i` modulo the number of entries
 //! (ranks beyond the objects wrap around, they are not refused). A `user:` list does not wrap:
 //! as in Hydra 4 and 5, the ranks beyond it are not bound.

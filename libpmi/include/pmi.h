@@ -1,7 +1,7 @@
 /* libi's libpmi.so: the PMI-1 client API: every function MPICH's pmi.h declares, with its
  * signature, plus the older ones MPICH dropped and Slurm's libpmi still exports (clique,
  * ids, KVS create/destroy/iterators, option parsing).
- * Link with -lpmi (see README, "PMI-2 and client libraries"). Under a process manager the
+ * Link with -lpmi (see docs/pmi-libraries.md). Under a process manager the
  * library talks to it over the socket in PMI_FD; without PMI_FD the process is a singleton
  * (rank 0 of 1, local key-value space). */
 #ifndef LIBI_PMI_H_INCLUDED

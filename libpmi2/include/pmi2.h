@@ -1,6 +1,6 @@
 /* libi's libpmi2.so: the PMI-2 client API: every function MPICH's pmi2.h declares, with its
  * signature, plus Slurm's PMI2_Job_GetRank, PMI2_Info_GetSize and PMIX_Ring.
- * Link with -lpmi2 (see README, "PMI-2 and client libraries"). Under a process manager the
+ * Link with -lpmi2 (see docs/pmi-libraries.md). Under a process manager the
  * library talks to it over the socket in PMI_FD; without PMI_FD the process is a singleton
  * (rank 0 of 1, local key-value space and node attributes). */
 #ifndef LIBI_PMI2_H_INCLUDED

@@ -95,8 +95,9 @@ pub struct Segment {
     #[arg(long = "tree", value_name = "SHAPE")]
     pub tree: Option<Shape>,
     /// Launch model constants "SEQ,REM" in seconds (for the greedy tree and reports), with
-    /// ",cores=C,cpu=W" for launches that share C cores and ",hold=1" for held setups
-    #[arg(long = "launch-model", value_name = "SEQ,REM[,cores=C,cpu=W][,hold=1]")]
+    /// ",cores=C,cpu=W" for launches that share C cores, ",accept=A" for the parent's time per
+    /// hello and ",hold=1" for held setups
+    #[arg(long = "launch-model", value_name = "SEQ,REM[,cores=C,cpu=W][,accept=A][,hold=1]")]
     pub launch_model: Option<LaunchModel>,
     /// Universe size: N (spawns beyond N running processes fail), SYSTEM (the host list's
     /// slots; 1 without one) or INFINITE; default: unknown, as Hydra
@@ -114,8 +115,8 @@ pub struct Segment {
     /// Processes per host (overrides the host list's slots)
     #[arg(long = "ppn", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub ppn: Option<u32>,
-    /// How NLAs start NLAs: ssh | rsh | fork | slurm (default: fork on one host, ssh otherwise)
-    /// [-bootstrap]
+    /// How NLAs start NLAs: ssh | rsh | fork | slurm (default: fork without a host list, ssh
+    /// with one, slurm inside a Slurm allocation) [-bootstrap]
     #[arg(long = "launcher", value_name = "NAME")]
     pub launcher: Option<LauncherKind>,
     /// The ssh/rsh program to use [-bootstrap-exec]
@@ -150,7 +151,7 @@ pub struct Segment {
     #[arg(long = "report", value_name = "FILE")]
     pub report: Option<String>,
     /// Largest fence (bytes of new pairs) pushed down the tree whole; larger ones stay up
-    /// and gets climb the tree (default 1 MiB)
+    /// and gets climb the tree (default 16 MiB)
     #[arg(long = "kvs-push-max", value_name = "BYTES", value_parser = libi::job::parse_bytes)]
     pub kvs_push_max: Option<u64>,
     /// Most KVS data (keys plus values) the job's ranks may put; beyond it the job fails
@@ -206,6 +207,10 @@ pub struct Segment {
     /// HOST[:PORT] (default port 6392), so separate jobs find each other's ports
     #[arg(long = "nameserver", value_name = "HOST[:PORT]")]
     pub nameserver: Option<String>,
+    /// Print the manual page (roff) made from this option table, then exit (regenerates
+    /// docs/libi-mpiexec.1)
+    #[arg(long = "man", hide = true)]
+    pub man: bool,
     /// Hydra options given that name parts of Hydra libi has no counterpart of (ignored):
     /// one note each for `-v`.
     #[arg(skip)]
@@ -229,7 +234,7 @@ fn parse_usize(s: &str) -> Result<i32, String> {
 
 /// The options by their Hydra names (plus aliases and short names): the name clap knows them
 /// by, and how many values follow them (to find where the program starts).
-const LONG: &[(&str, &str, usize)] = &[
+pub(crate) const LONG: &[(&str, &str, usize)] = &[
     ("np", "np", 1),
     ("genv", "genv", 2),
     ("genvlist", "genvlist", 1),
@@ -289,6 +294,7 @@ const LONG: &[(&str, &str, usize)] = &[
     ("memory-alloc-kinds", "memory-alloc-kinds", 1),
     ("nameserver", "nameserver", 1),
     ("pmi_args", "pmi-args", 4),
+    ("man", "man", 0),
     ("help", "help", 0),
     ("version", "version", 0),
     ("n", "np", 1),
@@ -302,7 +308,7 @@ const LONG: &[(&str, &str, usize)] = &[
 /// Hydra options for parts of Hydra's own machinery that libi has no counterpart of, which
 /// change nothing a job does: accepted and ignored (a note under `-v`). How many values each
 /// takes (as Hydra 5), and why it is ignored.
-const IGNORED: &[(&str, usize, &str)] = &[
+pub(crate) const IGNORED: &[(&str, usize, &str)] = &[
     ("enable-x", 0, "libi never forwards X"),
     ("disable-x", 0, "libi never forwards X"),
     ("demux", 1, "Hydra's demux engine; libi has its own event loop"),
@@ -720,6 +726,9 @@ fn merge_global(
     global.notes.extend(s.notes.iter().cloned());
     if s.info {
         return Err(CliError::Info(crate::info_text()));
+    }
+    if s.man {
+        return Err(CliError::Info(crate::man::page()));
     }
     if let Some(pid) = s.proctable {
         return Err(CliError::ProcTable(pid));

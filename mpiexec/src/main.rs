@@ -4,6 +4,7 @@
 mod cli;
 mod control;
 mod frontend;
+mod man;
 mod mpir;
 mod nameserver;
 mod plan;

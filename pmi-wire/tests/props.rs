@@ -231,7 +231,7 @@ proptest! {
 }
 
 /// Generated inputs per never-panic property: `LIBI_FUZZ_CASES` (default 25 000 each, which
-/// keeps the suite's total well over 100k; the long run in the README sets 1 000 000).
+/// keeps the suite's total well over 100k; the long run in docs/failures.md sets 1 000 000).
 fn fuzz_cases() -> u32 {
     std::env::var("LIBI_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(25_000)
 }

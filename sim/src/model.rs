@@ -1,6 +1,6 @@
 //! What things cost in virtual time. Every figure is in seconds (or bytes per second) and
-//! has a default measured on this project's machines (see `bench/results.md`, "Simulator
-//! validation", and `libi-sim calibrate`).
+//! has a default measured on this project's machines (see `bench/results.md` §8, "Validation:
+//! simulated against measured", and `libi-sim calibrate`).
 
 use serde::{Deserialize, Serialize};
 

@@ -16,7 +16,8 @@
 //! are packed (DT_RELR): the start code reads them once, and unpacked (89 kB of RELA entries)
 //! they stayed resident. The front end has its own two lists (`mpiexec/libc-hot.txt`,
 //! `mpiexec/rust-hot.txt`): laid out so, it keeps ~2 MB of its code resident instead of 3.
-//! `bench/results.md` (Targets of issue 20) has the measured sizes.
+//! `bench/results.md` (Targets of issue 20) has the agent's peak RSS; the sizes measured at
+//! each step are in its history (`git log -p -- bench/results.md`).
 //!
 //! How, on stable Cargo: `-C target-feature=+crt-static` can only be given to every crate of
 //! a build (proc-macro and cdylib crates refuse it), so this does at the link step of one
