@@ -878,3 +878,41 @@ fn front_end_killed_while_ranks_start() {
     eprintln!("ranks started: {started} of 3000");
     report("front end killed while ranks start", -1, secs);
 }
+
+/// A PMGR client that sends collectives and never reads their replies (here one rank's
+/// 8 MiB allgather, then barriers, 100 a second): the agent stops reading its requests
+/// while over 4 MiB of replies wait (its RSS grows by less than 32 MiB: the 8 MiB reply
+/// and its copies), and once it could write nothing
+/// for the stall limit the job ends with status 1 naming the rank. Before, the replies
+/// queued without bound and the job hung.
+#[test]
+fn pmgr_flood_without_reading_is_cut_off() {
+    let flood = "import os, socket, struct, time
+s = socket.create_connection((os.environ['MPIRUN_HOST'], int(os.environ['MPIRUN_PORT'])))
+s.sendall(struct.pack('=ii', 8, int(os.environ['MPIRUN_RANK'])))
+s.sendall(struct.pack('=ii', 7, 8 << 20) + bytes(8 << 20))
+while True:
+    s.sendall(struct.pack('=i', 3))
+    time.sleep(0.01)";
+    let live = start(&["--pmgr", "-n", "1", "python3", "-c", flood], &[]);
+    live.wait_for(1, |c| c.contains("socket.create_connection"));
+    let nla = live.wait_for(1, |c| c.contains("libi-nla"))[0].0;
+    let rss = || -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{nla}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    std::thread::sleep(Duration::from_millis(1000));
+    let before = rss();
+    std::thread::sleep(Duration::from_millis(2000));
+    let after = rss();
+    let t = Instant::now();
+    let (r, secs) = live.finish(t);
+    if let (Some(b), Some(a)) = (before, after) {
+        assert!(a < b + 32768, "the agent grew from {b} to {a} kB while the rank flooded");
+    }
+    assert_eq!(r.status, 1, "{}", r.stderr);
+    let line = failure_line(&r);
+    assert!(line.contains("rank 0") && line.contains("stopped reading its PMGR replies"), "{line}");
+    report("PMGR flood, replies never read", r.status, secs);
+}

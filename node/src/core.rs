@@ -1132,6 +1132,19 @@ impl NodeCore {
         self.fail(what, fx);
     }
 
+    /// The client of PMGR connection `conn` (global rank `owner`) read none of its
+    /// replies for the stall limit: the connection is closed and the job fails, as for a
+    /// rank that stops reading its PMI replies.
+    pub fn pmgr_stalled(&mut self, conn: u64, owner: u32, fx: &mut Vec<Effect>) {
+        fx.push(Effect::ClosePmgr(conn));
+        let what = format!(
+            "rank {owner} on {} stopped reading its PMGR replies (flooding requests?); \
+             disconnected",
+            self.plan.host
+        );
+        self.fail(what, fx);
+    }
+
     /// The rank's PMI socket reached EOF (the process may still be running).
     pub fn rank_eof(&mut self, local: usize, _fx: &mut Vec<Effect>) {
         let Some(conn) = self.conns.get_mut(local) else { return };

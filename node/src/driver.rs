@@ -52,9 +52,12 @@ enum Ev {
     Stalled(usize),
     /// A PMGR connection was accepted and authenticated: its id, write half, and the local
     /// rank whose process holds it.
-    PmgrConn(u64, tokio::net::tcp::OwnedWriteHalf, u32),
+    PmgrConn(u64, tokio::net::tcp::OwnedWriteHalf, u32, Arc<PmgrQueue>),
     PmgrData(u64, Vec<u8>),
     PmgrEof(u64),
+    /// A PMGR connection's client read nothing of its replies for [`STALL_LIMIT`]: its
+    /// owner (global rank).
+    PmgrStalled(u64, u32),
     /// This node's hwloc topology file is written (`None`: it could not be): answer the
     /// ranks that asked for it, and those that will.
     HwlocXml(Option<String>),
@@ -256,7 +259,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         },
         _ => None,
     };
-    let mut pmgr_writers: HashMap<u64, UnboundedSender<Option<Vec<u8>>>> = HashMap::new();
+    let mut pmgr_writers: HashMap<u64, PmgrOut> = HashMap::new();
     let mut pmgr_swept = false;
     // `--bcast`: write the staged executables before any rank starts.
     let stage = match crate::stage::write(core.job(), core.local_count()) {
@@ -314,7 +317,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 pmgr_swept = true;
                 tokio::time::sleep(PMGR_FINAL_SWEEP).await;
                 while let Ok(ev) = ev_rx.try_recv() {
-                    pmgr_event(ev, &mut core, &mut pmgr_writers, &mut fx);
+                    pmgr_event(ev, &mut core, &mut pmgr_writers, &ev_tx, &mut fx);
                 }
                 if !fx.is_empty() {
                     continue;
@@ -409,8 +412,8 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             }
             Ev::Tree(t) => children.on_event(t, &mut core, &mut fx).await,
             Ev::Stalled(local) => core.rank_stalled(local, &mut fx),
-            ev @ (Ev::PmgrConn(..) | Ev::PmgrData(..) | Ev::PmgrEof(_)) => {
-                pmgr_event(ev, &mut core, &mut pmgr_writers, &mut fx)
+            ev @ (Ev::PmgrConn(..) | Ev::PmgrData(..) | Ev::PmgrEof(_) | Ev::PmgrStalled(..)) => {
+                pmgr_event(ev, &mut core, &mut pmgr_writers, &ev_tx, &mut fx)
             }
             Ev::HwlocXml(path) => {
                 hwloc_writing = None;
@@ -533,7 +536,7 @@ struct NlaIo<'a> {
     up: &'a UpLink,
     /// Nothing more goes up once the parent is lost (see `parent_lost_before`).
     parent_lost: bool,
-    pmgr: &'a mut HashMap<u64, UnboundedSender<Option<Vec<u8>>>>,
+    pmgr: &'a mut HashMap<u64, PmgrOut>,
     secret: &'a str,
     verbose: bool,
     /// `--retries` for the NLAs of spawned groups (`HYDRA_PROXY_RETRY_COUNT`).
@@ -578,14 +581,18 @@ impl NodeIo for NlaIo<'_> {
     }
 
     fn to_pmgr(&mut self, conn: u64, bytes: Vec<u8>) {
-        if let Some(tx) = self.pmgr.get(&conn) {
-            let _ = tx.send(Some(bytes));
+        if let Some(out) = self.pmgr.get(&conn) {
+            let n = bytes.len();
+            // (Counted only while its writer runs: a gone writer's queue is empty.)
+            if out.tx.send(Some(bytes)).is_ok() {
+                out.queue.bytes.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+            }
         }
     }
 
     fn close_pmgr(&mut self, conn: u64) {
-        if let Some(tx) = self.pmgr.remove(&conn) {
-            let _ = tx.send(None);
+        if let Some(out) = self.pmgr.remove(&conn) {
+            let _ = out.tx.send(None);
         }
     }
 
@@ -640,18 +647,23 @@ fn start_group_nla(host: &str, front_end: &str, secret: &str, verbose: bool, ret
 fn pmgr_event(
     ev: Ev,
     core: &mut NodeCore,
-    writers: &mut HashMap<u64, UnboundedSender<Option<Vec<u8>>>>,
+    writers: &mut HashMap<u64, PmgrOut>,
+    ev_tx: &UnboundedSender<Ev>,
     fx: &mut Vec<Effect>,
 ) {
     match ev {
-        Ev::PmgrConn(id, wr, owner) => {
+        Ev::PmgrConn(id, wr, owner, queue) => {
             let (tx, rx) = unbounded_channel();
-            tokio::spawn(pmgr_writer(wr, rx));
-            writers.insert(id, tx);
+            let ev_tx = ev_tx.clone();
+            tokio::spawn(pmgr_writer(wr, rx, queue.clone(), move || {
+                let _ = ev_tx.send(Ev::PmgrStalled(id, owner));
+            }));
+            writers.insert(id, PmgrOut { tx, queue });
             core.pmgr_connected(id, owner);
         }
         Ev::PmgrData(id, data) => core.pmgr_data(id, &data, fx),
         Ev::PmgrEof(id) => core.pmgr_eof(id, fx),
+        Ev::PmgrStalled(id, owner) => core.pmgr_stalled(id, owner, fx),
         _ => {}
     }
 }
@@ -761,9 +773,41 @@ async fn authenticate(
 }
 
 /// Hand an authenticated connection to the node, then pass on what it sends.
+/// Replies queued for one PMGR connection and not written yet, in bytes: its reader
+/// stops reading the client's requests while more than [`PMGR_QUEUE_MAX`] wait (a client
+/// that sends and never reads makes us hold a bounded amount), and its writer gives up
+/// when it can write nothing for [`STALL_LIMIT`].
+#[derive(Default)]
+struct PmgrQueue {
+    bytes: std::sync::atomic::AtomicUsize,
+    room: tokio::sync::Notify,
+    /// The writer gave up on a client that does not read: read nothing more of it.
+    stalled: std::sync::atomic::AtomicBool,
+}
+
+impl PmgrQueue {
+    /// The writer ended: the reader waits for room no more.
+    fn writer_ended(&self, stalled: bool) {
+        self.stalled.store(stalled, std::sync::atomic::Ordering::SeqCst);
+        self.bytes.store(0, std::sync::atomic::Ordering::SeqCst);
+        self.room.notify_waiters();
+    }
+}
+
+/// Most reply bytes waiting for one PMGR client before its requests are no longer read
+/// (beyond a reply larger than that, which is written whole).
+const PMGR_QUEUE_MAX: usize = 4 << 20;
+
+/// The writer of one PMGR connection and its queue.
+struct PmgrOut {
+    tx: UnboundedSender<Option<Vec<u8>>>,
+    queue: Arc<PmgrQueue>,
+}
+
 async fn pmgr_reader(id: u64, conn: PmgrConn, ev: UnboundedSender<Ev>) {
     let PmgrConn { owner, mut rd, wr, first, eof } = conn;
-    if ev.send(Ev::PmgrConn(id, wr, owner)).is_err() {
+    let queue = Arc::new(PmgrQueue::default());
+    if ev.send(Ev::PmgrConn(id, wr, owner, queue.clone())).is_err() {
         return;
     }
     if !first.is_empty() && ev.send(Ev::PmgrData(id, first)).is_err() {
@@ -775,6 +819,18 @@ async fn pmgr_reader(id: u64, conn: PmgrConn, ev: UnboundedSender<Ev>) {
     }
     let mut buf = vec![0u8; 64 * 1024];
     loop {
+        // Not a byte more of its requests while its replies wait unread.
+        loop {
+            let room = queue.room.notified();
+            if queue.bytes.load(std::sync::atomic::Ordering::SeqCst) <= PMGR_QUEUE_MAX {
+                break;
+            }
+            room.await;
+        }
+        if queue.stalled.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = ev.send(Ev::PmgrEof(id));
+            return;
+        }
         match rd.read(&mut buf).await {
             Ok(n) if n > 0 => {
                 if ev.send(Ev::PmgrData(id, buf[..n].to_vec())).is_err() {
@@ -789,15 +845,32 @@ async fn pmgr_reader(id: u64, conn: PmgrConn, ev: UnboundedSender<Ev>) {
     }
 }
 
+/// Write a PMGR connection's replies as they come; `stalled` is called (and the writer
+/// ends) when nothing can be written for [`STALL_LIMIT`].
 async fn pmgr_writer(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
     mut rx: UnboundedReceiver<Option<Vec<u8>>>,
+    queue: Arc<PmgrQueue>,
+    stalled: impl FnOnce(),
 ) {
     while let Some(Some(bytes)) = rx.recv().await {
-        if wr.write_all(&bytes).await.is_err() {
-            return;
+        let mut at = 0;
+        while at < bytes.len() {
+            match tokio::time::timeout(STALL_LIMIT, wr.write(&bytes[at..])).await {
+                Ok(Ok(n)) if n > 0 => at += n,
+                // The client is gone: its reader reads on to the end.
+                Ok(_) => return queue.writer_ended(false),
+                Err(_) => {
+                    queue.writer_ended(true);
+                    stalled();
+                    return;
+                }
+            }
         }
+        queue.bytes.fetch_sub(bytes.len(), std::sync::atomic::Ordering::SeqCst);
+        queue.room.notify_waiters();
     }
+    queue.writer_ended(false);
     let _ = wr.shutdown().await;
 }
 

@@ -832,8 +832,10 @@ pub fn encode_frame(msg: &Msg) -> Result<Bytes, libi::msg::CodecError> {
 /// The driver's view of a node's children.
 pub struct Children {
     links: Vec<Option<Link>>,
-    /// Frames for children not connected yet.
+    /// Frames for children not connected yet, and what they cost against [`CHILD_QUEUE`]
+    /// (`usize::MAX`: more came than it takes, and the child was given up).
     queued: Vec<Vec<Bytes>>,
+    queued_cost: Vec<usize>,
     pids: Vec<Option<u32>>,
     ev: Option<EvSink>,
     ctx: Option<LaunchCtx>,
@@ -861,6 +863,7 @@ impl Children {
         Children {
             links: (0..n).map(|_| None).collect(),
             queued: vec![Vec::new(); n],
+            queued_cost: vec![0; n],
             pids: vec![None; n],
             ev: None,
             ctx: None,
@@ -1028,6 +1031,7 @@ impl Children {
                 let Some(setup) = core.child_setup(idx) else { return };
                 self.links[idx] = Some(Link::new(sink.into_inner(), CHILD_QUEUE));
                 self.send(idx, Msg::Setup(Box::new(setup))).await;
+                self.queued_cost[idx] = 0;
                 for frame in std::mem::take(&mut self.queued[idx]) {
                     self.push(idx, frame).await;
                 }
@@ -1169,8 +1173,29 @@ impl Children {
                     self.lost(idx, why);
                 }
             },
-            Some(None) if !self.life.taken(idx) => self.queued[idx].push(frame),
+            Some(None) if !self.life.taken(idx) => self.queue_early(idx, frame),
             _ => {}
+        }
+    }
+
+    /// Hold a frame for child `idx` until it connects: at most [`CHILD_QUEUE`] (by
+    /// [`FRAME_MIN_COST`] a frame at least), as for a connected child that does not read.
+    /// Beyond, the child is given up (its launch killed, its subtree lost) and nothing more
+    /// is held for it.
+    fn queue_early(&mut self, idx: usize, frame: Bytes) {
+        let cost = frame.len().max(FRAME_MIN_COST);
+        match self.queued_cost[idx].checked_add(cost) {
+            Some(total) if total <= CHILD_QUEUE => {
+                self.queued_cost[idx] = total;
+                self.queued[idx].push(frame);
+            }
+            _ if self.queued_cost[idx] == usize::MAX => {}
+            _ => {
+                self.queued_cost[idx] = usize::MAX;
+                self.queued[idx] = Vec::new();
+                let kib = CHILD_QUEUE >> 10;
+                self.lost(idx, format!("over {kib} KiB waited for it before it connected"));
+            }
         }
     }
 
@@ -1194,6 +1219,78 @@ mod tests {
 
     fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+    }
+
+    /// A node whose one child has not connected: what is sent to it is held up to
+    /// CHILD_QUEUE; the frame beyond gives the child up once (reported gone), and nothing
+    /// more is held for it.
+    #[test]
+    fn frames_for_a_child_not_connected_are_bounded() {
+        use libi::job::{AppSpec, JobCommon, LauncherKind, LauncherSpec, NodeSetup, RankSlot};
+        let plan = |node: u32, rank: u32| NodePlan {
+            node,
+            host: format!("h{node}"),
+            ranks: vec![RankSlot { rank, app: 0 }],
+            children: vec![],
+        };
+        let mut me = plan(1, 0);
+        me.children = vec![plan(2, 1)];
+        let job = JobCommon {
+            size: 2,
+            universe_size: 2,
+            kvsname: "kvs".into(),
+            preput: vec![],
+            apps: vec![AppSpec {
+                exe: "x".into(),
+                args: vec![],
+                nprocs: 2,
+                env: vec![],
+                wdir: None,
+                agent_env: false,
+                raw_env: Vec::new(),
+            }],
+            launcher: LauncherSpec::new(LauncherKind::Fork, "/x"),
+            kill_grace_ms: 10,
+            launch_timeout_ms: 10,
+            launch_batch: None,
+            kvs_push_max: 0,
+            kvs_max: 1 << 30,
+            report: false,
+            pmgr: None,
+            verbose: false,
+            binding: Default::default(),
+            spawned_by: None,
+            singleton: None,
+            each_end: false,
+            staged: Vec::new(),
+            gpus: Default::default(),
+        };
+        let core = NodeCore::new(NodeSetup { job, plan: me }, false, false);
+        let mut children = Children::new(&core);
+        let gone = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = gone.clone();
+        children.ev = Some(Arc::new(move |e| {
+            if let TreeEv::Gone(idx, why) = e {
+                seen.lock().expect("lock").push((idx, why));
+            }
+            true
+        }));
+        let n = CHILD_QUEUE / FRAME_MIN_COST;
+        for _ in 0..n {
+            children.queue_early(0, Bytes::from_static(b"small"));
+        }
+        assert!(gone.lock().expect("lock").is_empty(), "within the bound");
+        assert_eq!(children.queued[0].len(), n);
+        for _ in 0..3 {
+            children.queue_early(0, Bytes::from_static(b"one more"));
+        }
+        let gone = gone.lock().expect("lock").clone();
+        assert_eq!(gone.len(), 1, "{gone:?}");
+        assert_eq!(
+            gone[0].1,
+            format!("over {} KiB waited for it before it connected", CHILD_QUEUE >> 10)
+        );
+        assert!(children.queued[0].is_empty(), "nothing more is held");
     }
 
     fn frame(epoch: u64, bytes: usize) -> Bytes {
