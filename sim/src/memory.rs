@@ -13,8 +13,8 @@
 //!   of at most `--kvs-push-max` bytes is pushed to every agent with its release (each
 //!   agent's map holds every pair: the keys and values themselves are shared); a larger
 //!   one is left up the tree, each node holding its subtree's pairs, plus the pairs its
-//!   ranks fetch from other nodes (then cached: one entry and one key copy each, the value
-//!   shared). MPICH 4's `>slice` makes every node fetch every card: nodes × ranks entries;
+//!   ranks fetch from other nodes (then cached: one entry each, key and value shared).
+//!   MPICH 4's `>slice` makes every node fetch every card: nodes × ranks entries;
 //! * the maps are hash tables (a slot per pair and spare capacity up to the next power of
 //!   two); every pair's key and value exist once, at the front end;
 //! * the gets in flight while cards are fetched lazily, the copies of a pushed release in
@@ -140,8 +140,8 @@ pub fn estimate(cfg: &Config) -> Result<Estimate, String> {
     }
     front += table(pairs, SLOT);
 
-    // The agents' maps, and the keys their caches copied.
-    let (mut maps, mut cached) = (0u64, 0u64);
+    // The agents' maps.
+    let mut maps = 0u64;
     let mut fetching = false;
     for &s in subtree.iter().skip(1) {
         let (mut held, mut grown) = (0, false);
@@ -153,9 +153,7 @@ pub fn estimate(cfg: &Config) -> Result<Estimate, String> {
             let sub = (e.pairs * s).div_ceil(nodes);
             let have = e.pairs.min(sub + e.fetched);
             held += have;
-            let copies = have - sub.min(have);
-            cached += copies * shared(avg(e.key_bytes, e.pairs)) * GROWN / 10;
-            grown |= copies > 0;
+            grown |= have > sub;
             fetching |= e.fetched > 0;
         }
         maps += if grown { table(held, SLOT) * GROWN / 10 } else { table(held, SLOT) };
@@ -177,7 +175,6 @@ pub fn estimate(cfg: &Config) -> Result<Estimate, String> {
         ("plans", plans),
         ("front end KVS", front),
         ("agents' KVS maps", maps),
-        ("cached keys", cached),
         ("releases in flight", release),
         ("gets in flight", gets),
     ];
