@@ -14,6 +14,8 @@ cd "$(dirname "$0")/.."
 cargo build --release -q -p libi-sim
 SIM=${CARGO_TARGET_DIR:-target}/release/libi-sim
 MAX=${SIMM_MAX_MEM:-8G}
+TIMES=$(mktemp) ERR=$(mktemp)
+trap 'rm -f "$TIMES" "$ERR"' EXIT
 if [ $# -gt 0 ]; then
   cases=("$@")
 else
@@ -42,12 +44,12 @@ for c in "${cases[@]}"; do
   # shellcheck disable=SC2086
   est=$($SIM $c --estimate | sed -n 's/.*: about \([0-9.]*\) \([KMGT]B\).*/\1 \2/p')
   # shellcheck disable=SC2086
-  if out=$( { /usr/bin/time -f '%M %e' $SIM $c --max-mem "$MAX" >/dev/null 2>/tmp/sim-memory.err; } 2>&1 ); then
-    read -r kib wall <<<"$(tail -1 <<<"$out")"
+  if /usr/bin/time -o "$TIMES" -f '%M %e' $SIM $c --max-mem "$MAX" >/dev/null 2>"$ERR"; then
+    read -r kib wall <"$TIMES"
     mib=$((kib / 1024))
     ratio=$(awk -v e="$est" -v m="$mib" 'BEGIN { split(e, a, " "); u = a[2] == "GB" ? 1024 : a[2] == "TB" ? 1048576 : 1; printf "%.2f", a[1] * u / m }')
     printf '%-72s %10s %7s MB %7s %7s\n' "$c" "$est" "$mib" "$ratio" "$wall"
   else
-    printf '%-72s %10s %10s  (%s)\n' "$c" "$est" "refused" "$(head -c 120 /tmp/sim-memory.err)"
+    printf '%-72s %10s %10s  (%s)\n' "$c" "$est" "refused" "$(head -c 120 "$ERR")"
   fi
 done

@@ -400,6 +400,13 @@ fn calibrate(a: &CalArgs) -> Result<u8, String> {
     let (fitted, loss) = cal::fit(&setup, &fit_cases, start, a.rounds, &mut |m| {
         eprintln!("libi-sim calibrate: {m}");
     })?;
+    // Four significant digits: what the file says is what the table shows.
+    let mut fitted = fitted;
+    for name in cal::FITTED {
+        if let Some((_, v)) = fitted.figures().into_iter().find(|(n, _)| n == name) {
+            fitted.set(name, &format!("{v:.3e}"))?;
+        }
+    }
     let (text, worst) = cal::table(&setup, &fit_cases, &held, &fitted)?;
     let (_, start_worst) = cal::table(&setup, &fit_cases, &held, &start)?;
     let names = |cs: &[Case]| -> String {
