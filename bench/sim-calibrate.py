@@ -5,7 +5,9 @@ measured runs of bench/data/sim-validate.json (bench/sim-validate.sh), with ever
 rank sharing this machine's cores (`cores=2`, processor-shared) and launches and rank starts
 blocking the event loop (`loop_launch=1`, as the real driver). Prints the fitted costs as
 --cost arguments
-and the comparison table. Usage: bench/sim-calibrate.py [VALIDATION.json] [--rounds N]"""
+and the comparison table. Usage: bench/sim-calibrate.py [VALIDATION.json] [--rounds N]
+`libi-sim calibrate` does the same in the tool (its own real runs, the fit in-process, a cost
+file for --costs FILE, and a held-out check); this script stays for sim-validate.sh's files."""
 import json, math, os, subprocess, sys, tempfile
 from concurrent.futures import ThreadPoolExecutor
 

@@ -289,8 +289,10 @@ pub enum Msg {
         pairs: Vec<(Key, Value)>,
         stale: Vec<String>,
     },
-    /// Answer to `Get` (`None`: not found anywhere).
-    GetResult { key: String, value: Option<Value> },
+    /// Answer to `Get` (`None`: not found anywhere). The key is shared like a pair's: every
+    /// node that caches the answer holds the one allocation of the node that had it (on the
+    /// wire it is a plain string).
+    GetResult { key: Key, value: Option<Value> },
     /// The outcome of the current PMGR collective, restricted to the receiver's subtree.
     PmgrDown(Box<pmgr::collective::Outcome>),
     /// Answer to `Name`: `ok` (publish/unpublish) and the port (lookup).
@@ -655,8 +657,10 @@ mod fuzz {
                     stale
                 }),
             text().prop_map(|key| Msg::Get { key }),
-            (text(), proptest::option::of(text()))
-                .prop_map(|(key, value)| Msg::GetResult { key, value: value.map(Into::into) }),
+            (text(), proptest::option::of(text())).prop_map(|(key, value)| Msg::GetResult {
+                key: key.into(),
+                value: value.map(Into::into),
+            }),
             (text(), any::<u32>(), text()).prop_map(|(host, ranks, message)| Msg::SubtreeLost {
                 host,
                 ranks,

@@ -1359,7 +1359,7 @@ impl NodeCore {
             Msg::GetResult { key, value } => {
                 self.answer_waiters(&key, value.as_ref(), fx);
                 if let Some(v) = value {
-                    self.kvs.cache(key.into(), v);
+                    self.kvs.cache(key, v);
                     self.check_kvs(fx);
                 }
             }
@@ -1436,8 +1436,8 @@ impl NodeCore {
         }
     }
 
-    fn answer_waiters(&mut self, key: &str, value: Option<&Value>, fx: &mut Vec<Effect>) {
-        for w in self.waiting.remove(key).unwrap_or_default() {
+    fn answer_waiters(&mut self, key: &Key, value: Option<&Value>, fx: &mut Vec<Effect>) {
+        for w in self.waiting.remove(&**key).unwrap_or_default() {
             match w {
                 Waiter::Rank(local) => {
                     let reply = self.conns[local].answer_get(key, value.map(|v| &**v));
@@ -1445,7 +1445,7 @@ impl NodeCore {
                 }
                 Waiter::Child(c) => fx.push(Effect::ToChild(
                     c,
-                    Msg::GetResult { key: key.to_string(), value: value.cloned() },
+                    Msg::GetResult { key: key.clone(), value: value.cloned() },
                 )),
             }
         }
@@ -1472,9 +1472,10 @@ impl NodeCore {
             }
             Msg::Get { key } => {
                 self.counters.gets_for_children += 1;
-                if let Some(v) = self.kvs.value(&key) {
+                if let Some((key, v)) = self.kvs.pair(&key) {
                     fx.push(Effect::ToChild(idx, Msg::GetResult { key, value: Some(v) }));
                 } else if self.fence_root {
+                    let key = key.into();
                     fx.push(Effect::ToChild(idx, Msg::GetResult { key, value: None }));
                 } else {
                     self.wait_for(key, Waiter::Child(idx), fx);

@@ -68,6 +68,11 @@ impl Kvs {
         self.map.get(key).map(|e| e.value.clone())
     }
 
+    /// The shared key and value of `key` (to pass both on without a copy: a get's answer).
+    pub fn pair(&self, key: &str) -> Option<(Key, Value)> {
+        self.map.get_key_value(key).map(|(k, e)| (k.clone(), e.value.clone()))
+    }
+
     pub fn contains(&self, key: &str) -> bool {
         self.map.contains_key(key)
     }
@@ -181,6 +186,10 @@ mod tests {
         assert_eq!((k.len(), k.bytes()), (1, 2));
         assert_eq!(k.unpend("a").as_deref(), Some(&b"1"[..]));
         assert_eq!(k.unpend("a"), None);
+        let (key, value) = k.pair("a").expect("held");
+        assert!(std::sync::Arc::ptr_eq(&key, &k.pair("a").expect("held").0), "the map's key");
+        assert_eq!((&*key, &*value), ("a", &b"1"[..]));
+        assert_eq!(k.pair("zz"), None);
         k.cache("b".into(), "xx".into());
         assert!(k.is_cached("b"));
         k.cache("a".into(), "old".into());

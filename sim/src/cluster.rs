@@ -117,6 +117,22 @@ impl Config {
     }
 }
 
+impl Config {
+    /// The job's plan (the tree launched: its shape, with fan-outs above `max_conn`
+    /// re-parented) with `ppn` ranks on each agent.
+    pub fn plan(&self, ppn: u32) -> Result<NodePlan, String> {
+        let model = self.costs.launch_model(self.batch);
+        let per_node: Vec<(String, Vec<RankSlot>)> = (0..self.nodes as u32)
+            .map(|i| {
+                let ranks = (0..ppn).map(|r| RankSlot { rank: i * ppn + r, app: 0 }).collect();
+                (format!("n{}", i + 1), ranks)
+            })
+            .collect();
+        let plan_model = self.plan_model.unwrap_or(model);
+        NodePlan::tree(per_node, &self.shape, &plan_model, self.max_conn, "fe")
+    }
+}
+
 /// Tree traffic of one node.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct Traffic {
@@ -651,15 +667,8 @@ impl Cluster {
         let size32 = u32::try_from(size).map_err(|_| format!("{size} ranks is too many"))?;
         let model = cfg.costs.launch_model(cfg.batch);
         model.validate()?;
-        let per_node: Vec<(String, Vec<RankSlot>)> = (0..cfg.nodes as u32)
-            .map(|i| {
-                let ranks =
-                    (0..cfg.ppn).map(|r| RankSlot { rank: i * cfg.ppn + r, app: 0 }).collect();
-                (format!("n{}", i + 1), ranks)
-            })
-            .collect();
         let plan_model = cfg.plan_model.unwrap_or(model);
-        let root = NodePlan::tree(per_node, &cfg.shape, &plan_model, cfg.max_conn, "fe")?;
+        let root = cfg.plan(cfg.ppn)?;
         let kvs = KvsNames::new(1, 1, "fe");
         let kvsname = kvs.name(0);
         let job = JobCommon {

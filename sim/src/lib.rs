@@ -5,11 +5,15 @@
 //!
 //! * [`model`]: what launching, links, CPU and ranks cost ([`model::Costs`]);
 //! * [`workload`]: what simulated ranks say (PMI-1 conversations recorded from MPICH);
+//! * [`calibrate`]: the cost model fitted to real runs of this machine (`libi-sim calibrate`);
 //! * [`cluster`]: the simulation itself, its faults and its measurements;
+//! * [`memory`]: the memory a run will take, estimated before it starts;
 //! * [`queue`]: the event queue (a radix heap);
 //! * [`report`]: tables, JSON and the SVG plot.
 
+pub mod calibrate;
 pub mod cluster;
+pub mod memory;
 pub mod model;
 pub mod queue;
 pub mod report;

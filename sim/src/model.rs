@@ -129,6 +129,68 @@ impl Costs {
         libi::tree::LaunchModel::new(self.seq, self.rem).with_slots(self.slots).with_batch(batch)
     }
 
+    /// Every figure by name, as [`Self::set`] takes them (booleans as 0/1).
+    pub fn figures(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("seq", self.seq),
+            ("rem", self.rem),
+            ("slots", f64::from(self.slots)),
+            ("latency", self.latency),
+            ("bandwidth", self.bandwidth),
+            ("cpu_msg", self.cpu_msg),
+            ("cpu_byte", self.cpu_byte),
+            ("cpu_pmi", self.cpu_pmi),
+            ("cpu_send", self.cpu_send),
+            ("loop_launch", if self.loop_launch { 1.0 } else { 0.0 }),
+            ("fork", self.fork),
+            ("rank_start", self.rank_start),
+            ("rank_step", self.rank_step),
+            ("pmi_latency", self.pmi_latency),
+            ("rank_exit", self.rank_exit),
+            ("kill_delay", self.kill_delay),
+            ("cores", f64::from(self.cores)),
+            ("fe_start", self.fe_start),
+            ("jitter", self.jitter),
+        ]
+    }
+
+    /// A cost file (`--costs FILE`, written by `libi-sim calibrate`): `name = value` lines
+    /// (the names of `--cost`), `#` comments and blank lines. Figures it does not name keep
+    /// [`Costs::default`]'s values.
+    pub fn parse_file(text: &str) -> Result<Costs, (usize, String)> {
+        let mut costs = Costs::default();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let (k, v) = line
+                .split_once('=')
+                .ok_or_else(|| (i + 1, format!("'{line}': expected name = value")))?;
+            costs.set(k.trim(), v.trim()).map_err(|e| (i + 1, e))?;
+        }
+        Ok(costs)
+    }
+
+    /// [`Self::parse_file`] of the file at `path`; the error is one line naming the file
+    /// and, for a bad line, its number.
+    pub fn load(path: &str) -> Result<Costs, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cost file {path}: {e}"))?;
+        Costs::parse_file(&text).map_err(|(line, e)| format!("cost file {path}:{line}: {e}"))
+    }
+
+    /// These costs as a cost file, after `header` (each of its lines made a comment).
+    pub fn to_file(&self, header: &str) -> String {
+        let mut out = String::new();
+        for l in header.lines() {
+            out.push_str(&format!("# {l}\n").replace("# \n", "#\n"));
+        }
+        for (k, v) in self.figures() {
+            out.push_str(&format!("{k} = {v}\n"));
+        }
+        out
+    }
+
     /// Set one figure by name (`--cost name=value`).
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         let v: f64 =
@@ -173,4 +235,25 @@ pub fn ns(s: f64) -> Time {
 /// Virtual time to seconds.
 pub fn secs(t: Time) -> f64 {
     t as f64 / 1e9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_files_round_trip_and_name_the_bad_line() {
+        let c = Costs { seq: 0.000123, cores: 2, loop_launch: true, ..Costs::this_vm() };
+        let text = c.to_file("fitted here\n\nby a test");
+        assert!(text.starts_with("# fitted here\n#\n# by a test\n"), "{text}");
+        assert_eq!(Costs::parse_file(&text), Ok(c));
+        // Unnamed figures keep the defaults; comments after a value are allowed.
+        let d = Costs::parse_file("rem = 0.5 # half a second\n\n").expect("parses");
+        assert_eq!(d, Costs { rem: 0.5, ..Costs::default() });
+        let bad = |t: &str| Costs::parse_file(t).expect_err(t);
+        assert_eq!(bad("seq = 1\nrem 2\n").0, 2);
+        assert_eq!(bad("seq = 1\n\nwarp = 9\n").0, 3);
+        assert!(bad("fork = -1").1.contains("fork"));
+        assert!(bad("fork = x").1.contains("not a number"));
+    }
 }

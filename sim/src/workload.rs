@@ -25,6 +25,8 @@ pub enum Repeat {
     Slice,
 }
 
+use std::collections::HashMap;
+
 /// A condition on the rank's place in the job (`?cond,...` before a line).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cond {
@@ -123,6 +125,20 @@ pub struct Trace {
     /// `fixed_kvsname`.
     fixed: Vec<Option<Vec<u8>>>,
     fixed_kvsname: String,
+}
+
+/// A step a rank plays: its index, its fence epoch, and for a put its key and value length.
+type PlayedStep = (usize, u32, Option<(String, usize)>);
+
+/// What one fence epoch of a job puts into the KVS ([`Trace::kvs_use`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EpochUse {
+    /// Pairs put in the epoch, job-wide, and their key and value bytes.
+    pub pairs: u64,
+    pub key_bytes: u64,
+    pub value_bytes: u64,
+    /// Distinct keys of the epoch, put on other nodes, that one node's ranks get.
+    pub fetched: u64,
 }
 
 /// Where a rank stands in the job, for placeholders.
@@ -313,6 +329,11 @@ impl Trace {
         self
     }
 
+    /// Whether the workload has `>slice` lines (see [`Self::without_slices`]).
+    pub fn has_slices(&self) -> bool {
+        self.steps.iter().any(|s| s.repeat == Repeat::Slice)
+    }
+
     /// The same workload without its `>slice` lines (MPICH 4's allgather of business
     /// cards, which makes every node fetch every card: nodes × ranks gets in all).
     pub fn without_slices(mut self) -> Trace {
@@ -328,16 +349,7 @@ impl Trace {
     /// The peers step `step` is repeated for, for rank `who`, as an iterator count and an
     /// indexer (so that nothing per peer is stored).
     pub fn peer_count(&self, step: usize, who: &Who) -> u32 {
-        let holds = |c: Cond| match c {
-            Cond::Leader => who.rank == who.local_first,
-            Cond::LocalGt1 => who.local_count > 1,
-            Cond::SizeGt1 => who.size > 1,
-            Cond::NodesGt1 => who.nodes > 1,
-            Cond::SizeGtNodes => who.size > who.nodes,
-            Cond::Rank(r) => who.rank == r,
-            Cond::Spawned => who.spawned,
-        };
-        if !self.steps[step].when.iter().all(|&(c, neg)| holds(c) != neg) {
+        if !self.plays(step, who) {
             return 0;
         }
         match self.steps[step].repeat {
@@ -350,6 +362,136 @@ impl Trace {
             Repeat::Local => who.local_count.saturating_sub(1),
             Repeat::Leaders => (who.size.div_ceil(who.ppn.max(1))).saturating_sub(1),
         }
+    }
+
+    /// Whether rank `who` plays step `step` (every condition of the line holds).
+    fn plays(&self, step: usize, who: &Who) -> bool {
+        let holds = |c: Cond| match c {
+            Cond::Leader => who.rank == who.local_first,
+            Cond::LocalGt1 => who.local_count > 1,
+            Cond::SizeGt1 => who.size > 1,
+            Cond::NodesGt1 => who.nodes > 1,
+            Cond::SizeGtNodes => who.size > who.nodes,
+            Cond::Rank(r) => who.rank == r,
+            Cond::Spawned => who.spawned,
+        };
+        self.steps[step].when.iter().all(|&(c, neg)| holds(c) != neg)
+    }
+
+    /// The steps rank `who` plays, each with its fence epoch (the fences it entered before)
+    /// and, for a put, its key and value.
+    fn kvs_steps(&self, who: &Who) -> Vec<PlayedStep> {
+        let mut out = Vec::new();
+        let mut epoch = 0u32;
+        for step in 0..self.steps.len() {
+            if self.steps[step].pmgr.is_some() || !self.plays(step, who) {
+                continue;
+            }
+            let line = self.render(step, who, who.rank, 0);
+            let field = |name: &str| fields(&line).find_map(|w| w.strip_prefix(name));
+            let put = match field("cmd=") {
+                Some("barrier_in" | "kvs-fence") => {
+                    epoch += 1;
+                    continue;
+                }
+                Some("put" | "kvs-put") => {
+                    field("key=").map(|k| (k.to_string(), field("value=").map_or(0, str::len)))
+                }
+                _ => None,
+            };
+            out.push((step, epoch, put));
+        }
+        out
+    }
+
+    /// What the ranks of a job of `nodes` × `ppn` put into the KVS and fetch from other
+    /// nodes, per fence epoch (for the memory estimate, [`crate::memory`]). Every node
+    /// but the first plays as the second does; the first may differ (`?rank=0`). Fetched:
+    /// the distinct keys of other nodes that one node's ranks get between them
+    /// (`>peers`, `>slice`, `>leaders`), whoever of them put it.
+    pub fn kvs_use(&self, nodes: u32, ppn: u32) -> Vec<EpochUse> {
+        let size = nodes.saturating_mul(ppn);
+        let who = |rank: u32| {
+            let node = rank / ppn.max(1);
+            Who {
+                rank,
+                size,
+                node,
+                kvsname: "kvs",
+                local_first: node * ppn,
+                local_count: ppn,
+                ppn,
+                nodes,
+                spawned: false,
+            }
+        };
+        let mut epochs: Vec<EpochUse> = Vec::new();
+        let at = |epochs: &mut Vec<EpochUse>, e: u32| {
+            let e = e as usize;
+            if epochs.len() <= e {
+                epochs.resize(e + 1, EpochUse::default());
+            }
+            e
+        };
+        let mut reps = vec![(1u64, 0..ppn.min(size))];
+        if nodes > 1 {
+            reps.push((u64::from(nodes - 1), ppn..2 * ppn));
+        }
+        for (weight, ranks) in reps {
+            for r in ranks {
+                for (_, epoch, put) in self.kvs_steps(&who(r)) {
+                    if let Some((key, value)) = put {
+                        let e = at(&mut epochs, epoch);
+                        epochs[e].pairs += weight;
+                        epochs[e].key_bytes += weight * key.len() as u64;
+                        epochs[e].value_bytes += weight * value as u64;
+                    }
+                }
+            }
+        }
+        if nodes < 2 {
+            return epochs;
+        }
+        // The keys node 0's leader and one other rank of it put (what others fetch of them).
+        let puts = |r: u32| -> HashMap<String, (usize, u32)> {
+            (self.kvs_steps(&who(r)).into_iter())
+                .filter_map(|(step, epoch, put)| put.map(|(k, _)| (k, (step, epoch))))
+                .collect()
+        };
+        let (leader, other) = (puts(0), if ppn > 1 { puts(1) } else { HashMap::new() });
+        let remote = u64::from(nodes - 1);
+        // The most keys of each put step one node fetches.
+        let mut fetched: HashMap<usize, (u32, u64)> = HashMap::new();
+        for r in ppn..2 * ppn {
+            let w = who(r);
+            for (step, _, _) in self.kvs_steps(&w) {
+                let repeat = self.steps[step].repeat;
+                if matches!(repeat, Repeat::Once | Repeat::Local) {
+                    continue;
+                }
+                let key_for = |peer: u32| {
+                    let line = self.render(step, &w, peer, 0);
+                    let key = fields(&line).find_map(|f| f.strip_prefix("key="));
+                    key.map(str::to_string)
+                };
+                let hit = |m: &HashMap<String, (usize, u32)>, peer| {
+                    key_for(peer).and_then(|k| m.get(&k).copied())
+                };
+                let (by_leaders, by_others) = (hit(&leader, 0), hit(&other, 1));
+                let by_others = by_others.filter(|_| repeat != Repeat::Leaders);
+                let n = by_leaders.map_or(0, |_| remote)
+                    + by_others.map_or(0, |_| remote * u64::from(ppn - 1));
+                if let Some((s, e)) = by_leaders.or(by_others) {
+                    let f = fetched.entry(s).or_insert((e, 0));
+                    f.1 = f.1.max(n);
+                }
+            }
+        }
+        for (_, (epoch, n)) in fetched {
+            let e = at(&mut epochs, epoch);
+            epochs[e].fetched += n;
+        }
+        epochs
     }
 
     /// The `i`-th peer of step `step` for `who`.
