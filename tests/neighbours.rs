@@ -908,3 +908,49 @@ fn unreadable_home_is_no_error() {
         r.stderr
     );
 }
+
+/// Issue 50, case 7: a node never starts more ranks than its machine lets the user run
+/// (`kernel.pid_max`, `kernel.threads-max`, `ulimit -u` for a user other than root). As the
+/// owner with `ulimit -u` 40: a fork launch of 100 ranks is refused in one line, status 2,
+/// before anything starts; an agent on another "host" (a fake ssh that runs it here) fails
+/// its first rank with that reason and starts none. Before, the agent tried every rank,
+/// each failure reported on its own (and, for a huge `-n`, grew to gigabytes doing so).
+#[test]
+fn ranks_over_the_process_limit_are_refused_before_they_start() {
+    let Some(e) = env() else { return };
+    let dir = e.dir("nproc");
+    let limited = |mark: &str, args: &[&str]| {
+        let mut c = e.as_user(e.owner, "/tmp", "prlimit");
+        c.args(["--nproc=40", "--", &e.mpiexec()])
+            .args(args)
+            .env("LIBI_E2E_MARK", mark)
+            .env("MPIEXEC_TIMEOUT", "120")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let out = c.output().expect("run libi-mpiexec under prlimit");
+        let r = Run::from_output(&out);
+        let left = leftovers(mark, Duration::from_secs(10));
+        assert!(left.is_empty(), "processes left behind: {left:?}\nstderr: {}", r.stderr);
+        r
+    };
+    let r = limited(&new_mark(), &["-n", "100", "sh", "-c", "echo ran"]);
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert_eq!(
+        r.stderr,
+        "libi-mpiexec: 100 ranks on this machine are more processes than it lets us run (40, \
+         the limit on processes, ulimit -u)\n"
+    );
+    assert!(r.stdout.is_empty(), "a rank ran: {}", r.stdout);
+    let fake = common::write_script(
+        &dir.join("fake-ssh"),
+        "#!/bin/sh\nfor a; do last=$a; done\nexec sh -c \"$last\"\n",
+    );
+    let args = ["-launcher", "ssh", "-launcher-exec", &fake, "-hosts", "r1", "-n", "100"];
+    let r = limited(&new_mark(), &[&args[..], &["sh", "-c", "echo ran"]].concat());
+    assert_ne!(r.status, 0, "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "a rank ran: {}", r.stdout);
+    let why = "100 ranks on r1 are more processes than it lets us run (40, the limit on \
+               processes, ulimit -u)";
+    let lines: Vec<&str> = r.stderr.lines().filter(|l| l.contains(why)).collect();
+    assert_eq!(lines.len(), 1, "one line saying why: {}", r.stderr);
+}
