@@ -831,15 +831,7 @@ fn pmi_flood_without_reading_is_cut_off() {
     let live = start(&["-n", "2", "bash", "-c", flood], &[]);
     live.wait_for(2, |c| c.starts_with("yes"));
     let nla = live.wait_for(1, |c| c.contains("libi-nla"))[0].0;
-    let rss = || -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{nla}/status")).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-        line.split_whitespace().nth(1)?.parse().ok()
-    };
-    std::thread::sleep(Duration::from_millis(1000));
-    let before = rss();
-    std::thread::sleep(Duration::from_millis(2000));
-    let after = rss();
+    let (before, after) = rss_from_1_to_3_s(nla);
     let t = Instant::now();
     let (r, secs) = live.finish(t);
     if let (Some(b), Some(a)) = (before, after) {
@@ -849,6 +841,14 @@ fn pmi_flood_without_reading_is_cut_off() {
     let line = failure_line(&r);
     assert!(line.contains("stopped reading its PMI replies"), "{line}");
     report("PMI flood, replies never read", r.status, secs);
+}
+
+/// The agent's resident size (kB) 1 s and 3 s from now, while its ranks flood it.
+fn rss_from_1_to_3_s(nla: i32) -> (Option<u64>, Option<u64>) {
+    std::thread::sleep(Duration::from_millis(1000));
+    let before = common::vm_rss_kib(nla);
+    std::thread::sleep(Duration::from_millis(2000));
+    (before, common::vm_rss_kib(nla))
 }
 
 /// A node told to start many ranks starts them a batch at a time and serves its events in
@@ -897,15 +897,7 @@ while True:
     let live = start(&["--pmgr", "-n", "1", "python3", "-c", flood], &[]);
     live.wait_for(1, |c| c.contains("socket.create_connection"));
     let nla = live.wait_for(1, |c| c.contains("libi-nla"))[0].0;
-    let rss = || -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{nla}/status")).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-        line.split_whitespace().nth(1)?.parse().ok()
-    };
-    std::thread::sleep(Duration::from_millis(1000));
-    let before = rss();
-    std::thread::sleep(Duration::from_millis(2000));
-    let after = rss();
+    let (before, after) = rss_from_1_to_3_s(nla);
     let t = Instant::now();
     let (r, secs) = live.finish(t);
     if let (Some(b), Some(a)) = (before, after) {

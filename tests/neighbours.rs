@@ -550,25 +550,10 @@ fn proctable_is_not_fooled_by_sockets_passed_on_from_the_jobs_pid() {
 fn libi_member() -> String {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| {
-        let target = Path::new(env!("CARGO_BIN_EXE_libi-mpiexec")).parent().expect("target");
-        assert!(
-            target.join("liblibi.so").is_file() && target.join("libi.pc").is_file(),
-            "liblibi.so is not built: run cargo build --workspace first"
-        );
-        let flags = Command::new("pkg-config")
-            .args(["--cflags", "--libs", "libi"])
-            .env("PKG_CONFIG_PATH", target)
-            .output()
-            .expect("pkg-config (install it: ci/install-deps.sh)");
-        assert!(
-            flags.status.success(),
-            "pkg-config libi: {}",
-            String::from_utf8_lossy(&flags.stderr)
-        );
-        let flags = String::from_utf8_lossy(&flags.stdout).into_owned();
+        let flags = common::libi_c_flags();
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("neighbours-{}", std::process::id()));
-        let flags: Vec<&str> = flags.split_whitespace().collect();
         common::cc_program(&out, "libi_check_member", "libi_check_member.c", &flags)
     })
     .to_string_lossy()

@@ -16,22 +16,7 @@ use std::time::Duration;
 fn programs() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let target = Path::new(MPIEXEC).parent().expect("target dir");
-        assert!(
-            target.join("liblibi.so").is_file() && target.join("libi.pc").is_file(),
-            "liblibi.so is not built: run cargo build --workspace first"
-        );
-        let flags = Command::new("pkg-config")
-            .args(["--cflags", "--libs", "libi"])
-            .env("PKG_CONFIG_PATH", target)
-            .output()
-            .expect("pkg-config (install it: ci/install-deps.sh)");
-        assert!(
-            flags.status.success(),
-            "pkg-config libi: {}",
-            String::from_utf8_lossy(&flags.stderr)
-        );
-        let flags = String::from_utf8_lossy(&flags.stdout).into_owned();
+        let flags = common::libi_c_flags();
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let out =
             Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("libi-c-{}", std::process::id()));
@@ -48,7 +33,7 @@ fn programs() -> &'static Path {
                 .args(["-Wall", "-Werror", "-O2", "-o"])
                 .arg(out.join(name))
                 .arg(root.join(src))
-                .args(flags.split_whitespace())
+                .args(&flags)
                 .status()
                 .expect("cc");
             assert!(st.success(), "cc {src} failed");
@@ -59,7 +44,7 @@ fn programs() -> &'static Path {
         let st = Command::new("g++")
             .arg("-fsyntax-only")
             .arg(&cxx)
-            .args(flags.split_whitespace().filter(|f| f.starts_with("-I")))
+            .args(flags.iter().filter(|f| f.starts_with("-I")))
             .status()
             .expect("g++");
         assert!(st.success(), "libi.h does not compile as C++");

@@ -28,14 +28,7 @@ fn launcher_rss(mark: &str) -> Vec<(String, u64)> {
         .into_iter()
         .filter(|(_, c)| c.contains("libi-mpiexec") || c.contains("libi-nla"))
         .filter_map(|(pid, c)| {
-            let st = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-            let kb: u64 = st
-                .lines()
-                .find(|l| l.starts_with("VmRSS:"))?
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()?;
+            let kb = common::vm_rss_kib(pid)?;
             let who = if c.contains("libi-nla") { "nla" } else { "fe" };
             Some((format!("{who} {pid}"), kb / 1024))
         })

@@ -282,6 +282,13 @@ impl Live {
     }
 }
 
+/// The resident size of process `pid` in kB (`VmRSS`), if it runs.
+pub fn vm_rss_kib(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Send a signal to a process.
 pub fn signal(pid: i32, sig: i32) {
     // SAFETY: kill(2) with a pid we own in the test.
@@ -319,6 +326,23 @@ pub fn cc_program(out_dir: &Path, name: &str, file: &str, args: &[&str]) -> Path
         .unwrap_or_else(|e| panic!("cc not found ({e}): install a C compiler"));
     assert!(out.status.success(), "cc failed for {file}: {}", String::from_utf8_lossy(&out.stderr));
     exe
+}
+
+/// The compiler flags for a C program on `liblibi.so` (the LIBI session API), as
+/// `pkg-config libi` gives them for the build next to `libi-mpiexec`.
+pub fn libi_c_flags() -> Vec<String> {
+    let target = Path::new(MPIEXEC).parent().expect("target dir");
+    assert!(
+        target.join("liblibi.so").is_file() && target.join("libi.pc").is_file(),
+        "liblibi.so is not built: run cargo build --workspace first"
+    );
+    let flags = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "libi"])
+        .env("PKG_CONFIG_PATH", target)
+        .output()
+        .expect("pkg-config (install it: ci/install-deps.sh)");
+    assert!(flags.status.success(), "pkg-config libi: {}", String::from_utf8_lossy(&flags.stderr));
+    String::from_utf8_lossy(&flags.stdout).split_whitespace().map(str::to_string).collect()
 }
 
 /// The MPICH 5 installation (PyPI wheel) the dynamic-process tests compile against.
