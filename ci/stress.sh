@@ -14,7 +14,8 @@
 # RUNS       runs each of libi and hydra in case 7, alternating (default 5; median reported)
 # RSS_LIMIT_MB  per-process RSS that kills a case (default 2048)
 # SLOW_RATE  the slow reader of case 6, bytes/s for pv -L (default 10m)
-# CASES      which cases to run (default all: 1 2 3 4 5 6 7 8)
+# CASES      which cases to run (default all: 1 2 3 4 5 6 7 8 9)
+# HUGE_N     -n of case 9's first run (default 6000000); SPAWN_N that of its third
 # HYDRA      the Hydra mpiexec (default mpiexec.hydra; "none" leaves Hydra out)
 #
 # Cases:
@@ -27,6 +28,10 @@
 #    stdout to /dev/null, then into a slow reader
 #  7 -n 4 sh -c 'seq 1 1000000' | wc -l, with and without -l: median of RUNS alternating runs
 #  8 -launcher fork -hosts n1:1,..,n4:1 -n 4 bigfence 300MiB (if tests/programs/bigfence.c exists)
+#  9 a huge -n on one node: -n HUGE_N true (default 6000000), -ppn 16777216 -hosts localhost true,
+#    and -n SPAWN_N sleep 30 (default 4000, or 90 % of what the machine lets us run), each SIGTERMed
+#    after 3 s: peak RSS of the front end and of each agent/proxy, and what outlives the front
+#    end. Exhausts the machine's pids for a while under Hydra: run it on a quiet machine.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
@@ -36,7 +41,8 @@ RUNS=${RUNS:-5}
 RSS_LIMIT_MB=${RSS_LIMIT_MB:-2048}
 SLOW_RATE=${SLOW_RATE:-10m}
 HYDRA=${HYDRA:-mpiexec.hydra}
-CASES=" ${CASES:-1 2 3 4 5 6 7 8} "
+CASES=" ${CASES:-1 2 3 4 5 6 7 8 9} "
+HUGE_N=${HUGE_N:-6000000}
 
 die() { echo "$PROG: $*" >&2; exit 2; }
 log() { echo "$PROG: $*" >&2; }
@@ -288,6 +294,28 @@ if want 8; then
   else
     ROWS+=("| 8. 300 MiB fence, 4 simulated nodes | - | - | - | - | skipped: program not present (tests/programs/bigfence.c) |")
   fi
+fi
+
+# ---- 9. a huge -n on one node, SIGTERM after 3 s
+if want 9; then
+  # What this machine lets us run at once (the front end's own limit for a node).
+  limit=$(cat /proc/sys/kernel/pid_max)
+  t=$(cat /proc/sys/kernel/threads-max); [ "$t" -lt "$limit" ] && limit=$t
+  if [ "$(id -u)" != 0 ]; then
+    u=$(ulimit -u); [ "$u" != unlimited ] && [ "$u" -lt "$limit" ] && limit=$u
+  fi
+  SPAWN_N=${SPAWN_N:-$(( limit < 4000 ? limit * 9 / 10 : 4000 ))}
+  c9() { local res=$1 bin=$2; shift 2; watched "$res" 60 --term-after 3 --linger 15 -- "$bin" "$@" >/dev/null; }
+  i=0
+  for args in "-n $HUGE_N true" "-ppn 16777216 -hosts localhost true" "-n $SPAWN_N sleep 30"; do
+    i=$((i + 1))
+    for who in $(whos); do
+      log "case 9 ($who): $args, SIGTERM after 3 s"
+      # shellcheck disable=SC2086
+      run c9 "c9-$i-$who" "$(bin "$who")" $args
+      row "9. \`$args\`, SIGTERM after 3 s" "$who" "c9-$i-$who" "$([ $i = 3 ] && echo "limit here $limit")"
+    done
+  done
 fi
 
 echo "| case | who | wall time | exit status | peak RSS per process | notes |"
