@@ -14,8 +14,9 @@
 //! Requests: `proctable` → one line per rank of the job, in rank order:
 //! `RANK HOST PID EXECUTABLE` (a pid of 0: the rank is not running; host and executable
 //! escaped with `libi::text::escape`), or one line `error: …`. The client reads at most
-//! [`ANSWER_MAX`] bytes within [`ANSWER_WAIT`], checks every line, and prints the table only
-//! when all of it is well formed.
+//! [`LINE_MAX`] bytes a line, one line per rank of the largest job, within [`ANSWER_WAIT`] in
+//! all, and prints each line only once it is checked (a malformed one ends the answer with
+//! an error and status 1).
 
 use libi::msg::ProcNode;
 use std::os::linux::net::SocketAddrExt;
