@@ -29,7 +29,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 /// The command line.
 pub struct Opts {
@@ -68,14 +68,13 @@ enum Event {
     AgentGone(Option<String>),
 }
 
-static EVENTS: OnceLock<Mutex<Sender<Event>>> = OnceLock::new();
+static EVENTS: OnceLock<Sender<Event>> = OnceLock::new();
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Hands an event to the main loop; never blocks (the channel is unbounded). A closed
+/// channel means the main loop is gone, and the event no longer matters.
 fn post(ev: Event) {
     if let Some(tx) = EVENTS.get() {
-        // A poisoned lock still holds a working sender; a closed channel means the main
-        // loop is gone, and the event no longer matters.
-        let tx = tx.lock().unwrap_or_else(|p| p.into_inner());
         let _ = tx.send(ev);
     }
 }
@@ -693,7 +692,7 @@ pub fn run(opts: Opts) -> Result<(), String> {
     let tmp_text = tmpdir.to_string_lossy().into_owned();
 
     let (tx, rx) = channel();
-    if EVENTS.set(Mutex::new(tx)).is_err() {
+    if EVENTS.set(tx).is_err() {
         return Err("the server runs once per process".into());
     }
 
@@ -958,6 +957,8 @@ impl Server {
             ToCompanion::FenceDone { id, status, blob }
             | ToCompanion::ModexData { id, status, blob } => match self.pending.remove(&id) {
                 Some(Completion::Modex(Some(f), d)) => complete_modex(f, d, status, blob),
+                // libpmix gave no completion to call.
+                Some(Completion::Modex(None, _)) => {}
                 other => self.mismatch(id, other, "modex data")?,
             },
             ToCompanion::Done { id, status } => match self.pending.remove(&id) {
@@ -965,10 +966,12 @@ impl Server {
                     // SAFETY: libpmix's op completion with its cbdata, called once.
                     unsafe { f(status, d.0) }
                 }
+                Some(Completion::Op(None, _)) => {}
                 other => self.mismatch(id, other, "a status")?,
             },
             ToCompanion::LookupResult { id, status, found } => match self.pending.remove(&id) {
                 Some(Completion::Lookup(Some(f), d)) => complete_lookup(f, d, status, &found),
+                Some(Completion::Lookup(None, _)) => {}
                 other => self.mismatch(id, other, "a lookup result")?,
             },
             ToCompanion::SpawnResult { id, status, nspace } => match self.pending.remove(&id) {
@@ -979,6 +982,7 @@ impl Server {
                     // copies the namespace during the call.
                     unsafe { f(status, p, d.0) }
                 }
+                Some(Completion::Spawn(None, _)) => {}
                 other => self.mismatch(id, other, "a spawn result")?,
             },
             ToCompanion::DmodexRequest { id, proc } => {
