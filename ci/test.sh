@@ -14,7 +14,7 @@ cargo build --workspace
 # MPICH's PMI headers (Debian's mpich source), which tests/pmi_api.rs checks our libpmi.so
 # and libpmi2.so against; that test fails without them under LIBI_REQUIRE_MPICH_SRC=1.
 bash ci/mpich-source.sh
-export LIBI_REQUIRE_SSH_TESTS=1 LIBI_REQUIRE_SLURM_TESTS=1 LIBI_REQUIRE_MPICH_SRC=1 LIBI_REQUIRE_MULTIUSER_TESTS=1
+export LIBI_REQUIRE_SSH_TESTS=1 LIBI_REQUIRE_SLURM_TESTS=1 LIBI_REQUIRE_MPICH_SRC=1 LIBI_REQUIRE_MULTIUSER_TESTS=1 LIBI_REQUIRE_PMIX_TESTS=1
 bash ci/with-slurm.sh -- bash ci/with-netns-hosts.sh 4 -- cargo test --workspace --no-fail-fast
 # MPICH's own test suite (its spawn and init directories: dynamic processes, name service,
 # exit statuses, MPI_Abort) under libi-mpiexec, on this machine and over 4 ssh hosts.

@@ -1,0 +1,53 @@
+//! `libi-pmix`: the PMIx companion of a libi agent (see the library's documentation for why
+//! it is a process of its own, and `docs/spec/pmix-companion.md` for what it speaks).
+//!
+//! ```text
+//! libi-pmix [--fd N] [--tmpdir DIR] [--host NAME]
+//! ```
+//!
+//! * `--fd N`: the agent's end of the socketpair (default: `LIBI_PMIX_FD`, else 0, stdin);
+//! * `--tmpdir DIR`: the server's own directory (its rendezvous files); default
+//!   `$TMPDIR/libi-pmix.PID`, made and removed by the companion;
+//! * `--host NAME`: the node's name as the job knows it (default: the kernel's host name).
+//!
+//! It exits 0 after `Finalize` or when the agent closes the socket, 1 when it cannot serve
+//! (the reason on stderr in one line, prefixed `libi-pmix:`), 2 on a bad command line.
+
+mod ffi;
+mod server;
+
+use std::os::fd::RawFd;
+use std::path::PathBuf;
+
+fn usage(why: &str) -> ! {
+    eprintln!("libi-pmix: {why}; usage: libi-pmix [--fd N] [--tmpdir DIR] [--host NAME]");
+    std::process::exit(2)
+}
+
+fn main() {
+    let mut opts = server::Opts {
+        fd: std::env::var("LIBI_PMIX_FD").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
+        tmpdir: None,
+        host: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().unwrap_or_else(|| usage(&format!("{a} needs a value")));
+        match a.as_str() {
+            "--fd" => {
+                opts.fd = value()
+                    .parse::<RawFd>()
+                    .ok()
+                    .filter(|fd| *fd >= 0)
+                    .unwrap_or_else(|| usage("--fd takes a descriptor number"))
+            }
+            "--tmpdir" => opts.tmpdir = Some(PathBuf::from(value())),
+            "--host" => opts.host = Some(value()),
+            other => usage(&format!("unknown argument {other:?}")),
+        }
+    }
+    if let Err(e) = server::run(opts) {
+        eprintln!("libi-pmix: {e}");
+        std::process::exit(1);
+    }
+}
