@@ -13,17 +13,32 @@
 //! It exits 0 after `Finalize` or when the agent closes the socket, 1 when it cannot serve
 //! (the reason on stderr in one line, prefixed `libi-pmix:`), 2 on a bad command line.
 
+#[cfg(not(no_pmix))]
 mod ffi;
+#[cfg(not(no_pmix))]
 mod server;
 
+#[cfg(not(no_pmix))]
 use std::os::fd::RawFd;
+#[cfg(not(no_pmix))]
 use std::path::PathBuf;
 
+#[cfg(not(no_pmix))]
 fn usage(why: &str) -> ! {
     eprintln!("libi-pmix: {why}; usage: libi-pmix [--fd N] [--tmpdir DIR] [--host NAME]");
     std::process::exit(2)
 }
 
+/// Built where `pkg-config pmix` found no OpenPMIx (see `build.rs`).
+#[cfg(no_pmix)]
+fn main() {
+    eprintln!(
+        "libi-pmix: built without OpenPMIx (install libpmix-dev and rebuild): cannot serve PMIx"
+    );
+    std::process::exit(1)
+}
+
+#[cfg(not(no_pmix))]
 fn main() {
     let mut opts = server::Opts {
         fd: std::env::var("LIBI_PMIX_FD").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
