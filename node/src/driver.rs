@@ -296,6 +296,21 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     let mut parent_lost_before = false;
     let mut zombies = Zombies::default();
     loop {
+        // The next batch of ranks; once every rank started (or will not), the subtree is
+        // reported up. (Before the effects: what a batch brings about, a failed start, goes out
+        // this turn.)
+        if let Some(st) = starting.as_mut() {
+            if ranks.start_some(st, &mut core, &up, &rank_pids, &mut fx) {
+                starting = None;
+                if let Some(port) = core.job().singleton {
+                    ranks.serve_singleton(port, &core.job().kvsname, &ev_tx).await;
+                    for (local, end) in std::mem::take(&mut ranks.failed_starts) {
+                        core.rank_ended(local, end, &mut fx);
+                    }
+                }
+                core.ranks_started(&mut fx);
+            }
+        }
         {
             let mut io = NlaIo {
                 ranks: &mut ranks,
@@ -324,20 +339,6 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 }
             }
             break;
-        }
-        // The next batch of ranks; once every rank started (or will not), the subtree is
-        // reported up.
-        if let Some(st) = starting.as_mut() {
-            if ranks.start_some(st, &mut core, &up, &rank_pids, &mut fx) {
-                starting = None;
-                if let Some(port) = core.job().singleton {
-                    ranks.serve_singleton(port, &core.job().kvsname, &ev_tx).await;
-                    for (local, end) in std::mem::take(&mut ranks.failed_starts) {
-                        core.rank_ended(local, end, &mut fx);
-                    }
-                }
-                core.ranks_started(&mut fx);
-            }
         }
         // Deadlines that have passed are served here, whether the wait below timed out or
         // events kept coming (a steady stream of events must not hold a timer back): ranks
