@@ -15,7 +15,7 @@ use crate::tree::{accept_loop, listen, Children, EvSink, TreeEv};
 use futures::StreamExt;
 use libi::job::LauncherKind;
 use libi::msg::Msg;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -261,6 +261,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     };
     let mut pmgr_writers: HashMap<u64, PmgrOut> = HashMap::new();
     let mut pmgr_swept = false;
+    let mut held: VecDeque<Ev> = VecDeque::new();
     // `--bcast`: write the staged executables before any rank starts.
     let stage = match crate::stage::write(core.job(), core.local_count()) {
         Ok(s) => s,
@@ -313,17 +314,22 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             // A PMGR client sends its abort record on a connection of its own and may exit
             // right after: before concluding that the job ended well, let the accept and
             // reader tasks deliver whatever is still queued on our PMGR port.
+            // Every other event taken meanwhile is kept and served in order below (a child's
+            // launcher that exited during the sweep must still be seen as exited, else the
+            // close phase waits LAUNCHERS_EXIT for it: issue 52).
             if pmgr_port.is_some() && !pmgr_swept {
                 pmgr_swept = true;
                 tokio::time::sleep(PMGR_FINAL_SWEEP).await;
-                while let Ok(ev) = ev_rx.try_recv() {
-                    pmgr_event(ev, &mut core, &mut pmgr_writers, &ev_tx, &mut fx);
-                }
+                held.extend(sweep_pmgr(&mut ev_rx, |ev| {
+                    pmgr_event(ev, &mut core, &mut pmgr_writers, &ev_tx, &mut fx)
+                }));
                 if !fx.is_empty() {
                     continue;
                 }
             }
-            break;
+            if held.is_empty() {
+                break;
+            }
         }
         // The next batch of ranks; once every rank started (or will not), the subtree is
         // reported up.
@@ -374,6 +380,9 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             }
         };
         let ev = tokio::select! {
+            // Events the PMGR sweep held back come first, in the order they came.
+            biased;
+            Some(ev) = async { held.pop_front() } => Some(ev),
             ev = ev_rx.recv() => ev,
             () = ranks.io.ready() => {
                 parent_lost_before = core.parent_is_lost();
@@ -444,7 +453,13 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         match tokio::time::timeout_at(deadline, ev_rx.recv()).await {
             Ok(Some(Ev::Tree(TreeEv::LauncherExited { idx, .. }))) => children.launcher_exited(idx),
             Ok(Some(_)) => {}
-            _ => break,
+            Ok(None) => break,
+            Err(_) => {
+                // Not expected of a launcher whose NLA closed its connection (a stuck ssh):
+                // said under -v, which is how tests see that no NLA waited here.
+                debug!("gave up waiting for the launchers of child NLAs after {LAUNCHERS_EXIT:?}");
+                break;
+            }
         }
     }
     // The topology file, still being written: finished for the next job, or given up.
@@ -641,6 +656,19 @@ fn start_group_nla(host: &str, front_end: &str, secret: &str, verbose: bool, ret
         }
         Err(e) => warn!("cannot start an NLA for a spawned group on {host}: {e}"),
     }
+}
+
+/// Take every event queued now: the PMGR ones go to `pmgr`, the others are returned in the
+/// order they came (for the loop to serve: they are not PMGR's to drop).
+fn sweep_pmgr(rx: &mut UnboundedReceiver<Ev>, mut pmgr: impl FnMut(Ev)) -> Vec<Ev> {
+    let mut others = Vec::new();
+    while let Ok(ev) = rx.try_recv() {
+        match ev {
+            Ev::PmgrConn(..) | Ev::PmgrData(..) | Ev::PmgrEof(_) | Ev::PmgrStalled(..) => pmgr(ev),
+            ev => others.push(ev),
+        }
+    }
+    others
 }
 
 /// PMGR connection events (and the end of a PMGR failure's grace); others are ignored.
@@ -1234,4 +1262,35 @@ pub fn job_fd_limit() -> Option<libc::rlimit> {
         return None;
     }
     (job < lim.rlim_cur).then_some(libc::rlimit { rlim_cur: job, rlim_max: lim.rlim_max })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The PMGR sweep at the end takes the PMGR events queued and keeps every other one (a
+    /// child's launcher exiting meanwhile) for the loop: dropping it made a node with children
+    /// wait LAUNCHERS_EXIT (5 s) in its close phase under --pmgr (issue 52).
+    #[test]
+    fn the_pmgr_sweep_keeps_other_events() {
+        let (tx, mut rx) = unbounded_channel();
+        let exited = || TreeEv::LauncherExited { idx: 1, status: None, stderr_tail: String::new() };
+        tx.send(Ev::PmgrEof(7)).unwrap();
+        tx.send(Ev::Tree(exited())).unwrap();
+        tx.send(Ev::PmgrData(7, vec![1])).unwrap();
+        tx.send(Ev::Stalled(3)).unwrap();
+        let mut pmgr = Vec::new();
+        let kept = sweep_pmgr(&mut rx, |ev| {
+            pmgr.push(match ev {
+                Ev::PmgrEof(c) | Ev::PmgrData(c, _) => c,
+                _ => u64::MAX,
+            })
+        });
+        assert_eq!(pmgr, vec![7, 7]);
+        assert!(matches!(
+            kept.as_slice(),
+            [Ev::Tree(TreeEv::LauncherExited { idx: 1, .. }), Ev::Stalled(3)]
+        ));
+        assert!(rx.try_recv().is_err());
+    }
 }
