@@ -12,6 +12,7 @@ use crate::reaper;
 use crate::spawn::{start_rank, SpawnBatch, StartFailed, Started};
 use crate::stdio::{spawn_up_writer, Done, UpEvent, UpLink};
 use crate::tree::{accept_loop, listen, Children, EvSink, TreeEv};
+use bytes::Bytes;
 use futures::StreamExt;
 use libi::job::LauncherKind;
 use libi::msg::Msg;
@@ -595,7 +596,7 @@ impl NodeIo for NlaIo<'_> {
         }
     }
 
-    fn to_pmgr(&mut self, conn: u64, bytes: Vec<u8>) {
+    fn to_pmgr(&mut self, conn: u64, bytes: Bytes) {
         if let Some(out) = self.pmgr.get(&conn) {
             let n = bytes.len();
             // (Counted only while its writer runs: a gone writer's queue is empty.)
@@ -828,7 +829,7 @@ const PMGR_QUEUE_MAX: usize = 4 << 20;
 
 /// The writer of one PMGR connection and its queue.
 struct PmgrOut {
-    tx: UnboundedSender<Option<Vec<u8>>>,
+    tx: UnboundedSender<Option<Bytes>>,
     queue: Arc<PmgrQueue>,
 }
 
@@ -845,7 +846,6 @@ async fn pmgr_reader(id: u64, conn: PmgrConn, ev: UnboundedSender<Ev>) {
         let _ = ev.send(Ev::PmgrEof(id));
         return;
     }
-    let mut buf = vec![0u8; 64 * 1024];
     loop {
         // Not a byte more of its requests while its replies wait unread.
         loop {
@@ -859,9 +859,11 @@ async fn pmgr_reader(id: u64, conn: PmgrConn, ev: UnboundedSender<Ev>) {
             let _ = ev.send(Ev::PmgrEof(id));
             return;
         }
-        match rd.read(&mut buf).await {
+        // Read into a buffer of its own, handed over as it is (no copy on the way).
+        let mut buf = Vec::with_capacity(64 * 1024);
+        match rd.read_buf(&mut buf).await {
             Ok(n) if n > 0 => {
-                if ev.send(Ev::PmgrData(id, buf[..n].to_vec())).is_err() {
+                if ev.send(Ev::PmgrData(id, buf)).is_err() {
                     return;
                 }
             }
@@ -877,7 +879,7 @@ async fn pmgr_reader(id: u64, conn: PmgrConn, ev: UnboundedSender<Ev>) {
 /// ends) when nothing can be written for [`STALL_LIMIT`].
 async fn pmgr_writer(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
-    mut rx: UnboundedReceiver<Option<Vec<u8>>>,
+    mut rx: UnboundedReceiver<Option<Bytes>>,
     queue: Arc<PmgrQueue>,
     stalled: impl FnOnce(),
 ) {
