@@ -827,6 +827,10 @@ impl PmgrQueue {
 /// (beyond a reply larger than that, which is written whole).
 const PMGR_QUEUE_MAX: usize = 4 << 20;
 
+/// Bytes of one read of a PMGR connection: at first, and most (see `pmgr_reader`).
+const PMGR_READ_MIN: usize = 64 << 10;
+const PMGR_READ_MAX: usize = 1 << 20;
+
 /// The writer of one PMGR connection and its queue.
 struct PmgrOut {
     tx: UnboundedSender<Option<Bytes>>,
@@ -846,6 +850,7 @@ async fn pmgr_reader(id: u64, conn: PmgrConn, ev: UnboundedSender<Ev>) {
         let _ = ev.send(Ev::PmgrEof(id));
         return;
     }
+    let mut want = PMGR_READ_MIN;
     loop {
         // Not a byte more of its requests while its replies wait unread.
         loop {
@@ -859,10 +864,13 @@ async fn pmgr_reader(id: u64, conn: PmgrConn, ev: UnboundedSender<Ev>) {
             let _ = ev.send(Ev::PmgrEof(id));
             return;
         }
-        // Read into a buffer of its own, handed over as it is (no copy on the way).
-        let mut buf = Vec::with_capacity(64 * 1024);
+        // Read into a buffer of its own, handed over as it is (no copy on the way); a read
+        // that fills it makes the next one twice as big (a big payload in fewer reads and
+        // events), up to PMGR_READ_MAX, a short one starts again from 64 KiB.
+        let mut buf = Vec::with_capacity(want);
         match rd.read_buf(&mut buf).await {
             Ok(n) if n > 0 => {
+                want = if n == want { (2 * want).min(PMGR_READ_MAX) } else { PMGR_READ_MIN };
                 if ev.send(Ev::PmgrData(id, buf)).is_err() {
                     return;
                 }
