@@ -2,7 +2,9 @@
 //!
 //! Transport: a TCP stream of frames, each a 4-byte big-endian length followed by a kind
 //! byte: 0, then a postcard encoding of one [`Msg`]; or 1, then a rank's output (rank as a
-//! big-endian u32, stream byte 0/1, the bytes), which the decoder hands on without copying.
+//! big-endian u32, stream byte 0/1, the bytes); or 2 / 3, then a part of a PMGR collective's
+//! payload going up / down (a rank as a big-endian u32, `u32::MAX` for every rank, then the
+//! bytes). The decoder hands the bytes of kinds 1-3 on without copying.
 //! [`codec`] gives a tokio-util codec for it. The first frame a child
 //! sends is [`Msg::Hello`] carrying the per-job secret; a parent drops a connection whose first
 //! frame is anything else or carries the wrong secret.
@@ -27,6 +29,12 @@ pub const STDIN_WINDOW: u64 = 256 << 10;
 /// one tree message: a fence carrying more is sent as [`Msg::FenceInPart`]s /
 /// [`Msg::FenceOutPart`]s followed by the `FenceIn` / `FenceOut` that closes it.
 pub const FENCE_CHUNK: usize = 4 << 20;
+
+/// Most payload bytes of one [`Msg::PmgrUpPart`] / [`Msg::PmgrDownPart`]: a PMGR collective
+/// streams its big payloads over the tree in such parts, ahead of the `PmgrUp` / `PmgrDown`
+/// that closes it, so that no collective comes near [`MAX_FRAME`], and each node passes a
+/// part on as it comes.
+pub const PMGR_CHUNK: usize = 1 << 20;
 
 /// What a pair (or a stale key) costs in a chunk beyond its bytes: postcard's length
 /// prefixes, rounded up.
@@ -256,7 +264,8 @@ pub enum Msg {
     SubtreeUp { nodes: u32, ranks: u32 },
     /// An NLA's launch report (only with `--report`), sent before it exits.
     Report(Box<NodeReport>),
-    /// This subtree's contributions to the current PMGR collective.
+    /// This subtree's contributions to the current PMGR collective (a rank's payload may have
+    /// gone ahead in `PmgrUpPart`s: it goes in front of what this carries for the rank).
     PmgrUp(Box<pmgr::collective::Partial>),
     /// A name-service request (`publish_name`/`unpublish_name`/`lookup_name`), answered by
     /// the front end, which holds the job-wide table. `req` is unique in the job.
@@ -293,7 +302,8 @@ pub enum Msg {
     /// node that caches the answer holds the one allocation of the node that had it (on the
     /// wire it is a plain string).
     GetResult { key: Key, value: Option<Value> },
-    /// The outcome of the current PMGR collective, restricted to the receiver's subtree.
+    /// The outcome of the current PMGR collective, restricted to the receiver's subtree
+    /// (what `PmgrDownPart`s carried is not in it again).
     PmgrDown(Box<pmgr::collective::Outcome>),
     /// Answer to `Name`: `ok` (publish/unpublish) and the port (lookup).
     NameResult { req: u64, ok: bool, port: Option<String> },
@@ -321,6 +331,19 @@ pub enum Msg {
     /// This subtree's ranks, per node: the node's host and its ranks' (rank, app, pid); a
     /// pid of 0 is a rank that did not start or is not ours (a singleton).
     ProcTable { req: u64, nodes: Vec<ProcNode> },
+
+    // ---- PMGR payload parts (last: the variants before keep their numbers) ----
+    // child -> parent
+    /// Part of `rank`'s payload for the current PMGR collective (at most [`PMGR_CHUNK`]
+    /// bytes), ahead of the `PmgrUp` that carries the rank; passed up as it comes. On the wire
+    /// a frame of its own kind: its bytes are never copied by the decoder.
+    PmgrUpPart { rank: u32, data: Bytes },
+    // parent -> child
+    /// Part of the current PMGR collective's result (at most [`PMGR_CHUNK`] bytes) for one
+    /// rank or every rank of the subtree (`to`), ahead of the `PmgrDown`: the receiver writes
+    /// it to its ranks and passes it down as it comes. A frame of its own kind, like
+    /// `PmgrUpPart`.
+    PmgrDownPart { to: pmgr::collective::Target, data: Bytes },
 }
 
 /// One node's part of a process table (see [`Msg::ProcTable`]).
@@ -376,6 +399,15 @@ const KIND_MSG: u8 = 0;
 const KIND_OUTPUT: u8 = 1;
 /// Kind, rank and stream of an output frame.
 const OUTPUT_HEAD: usize = 6;
+/// … or part of a PMGR payload going up (`PmgrUpPart`) …
+const KIND_PMGR_UP: u8 = 2;
+/// … or down (`PmgrDownPart`): the rank (u32, big-endian; [`ALL_RANKS`] for every rank),
+/// the bytes.
+const KIND_PMGR_DOWN: u8 = 3;
+/// Kind and rank of a PMGR part frame.
+const PART_HEAD: usize = 5;
+/// The rank of a `PmgrDownPart` for every rank.
+const ALL_RANKS: u32 = u32::MAX;
 
 impl Decoder for MsgCodec {
     type Item = Msg;
@@ -405,6 +437,17 @@ impl Decoder for MsgCodec {
                 };
                 let data = frame.freeze().slice(OUTPUT_HEAD..);
                 Ok(Some(Msg::Output { rank, stream, data }))
+            }
+            Some(&k @ (KIND_PMGR_UP | KIND_PMGR_DOWN)) if frame.len() >= PART_HEAD => {
+                let rank = u32::from_be_bytes([frame[1], frame[2], frame[3], frame[4]]);
+                let data = frame.freeze().slice(PART_HEAD..);
+                Ok(Some(if k == KIND_PMGR_UP {
+                    Msg::PmgrUpPart { rank, data }
+                } else {
+                    use pmgr::collective::Target;
+                    let to = if rank == ALL_RANKS { Target::All } else { Target::Rank(rank) };
+                    Msg::PmgrDownPart { to, data }
+                }))
             }
             Some(&k) => Err(CodecError::Kind(format!("frame kind {k}"))),
             None => Err(CodecError::Kind("empty frame".into())),
@@ -437,6 +480,11 @@ impl MsgCodec {
             dst.extend_from_slice(&rank.to_be_bytes());
             dst.extend_from_slice(&[*stream as u8]);
             dst.extend_from_slice(data);
+        } else if let Some((kind, rank, data)) = pmgr_part(item) {
+            dst.reserve(PART_HEAD + data.len());
+            dst.extend_from_slice(&[kind]);
+            dst.extend_from_slice(&rank.to_be_bytes());
+            dst.extend_from_slice(data);
         } else {
             dst.extend_from_slice(&[KIND_MSG]);
             if let Err(e) = postcard::serialize_with_flavor(item, Extend(dst)) {
@@ -459,7 +507,26 @@ impl MsgCodec {
 pub fn wire_size(msg: &Msg) -> usize {
     match msg {
         Msg::Output { data, .. } => HEAD + OUTPUT_HEAD + data.len(),
+        Msg::PmgrUpPart { data, .. } | Msg::PmgrDownPart { data, .. } => {
+            HEAD + PART_HEAD + data.len()
+        }
         m => HEAD + 1 + postcard::experimental::serialized_size(m).unwrap_or(0),
+    }
+}
+
+/// Kind, rank and bytes of a PMGR part (a frame of its own kind).
+fn pmgr_part(m: &Msg) -> Option<(u8, u32, &Bytes)> {
+    use pmgr::collective::Target;
+    match m {
+        Msg::PmgrUpPart { rank, data } => Some((KIND_PMGR_UP, *rank, data)),
+        Msg::PmgrDownPart { to, data } => {
+            let rank = match to {
+                Target::All => ALL_RANKS,
+                Target::Rank(r) => *r,
+            };
+            Some((KIND_PMGR_DOWN, rank, data))
+        }
+        _ => None,
     }
 }
 
@@ -510,6 +577,15 @@ mod tests {
             },
             Msg::Output { rank: 1, stream: Stream::Stderr, data: Bytes::from_static(b"x\n") },
             Msg::Kill,
+            Msg::PmgrUpPart { rank: 7, data: Bytes::from_static(b"up") },
+            Msg::PmgrDownPart {
+                to: pmgr::collective::Target::All,
+                data: Bytes::from_static(b"all"),
+            },
+            Msg::PmgrDownPart {
+                to: pmgr::collective::Target::Rank(3),
+                data: Bytes::from_static(b""),
+            },
         ];
         for m in &msgs {
             c.encode_ref(m, &mut buf).expect("encode");
@@ -668,6 +744,14 @@ mod fuzz {
             }),
             any::<i32>().prop_map(|signal| Msg::Signal { signal }),
             Just(Msg::Kill),
+            (any::<u32>(), proptest::collection::vec(any::<u8>(), 0..32))
+                .prop_map(|(rank, data)| Msg::PmgrUpPart { rank, data: data.into() }),
+            (0..u32::MAX, proptest::collection::vec(any::<u8>(), 0..32)).prop_map(
+                |(rank, data)| Msg::PmgrDownPart {
+                    to: pmgr::collective::Target::Rank(rank),
+                    data: data.into()
+                }
+            ),
             (any::<u32>(), text()).prop_map(|(rank, host)| Msg::RankEnded {
                 rank,
                 host,

@@ -107,7 +107,7 @@ impl NodeIo for RootIo<'_> {
     }
     fn signal_ranks(&mut self, _: i32) {}
     fn stdin(&mut self, _: Vec<u8>) {}
-    fn to_pmgr(&mut self, _: u64, _: Vec<u8>) {}
+    fn to_pmgr(&mut self, _: u64, _: bytes::Bytes) {}
     fn close_pmgr(&mut self, _: u64) {}
     fn start_nla(&mut self, _: &str, _: &str) {}
 }

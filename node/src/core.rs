@@ -69,7 +69,7 @@ pub enum Effect {
     /// A diagnostic line for stderr.
     Warn(String),
     /// Write bytes on PMGR connection `conn`.
-    ToPmgr(u64, Vec<u8>),
+    ToPmgr(u64, bytes::Bytes),
     /// Close PMGR connection `conn`.
     ClosePmgr(u64),
     /// Start an NLA of a spawned process group on this host (`libi-nla --rendezvous
@@ -399,6 +399,7 @@ impl NodeCore {
                 PmgrEffect::Close(c) => fx.push(Effect::ClosePmgr(c)),
                 PmgrEffect::Up(m) => fx.push(Effect::ToParent(m)),
                 PmgrEffect::ToChild(i, m) => fx.push(Effect::ToChild(i, m)),
+                PmgrEffect::ToChildren(m) => fx.push(Effect::ToChildren(m)),
                 PmgrEffect::Abort(rank, status, what) => {
                     if !self.tearing_down {
                         self.tearing_down = true;
@@ -566,6 +567,14 @@ impl NodeCore {
             && !self.timers.iter().any(|(_, t)| *t == Timer::ChildrenWait)
         {
             self.set_timer(limits::CHILDREN_EXIT, Timer::ChildrenWait);
+        }
+    }
+
+    /// Most payload bytes per PMGR part (default `libi::msg::PMGR_CHUNK`; tests make it
+    /// small, see `PmgrNode::set_chunk`).
+    pub fn set_pmgr_chunk(&mut self, bytes: usize) {
+        if let Some(p) = self.pmgr.as_mut() {
+            p.set_chunk(bytes);
         }
     }
 
@@ -1422,6 +1431,13 @@ impl NodeCore {
                 }
                 self.pmgr_effects(pfx, fx);
             }
+            Msg::PmgrDownPart { to, data } => {
+                let mut pfx = Vec::new();
+                if let Some(p) = self.pmgr.as_mut() {
+                    p.down_part(to, data, &mut pfx);
+                }
+                self.pmgr_effects(pfx, fx);
+            }
             other => fx.push(Effect::Warn(format!("unexpected message from parent: {other:?}"))),
         }
     }
@@ -1522,6 +1538,13 @@ impl NodeCore {
                 let mut pfx = Vec::new();
                 if let Some(p) = self.pmgr.as_mut() {
                     p.child_up(idx, *partial, &mut pfx);
+                }
+                self.pmgr_effects(pfx, fx);
+            }
+            Msg::PmgrUpPart { rank, data } => {
+                let mut pfx = Vec::new();
+                if let Some(p) = self.pmgr.as_mut() {
+                    p.up_part(idx, rank, data, &mut pfx);
                 }
                 self.pmgr_effects(pfx, fx);
             }

@@ -12,10 +12,11 @@ use crate::reaper;
 use crate::spawn::{start_rank, SpawnBatch, StartFailed, Started};
 use crate::stdio::{spawn_up_writer, Done, UpEvent, UpLink};
 use crate::tree::{accept_loop, listen, Children, EvSink, TreeEv};
+use bytes::Bytes;
 use futures::StreamExt;
 use libi::job::LauncherKind;
 use libi::msg::Msg;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -261,6 +262,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     };
     let mut pmgr_writers: HashMap<u64, PmgrOut> = HashMap::new();
     let mut pmgr_swept = false;
+    let mut held: VecDeque<Ev> = VecDeque::new();
     // `--bcast`: write the staged executables before any rank starts.
     let stage = match crate::stage::write(core.job(), core.local_count()) {
         Ok(s) => s,
@@ -328,17 +330,22 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             // A PMGR client sends its abort record on a connection of its own and may exit
             // right after: before concluding that the job ended well, let the accept and
             // reader tasks deliver whatever is still queued on our PMGR port.
+            // Every other event taken meanwhile is kept and served in order below (a child's
+            // launcher that exited during the sweep must still be seen as exited, else the
+            // close phase waits LAUNCHERS_EXIT for it: issue 52).
             if pmgr_port.is_some() && !pmgr_swept {
                 pmgr_swept = true;
                 tokio::time::sleep(PMGR_FINAL_SWEEP).await;
-                while let Ok(ev) = ev_rx.try_recv() {
-                    pmgr_event(ev, &mut core, &mut pmgr_writers, &ev_tx, &mut fx);
-                }
+                held.extend(sweep_pmgr(&mut ev_rx, |ev| {
+                    pmgr_event(ev, &mut core, &mut pmgr_writers, &ev_tx, &mut fx)
+                }));
                 if !fx.is_empty() {
                     continue;
                 }
             }
-            break;
+            if held.is_empty() {
+                break;
+            }
         }
         // Deadlines that have passed are served here, whether the wait below timed out or
         // events kept coming (a steady stream of events must not hold a timer back): ranks
@@ -375,6 +382,9 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             }
         };
         let ev = tokio::select! {
+            // Events the PMGR sweep held back come first, in the order they came.
+            biased;
+            Some(ev) = async { held.pop_front() } => Some(ev),
             ev = ev_rx.recv() => ev,
             () = ranks.io.ready() => {
                 parent_lost_before = core.parent_is_lost();
@@ -445,7 +455,13 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         match tokio::time::timeout_at(deadline, ev_rx.recv()).await {
             Ok(Some(Ev::Tree(TreeEv::LauncherExited { idx, .. }))) => children.launcher_exited(idx),
             Ok(Some(_)) => {}
-            _ => break,
+            Ok(None) => break,
+            Err(_) => {
+                // Not expected of a launcher whose NLA closed its connection (a stuck ssh):
+                // said under -v, which is how tests see that no NLA waited here.
+                debug!("gave up waiting for the launchers of child NLAs after {LAUNCHERS_EXIT:?}");
+                break;
+            }
         }
     }
     // The topology file, still being written: finished for the next job, or given up.
@@ -581,7 +597,7 @@ impl NodeIo for NlaIo<'_> {
         }
     }
 
-    fn to_pmgr(&mut self, conn: u64, bytes: Vec<u8>) {
+    fn to_pmgr(&mut self, conn: u64, bytes: Bytes) {
         if let Some(out) = self.pmgr.get(&conn) {
             let n = bytes.len();
             // (Counted only while its writer runs: a gone writer's queue is empty.)
@@ -642,6 +658,19 @@ fn start_group_nla(host: &str, front_end: &str, secret: &str, verbose: bool, ret
         }
         Err(e) => warn!("cannot start an NLA for a spawned group on {host}: {e}"),
     }
+}
+
+/// Take every event queued now: the PMGR ones go to `pmgr`, the others are returned in the
+/// order they came (for the loop to serve: they are not PMGR's to drop).
+fn sweep_pmgr(rx: &mut UnboundedReceiver<Ev>, mut pmgr: impl FnMut(Ev)) -> Vec<Ev> {
+    let mut others = Vec::new();
+    while let Ok(ev) = rx.try_recv() {
+        match ev {
+            Ev::PmgrConn(..) | Ev::PmgrData(..) | Ev::PmgrEof(_) | Ev::PmgrStalled(..) => pmgr(ev),
+            ev => others.push(ev),
+        }
+    }
+    others
 }
 
 /// PMGR connection events (and the end of a PMGR failure's grace); others are ignored.
@@ -799,9 +828,13 @@ impl PmgrQueue {
 /// (beyond a reply larger than that, which is written whole).
 const PMGR_QUEUE_MAX: usize = 4 << 20;
 
+/// Bytes of one read of a PMGR connection: at first, and most (see `pmgr_reader`).
+const PMGR_READ_MIN: usize = 64 << 10;
+const PMGR_READ_MAX: usize = 1 << 20;
+
 /// The writer of one PMGR connection and its queue.
 struct PmgrOut {
-    tx: UnboundedSender<Option<Vec<u8>>>,
+    tx: UnboundedSender<Option<Bytes>>,
     queue: Arc<PmgrQueue>,
 }
 
@@ -818,7 +851,7 @@ async fn pmgr_reader(id: u64, conn: PmgrConn, ev: UnboundedSender<Ev>) {
         let _ = ev.send(Ev::PmgrEof(id));
         return;
     }
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut want = PMGR_READ_MIN;
     loop {
         // Not a byte more of its requests while its replies wait unread.
         loop {
@@ -832,9 +865,14 @@ async fn pmgr_reader(id: u64, conn: PmgrConn, ev: UnboundedSender<Ev>) {
             let _ = ev.send(Ev::PmgrEof(id));
             return;
         }
-        match rd.read(&mut buf).await {
+        // Read into a buffer of its own, handed over as it is (no copy on the way); a read
+        // that fills it makes the next one twice as big (a big payload in fewer reads and
+        // events), up to PMGR_READ_MAX, a short one starts again from 64 KiB.
+        let mut buf = Vec::with_capacity(want);
+        match rd.read_buf(&mut buf).await {
             Ok(n) if n > 0 => {
-                if ev.send(Ev::PmgrData(id, buf[..n].to_vec())).is_err() {
+                want = if n == want { (2 * want).min(PMGR_READ_MAX) } else { PMGR_READ_MIN };
+                if ev.send(Ev::PmgrData(id, buf)).is_err() {
                     return;
                 }
             }
@@ -850,7 +888,7 @@ async fn pmgr_reader(id: u64, conn: PmgrConn, ev: UnboundedSender<Ev>) {
 /// ends) when nothing can be written for [`STALL_LIMIT`].
 async fn pmgr_writer(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
-    mut rx: UnboundedReceiver<Option<Vec<u8>>>,
+    mut rx: UnboundedReceiver<Option<Bytes>>,
     queue: Arc<PmgrQueue>,
     stalled: impl FnOnce(),
 ) {
@@ -1235,4 +1273,35 @@ pub fn job_fd_limit() -> Option<libc::rlimit> {
         return None;
     }
     (job < lim.rlim_cur).then_some(libc::rlimit { rlim_cur: job, rlim_max: lim.rlim_max })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The PMGR sweep at the end takes the PMGR events queued and keeps every other one (a
+    /// child's launcher exiting meanwhile) for the loop: dropping it made a node with children
+    /// wait LAUNCHERS_EXIT (5 s) in its close phase under --pmgr (issue 52).
+    #[test]
+    fn the_pmgr_sweep_keeps_other_events() {
+        let (tx, mut rx) = unbounded_channel();
+        let exited = || TreeEv::LauncherExited { idx: 1, status: None, stderr_tail: String::new() };
+        tx.send(Ev::PmgrEof(7)).unwrap();
+        tx.send(Ev::Tree(exited())).unwrap();
+        tx.send(Ev::PmgrData(7, vec![1])).unwrap();
+        tx.send(Ev::Stalled(3)).unwrap();
+        let mut pmgr = Vec::new();
+        let kept = sweep_pmgr(&mut rx, |ev| {
+            pmgr.push(match ev {
+                Ev::PmgrEof(c) | Ev::PmgrData(c, _) => c,
+                _ => u64::MAX,
+            })
+        });
+        assert_eq!(pmgr, vec![7, 7]);
+        assert!(matches!(
+            kept.as_slice(),
+            [Ev::Tree(TreeEv::LauncherExited { idx: 1, .. }), Ev::Stalled(3)]
+        ));
+        assert!(rx.try_recv().is_err());
+    }
 }

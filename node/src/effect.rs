@@ -30,7 +30,7 @@ pub trait NodeIo {
     /// Bytes (empty: end of file) for the stdin of the local rank that is global rank 0.
     fn stdin(&mut self, data: Vec<u8>);
     /// Queue bytes for PMGR connection `conn`.
-    fn to_pmgr(&mut self, conn: u64, bytes: Vec<u8>);
+    fn to_pmgr(&mut self, conn: u64, bytes: bytes::Bytes);
     /// Close PMGR connection `conn` (after what is queued).
     fn close_pmgr(&mut self, conn: u64);
     /// Start the NLA of a spawned process group on `host`, joining `front_end`.
@@ -98,7 +98,7 @@ mod tests {
         fn stdin(&mut self, data: Vec<u8>) {
             self.0.push(format!("stdin {}", data.len()))
         }
-        fn to_pmgr(&mut self, conn: u64, bytes: Vec<u8>) {
+        fn to_pmgr(&mut self, conn: u64, bytes: bytes::Bytes) {
             self.0.push(format!("pmgr {conn} {}", bytes.len()))
         }
         fn close_pmgr(&mut self, conn: u64) {
@@ -135,7 +135,7 @@ mod tests {
             Effect::CloseRank(1),
             Effect::Stdin(Vec::new()),
             Effect::Warn("w".into()),
-            Effect::ToPmgr(7, vec![0; 4]),
+            Effect::ToPmgr(7, vec![0; 4].into()),
             Effect::ClosePmgr(7),
             Effect::StartNla { host: "n1".into(), front_end: "fe:1".into() },
         ]);

@@ -8,29 +8,41 @@
 //! rank's process holds its other end (see `peer.rs`), its *owner*. The handshake must name
 //! that rank; what a connection does is the owner's doing.
 //!
+//! Big payloads stream (issue 52): a payload over [`INLINE_MAX`] bytes (or beyond
+//! [`INLINE_BUDGET`] in one message) travels in parts of at most `PMGR_CHUNK` bytes
+//! (`Msg::PmgrUpPart` / `PmgrDownPart`) ahead of the `PmgrUp` / `PmgrDown` that closes the
+//! collective on that link. Going up, a node passes a rank's parts on as they come (a leaf
+//! sends a local rank's as soon as its packet is in) and the root keeps them until the
+//! rank's `PmgrUp` arrives; going down, a node writes each part to the ranks it is for and
+//! passes it on to the child whose subtree holds them, as it comes. No collective comes near
+//! the frame limit, and none waits for a whole payload at every level of the tree.
+//!
 //! Aborts: an `ABORT` opcode or an abort record on the same port (a connection that arrives
 //! for a rank that already has one, or does not look like a handshake) fails the job with the
 //! rank and its code. A mismatch between ranks fails the job naming both — after a short
 //! grace, because a v1.0_7 client that aborts first sends `CLOSE` (a mismatch mid-collective)
 //! and only then its abort record, which should win.
 
-use libi::msg::Msg;
+use bytes::Bytes;
+use libi::msg::{Msg, PMGR_CHUNK};
 use libi::text::escape;
-use pmgr::collective::{resolve, Outcome, Partial};
-use pmgr::wire::{AbortConn, AbortEvent, ConnEvent, ServerConn};
+use pmgr::collective::{resolve, Data, Outcome, Partial, Target};
+use pmgr::wire::{AbortConn, AbortEvent, ConnEvent, ServerConn, DEFAULT_MAX_BYTES};
 use std::collections::HashMap;
 
 /// What the node core must do for PMGR.
 #[derive(Debug, PartialEq)]
 pub enum PmgrEffect {
     /// Write these bytes on connection `conn`.
-    Write(u64, Vec<u8>),
+    Write(u64, Bytes),
     /// Close connection `conn`.
     Close(u64),
     /// Send up the tree.
     Up(Msg),
     /// Send to child `idx`.
     ToChild(usize, Msg),
+    /// Send to every child (encoded once).
+    ToChildren(Msg),
     /// A rank aborted: (rank, exit status, message).
     Abort(u32, i32, String),
     /// The job must fail with this message, after a grace period in which an abort record
@@ -40,6 +52,20 @@ pub enum PmgrEffect {
 
 /// Longest abort message passed on (escaped).
 const ABORT_MESSAGE_MAX: usize = 1024;
+
+/// A payload up to this size travels inside the `PmgrUp` / `PmgrDown`; a bigger one goes
+/// ahead in parts.
+pub const INLINE_MAX: usize = 64 << 10;
+/// Most payload bytes one `PmgrUp` / `PmgrDown` carries inside (many small ones: a gather
+/// from many ranks); the others go ahead in parts.
+pub const INLINE_BUDGET: usize = 16 << 20;
+
+/// Where a rank of the subtree is.
+#[derive(Clone, Copy, PartialEq)]
+enum Place {
+    Local,
+    Child(usize),
+}
 
 enum Conn {
     Server(Box<ServerConn>),
@@ -69,6 +95,7 @@ impl Entry {
 
 pub struct PmgrNode {
     nprocs: u32,
+    /// This node resolves the collectives (see [`PmgrNode::new`]).
     is_root: bool,
     local: Vec<u32>,
     /// Ranks of each child's subtree.
@@ -82,14 +109,29 @@ pub struct PmgrNode {
     /// Ranks that sent CLOSE (and so may exit).
     closed: Vec<u32>,
     aborted: bool,
+    /// Where each rank of the subtree is (made when a part first needs it).
+    places: Option<HashMap<u32, Place>>,
+    /// At the root: payloads that came ahead in parts, by rank, until the rank's `PmgrUp`.
+    ahead: HashMap<u32, Data>,
+    /// Parts of at most this many bytes; inside a message, payloads up to `inline_max`, at
+    /// most `budget` in all.
+    chunk: usize,
+    inline_max: usize,
+    budget: usize,
 }
 
 impl PmgrNode {
+    /// The node of `local` ranks whose children's subtrees hold `child_ranks`. It resolves
+    /// the collectives if it is the tree's root, or if its subtree holds every rank of the
+    /// job (one node under the front end, the top of a chain): above it nothing would be
+    /// added, and a big payload would only go up to the front end to come back down.
     pub fn new(nprocs: u32, is_root: bool, local: Vec<u32>, child_ranks: Vec<Vec<u32>>) -> Self {
         let n = child_ranks.len();
+        let held = local.len() + child_ranks.iter().map(Vec::len).sum::<usize>();
+        let holds_all = nprocs > 0 && held == nprocs as usize;
         PmgrNode {
             nprocs,
-            is_root,
+            is_root: is_root || holds_all,
             local,
             child_ranks,
             conns: HashMap::new(),
@@ -99,6 +141,124 @@ impl PmgrNode {
             children_in: vec![false; n],
             closed: Vec::new(),
             aborted: false,
+            places: None,
+            ahead: HashMap::new(),
+            chunk: PMGR_CHUNK,
+            inline_max: INLINE_MAX,
+            budget: INLINE_BUDGET,
+        }
+    }
+
+    /// Parts of at most `bytes` bytes (tests make it small): payloads above it (or above
+    /// [`INLINE_MAX`]) go in parts, at most 16 parts' worth inside one message.
+    pub fn set_chunk(&mut self, bytes: usize) {
+        self.chunk = bytes.max(1);
+        self.inline_max = INLINE_MAX.min(self.chunk);
+        self.budget = INLINE_BUDGET.min(self.chunk.saturating_mul(16));
+    }
+
+    /// Where rank `rank` is in this subtree, if it is.
+    fn place(&mut self, rank: u32) -> Option<Place> {
+        let places = self.places.get_or_insert_with(|| {
+            let mut m: HashMap<u32, Place> =
+                self.local.iter().map(|&r| (r, Place::Local)).collect();
+            for (idx, ranks) in self.child_ranks.iter().enumerate() {
+                m.extend(ranks.iter().map(|&r| (r, Place::Child(idx))));
+            }
+            m
+        });
+        places.get(&rank).copied()
+    }
+
+    /// `data` of `rank` up the tree, in parts.
+    fn parts_up(&self, rank: u32, data: &Data, fx: &mut Vec<PmgrEffect>) {
+        for c in data.chunks(self.chunk) {
+            fx.push(PmgrEffect::Up(Msg::PmgrUpPart { rank, data: c }));
+        }
+    }
+
+    /// Take out of `partial` what does not go inside its `PmgrUp` (see [`INLINE_BUDGET`]).
+    fn take_big(&self, partial: &mut Partial) -> Vec<(u32, Data)> {
+        let (max, budget) = (self.inline_max, self.budget);
+        let mut inside = 0usize;
+        partial.take_data(|_, d| {
+            let big = d.len() > max || inside + d.len() > budget;
+            if !big {
+                inside += d.len();
+            }
+            big
+        })
+    }
+
+    /// Take out of `outcome` what does not go inside its `PmgrDown`.
+    fn take_big_down(&self, outcome: &mut Outcome) -> Vec<(Target, Data)> {
+        let (max, budget) = (self.inline_max, self.budget);
+        let mut inside = 0usize;
+        outcome.take_data(|d| {
+            let big = d.len() > max || inside + d.len() > budget;
+            if !big {
+                inside += d.len();
+            }
+            big
+        })
+    }
+
+    /// Part of `rank`'s payload from child `idx`: passed up, or at the root kept until the
+    /// rank's contribution comes.
+    pub fn up_part(&mut self, idx: usize, rank: u32, data: Bytes, fx: &mut Vec<PmgrEffect>) {
+        if self.aborted {
+            return;
+        }
+        if self.place(rank) != Some(Place::Child(idx)) {
+            let m = format!("PMGR: child {idx} sent data of rank {rank}, not of its subtree");
+            fx.push(PmgrEffect::FailSoon(m));
+            return;
+        }
+        if !self.is_root {
+            fx.push(PmgrEffect::Up(Msg::PmgrUpPart { rank, data }));
+            return;
+        }
+        let have = self.ahead.entry(rank).or_default();
+        if have.len() + data.len() > DEFAULT_MAX_BYTES {
+            fx.push(PmgrEffect::FailSoon(format!(
+                "PMGR: rank {rank} sent more than {DEFAULT_MAX_BYTES} bytes for one collective"
+            )));
+            self.ahead.remove(&rank);
+            return;
+        }
+        have.push(data);
+    }
+
+    /// Part of the current collective's result from the parent: to the ranks it is for, as
+    /// it comes.
+    pub fn down_part(&mut self, to: Target, data: Bytes, fx: &mut Vec<PmgrEffect>) {
+        if self.aborted || data.is_empty() {
+            return;
+        }
+        match to {
+            Target::All => {
+                if !self.child_ranks.is_empty() {
+                    fx.push(PmgrEffect::ToChildren(Msg::PmgrDownPart { to, data: data.clone() }));
+                }
+                for rank in &self.local {
+                    if let Some(&conn) = self.rank_conn.get(rank) {
+                        fx.push(PmgrEffect::Write(conn, data.clone()));
+                    }
+                }
+            }
+            Target::Rank(r) => match self.place(r) {
+                Some(Place::Local) => {
+                    if let Some(&conn) = self.rank_conn.get(&r) {
+                        fx.push(PmgrEffect::Write(conn, data));
+                    }
+                }
+                Some(Place::Child(idx)) => {
+                    fx.push(PmgrEffect::ToChild(idx, Msg::PmgrDownPart { to, data }))
+                }
+                None => fx.push(PmgrEffect::FailSoon(format!(
+                    "PMGR: the parent sent data for rank {r}, not of this subtree"
+                ))),
+            },
         }
     }
 
@@ -237,6 +397,15 @@ impl PmgrNode {
                     match self.partial.add(rank, packet) {
                         Ok(()) => {
                             self.local_in += 1;
+                            // A big payload goes up at once, in parts (not at the root).
+                            if !self.is_root {
+                                let max = self.inline_max;
+                                for (r, d) in
+                                    self.partial.take_data(|r, d| r == rank && d.len() > max)
+                                {
+                                    self.parts_up(r, &d, fx);
+                                }
+                            }
                             self.maybe_up(fx);
                         }
                         Err(m) => fx.push(PmgrEffect::FailSoon(m.to_string())),
@@ -269,12 +438,21 @@ impl PmgrNode {
     }
 
     /// A child's partial for the current collective.
-    pub fn child_up(&mut self, idx: usize, partial: Partial, fx: &mut Vec<PmgrEffect>) {
+    pub fn child_up(&mut self, idx: usize, mut partial: Partial, fx: &mut Vec<PmgrEffect>) {
         if idx >= self.children_in.len() || self.children_in[idx] {
             fx.push(PmgrEffect::FailSoon(format!("PMGR: child {idx} sent two contributions")));
             return;
         }
         self.children_in[idx] = true;
+        // What came ahead in parts goes in front of what the contribution carries.
+        if self.is_root && !self.ahead.is_empty() {
+            let ranks: Vec<u32> = partial.ranks().collect();
+            for r in ranks {
+                if let Some(d) = self.ahead.remove(&r) {
+                    partial.prepend_data(r, d);
+                }
+            }
+        }
         if let Err(m) = self.partial.merge(partial) {
             fx.push(PmgrEffect::FailSoon(m.to_string()));
             return;
@@ -290,15 +468,24 @@ impl PmgrNode {
         {
             return;
         }
-        let partial = std::mem::replace(&mut self.partial, Partial::new(self.nprocs));
+        let mut partial = std::mem::replace(&mut self.partial, Partial::new(self.nprocs));
         self.local_in = 0;
         self.children_in.iter_mut().for_each(|c| *c = false);
         if self.is_root {
+            if let Some(&rank) = self.ahead.keys().min() {
+                self.ahead.clear();
+                let m = format!("PMGR: data of rank {rank} came without its contribution");
+                fx.push(PmgrEffect::FailSoon(m));
+                return;
+            }
             match resolve(partial, self.nprocs) {
                 Ok(outcome) => self.down(outcome, fx),
                 Err(m) => fx.push(PmgrEffect::FailSoon(m.to_string())),
             }
         } else {
+            for (rank, d) in self.take_big(&mut partial) {
+                self.parts_up(rank, &d, fx);
+            }
             fx.push(PmgrEffect::Up(Msg::PmgrUp(Box::new(partial))));
         }
     }
@@ -311,8 +498,28 @@ impl PmgrNode {
             fx.push(PmgrEffect::Abort(rank, status, format!("sent PMGR_ABORT (code {code})")));
             return;
         }
-        for (idx, ranks) in self.child_ranks.iter().enumerate() {
-            fx.push(PmgrEffect::ToChild(idx, Msg::PmgrDown(Box::new(outcome.restrict(ranks)))));
+        // To the children: big payloads ahead in parts, then the rest inside the PmgrDown.
+        if matches!(outcome, Outcome::Bcast { .. } | Outcome::Allgather { .. }) {
+            // The same for every child: encoded once.
+            if !self.child_ranks.is_empty() {
+                let mut rest = outcome.clone();
+                for (to, d) in self.take_big_down(&mut rest) {
+                    for c in d.chunks(self.chunk) {
+                        fx.push(PmgrEffect::ToChildren(Msg::PmgrDownPart { to, data: c }));
+                    }
+                }
+                fx.push(PmgrEffect::ToChildren(Msg::PmgrDown(Box::new(rest))));
+            }
+        } else {
+            for (idx, ranks) in self.child_ranks.iter().enumerate() {
+                let mut rest = outcome.restrict(ranks);
+                for (to, d) in self.take_big_down(&mut rest) {
+                    for c in d.chunks(self.chunk) {
+                        fx.push(PmgrEffect::ToChild(idx, Msg::PmgrDownPart { to, data: c }));
+                    }
+                }
+                fx.push(PmgrEffect::ToChild(idx, Msg::PmgrDown(Box::new(rest))));
+            }
         }
         let closed = matches!(outcome, Outcome::Closed);
         for rank in self.local.clone() {
@@ -322,8 +529,9 @@ impl PmgrNode {
                 fx.push(PmgrEffect::Close(conn));
                 continue;
             }
-            if let Some(bytes) = outcome.reply_for(rank) {
-                fx.push(PmgrEffect::Write(conn, bytes));
+            // (What came ahead in parts was written already.)
+            for piece in outcome.reply_data(rank).iter().flat_map(Data::pieces) {
+                fx.push(PmgrEffect::Write(conn, piece.clone()));
             }
             // The connection may already hold the rank's next request.
             let mut events = Vec::new();

@@ -289,6 +289,7 @@ fn may_overtake(m: &Msg) -> bool {
             | Msg::FenceInPart { .. }
             | Msg::Get { .. }
             | Msg::PmgrUp(_)
+            | Msg::PmgrUpPart { .. }
             | Msg::Name { .. }
             | Msg::Spawn { .. }
             | Msg::StdinAck { .. }

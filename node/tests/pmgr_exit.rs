@@ -176,7 +176,10 @@ fn close_behind_a_collective_in_flight_counts() {
     let mut g = ints(&[GATHER, 0, 2]);
     g.extend([3, 4]);
     let fx = say(&mut c, 0, &g);
-    assert!(fx.iter().any(|e| matches!(e, Effect::ToPmgr(0, b) if b == &[3, 4, 1, 2])), "{fx:?}");
+    assert!(
+        fx.iter().any(|e| matches!(e, Effect::ToPmgr(0, b) if b[..] == [3, 4, 1, 2])),
+        "{fx:?}"
+    );
     say(&mut c, 0, &ints(&[CLOSE]));
     let mut fx = Vec::new();
     c.rank_ended(0, ProcEnd::Exited(0), &mut fx);

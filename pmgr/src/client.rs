@@ -256,13 +256,35 @@ impl Pmgr {
     /// Send one request and read `reply.len()` bytes into `reply` (a broken connection is
     /// dropped: later calls fail with `NotOpen`).
     fn exchange(&mut self, header: &[i32], data: &[u8], reply: &mut [u8]) -> Result<()> {
+        self.send(header, data)?;
+        self.receive(reply)
+    }
+
+    /// The request: its header, then its payload as it is (no copy behind the header; a
+    /// small one goes in the same write).
+    fn send(&mut self, header: &[i32], data: &[u8]) -> Result<()> {
         let s = self.conn.as_mut().ok_or(Error::NotOpen)?;
-        let mut msg = Vec::with_capacity(4 * header.len() + data.len());
+        let mut head = Vec::with_capacity(4 * header.len());
         for &h in header {
-            put_int(&mut msg, h);
+            put_int(&mut head, h);
         }
-        msg.extend_from_slice(data);
-        let r = s.write_all(&msg).and_then(|()| s.read_exact(reply));
+        let r = if data.len() <= 4096 {
+            head.extend_from_slice(data);
+            s.write_all(&head)
+        } else {
+            s.write_all(&head).and_then(|()| s.write_all(data))
+        };
+        self.broken(r)
+    }
+
+    /// The reply: exactly `reply.len()` bytes.
+    fn receive(&mut self, reply: &mut [u8]) -> Result<()> {
+        let s = self.conn.as_mut().ok_or(Error::NotOpen)?;
+        let r = s.read_exact(reply);
+        self.broken(r)
+    }
+
+    fn broken(&mut self, r: std::io::Result<()>) -> Result<()> {
         if let Err(e) = r {
             self.conn = None;
             self.open = false;
@@ -317,8 +339,10 @@ impl Pmgr {
         if self.single() {
             return Ok(());
         }
-        let data = if self.cfg.rank == root { buf.to_vec() } else { Vec::new() };
-        self.exchange(&[opcode::BCAST, root as i32, sz], &data, buf)
+        // The root's bytes go from `buf` and come back into it: no copy of them.
+        let data = if self.cfg.rank == root { &buf[..] } else { &[][..] };
+        self.send(&[opcode::BCAST, root as i32, sz], data)?;
+        self.receive(buf)
     }
 
     /// `pmgr_gather`: the root's `recv` gets `N*send.len()` bytes in rank order; other
@@ -386,6 +410,60 @@ impl Pmgr {
             return Ok(());
         }
         self.exchange(&[opcode::ALLTOALL, s], &send[..total], &mut recv[..total])
+    }
+
+    /// libi's GATHERV (not pmgr_collective's): the root's `recv` gets every rank's `send`,
+    /// whatever its length, in rank order: it must be exactly their sum (the caller learnt the
+    /// lengths before). Other ranks' `recv` is not touched (may be empty).
+    pub fn gatherv(&mut self, send: &[u8], recv: &mut [u8], root: u32) -> Result<()> {
+        self.check_open()?;
+        self.check_root(root)?;
+        let len = i32::try_from(send.len())
+            .map_err(|_| Error::InvalidArg(format!("size {} out of range", send.len())))?;
+        if self.single() {
+            Self::need("gatherv recv buffer", recv.len(), send.len())?;
+            recv[..send.len()].copy_from_slice(send);
+            return Ok(());
+        }
+        let reply = if self.cfg.rank == root { recv } else { &mut [][..] };
+        self.exchange(&[opcode::GATHERV, root as i32, len], send, reply)
+    }
+
+    /// libi's SCATTERV: the root's `send` holds `counts[i]` bytes for rank i, in rank order;
+    /// every rank's `recv` gets its block and must be exactly its length (the caller learnt
+    /// it before). Other ranks' `send` and `counts` are ignored.
+    pub fn scatterv(
+        &mut self,
+        send: &[u8],
+        counts: &[usize],
+        recv: &mut [u8],
+        root: u32,
+    ) -> Result<()> {
+        self.check_open()?;
+        self.check_root(root)?;
+        let me_root = self.cfg.rank == root;
+        let mut header = vec![opcode::SCATTERV, root as i32];
+        let mut total = 0usize;
+        if me_root {
+            if counts.len() != self.cfg.nprocs as usize {
+                let n = self.cfg.nprocs;
+                return Err(Error::InvalidArg(format!("{} counts for {n} ranks", counts.len())));
+            }
+            for &c in counts {
+                let c32 = i32::try_from(c)
+                    .map_err(|_| Error::InvalidArg(format!("count {c} out of range")))?;
+                header.push(c32);
+                total = total.saturating_add(c);
+            }
+            Self::need("scatterv send buffer", send.len(), total)?;
+        }
+        if self.single() {
+            Self::need("scatterv recv buffer", recv.len(), total)?;
+            recv[..total].copy_from_slice(&send[..total]);
+            return Ok(());
+        }
+        let data = if me_root { &send[..total] } else { &[][..] };
+        self.exchange(&header, data, recv)
     }
 
     /// `pmgr_allreduce_int64t`: GATHER(root 0, 8) + BCAST(root 0, 8), as v1.0_7 does.

@@ -26,13 +26,20 @@
 //!   ignored (the connection is dead).
 //! * Sizes: a negative size or root outside `0..nprocs` is an error; a per-rank size of 0 is
 //!   accepted (v1.0_7 clients never send it). Any single packet's payload and any reply
-//!   (`N*sz`) must stay within the connection's byte limit (default [`DEFAULT_MAX_BYTES`],
-//!   never above `i32::MAX`, since clients compute `N*sz` in `int`).
+//!   must stay within the connection's byte limit (default [`DEFAULT_MAX_BYTES`], never above
+//!   `i32::MAX`, since clients compute `N*sz` in `int`): for BCAST that is `sz` (what every
+//!   rank gets), for the others `N*sz` (what the root sends or gets, or every rank gets).
+//! * Payloads are not copied once parsed: a packet's `data` is a slice of what was read.
+//! * Two opcodes are libi's own, for LIBI's variable-size collectives (libi's client sends
+//!   them, pmgr_collective's never does): `GATHERV` (`op, root, len`, then `len` bytes; the
+//!   root gets every rank's bytes in rank order) and `SCATTERV` (`op, root`; the root adds
+//!   `N` counts, then their sum in bytes; rank i gets count i bytes).
 //! * The listening port also receives abort records (§3.6), whose first int may look like
 //!   version 8. [`ServerConn::could_be_abort`] / [`ServerConn::into_abort`] let the driver
 //!   re-read such a connection as an [`AbortConn`] (e.g. on a second `Hello` for a rank that
 //!   already has a connection, or an `Error` before the first packet).
 
+use bytes::{Buf, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 
 /// Protocol version sent by v8 clients (`PMGR_COLLECTIVE`).
@@ -49,6 +56,10 @@ pub mod opcode {
     pub const SCATTER: i32 = 6;
     pub const ALLGATHER: i32 = 7;
     pub const ALLTOALL: i32 = 8;
+    /// libi's: a gather of a different size per rank (LIBI's `gatherv`).
+    pub const GATHERV: i32 = 64;
+    /// libi's: a scatter of a different size per rank (LIBI's `scatterv`).
+    pub const SCATTERV: i32 = 65;
 }
 
 /// Default limit on one packet's payload and on one reply (256 MiB).
@@ -73,6 +84,8 @@ pub enum Op {
     Scatter,
     Allgather,
     Alltoall,
+    Gatherv,
+    Scatterv,
 }
 
 impl Op {
@@ -87,6 +100,8 @@ impl Op {
             Op::Scatter => opcode::SCATTER,
             Op::Allgather => opcode::ALLGATHER,
             Op::Alltoall => opcode::ALLTOALL,
+            Op::Gatherv => opcode::GATHERV,
+            Op::Scatterv => opcode::SCATTERV,
         }
     }
 
@@ -101,12 +116,14 @@ impl Op {
             Op::Scatter => "SCATTER",
             Op::Allgather => "ALLGATHER",
             Op::Alltoall => "ALLTOALL",
+            Op::Gatherv => "GATHERV",
+            Op::Scatterv => "SCATTERV",
         }
     }
 
     /// Whether the op carries a root rank.
     pub fn has_root(self) -> bool {
-        matches!(self, Op::Bcast | Op::Gather | Op::Scatter)
+        matches!(self, Op::Bcast | Op::Gather | Op::Scatter | Op::Gatherv | Op::Scatterv)
     }
 
     /// Whether the op carries a per-rank size.
@@ -123,17 +140,20 @@ impl std::fmt::Display for Op {
 
 /// One client → server packet. `data` is what this rank sent: `sz` bytes for GATHER and
 /// ALLGATHER, `N*sz` for ALLTOALL, `sz` (BCAST) or `N*sz` (SCATTER) at the root and empty
-/// elsewhere.
+/// elsewhere; GATHERV: this rank's bytes; SCATTERV: at the root, `counts` (one per rank) and
+/// their sum in bytes, elsewhere nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Packet {
     Close,
     Abort { code: i32 },
     Barrier,
-    Bcast { root: u32, sz: u32, data: Vec<u8> },
-    Gather { root: u32, sz: u32, data: Vec<u8> },
-    Scatter { root: u32, sz: u32, data: Vec<u8> },
-    Allgather { sz: u32, data: Vec<u8> },
-    Alltoall { sz: u32, data: Vec<u8> },
+    Bcast { root: u32, sz: u32, data: Bytes },
+    Gather { root: u32, sz: u32, data: Bytes },
+    Scatter { root: u32, sz: u32, data: Bytes },
+    Allgather { sz: u32, data: Bytes },
+    Alltoall { sz: u32, data: Bytes },
+    Gatherv { root: u32, data: Bytes },
+    Scatterv { root: u32, counts: Vec<u32>, data: Bytes },
 }
 
 impl Packet {
@@ -147,6 +167,8 @@ impl Packet {
             Packet::Scatter { .. } => Op::Scatter,
             Packet::Allgather { .. } => Op::Allgather,
             Packet::Alltoall { .. } => Op::Alltoall,
+            Packet::Gatherv { .. } => Op::Gatherv,
+            Packet::Scatterv { .. } => Op::Scatterv,
         }
     }
 
@@ -155,7 +177,9 @@ impl Packet {
         match self {
             Packet::Bcast { root, .. }
             | Packet::Gather { root, .. }
-            | Packet::Scatter { root, .. } => *root,
+            | Packet::Scatter { root, .. }
+            | Packet::Gatherv { root, .. }
+            | Packet::Scatterv { root, .. } => *root,
             _ => 0,
         }
     }
@@ -178,20 +202,37 @@ impl Packet {
             | Packet::Gather { data, .. }
             | Packet::Scatter { data, .. }
             | Packet::Allgather { data, .. }
-            | Packet::Alltoall { data, .. } => data,
+            | Packet::Alltoall { data, .. }
+            | Packet::Gatherv { data, .. }
+            | Packet::Scatterv { data, .. } => data,
             _ => &[],
         }
     }
 
-    pub fn into_data(self) -> Vec<u8> {
+    /// The payload's place, for ops that have one.
+    fn data_mut(&mut self) -> Option<&mut Bytes> {
         match self {
             Packet::Bcast { data, .. }
             | Packet::Gather { data, .. }
             | Packet::Scatter { data, .. }
             | Packet::Allgather { data, .. }
-            | Packet::Alltoall { data, .. } => data,
-            _ => Vec::new(),
+            | Packet::Alltoall { data, .. }
+            | Packet::Gatherv { data, .. }
+            | Packet::Scatterv { data, .. } => Some(data),
+            _ => None,
         }
+    }
+
+    pub fn into_data(mut self) -> Bytes {
+        self.data_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// The same packet carrying `data` instead (for ops with a payload).
+    fn with_data(mut self, new: Bytes) -> Packet {
+        if let Some(d) = self.data_mut() {
+            *d = new;
+        }
+        self
     }
 
     /// Client → server bytes of this packet (the client library and tests use this).
@@ -211,6 +252,18 @@ impl Packet {
             }
             Packet::Allgather { sz, data } | Packet::Alltoall { sz, data } => {
                 put_int(&mut v, clamp(*sz));
+                v.extend_from_slice(data);
+            }
+            Packet::Gatherv { root, data } => {
+                put_int(&mut v, clamp(*root));
+                put_int(&mut v, i32::try_from(data.len()).unwrap_or(i32::MAX));
+                v.extend_from_slice(data);
+            }
+            Packet::Scatterv { root, counts, data } => {
+                put_int(&mut v, clamp(*root));
+                for &c in counts {
+                    put_int(&mut v, clamp(c));
+                }
                 v.extend_from_slice(data);
             }
         }
@@ -331,8 +384,8 @@ pub struct ServerConn {
     max_bytes: usize,
     rank: Option<u32>,
     state: State,
-    /// Unparsed input.
-    buf: Vec<u8>,
+    /// Unparsed input (a packet's payload is split off it, not copied).
+    buf: BytesMut,
     /// Handshake bytes consumed (kept for [`ServerConn::into_abort`]).
     prefix: Vec<u8>,
     /// Any Packet/Close/Abort emitted yet.
@@ -355,7 +408,7 @@ impl ServerConn {
             max_bytes: max_bytes.min(MAX_BYTES_CAP),
             rank: None,
             state: State::Handshake,
-            buf: Vec::new(),
+            buf: BytesMut::new(),
             prefix: Vec::new(),
             spoke: false,
             eof: false,
@@ -409,7 +462,7 @@ impl ServerConn {
 
     fn fail(&mut self, msg: String, out: &mut Vec<ConnEvent>) {
         self.state = State::Failed;
-        self.buf = Vec::new();
+        self.buf = BytesMut::new();
         out.push(ConnEvent::Error(msg));
     }
 
@@ -433,9 +486,12 @@ impl ServerConn {
             }
             _ => {}
         }
-        // One packet (header + payload) plus slack for a driver that reads in chunks and
-        // for pipelined packets of a client that is not answered.
-        let hard_cap = self.max_bytes.saturating_add(16).saturating_add(2 * PIPELINE_SLACK);
+        // One packet (header, SCATTERV's counts, payload) plus slack for a driver that reads
+        // in chunks and for pipelined packets of a client that is not answered.
+        let hard_cap = self
+            .max_bytes
+            .saturating_add(16 + 4 * self.nprocs as usize)
+            .saturating_add(2 * PIPELINE_SLACK);
         if self.buf.len().saturating_add(bytes.len()) > hard_cap {
             let m = format!(
                 "{}: more than {} bytes of unprocessed input (client ignores the protocol)",
@@ -492,11 +548,11 @@ impl ServerConn {
                 let mut at = 0;
                 while at < self.buf.len() {
                     match self.parse_packet_in(&self.buf[at..]) {
-                        Ok(Some((Some(ConnEvent::Close), used))) => {
+                        Ok(Parsed::Packet { ev: Some(ConnEvent::Close), used, .. }) => {
                             return at + used == self.buf.len()
                         }
-                        Ok(Some((_, used))) => at += used,
-                        Ok(None) | Err(_) => return false,
+                        Ok(Parsed::Packet { used, .. }) => at += used,
+                        Ok(Parsed::More(_)) | Err(_) => return false,
                     }
                 }
                 false
@@ -532,7 +588,8 @@ impl ServerConn {
                     let Some(rank) = get_int(&self.buf, 4) else { return };
                     match u32::try_from(rank) {
                         Ok(r) if r < self.nprocs => {
-                            self.prefix.extend(self.buf.drain(..8));
+                            self.prefix.extend_from_slice(&self.buf[..8]);
+                            self.buf.advance(8);
                             self.rank = Some(r);
                             self.state = State::Ready;
                             out.push(ConnEvent::Hello { version, rank: r });
@@ -548,9 +605,22 @@ impl ServerConn {
                     }
                 }
                 State::Ready => match self.parse_packet_in(&self.buf) {
-                    Ok(None) => return,
-                    Ok(Some((ev, used))) => {
-                        self.buf.drain(..used);
+                    Ok(Parsed::More(total)) => {
+                        // Room for the whole packet at once, not by doubling as it comes.
+                        if let Some(t) = total {
+                            self.buf.reserve(t.saturating_sub(self.buf.len()));
+                        }
+                        return;
+                    }
+                    Ok(Parsed::Packet { ev, used, head }) => {
+                        let mut packet = self.buf.split_to(used);
+                        let data = packet.split_off(head.min(used)).freeze();
+                        let ev = match ev {
+                            Some(ConnEvent::Packet(p)) => {
+                                Some(ConnEvent::Packet(p.with_data(data)))
+                            }
+                            ev => ev,
+                        };
                         match ev {
                             None => {}
                             Some(ConnEvent::Close) => {
@@ -570,7 +640,7 @@ impl ServerConn {
                             Some(ev @ ConnEvent::Abort { .. }) => {
                                 self.spoke = true;
                                 self.state = State::Aborted;
-                                self.buf = Vec::new();
+                                self.buf = BytesMut::new();
                                 out.push(ev);
                                 return;
                             }
@@ -602,15 +672,15 @@ impl ServerConn {
         out.push(ConnEvent::Error(msg));
     }
 
-    fn size_field(&self, buf: &[u8], at: usize, what: &str) -> Result<Option<u32>, String> {
-        let Some(sz) = get_int(buf, at) else { return Ok(None) };
+    fn size(&self, sz: i32, what: &str) -> Result<u32, String> {
         let sz = u32::try_from(sz).map_err(|_| format!("{what}: negative size {sz}"))?;
         if sz as usize > self.max_bytes {
             return Err(format!("{what}: size {sz} exceeds the limit of {} bytes", self.max_bytes));
         }
-        Ok(Some(sz))
+        Ok(sz)
     }
 
+    /// `N*sz` within the limit.
     fn times_n(&self, sz: u32, what: &str) -> Result<usize, String> {
         (sz as usize).checked_mul(self.nprocs as usize).filter(|&t| t <= self.max_bytes).ok_or_else(
             || {
@@ -622,71 +692,137 @@ impl ServerConn {
         )
     }
 
-    fn root_field(&self, buf: &[u8], at: usize, what: &str) -> Result<Option<u32>, String> {
-        let Some(root) = get_int(buf, at) else { return Ok(None) };
+    fn root(&self, root: i32, what: &str) -> Result<u32, String> {
         match u32::try_from(root) {
-            Ok(r) if r < self.nprocs => Ok(Some(r)),
+            Ok(r) if r < self.nprocs => Ok(r),
             _ => Err(format!("{what}: root {root} out of range (job has {} ranks)", self.nprocs)),
         }
     }
 
-    fn data(buf: &[u8], at: usize, len: usize) -> Option<Vec<u8>> {
-        buf.get(at..at.checked_add(len)?).map(<[u8]>::to_vec)
-    }
-
-    /// One packet from the front of `buf`: `Ok(None)` = need more bytes; the inner `None`
-    /// event = consumed silently (OPEN).
-    #[allow(clippy::type_complexity)]
-    fn parse_packet_in(&self, buf: &[u8]) -> Result<Option<(Option<ConnEvent>, usize)>, String> {
-        let Some(op) = get_int(buf, 0) else { return Ok(None) };
+    /// One packet from the front of `buf`: its event (payload still empty: `buf[head..used]`
+    /// is the payload), or how many bytes it needs; the event `None` = consumed silently
+    /// (OPEN).
+    fn parse_packet_in(&self, buf: &[u8]) -> Result<Parsed, String> {
+        let more = |total: usize| Ok(Parsed::More(Some(total)));
+        let Some(op) = get_int(buf, 0) else { return Ok(Parsed::More(None)) };
         let me = self.rank.unwrap_or(u32::MAX);
+        let done = |ev: Option<ConnEvent>, head: usize, len: usize| {
+            let used = head + len;
+            if buf.len() < used {
+                more(used)
+            } else {
+                Ok(Parsed::Packet { ev, used, head })
+            }
+        };
         let ev = |p: Packet| Some(ConnEvent::Packet(p));
+        let empty = Bytes::new;
+        let (Some(a), b) = (get_int(buf, 4), get_int(buf, 8)) else {
+            return match op {
+                opcode::CLOSE => done(Some(ConnEvent::Close), 4, 0),
+                opcode::BARRIER => done(ev(Packet::Barrier), 4, 0),
+                opcode::OPEN | opcode::ABORT => more(8),
+                opcode::ALLGATHER | opcode::ALLTOALL => more(8),
+                opcode::BCAST
+                | opcode::GATHER
+                | opcode::SCATTER
+                | opcode::GATHERV
+                | opcode::SCATTERV => more(12),
+                other => Err(format!("unknown PMGR opcode {other}")),
+            };
+        };
         match op {
-            opcode::OPEN => Ok(get_int(buf, 4).map(|_| (None, 8))),
-            opcode::CLOSE => Ok(Some((Some(ConnEvent::Close), 4))),
-            opcode::ABORT => Ok(get_int(buf, 4).map(|code| (Some(ConnEvent::Abort { code }), 8))),
-            opcode::BARRIER => Ok(Some((ev(Packet::Barrier), 4))),
+            opcode::OPEN => done(None, 8, 0),
+            opcode::CLOSE => done(Some(ConnEvent::Close), 4, 0),
+            opcode::ABORT => done(Some(ConnEvent::Abort { code: a }), 8, 0),
+            opcode::BARRIER => done(ev(Packet::Barrier), 4, 0),
             opcode::BCAST | opcode::GATHER | opcode::SCATTER => {
                 let name = match op {
                     opcode::BCAST => "BCAST",
                     opcode::GATHER => "GATHER",
                     _ => "SCATTER",
                 };
-                let Some(root) = self.root_field(buf, 4, name)? else { return Ok(None) };
-                let Some(sz) = self.size_field(buf, 8, name)? else { return Ok(None) };
-                // Every rank receives at least sz bytes; gather's root N*sz.
-                let n_sz = self.times_n(sz, name)?;
+                let root = self.root(a, name)?;
+                let Some(sz) = b else { return more(12) };
+                let sz = self.size(sz, name)?;
+                // Every rank receives at least sz bytes; GATHER's root and SCATTER's send N*sz.
                 let len = match op {
                     opcode::BCAST if me == root => sz as usize,
                     opcode::BCAST => 0,
-                    opcode::GATHER => sz as usize,
-                    _ if me == root => n_sz,
-                    _ => 0,
+                    opcode::GATHER => {
+                        self.times_n(sz, name)?;
+                        sz as usize
+                    }
+                    _ if me == root => self.times_n(sz, name)?,
+                    _ => {
+                        self.times_n(sz, name)?;
+                        0
+                    }
                 };
-                let Some(data) = Self::data(buf, 12, len) else { return Ok(None) };
                 let p = match op {
-                    opcode::BCAST => Packet::Bcast { root, sz, data },
-                    opcode::GATHER => Packet::Gather { root, sz, data },
-                    _ => Packet::Scatter { root, sz, data },
+                    opcode::BCAST => Packet::Bcast { root, sz, data: empty() },
+                    opcode::GATHER => Packet::Gather { root, sz, data: empty() },
+                    _ => Packet::Scatter { root, sz, data: empty() },
                 };
-                Ok(Some((ev(p), 12 + len)))
+                done(ev(p), 12, len)
             }
             opcode::ALLGATHER | opcode::ALLTOALL => {
                 let name = if op == opcode::ALLGATHER { "ALLGATHER" } else { "ALLTOALL" };
-                let Some(sz) = self.size_field(buf, 4, name)? else { return Ok(None) };
+                let sz = self.size(a, name)?;
                 let n_sz = self.times_n(sz, name)?;
-                let len = if op == opcode::ALLGATHER { sz as usize } else { n_sz };
-                let Some(data) = Self::data(buf, 8, len) else { return Ok(None) };
-                let p = if op == opcode::ALLGATHER {
-                    Packet::Allgather { sz, data }
+                if op == opcode::ALLGATHER {
+                    done(ev(Packet::Allgather { sz, data: empty() }), 8, sz as usize)
                 } else {
-                    Packet::Alltoall { sz, data }
-                };
-                Ok(Some((ev(p), 8 + len)))
+                    done(ev(Packet::Alltoall { sz, data: empty() }), 8, n_sz)
+                }
+            }
+            opcode::GATHERV => {
+                let root = self.root(a, "GATHERV")?;
+                let Some(len) = b else { return more(12) };
+                let len = self.size(len, "GATHERV")?;
+                done(ev(Packet::Gatherv { root, data: empty() }), 12, len as usize)
+            }
+            opcode::SCATTERV => {
+                let root = self.root(a, "SCATTERV")?;
+                if me != root {
+                    return done(
+                        ev(Packet::Scatterv { root, counts: Vec::new(), data: empty() }),
+                        8,
+                        0,
+                    );
+                }
+                let n = self.nprocs as usize;
+                let head = 8 + 4 * n;
+                if buf.len() < head {
+                    return more(head);
+                }
+                let mut counts = Vec::with_capacity(n);
+                let mut total = 0usize;
+                for i in 0..n {
+                    let c = get_int(buf, 8 + 4 * i).unwrap_or(0);
+                    let c = u32::try_from(c)
+                        .map_err(|_| format!("SCATTERV: negative count {c} for rank {i}"))?;
+                    total = total.saturating_add(c as usize);
+                    counts.push(c);
+                }
+                if total > self.max_bytes {
+                    return Err(format!(
+                        "SCATTERV: {total} bytes in all exceeds the limit of {} bytes",
+                        self.max_bytes
+                    ));
+                }
+                done(ev(Packet::Scatterv { root, counts, data: empty() }), head, total)
             }
             other => Err(format!("unknown PMGR opcode {other}")),
         }
     }
+}
+
+/// What [`ServerConn`] found at the front of its input.
+enum Parsed {
+    /// Not a whole packet yet; its length once known.
+    More(Option<usize>),
+    /// A packet of `used` bytes whose payload starts at `head`.
+    Packet { ev: Option<ConnEvent>, used: usize, head: usize },
 }
 
 /// An abort record received on the server port (§3.6).
@@ -832,13 +968,17 @@ mod tests {
         let me = 1;
         let pk = vec![
             Packet::Barrier,
-            Packet::Bcast { root: 1, sz: 2, data: vec![1, 2] },
-            Packet::Bcast { root: 0, sz: 2, data: vec![] },
-            Packet::Gather { root: 0, sz: 3, data: vec![7, 8, 9] },
-            Packet::Scatter { root: 1, sz: 1, data: vec![4, 5, 6] },
-            Packet::Scatter { root: 2, sz: 1, data: vec![] },
-            Packet::Allgather { sz: 2, data: vec![1, 1] },
-            Packet::Alltoall { sz: 1, data: vec![9, 8, 7] },
+            Packet::Bcast { root: 1, sz: 2, data: vec![1, 2].into() },
+            Packet::Bcast { root: 0, sz: 2, data: vec![].into() },
+            Packet::Gather { root: 0, sz: 3, data: vec![7, 8, 9].into() },
+            Packet::Scatter { root: 1, sz: 1, data: vec![4, 5, 6].into() },
+            Packet::Scatter { root: 2, sz: 1, data: vec![].into() },
+            Packet::Allgather { sz: 2, data: vec![1, 1].into() },
+            Packet::Alltoall { sz: 1, data: vec![9, 8, 7].into() },
+            Packet::Gatherv { root: 0, data: vec![1, 2, 3, 4, 5].into() },
+            Packet::Gatherv { root: 2, data: Bytes::new() },
+            Packet::Scatterv { root: 1, counts: vec![1, 0, 2], data: vec![4, 5, 6].into() },
+            Packet::Scatterv { root: 2, counts: vec![], data: Bytes::new() },
         ];
         let mut input = encode_hello(me);
         input.extend(ints(&[opcode::OPEN, me]));
@@ -855,6 +995,39 @@ mod tests {
         }
         assert_eq!(out, vec![ConnEvent::Close]);
         assert!(c.is_finished());
+    }
+
+    /// A broadcast's limit is its payload; the others' the N*sz a rank sends or gets; the
+    /// variable-size ops' their total.
+    #[test]
+    fn limits_per_op() {
+        let first = |input: Vec<u8>| {
+            let mut c = ServerConn::with_max_bytes(4, 100);
+            let mut out = Vec::new();
+            c.feed(&encode_hello(0), &mut out);
+            c.feed(&input, &mut out);
+            out.pop()
+        };
+        let bcast = Packet::Bcast { root: 0, sz: 100, data: vec![7; 100].into() };
+        assert_eq!(first(bcast.encode()), Some(ConnEvent::Packet(bcast)));
+        let e = first(ints(&[opcode::BCAST, 0, 101]));
+        assert!(matches!(e, Some(ConnEvent::Error(m)) if m.contains("size 101 exceeds")));
+        for op in [opcode::GATHER, opcode::SCATTER] {
+            let e = first(ints(&[op, 1, 26]));
+            assert!(
+                matches!(&e, Some(ConnEvent::Error(m)) if m.contains("4 ranks x 26 bytes")),
+                "{e:?}"
+            );
+        }
+        let e = first(ints(&[opcode::SCATTERV, 0, 50, 50, 0, 1]));
+        assert!(matches!(&e, Some(ConnEvent::Error(m)) if m.contains("101 bytes in all")), "{e:?}");
+        let e = first(ints(&[opcode::SCATTERV, 0, 5, -1, 0, 1]));
+        assert!(
+            matches!(&e, Some(ConnEvent::Error(m)) if m.contains("negative count -1")),
+            "{e:?}"
+        );
+        let e = first(ints(&[opcode::GATHERV, 0, 101]));
+        assert!(matches!(&e, Some(ConnEvent::Error(m)) if m.contains("size 101 exceeds")), "{e:?}");
     }
 
     #[test]
@@ -905,7 +1078,7 @@ mod tests {
     fn eof_behind_a_collective_is_judged_when_it_completes() {
         // A non-root GATHER (no reply), CLOSE, EOF: all before the gather completed.
         let mut input = ints(&[8, 1]);
-        input.extend(Packet::Gather { root: 0, sz: 2, data: vec![1, 2] }.encode());
+        input.extend(Packet::Gather { root: 0, sz: 2, data: vec![1, 2].into() }.encode());
         input.extend(ints(&[opcode::CLOSE]));
         let (mut c, mut out) = run(2, &input);
         assert!(c.in_collective() && c.sent_close());
@@ -916,7 +1089,7 @@ mod tests {
         assert_eq!(out, vec![ConnEvent::Close]);
         // The same without CLOSE: the EOF fails the connection once the gather is done.
         let mut input = ints(&[8, 1]);
-        input.extend(Packet::Gather { root: 0, sz: 2, data: vec![1, 2] }.encode());
+        input.extend(Packet::Gather { root: 0, sz: 2, data: vec![1, 2].into() }.encode());
         let (mut c, mut out) = run(2, &input);
         assert!(!c.sent_close());
         c.eof(&mut out);
@@ -1007,7 +1180,7 @@ mod tests {
         c.feed(&encode_hello(1), &mut out);
         c.feed(&Packet::Barrier.encode(), &mut out);
         assert!(c.in_collective());
-        let g = Packet::Gather { root: 0, sz: 4, data: vec![0; 4] }.encode();
+        let g = Packet::Gather { root: 0, sz: 4, data: vec![0; 4].into() }.encode();
         let mut fed = 0;
         while c.wants_read() {
             c.feed(&g, &mut out);

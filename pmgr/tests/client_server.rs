@@ -46,6 +46,19 @@ fn workload(p: &mut Pmgr) -> Vec<Vec<u8>> {
     p.alltoall(&send, 2, &mut recv).expect("alltoall");
     let want: Vec<u8> = (0..n).flat_map(|s| (0..2).map(move |k| pat(s, me, k))).collect();
     assert_eq!(recv, want);
+    // libi's variable-size ops: rank r sends (gets) r + 1 bytes.
+    let total: usize = (1..=n).sum();
+    let mut all = vec![0u8; if me == 0 { total } else { 0 }];
+    p.gatherv(&vec![me as u8; me + 1], &mut all, 0).expect("gatherv");
+    if me == 0 {
+        assert_eq!(all, (0..n).flat_map(|r| vec![r as u8; r + 1]).collect::<Vec<_>>());
+    }
+    let counts: Vec<usize> = (0..n).map(|r| r + 1).collect();
+    let send: Vec<u8> =
+        if me == n - 1 { (0..n).flat_map(|r| vec![r as u8 + 10; r + 1]).collect() } else { vec![] };
+    let mut got = vec![0u8; me + 1];
+    p.scatterv(&send, &counts, &mut got, (n - 1) as u32).expect("scatterv");
+    assert_eq!(got, vec![me as u8 + 10; me + 1]);
     let sum = p.allreduce_int64(me as i64 - 1, ReduceOp::Sum).expect("sum");
     assert_eq!(sum, (0..n as i64).map(|r| r - 1).sum::<i64>());
     let max = p.allreduce_int64(-(me as i64) * 1_000_000_000_000, ReduceOp::Max).expect("max");
@@ -81,9 +94,10 @@ fn run_job(nprocs: u32, layout: Vec<Vec<u32>>) {
     let rep = srv.join();
     assert_eq!(rep.error, None);
     assert_eq!(rep.ops.last(), Some(&Op::Close));
-    // barrier + n bcast + gather + scatter + allgather + alltoall + 2 x (gather + bcast)
-    // + aggregate (2 allgathers) + allgatherstr (gather + bcast + allgather) + close
-    assert_eq!(rep.ops.len(), 1 + nprocs as usize + 4 + 4 + 2 + 3 + 1, "{:?}", rep.ops);
+    // barrier + n bcast + gather + scatter + allgather + alltoall + gatherv + scatterv
+    // + 2 x (gather + bcast) + aggregate (2 allgathers) + allgatherstr (gather + bcast +
+    // allgather) + close
+    assert_eq!(rep.ops.len(), 1 + nprocs as usize + 4 + 2 + 4 + 2 + 3 + 1, "{:?}", rep.ops);
 }
 
 #[test]

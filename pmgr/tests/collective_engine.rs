@@ -2,14 +2,18 @@
 //! every op for N = 1..5, every split of the ranks over 1–3 subtrees, several merge orders;
 //! plus mismatch/duplicate cases and a property test.
 
+use bytes::Bytes;
 use pmgr::collective::{resolve, Field, Mismatch, Outcome, Partial};
 use pmgr::wire::{reply_barrier, Packet};
 use proptest::prelude::*;
 
 /// Every rank's packet for one collective.
 fn packets(kind: u8, n: u32, root: u32, sz: u32, seed: u8) -> Vec<Packet> {
-    let bytes = |r: u32, len: usize| -> Vec<u8> {
-        (0..len).map(|k| (r as usize * 37 + k * 11 + seed as usize) as u8).collect()
+    let bytes = |r: u32, len: usize| -> Bytes {
+        (0..len)
+            .map(|k| (r as usize * 37 + k * 11 + seed as usize) as u8)
+            .collect::<Vec<u8>>()
+            .into()
     };
     let nsz = (n * sz) as usize;
     (0..n)
@@ -19,12 +23,27 @@ fn packets(kind: u8, n: u32, root: u32, sz: u32, seed: u8) -> Vec<Packet> {
             2 => Packet::Bcast {
                 root,
                 sz,
-                data: if r == root { bytes(r, sz as usize) } else { vec![] },
+                data: if r == root { bytes(r, sz as usize) } else { Bytes::new() },
             },
             3 => Packet::Gather { root, sz, data: bytes(r, sz as usize) },
-            4 => Packet::Scatter { root, sz, data: if r == root { bytes(r, nsz) } else { vec![] } },
+            4 => Packet::Scatter {
+                root,
+                sz,
+                data: if r == root { bytes(r, nsz) } else { Bytes::new() },
+            },
             5 => Packet::Allgather { sz, data: bytes(r, sz as usize) },
-            _ => Packet::Alltoall { sz, data: bytes(r, nsz) },
+            6 => Packet::Alltoall { sz, data: bytes(r, nsz) },
+            // libi's: sizes per rank.
+            7 => Packet::Gatherv { root, data: bytes(r, ((r + sz) % 4) as usize) },
+            _ => {
+                let counts: Vec<u32> = (0..n).map(|i| (i + sz) % 3).collect();
+                let total = counts.iter().sum::<u32>() as usize;
+                if r == root {
+                    Packet::Scatterv { root, counts, data: bytes(r, total) }
+                } else {
+                    Packet::Scatterv { root, counts: vec![], data: Bytes::new() }
+                }
+            }
         })
         .collect()
 }
@@ -48,6 +67,14 @@ fn reference(pk: &[Packet]) -> Vec<Option<Vec<u8>>> {
                 let sz = *sz as usize;
                 Some(pk.iter().flat_map(|p| p.data()[i * sz..(i + 1) * sz].to_vec()).collect())
             }
+            Packet::Gatherv { root, .. } => (*root as usize == i).then(concat),
+            Packet::Scatterv { root, .. } => match &pk[*root as usize] {
+                Packet::Scatterv { counts, data, .. } => {
+                    let at: usize = counts[..i].iter().map(|&c| c as usize).sum();
+                    Some(data[at..at + counts[i] as usize].to_vec())
+                }
+                _ => None,
+            },
         })
         .collect()
 }
@@ -126,9 +153,9 @@ fn exhaustive_small_jobs() {
             // Every assignment of ranks to k subtrees (empty subtrees included).
             for code in 0..k.pow(n) {
                 let assign: Vec<usize> = (0..n).map(|r| code / k.pow(r) % k).collect();
-                for kind in 0u8..7 {
+                for kind in 0u8..9 {
                     let roots: Vec<u32> =
-                        if (2..=4).contains(&kind) { (0..n).collect() } else { vec![0] };
+                        if matches!(kind, 2..=4 | 7 | 8) { (0..n).collect() } else { vec![0] };
                     for &root in &roots {
                         let sz = 1 + (code as u32 + root) % 3;
                         let pk = packets(kind, n, root, sz, code as u8);
@@ -183,16 +210,16 @@ fn mismatches_name_rank_and_field() {
     assert!(e.to_string().contains("rank 2 called CLOSE but rank 0 called BARRIER"), "{e}");
 
     let mut p = Partial::new(3);
-    p.add(1, Packet::Gather { root: 0, sz: 1, data: vec![1] }).expect("add");
-    let e = p.add(0, Packet::Gather { root: 1, sz: 1, data: vec![1] }).expect_err("root");
+    p.add(1, Packet::Gather { root: 0, sz: 1, data: vec![1].into() }).expect("add");
+    let e = p.add(0, Packet::Gather { root: 1, sz: 1, data: vec![1].into() }).expect_err("root");
     assert!(matches!(e, Mismatch::Field { rank: 0, field: Field::Root, .. }));
-    let e = p.add(2, Packet::Gather { root: 0, sz: 2, data: vec![1, 2] }).expect_err("size");
+    let e = p.add(2, Packet::Gather { root: 0, sz: 2, data: vec![1, 2].into() }).expect_err("size");
     assert!(matches!(e, Mismatch::Field { rank: 2, field: Field::Size, .. }));
 
     // Merge: the higher subtree's lowest rank is named, whatever the merge order.
     let mk = |r: u32, sz: u32| {
         let mut p = Partial::new(4);
-        p.add(r, Packet::Allgather { sz, data: vec![0; sz as usize] }).expect("add");
+        p.add(r, Packet::Allgather { sz, data: vec![0; sz as usize].into() }).expect("add");
         p
     };
     for (a, b) in [(mk(1, 1), mk(3, 2)), (mk(3, 2), mk(1, 1))] {
@@ -215,12 +242,12 @@ fn mismatches_name_rank_and_field() {
     assert!(matches!(p.merge(Partial::new(3)), Err(Mismatch::Nprocs { .. })));
 
     let mut p = Partial::new(2);
-    let e = p.add(0, Packet::Bcast { root: 0, sz: 3, data: vec![1] }).expect_err("len");
+    let e = p.add(0, Packet::Bcast { root: 0, sz: 3, data: vec![1].into() }).expect_err("len");
     assert!(matches!(e, Mismatch::BadLength { rank: 0, got: 1, expected: 3, .. }));
-    let e = p.add(0, Packet::Bcast { root: 5, sz: 1, data: vec![] }).expect_err("root");
+    let e = p.add(0, Packet::Bcast { root: 5, sz: 1, data: vec![].into() }).expect_err("root");
     assert!(matches!(e, Mismatch::RankOutOfRange { rank: 5, .. }));
     let mut p = Partial::new(u32::MAX);
-    let e = p.add(0, Packet::Allgather { sz: u32::MAX, data: vec![] }).expect_err("big");
+    let e = p.add(0, Packet::Allgather { sz: u32::MAX, data: vec![].into() }).expect_err("big");
     assert!(matches!(e, Mismatch::TooLarge { .. }));
 }
 
@@ -248,7 +275,7 @@ fn close_and_abort() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
     #[test]
-    fn random_jobs(n in 1u32..9, kind in 0u8..7, root_sel in 0u32..100, sz in 0u32..17,
+    fn random_jobs(n in 1u32..9, kind in 0u8..9, root_sel in 0u32..100, sz in 0u32..17,
                    seed in any::<u8>(), k in 1usize..5, assign_seed in proptest::collection::vec(0usize..4, 8),
                    order_rot in 0usize..4, nested in any::<bool>()) {
         let root = root_sel % n;
@@ -267,7 +294,7 @@ proptest! {
         (0u32..8, 0u8..8, 0u32..8, 0u32..6, 0usize..40, 0usize..3), 0..12)) {
         let mut parts: Vec<Partial> = (0..3).map(|_| Partial::new(n)).collect();
         for (rank, kind, root, sz, len, part) in items {
-            let data = vec![7u8; len];
+            let data = Bytes::from(vec![7u8; len]);
             let pk = match kind {
                 0 => Packet::Barrier,
                 1 => Packet::Close,

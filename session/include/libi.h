@@ -91,12 +91,43 @@ libi_rc_e LIBI_getSize(int *size);
 libi_rc_e LIBI_amMaster(void);   /* LIBI_YES or LIBI_NO */
 libi_rc_e LIBI_amIMaster(void);  /* the same */
 libi_rc_e LIBI_barrier(void);
+
+/* Collectives. Every member calls each one, with the same sizes (numbyte; the master's
+ * counts for LIBI_scatterv). One collective moves at most LIBI_COLL_MAX bytes through a
+ * member: the broadcast's numbyte; size * numbyte for scatter, gather and allgather; the sum
+ * of the counts for gatherv and scatterv. A call over it, or with a bad argument (a negative
+ * size, a NULL buffer for bytes), returns LIBI_EARG on every member before anything is sent
+ * (LIBI_errorString() says why, the same everywhere), and the session goes on. A call of 0
+ * bytes is a no-op that returns LIBI_OK and touches no buffer (NULL is fine). Sizes are
+ * computed in size_t: totals over INT_MAX are refused as over the limit, never truncated. */
+#define LIBI_COLL_MAX (256 * 1024 * 1024)
 /* The master's numbyte bytes of buf reach every member's buf. */
 libi_rc_e LIBI_broadcast(void *buf, int numbyte);
 /* The master's sendbuf holds size * numbyte bytes; member i receives block i in recvbuf. */
 libi_rc_e LIBI_scatter(const void *sendbuf, int numbyte, void *recvbuf);
 /* Every member's numbyte bytes land in the master's recvbuf (size * numbyte, rank order). */
 libi_rc_e LIBI_gather(const void *sendbuf, int numbyte, void *recvbuf);
+
+/* Defined when the calls below exist (this libi.h and later). */
+#define LIBI_VCOLL 1
+/* Every member's numbyte bytes land in every member's recvbuf (size * numbyte, rank
+ * order). */
+libi_rc_e LIBI_allgather(const void *sendbuf, int numbyte, void *recvbuf);
+/* Every member's sendcount bytes (a count of its own, 0 included) reach the master:
+ * *recvbuf is malloc()ed (free() it; never NULL on success) and holds them in rank order;
+ * recvcounts (the master's array of size ints) gets each member's count. Other members'
+ * recvbuf and recvcounts are not used (may be NULL). A member's negative count or NULL
+ * sendbuf (with a count), or the master's NULL recvbuf or recvcounts, is LIBI_EARG on
+ * every member, naming the member. */
+libi_rc_e LIBI_gatherv(const void *sendbuf, int sendcount, void **recvbuf, int *recvcounts);
+/* The master's sendbuf holds sendcounts[i] bytes for member i (sendcounts: size ints), in
+ * rank order; every member (the master too) gets its bytes in *recvbuf (malloc()ed: free()
+ * it; never NULL on success) and their count in *recvcount. Other members' sendbuf and
+ * sendcounts are not used (may be NULL). A negative count, or the master's NULL sendcounts
+ * or sendbuf, is LIBI_EARG on every member; a member's own NULL recvbuf or recvcount is
+ * LIBI_EARG on that member only (it takes part, its bytes are dropped). */
+libi_rc_e LIBI_scatterv(const void *sendbuf, const int *sendcounts, void **recvbuf,
+                        int *recvcount);
 /* Master only: user data to and from the front end (*msgbuf malloc()ed: free() it). */
 libi_rc_e LIBI_sendUsrData(const void *msgbuf, int msgbuflen);
 libi_rc_e LIBI_recvUsrData(void **msgbuf, int *msgbuflen);

@@ -89,3 +89,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// The largest user-data message (either direction), in bytes.
 pub const MAX_MSG: usize = 64 << 20;
+
+/// The most bytes one member collective moves through a member (256 MiB): a broadcast's
+/// payload; a scatter's or gather's size × per-member bytes (the master's buffer); an
+/// allgather's likewise (every member's); a gatherv's or scatterv's sum of counts. A call
+/// over it returns [`Code::EArg`] on every member, before anything is sent: the session
+/// goes on. (The agents serve at most this much per rank and collective.)
+pub const MAX_COLL: usize = pmgr::wire::DEFAULT_MAX_BYTES;

@@ -1,7 +1,7 @@
 //! A member of a session: rank, size, the collectives over the agent tree, and (for the
 //! master, rank 0) user data to and from the front end.
 
-use crate::{frame, Code, Error, Result, MAX_MSG};
+use crate::{frame, Code, Error, Result, MAX_COLL, MAX_MSG};
 use pmgr::client::{Config, Pmgr};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -64,30 +64,206 @@ impl Member {
     }
 
     pub fn barrier(&mut self) -> Result<()> {
-        self.pmgr.barrier().map_err(|e| io("barrier", e))
+        self.pmgr.barrier().map_err(|e| coll_err("barrier", e))
     }
 
-    /// The master's `buf` is copied into every member's `buf` (same length everywhere).
+    // ---- collectives (docs/session.md, "Collectives"): every member calls each one with
+    // the same sizes; a call over MAX_COLL, or with a bad argument, returns EArg on every
+    // member before anything is sent (the checks see only what every member knows), and a
+    // call of 0 bytes is a no-op.
+
+    /// `per` bytes for each member: their total, or `EArg` when it is over [`MAX_COLL`].
+    pub fn total(&self, call: &str, per: usize) -> Result<usize> {
+        let n = self.size() as u64;
+        let total = (per as u64).saturating_mul(n);
+        if total > MAX_COLL as u64 {
+            return Err(Error::new(
+                Code::EArg,
+                format!("{call}: {n} members x {per} bytes = {total} bytes, over {}", limit()),
+            ));
+        }
+        Ok(total as usize)
+    }
+
+    /// The master's `buf` is copied into every member's `buf` (same length everywhere, at
+    /// most [`MAX_COLL`]).
     pub fn broadcast(&mut self, buf: &mut [u8]) -> Result<()> {
-        self.pmgr.bcast(buf, 0).map_err(|e| io("broadcast", e))
+        if buf.is_empty() {
+            return Ok(());
+        }
+        check_len("broadcast", buf.len())?;
+        self.pmgr.bcast(buf, 0).map_err(|e| coll_err("broadcast", e))
     }
 
     /// The master's `send` holds `size` blocks of `recv.len()` bytes; member i gets block i.
     /// Other members' `send` is ignored.
     pub fn scatter(&mut self, send: &[u8], recv: &mut [u8]) -> Result<()> {
-        if self.is_master() && send.len() < recv.len() * self.size() as usize {
-            return Err(Error::new(Code::EArg, "scatter: the send buffer is too short"));
+        if recv.is_empty() {
+            return Ok(());
         }
-        self.pmgr.scatter(send, recv, 0).map_err(|e| io("scatter", e))
+        let total = self.total("scatter", recv.len())?;
+        if self.is_master() && send.len() < total {
+            let m = format!("scatter: the send buffer holds {} bytes, {total} needed", send.len());
+            return Err(Error::new(Code::EArg, m));
+        }
+        self.pmgr.scatter(send, recv, 0).map_err(|e| coll_err("scatter", e))
     }
 
     /// Every member's `send` (same length everywhere) lands in the master's `recv`, in rank
     /// order; other members' `recv` is not touched (may be empty).
     pub fn gather(&mut self, send: &[u8], recv: &mut [u8]) -> Result<()> {
-        if self.is_master() && recv.len() < send.len() * self.size() as usize {
-            return Err(Error::new(Code::EArg, "gather: the receive buffer is too short"));
+        if send.is_empty() {
+            return Ok(());
         }
-        self.pmgr.gather(send, recv, 0).map_err(|e| io("gather", e))
+        let total = self.total("gather", send.len())?;
+        if self.is_master() && recv.len() < total {
+            let m =
+                format!("gather: the receive buffer holds {} bytes, {total} needed", recv.len());
+            return Err(Error::new(Code::EArg, m));
+        }
+        self.pmgr.gather(send, recv, 0).map_err(|e| coll_err("gather", e))
+    }
+
+    /// Every member's `send` (same length everywhere) lands in every member's `recv`, in
+    /// rank order (`size` × `send.len()` bytes).
+    pub fn allgather(&mut self, send: &[u8], recv: &mut [u8]) -> Result<()> {
+        if send.is_empty() {
+            return Ok(());
+        }
+        let total = self.total("allgather", send.len())?;
+        if recv.len() < total {
+            let m =
+                format!("allgather: the receive buffer holds {} bytes, {total} needed", recv.len());
+            return Err(Error::new(Code::EArg, m));
+        }
+        self.pmgr.allgather(send, &mut recv[..total]).map_err(|e| coll_err("allgather", e))
+    }
+
+    /// Every member's `send` (any length, the sum at most [`MAX_COLL`]) reaches the master,
+    /// in rank order, with each member's count; `None` on the other members.
+    pub fn gatherv(&mut self, send: &[u8]) -> Result<Option<Gathered>> {
+        self.gatherv_with(Ok(send), true)
+    }
+
+    /// [`Member::gatherv`] for a caller whose arguments may be unusable (the C API): `send`
+    /// is this member's bytes or what is wrong with them; `can_receive` (the master's):
+    /// whether it has a place for the result. A member with unusable arguments still takes
+    /// part in the round that agrees on the sizes, so every member returns the same `EArg`
+    /// and nothing is sent.
+    ///
+    /// Rounds: a gather of each member's count (or refusal), a broadcast of the master's
+    /// verdict, then the bytes (libi's GATHERV).
+    pub fn gatherv_with(
+        &mut self,
+        send: std::result::Result<&[u8], Refusal>,
+        can_receive: bool,
+    ) -> Result<Option<Gathered>> {
+        let n = self.size() as usize;
+        let mine = match send {
+            Ok(b) => Verdict::Count(b.len() as u64),
+            Err(r) => Verdict::Refused(r),
+        };
+        let mut all = if self.is_master() { vec![0u8; 16 * n] } else { Vec::new() };
+        self.pmgr.gather(&mine.encode(), &mut all, 0).map_err(|e| coll_err("gatherv", e))?;
+        let mut verdict = [0u8; 16];
+        let mut counts = Vec::new();
+        if self.is_master() {
+            let v = (|| {
+                let mut total = 0u64;
+                for rec in all.chunks_exact(16) {
+                    match Verdict::decode(rec) {
+                        Verdict::Count(c) => {
+                            counts.push(c as usize);
+                            total = total.saturating_add(c);
+                        }
+                        refused => return refused,
+                    }
+                }
+                if total > MAX_COLL as u64 {
+                    Verdict::Refused(Refusal::Over { total })
+                } else if !can_receive {
+                    Verdict::Refused(Refusal::NoResult { member: 0 })
+                } else {
+                    Verdict::Count(total)
+                }
+            })();
+            verdict = v.encode();
+        }
+        self.pmgr.bcast(&mut verdict, 0).map_err(|e| coll_err("gatherv", e))?;
+        let total = match Verdict::decode(&verdict) {
+            Verdict::Count(t) => t as usize,
+            Verdict::Refused(r) => return Err(Error::new(Code::EArg, r.text("gatherv"))),
+        };
+        let mut data = if self.is_master() { vec![0u8; total] } else { Vec::new() };
+        let send = match send {
+            Ok(b) => b,
+            Err(_) => &[],
+        };
+        self.pmgr.gatherv(send, &mut data, 0).map_err(|e| coll_err("gatherv", e))?;
+        Ok(self.is_master().then_some(Gathered { data, counts }))
+    }
+
+    /// The master's `send` holds `counts[i]` bytes for member i, in rank order (the sum at
+    /// most [`MAX_COLL`]); every member gets its bytes. Other members' `send` and `counts`
+    /// are ignored.
+    pub fn scatterv(&mut self, send: &[u8], counts: &[usize]) -> Result<Vec<u8>> {
+        let n = self.size() as usize;
+        let total = counts.iter().fold(0u64, |t, &c| t.saturating_add(c as u64));
+        let send = if !self.is_master() {
+            Ok((send, counts))
+        } else if counts.len() != n {
+            Err(Refusal::Counts { got: counts.len() as u64 })
+        } else if total > MAX_COLL as u64 {
+            Err(Refusal::Over { total })
+        } else if (send.len() as u64) < total {
+            Err(Refusal::NoBuffer { member: 0 })
+        } else {
+            Ok((send, counts))
+        };
+        self.scatterv_with(send, true)
+    }
+
+    /// [`Member::scatterv`] for a caller whose arguments may be unusable (the C API): the
+    /// master's `send` is its bytes and counts (checked: [`check_counts`]) or what is wrong
+    /// with them, and then every member returns the same `EArg`; `can_receive`: whether this
+    /// member has a place for its bytes (if not, it takes part, drops them and returns
+    /// `EArg`: the others are not affected).
+    ///
+    /// Rounds: a scatter of each member's count (or the master's refusal), then the bytes
+    /// (libi's SCATTERV).
+    pub fn scatterv_with(
+        &mut self,
+        send: std::result::Result<(&[u8], &[usize]), Refusal>,
+        can_receive: bool,
+    ) -> Result<Vec<u8>> {
+        let n = self.size() as usize;
+        let mut heads = Vec::new();
+        if self.is_master() {
+            for i in 0..n {
+                let v = match send {
+                    Ok((_, counts)) => Verdict::Count(counts.get(i).copied().unwrap_or(0) as u64),
+                    Err(r) => Verdict::Refused(r),
+                };
+                heads.extend_from_slice(&v.encode());
+            }
+        }
+        let mut mine = [0u8; 16];
+        self.pmgr.scatter(&heads, &mut mine, 0).map_err(|e| coll_err("scatterv", e))?;
+        let count = match Verdict::decode(&mine) {
+            Verdict::Count(c) => c as usize,
+            Verdict::Refused(r) => return Err(Error::new(Code::EArg, r.text("scatterv"))),
+        };
+        let mut data = vec![0u8; count];
+        let (bytes, counts) = match send {
+            Ok((b, c)) if self.is_master() => (b, c),
+            _ => (&[][..], &[][..]),
+        };
+        self.pmgr.scatterv(bytes, counts, &mut data, 0).map_err(|e| coll_err("scatterv", e))?;
+        if !can_receive {
+            let member = self.rank();
+            return Err(Error::new(Code::EArg, Refusal::NoResult { member }.text("scatterv")));
+        }
+        Ok(data)
     }
 
     fn fe(&mut self) -> Result<&mut TcpStream> {
@@ -130,5 +306,188 @@ impl Member {
     pub fn set_recv_timeout(&mut self, t: Option<Duration>) -> Result<()> {
         let s = self.fe()?;
         s.set_read_timeout(t).map_err(|e| io("setting the timeout", e))
+    }
+}
+
+/// What [`Member::gatherv`] gives the master.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gathered {
+    /// Every member's bytes, in rank order.
+    pub data: Vec<u8>,
+    /// Each member's count.
+    pub counts: Vec<usize>,
+}
+
+/// Why a variable-size collective does not go ahead: every member returns `EArg` with
+/// [`Refusal::text`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A negative count: member `member`'s own (gatherv) or the master's for it (scatterv).
+    Negative { member: u32, count: i64 },
+    /// Member `member` gave no buffer (NULL) for its bytes.
+    NoBuffer { member: u32 },
+    /// Member `member` gave no place (NULL) for the result.
+    NoResult { member: u32 },
+    /// The master gave no counts (NULL), or not one per member.
+    Counts { got: u64 },
+    /// More than [`MAX_COLL`] bytes in all.
+    Over { total: u64 },
+}
+
+impl Refusal {
+    /// The one-line message of call `call` ("gatherv", "scatterv").
+    pub fn text(&self, call: &str) -> String {
+        match *self {
+            Refusal::Negative { member, count } if call == "scatterv" => {
+                format!("{call}: the master's count for member {member} is negative ({count})")
+            }
+            Refusal::Negative { member, count } => {
+                format!("{call}: member {member} gave a negative count ({count})")
+            }
+            Refusal::NoBuffer { member } => {
+                format!("{call}: member {member} gave no buffer for its bytes (NULL)")
+            }
+            Refusal::NoResult { member } => {
+                format!("{call}: member {member} gave no place for the result (NULL)")
+            }
+            Refusal::Counts { got } => {
+                format!("{call}: the master gave {got} counts, one per member needed")
+            }
+            Refusal::Over { total } => format!("{call}: {total} bytes in all, over {}", limit()),
+        }
+    }
+}
+
+/// The master's counts for a scatterv (C ints, any sign): as sizes with their total, or why
+/// they cannot be used.
+pub fn check_counts(counts: &[i64]) -> std::result::Result<(Vec<usize>, usize), Refusal> {
+    let mut total = 0u64;
+    let mut out = Vec::with_capacity(counts.len());
+    for (i, &c) in counts.iter().enumerate() {
+        let Ok(u) = u64::try_from(c) else {
+            return Err(Refusal::Negative { member: i as u32, count: c });
+        };
+        total = total.saturating_add(u);
+        out.push(u as usize);
+    }
+    if total > MAX_COLL as u64 {
+        return Err(Refusal::Over { total });
+    }
+    Ok((out, total as usize))
+}
+
+/// One member's record in the size rounds of gatherv/scatterv: 16 bytes, kind (u32), member
+/// (u32), value (i64), little-endian.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Count(u64),
+    Refused(Refusal),
+}
+
+impl Verdict {
+    fn encode(&self) -> [u8; 16] {
+        let (kind, member, value): (u32, u32, i64) = match *self {
+            Verdict::Count(c) => (0, 0, c as i64),
+            Verdict::Refused(Refusal::Negative { member, count }) => (1, member, count),
+            Verdict::Refused(Refusal::NoBuffer { member }) => (2, member, 0),
+            Verdict::Refused(Refusal::NoResult { member }) => (3, member, 0),
+            Verdict::Refused(Refusal::Counts { got }) => (4, 0, got as i64),
+            Verdict::Refused(Refusal::Over { total }) => (5, 0, total as i64),
+        };
+        let mut b = [0u8; 16];
+        b[..4].copy_from_slice(&kind.to_le_bytes());
+        b[4..8].copy_from_slice(&member.to_le_bytes());
+        b[8..].copy_from_slice(&value.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> Verdict {
+        let word = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        if b.len() < 16 {
+            return Verdict::Refused(Refusal::Counts { got: 0 });
+        }
+        let (kind, member) = (word(0), word(4));
+        let mut v = [0u8; 8];
+        v.copy_from_slice(&b[8..16]);
+        let value = i64::from_le_bytes(v);
+        match kind {
+            0 => Verdict::Count(value.max(0) as u64),
+            1 => Verdict::Refused(Refusal::Negative { member, count: value }),
+            2 => Verdict::Refused(Refusal::NoBuffer { member }),
+            3 => Verdict::Refused(Refusal::NoResult { member }),
+            4 => Verdict::Refused(Refusal::Counts { got: value.max(0) as u64 }),
+            _ => Verdict::Refused(Refusal::Over { total: value.max(0) as u64 }),
+        }
+    }
+}
+
+/// "the limit of N bytes (256 MiB) for one collective".
+fn limit() -> String {
+    format!("the limit of {MAX_COLL} bytes ({} MiB) for one collective", MAX_COLL >> 20)
+}
+
+/// A payload of `len` bytes within [`MAX_COLL`], or `EArg`.
+pub fn check_len(call: &str, len: usize) -> Result<()> {
+    if len > MAX_COLL {
+        return Err(Error::new(Code::EArg, format!("{call}: {len} bytes, over {}", limit())));
+    }
+    Ok(())
+}
+
+/// A failed collective, in the session's words (the PMGR client's are not the user's).
+fn coll_err(call: &str, e: pmgr::client::Error) -> Error {
+    use pmgr::client::Error as P;
+    match e {
+        P::InvalidArg(m) => Error::new(Code::EArg, format!("{call}: {m}")),
+        P::NotOpen => Error::new(
+            Code::EIo,
+            format!("{call}: the connection to this node's agent was lost by an earlier call"),
+        ),
+        P::Io(e) => Error::new(
+            Code::EIo,
+            format!("{call}: the connection to this node's agent failed: {e}"),
+        ),
+        P::Env(m) => Error::new(Code::EInit, format!("{call}: bad session environment: {m}")),
+        P::NoServer | P::Connect { .. } => {
+            Error::new(Code::EIo, format!("{call}: cannot reach this node's agent"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_roundtrip() {
+        for v in [
+            Verdict::Count(0),
+            Verdict::Count(MAX_COLL as u64),
+            Verdict::Refused(Refusal::Negative { member: 3, count: -7 }),
+            Verdict::Refused(Refusal::NoBuffer { member: 1 }),
+            Verdict::Refused(Refusal::NoResult { member: 0 }),
+            Verdict::Refused(Refusal::Counts { got: 2 }),
+            Verdict::Refused(Refusal::Over { total: 1 << 40 }),
+        ] {
+            assert_eq!(Verdict::decode(&v.encode()), v);
+        }
+    }
+
+    #[test]
+    fn counts_and_texts() {
+        assert_eq!(check_counts(&[1, 0, 5]), Ok((vec![1, 0, 5], 6)));
+        assert_eq!(check_counts(&[1, -2]), Err(Refusal::Negative { member: 1, count: -2 }));
+        let over = check_counts(&[i32::MAX as i64; 2]);
+        assert_eq!(over, Err(Refusal::Over { total: 2 * i32::MAX as u64 }));
+        assert_eq!(
+            Refusal::Over { total: 300 << 20 }.text("gatherv"),
+            "gatherv: 314572800 bytes in all, over the limit of 268435456 bytes (256 MiB) for \
+             one collective"
+        );
+        assert!(!coll_err("gather", pmgr::client::Error::InvalidArg("x".into()))
+            .message
+            .contains("PMGR"));
+        assert_eq!(check_len("broadcast", MAX_COLL), Ok(()));
+        assert_eq!(check_len("broadcast", MAX_COLL + 1).map_err(|e| e.code), Err(Code::EArg));
     }
 }

@@ -673,15 +673,19 @@ pub fn pmgr_request(op: PmgrOp, rank: u32, size: u32, coll: u32, seed: u32) -> (
         PmgrOp::Barrier => Packet::Barrier,
         PmgrOp::Bcast { root, size: sz } => {
             let data = if rank == root { data(sz as usize) } else { Vec::new() };
-            Packet::Bcast { root, sz, data }
+            Packet::Bcast { root, sz, data: data.into() }
         }
-        PmgrOp::Gather { root, size: sz } => Packet::Gather { root, sz, data: data(sz as usize) },
+        PmgrOp::Gather { root, size: sz } => {
+            Packet::Gather { root, sz, data: data(sz as usize).into() }
+        }
         PmgrOp::Scatter { root, size: sz } => {
             let data = if rank == root { data(n * sz as usize) } else { Vec::new() };
-            Packet::Scatter { root, sz, data }
+            Packet::Scatter { root, sz, data: data.into() }
         }
-        PmgrOp::Allgather { size: sz } => Packet::Allgather { sz, data: data(sz as usize) },
-        PmgrOp::Alltoall { size: sz } => Packet::Alltoall { sz, data: data(n * sz as usize) },
+        PmgrOp::Allgather { size: sz } => Packet::Allgather { sz, data: data(sz as usize).into() },
+        PmgrOp::Alltoall { size: sz } => {
+            Packet::Alltoall { sz, data: data(n * sz as usize).into() }
+        }
     };
     let answered = match op {
         PmgrOp::Open | PmgrOp::Close | PmgrOp::Abort(_) => false,

@@ -532,12 +532,54 @@ pub extern "C" fn LIBI_barrier() -> Code {
     with_member(|m| m.barrier())
 }
 
+/// `len` bytes at `buf` (none for 0, whatever `buf`), or `None` for NULL.
+unsafe fn bytes_n<'a>(buf: *const c_void, len: usize) -> Option<&'a [u8]> {
+    if len == 0 {
+        return Some(&[]);
+    }
+    if buf.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's buffer of `len` bytes.
+    Some(unsafe { std::slice::from_raw_parts(buf as *const u8, len) })
+}
+
+/// The length argument of collective `call` (negative: `EArg`).
+fn coll_len(call: &str, len: c_int) -> Result<usize, Error> {
+    usize::try_from(len)
+        .map_err(|_| Error::new(Code::EArg, format!("{call}: negative length {len}")))
+}
+
+fn null(call: &str, what: &str) -> Error {
+    Error::new(Code::EArg, format!("{call}: {what} is NULL"))
+}
+
+/// A malloc'ed copy of `data` (at least one byte: never NULL on success).
+fn malloced(data: &[u8]) -> Result<*mut c_void, Error> {
+    // SAFETY: malloc of at least one byte, checked for NULL.
+    let p = unsafe { libc::malloc(data.len().max(1)) } as *mut u8;
+    if p.is_null() {
+        return Err(Error::new(Code::EIo, "out of memory"));
+    }
+    // SAFETY: p has room for data.len() bytes.
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+    Ok(p as *mut c_void)
+}
+
+// The collectives: sizes in size_t arithmetic, the limit (MAX_COLL) checked on every member
+// before any buffer is looked at; 0 bytes is a no-op that touches no buffer.
+
 #[no_mangle]
 pub unsafe extern "C" fn LIBI_broadcast(buf: *mut c_void, len: c_int) -> Code {
-    let Some(b) = usize::try_from(len).ok().and_then(|n| unsafe { bytes_mut(buf, n) }) else {
-        return arg("the broadcast buffer");
-    };
-    with_member(|m| m.broadcast(b))
+    with_member(|m| {
+        let n = coll_len("broadcast", len)?;
+        if n == 0 {
+            return Ok(());
+        }
+        libi_session::member::check_len("broadcast", n)?;
+        let b = unsafe { bytes_mut(buf, n) }.ok_or_else(|| null("broadcast", "buf"))?;
+        m.broadcast(b)
+    })
 }
 
 /// The master's `sendbuf` holds size × `len` bytes; every member gets its `len` in
@@ -548,13 +590,15 @@ pub unsafe extern "C" fn LIBI_scatter(
     len: c_int,
     recvbuf: *mut c_void,
 ) -> Code {
-    let Ok(n) = usize::try_from(len) else { return arg("the scatter length") };
     with_member(|m| {
-        let total = if m.is_master() { n * m.size() as usize } else { 0 };
-        let send = unsafe { bytes(sendbuf, total as c_int) }
-            .ok_or_else(|| Error::new(Code::EArg, "scatter: sendbuf is NULL"))?;
-        let recv = unsafe { bytes_mut(recvbuf, n) }
-            .ok_or_else(|| Error::new(Code::EArg, "scatter: recvbuf is NULL"))?;
+        let n = coll_len("scatter", len)?;
+        let total = m.total("scatter", n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let total = if m.is_master() { total } else { 0 };
+        let send = unsafe { bytes_n(sendbuf, total) }.ok_or_else(|| null("scatter", "sendbuf"))?;
+        let recv = unsafe { bytes_mut(recvbuf, n) }.ok_or_else(|| null("scatter", "recvbuf"))?;
         m.scatter(send, recv)
     })
 }
@@ -567,14 +611,112 @@ pub unsafe extern "C" fn LIBI_gather(
     len: c_int,
     recvbuf: *mut c_void,
 ) -> Code {
-    let Ok(n) = usize::try_from(len) else { return arg("the gather length") };
     with_member(|m| {
-        let send = unsafe { bytes(sendbuf, len) }
-            .ok_or_else(|| Error::new(Code::EArg, "gather: sendbuf is NULL"))?;
-        let total = if m.is_master() { n * m.size() as usize } else { 0 };
-        let recv = unsafe { bytes_mut(recvbuf, total) }
-            .ok_or_else(|| Error::new(Code::EArg, "gather: recvbuf is NULL"))?;
+        let n = coll_len("gather", len)?;
+        let total = m.total("gather", n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let send = unsafe { bytes_n(sendbuf, n) }.ok_or_else(|| null("gather", "sendbuf"))?;
+        let total = if m.is_master() { total } else { 0 };
+        let recv = unsafe { bytes_mut(recvbuf, total) }.ok_or_else(|| null("gather", "recvbuf"))?;
         m.gather(send, recv)
+    })
+}
+
+/// Every member's `len` bytes of `sendbuf` land in every member's `recvbuf` (size × `len`
+/// bytes, rank order).
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_allgather(
+    sendbuf: *const c_void,
+    len: c_int,
+    recvbuf: *mut c_void,
+) -> Code {
+    with_member(|m| {
+        let n = coll_len("allgather", len)?;
+        let total = m.total("allgather", n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let send = unsafe { bytes_n(sendbuf, n) }.ok_or_else(|| null("allgather", "sendbuf"))?;
+        let recv =
+            unsafe { bytes_mut(recvbuf, total) }.ok_or_else(|| null("allgather", "recvbuf"))?;
+        m.allgather(send, recv)
+    })
+}
+
+/// Every member's `sendcount` bytes (any count) reach the master: `*recvbuf` (malloc'ed:
+/// free it) holds them in rank order, `recvcounts` (size entries) each member's count.
+/// Other members' `recvbuf` and `recvcounts` are not used.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_gatherv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    recvbuf: *mut *mut c_void,
+    recvcounts: *mut c_int,
+) -> Code {
+    use libi_session::member::Refusal;
+    with_member(|m| {
+        let me = m.rank();
+        let send = match usize::try_from(sendcount) {
+            Err(_) => Err(Refusal::Negative { member: me, count: i64::from(sendcount) }),
+            Ok(n) => unsafe { bytes_n(sendbuf, n) }.ok_or(Refusal::NoBuffer { member: me }),
+        };
+        let can_receive = !recvbuf.is_null() && !recvcounts.is_null();
+        let Some(g) = m.gatherv_with(send, !m.is_master() || can_receive)? else {
+            return Ok(());
+        };
+        let p = malloced(&g.data)?;
+        // SAFETY: checked non-null; recvcounts has one entry per member (size).
+        unsafe {
+            *recvbuf = p;
+            for (i, c) in g.counts.iter().enumerate() {
+                *recvcounts.add(i) = *c as c_int;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The master's `sendbuf` holds `sendcounts[i]` bytes for member i (size entries), in rank
+/// order; every member gets its bytes in `*recvbuf` (malloc'ed: free it), their count in
+/// `*recvcount`. Other members' `sendbuf` and `sendcounts` are not used.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_scatterv(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    recvbuf: *mut *mut c_void,
+    recvcount: *mut c_int,
+) -> Code {
+    use libi_session::member::{check_counts, Refusal};
+    with_member(|m| {
+        let n = m.size() as usize;
+        let master = if !m.is_master() {
+            Ok((&[][..], Vec::new()))
+        } else if sendcounts.is_null() {
+            Err(Refusal::Counts { got: 0 })
+        } else {
+            // SAFETY: the master's array of one count per member.
+            let raw = unsafe { std::slice::from_raw_parts(sendcounts, n) };
+            let raw: Vec<i64> = raw.iter().map(|&c| i64::from(c)).collect();
+            check_counts(&raw).and_then(|(counts, total)| {
+                let b =
+                    unsafe { bytes_n(sendbuf, total) }.ok_or(Refusal::NoBuffer { member: 0 })?;
+                Ok((b, counts))
+            })
+        };
+        let send = match &master {
+            Ok((b, c)) => Ok((*b, c.as_slice())),
+            Err(r) => Err(*r),
+        };
+        let data = m.scatterv_with(send, !recvbuf.is_null() && !recvcount.is_null())?;
+        let p = malloced(&data)?;
+        // SAFETY: both checked non-null (scatterv_with refused otherwise).
+        unsafe {
+            *recvbuf = p;
+            *recvcount = data.len() as c_int;
+        }
+        Ok(())
     })
 }
 
