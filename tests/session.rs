@@ -204,9 +204,10 @@ fn checks(opts: &str, hosts: &[String]) {
     assert!(line(&out, "zero").ends_with("): host 'localhost' has 0 processes"), "{out}");
     assert_eq!(line(&out, "nosession"), "nosession LIBI_ESESS no session 42");
     assert_eq!(line(&out, "null"), "null LIBI_EARG the distributions: NULL or negative");
+    // Handles are unique in the process: the session of the second front end is 1.
     assert!(
         line(&out, "unknown")
-            .starts_with("unknown LIBI_ELAUNCH session 0: lost the NLA on no-such-host.invalid: "),
+            .starts_with("unknown LIBI_ELAUNCH session 1: lost the NLA on no-such-host.invalid: "),
         "{out}"
     );
     assert_eq!(line(&out, "member-call"), "member-call LIBI_EINIT LIBI_init was not called");

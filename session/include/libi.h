@@ -3,7 +3,22 @@
  * A tool's front end creates sessions and launches their members on many hosts over the
  * libi agent tree; member rank 0 is the session's master. Every call returns a libi_rc_e;
  * on failure LIBI_errorString() gives a one-line message (per thread). Nothing calls exit().
- * See docs/session.md in the libi repository. */
+ * See docs/session.md in the libi repository.
+ *
+ * Threads (front end): every LIBI_fe_* call may be made from any thread. No call holds a
+ * lock of the library while it waits: calls on different sessions (launch, send, receive,
+ * end) run at the same time, and on one session a send and a receive run at the same time
+ * (a thread may wait in LIBI_fe_recvUsrData while another sends the message the master
+ * waits for). Two sends to one session go one after the other, each message whole; two
+ * receives on one session each get a different message. LIBI_fe_finalize may be called
+ * while other threads wait in calls: they return (LIBI_ESESS, or the session's failure);
+ * calls after it return LIBI_EINIT. Session handles are unique in the process (a handle of
+ * a finalized front end names no session of a later one).
+ * Threads (members): member calls are serialized by one lock of the library; a member
+ * calls them from one thread at a time (a thread waiting in LIBI_recvUsrData holds up a
+ * LIBI_sendUsrData of another thread).
+ * A process between LIBI_init and LIBI_finalize is a member: its LIBI_fe_* calls return
+ * LIBI_EFRONTENDONLY. */
 #ifndef LIBI_H
 #define LIBI_H
 
@@ -61,12 +76,16 @@ typedef struct proc_dist_req_t {
 /* ---- front end (the tool's own process) ---- */
 libi_rc_e LIBI_fe_init(int ver);
 libi_rc_e LIBI_fe_createSession(libi_sess_handle_t *sessionHandle);
-/* Returns once every member of every session called LIBI_init, or with the first error
- * (sessions that did start go on). Launch options: see LIBI_MPIEXEC_ARGS in docs. */
+/* Returns LIBI_OK once every member of every session called LIBI_init (the master tells
+ * the front end so before any member may return from LIBI_init: a member that exits or
+ * fails right after LIBI_init does not fail the launch; the session's next call returns
+ * its failure). Else the first error (sessions that did start go on). Launch options: see
+ * LIBI_MPIEXEC_ARGS in docs. */
 libi_rc_e LIBI_fe_launch(const proc_dist_req_t *distributions, int nreq);
 libi_rc_e LIBI_fe_getMaxMsgBufLen(int *msgbufmax);
 libi_rc_e LIBI_fe_sendUsrData(libi_sess_handle_t sessionHandle, const void *msgbuf, int msgbuflen);
-/* *msgbuf is malloc()ed: free() it. */
+/* *msgbuf is malloc()ed: free() it. Every message the master sent before the session
+ * ended is returned, in order, before the end (LIBI_ESESS, or LIBI_ESESSFAILED and why). */
 libi_rc_e LIBI_fe_recvUsrData(libi_sess_handle_t sessionHandle, void **msgbuf, int *msgbuflen);
 libi_rc_e LIBI_fe_getHostlistSize(libi_sess_handle_t sessionHandle, unsigned int *size);
 /* Tools next to a running libi-mpiexec job (its front end's pid, LaunchMON-style): its
@@ -80,7 +99,9 @@ typedef struct libi_proc_desc_t {
 } libi_proc_desc_t;
 libi_rc_e LIBI_fe_getJobProcTable(int job_pid, libi_proc_desc_t **table, int *size);
 libi_rc_e LIBI_fe_getJobHosts(int job_pid, host_dist_t **hd);
-/* Waits (LIBI_FINALIZE_WAIT seconds, default 10) for every session to end, ends the rest. */
+/* Closes the front end's side of every master's connection (a master waiting in
+ * LIBI_recvUsrData gets LIBI_ESESS at once), waits (LIBI_FINALIZE_WAIT seconds, default 10)
+ * for every session to end, ends the rest. */
 libi_rc_e LIBI_fe_finalize(void);
 
 /* ---- members ---- */

@@ -2,6 +2,11 @@
 //! `libi-session`: the front end and the member are process-wide (one each), every call
 //! returns a `libi_rc_e`, never exits, and leaves a one-line message for
 //! `LIBI_errorString()` when it fails.
+//!
+//! Threads: the front end is shared (`Arc`), taken from its slot under a lock held only for
+//! that; its calls lock one session at a time and never across a wait, so calls on
+//! different sessions, and a send and a receive on one session, run at the same time from
+//! different threads. Member calls are serialized (one lock).
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
 use libi_session::fe::{FrontEnd, HostDist, Options, ProcDist, SessionId};
@@ -10,10 +15,13 @@ use libi_session::{Code, Error, MAX_MSG};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-static FE: Mutex<Option<FrontEnd>> = Mutex::new(None);
+static FE: Mutex<Option<Arc<FrontEnd>>> = Mutex::new(None);
 static MEMBER: Mutex<Option<Member>> = Mutex::new(None);
+/// This process is a member of a session (between `LIBI_init` and `LIBI_finalize`): the
+/// front end's calls are refused with `LIBI_EFRONTENDONLY`.
+static MEMBER_ACTIVE: AtomicBool = AtomicBool::new(false);
 /// Whether the front end (the member) was finalized since its last init: the message of a
 /// call without one says which of the two it is.
 static FE_FINALIZED: AtomicBool = AtomicBool::new(false);
@@ -86,13 +94,26 @@ pub extern "C" fn LIBI_rcName(rc: c_int) -> *const c_char {
         .map_or(c"LIBI_UNKNOWN".as_ptr(), |n| n.as_ptr())
 }
 
-fn with_fe(f: impl FnOnce(&mut FrontEnd) -> Result<(), Error>) -> Code {
-    match FE.lock() {
-        Ok(mut g) => match g.as_mut() {
-            Some(fe) => done(f(fe)),
-            None => fail(no_fe()),
-        },
-        Err(_) => fail(Error::new(Code::EInit, "the front end is broken by an earlier panic")),
+/// The error of a front-end call in a member.
+fn member_not_fe() -> Error {
+    Error::new(
+        Code::EFrontEndOnly,
+        "a front-end call in a member of a session (this process called LIBI_init)",
+    )
+}
+
+/// The front end, shared: the slot's lock is held only to clone it.
+fn fe() -> Result<Arc<FrontEnd>, Error> {
+    if MEMBER_ACTIVE.load(Ordering::SeqCst) {
+        return Err(member_not_fe());
+    }
+    FE.lock().unwrap_or_else(|e| e.into_inner()).clone().ok_or_else(no_fe)
+}
+
+fn with_fe(f: impl FnOnce(&FrontEnd) -> Result<(), Error>) -> Code {
+    match fe() {
+        Ok(fe) => done(f(&fe)),
+        Err(e) => fail(e),
     }
 }
 
@@ -121,14 +142,17 @@ fn library_dir() -> Option<std::path::PathBuf> {
 
 #[no_mangle]
 pub extern "C" fn LIBI_fe_init(_ver: c_int) -> Code {
-    let Ok(mut g) = FE.lock() else { return Code::EInit };
+    if MEMBER_ACTIVE.load(Ordering::SeqCst) {
+        return fail(member_not_fe());
+    }
+    let mut g = FE.lock().unwrap_or_else(|e| e.into_inner());
     if g.is_some() {
         return fail(Error::new(Code::EInit, "LIBI_fe_init was called already"));
     }
     let dir = library_dir();
     match Options::from_env(dir.as_deref()).and_then(FrontEnd::with_options) {
         Ok(fe) => {
-            *g = Some(fe);
+            *g = Some(Arc::new(fe));
             FE_FINALIZED.store(false, Ordering::Relaxed);
             Code::Ok
         }
@@ -434,10 +458,10 @@ pub unsafe extern "C" fn LIBI_fe_getJobHosts(job_pid: c_int, hd: *mut *mut host_
 
 #[no_mangle]
 pub extern "C" fn LIBI_fe_finalize() -> Code {
-    let fe = match FE.lock() {
-        Ok(mut g) => g.take(),
-        Err(_) => return Code::EInit,
-    };
+    if MEMBER_ACTIVE.load(Ordering::SeqCst) {
+        return fail(member_not_fe());
+    }
+    let fe = FE.lock().unwrap_or_else(|e| e.into_inner()).take();
     match fe {
         Some(fe) => {
             FE_FINALIZED.store(true, Ordering::Relaxed);
@@ -460,6 +484,7 @@ pub unsafe extern "C" fn LIBI_init(
     match Member::init() {
         Ok(m) => {
             *g = Some(m);
+            MEMBER_ACTIVE.store(true, Ordering::SeqCst);
             MEMBER_FINALIZED.store(false, Ordering::Relaxed);
             Code::Ok
         }
@@ -475,6 +500,7 @@ pub extern "C" fn LIBI_finalize() -> Code {
     };
     match m {
         Some(m) => {
+            MEMBER_ACTIVE.store(false, Ordering::SeqCst);
             MEMBER_FINALIZED.store(true, Ordering::Relaxed);
             done(m.finalize())
         }
