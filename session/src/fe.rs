@@ -3,7 +3,8 @@
 //! process; the front end signals nothing but those children, and only while they are
 //! unreaped (so never a reused pid).
 
-use crate::member::{ENV_FE, ENV_KEY, ENV_PROCTAB, HELLO};
+use crate::member::{ENV_FE, ENV_KEY, ENV_PROCTAB, HELLO, PROCTAB_MAGIC};
+pub use crate::mpir::mpir_table;
 use crate::{frame, Code, Error, Result, MAX_MSG};
 use libi::preauth::PreAuth;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -47,6 +48,55 @@ pub struct ProcEntry {
     /// 0: the rank is not running.
     pub pid: i32,
     pub exe: String,
+}
+
+/// Launcher options a session inherits from the job it attaches to: words for its
+/// `libi-mpiexec` after `LIBI_MPIEXEC_ARGS`, and its environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Inherit {
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// How [`FrontEnd::attach_and_launch`] learns a running job's process table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// A `libi-mpiexec` job: its control socket (table and launcher).
+    Libi,
+    /// Any MPIR starter (`mpiexec.hydra`, `srun`, `libi-mpiexec`): its `MPIR_proctable`,
+    /// read with gdb.
+    Mpir,
+}
+
+/// Daemons next to a running job (see [`FrontEnd::attach_and_launch`]).
+#[derive(Debug, Clone)]
+pub struct Attach {
+    pub session: SessionId,
+    /// The starter's pid (a `libi-mpiexec`'s, or an MPIR starter's).
+    pub job_pid: u32,
+    pub via: Via,
+    /// Only the hosts of these ranks (`None`: every rank's).
+    pub ranks: Option<Vec<u32>>,
+    pub exe: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// What an attach session's master gets after its hello: `LIBI-PROCTAB/1 N`, the host of
+/// each of the N members (one a host, in rank order), then the job's ranks (`RANK HOST PID
+/// EXE`), names escaped as `libi-mpiexec --proctable` writes them.
+fn proctab_text(hosts: &[HostDist], table: &[ProcEntry]) -> String {
+    let esc = |x: &str| libi::text::escape(x.as_bytes(), usize::MAX).replace(' ', "\\x20");
+    let mut text = format!("{PROCTAB_MAGIC} {}\n", hosts.len());
+    for h in hosts {
+        text.push_str(&esc(&h.host));
+        text.push('\n');
+    }
+    for e in table {
+        let exe = libi::text::escape(e.exe.as_bytes(), usize::MAX);
+        text.push_str(&format!("{} {} {} {exe}\n", e.rank, esc(&e.host), e.pid));
+    }
+    text
 }
 
 /// One process per host of a job's table, in the order the hosts first appear: where to
@@ -242,6 +292,9 @@ struct St {
     output: Option<Output>,
     /// For an attach session: what the master gets after its hello (the job's table).
     proctab: Option<Arc<Vec<u8>>>,
+    /// Its watcher is done, the status callback called (finalize waits for it: no callback
+    /// runs once finalize returned).
+    watched: bool,
 }
 
 impl St {
@@ -261,6 +314,7 @@ impl St {
             collected: false,
             output: None,
             proctab: None,
+            watched: false,
         }
     }
 
@@ -537,8 +591,14 @@ impl FrontEnd {
     /// order: to start daemons next to it (one per host: [`job_hosts`]) and attach to its
     /// ranks. Asked with `libi-mpiexec --proctable PID`.
     pub fn job_table(&self, job_pid: u32) -> Result<Vec<ProcEntry>> {
+        self.ask_job("--proctable", job_pid)?.lines().map(parse_row).collect()
+    }
+
+    /// The checked answer of `libi-mpiexec OPTION PID` (a job's control socket), or its one
+    /// line of error.
+    fn ask_job(&self, option: &str, job_pid: u32) -> Result<String> {
         let out = Command::new(&self.opts.mpiexec)
-            .args(["--proctable", &job_pid.to_string()])
+            .args([option, &job_pid.to_string()])
             .stdin(Stdio::null())
             .output()
             .map_err(|e| {
@@ -549,8 +609,85 @@ impl FrontEnd {
             let err = err.trim_end().strip_prefix("libi-mpiexec: ").unwrap_or(err.trim_end());
             return Err(Error::new(Code::ESess, err.to_string()));
         }
-        let text = String::from_utf8_lossy(&out.stdout);
-        text.lines().map(parse_row).collect()
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// How the running `libi-mpiexec` job with this front-end pid starts its agents, as
+    /// options for a session's `libi-mpiexec` (`libi-mpiexec --job-launcher PID`).
+    pub fn job_launcher(&self, job_pid: u32) -> Result<Inherit> {
+        let text = self.ask_job("--job-launcher", job_pid)?;
+        let mut inherit = Inherit::default();
+        let mut extra = Vec::new();
+        for l in text.lines() {
+            let (word, value) = l.split_once(' ').unwrap_or((l, ""));
+            let value = String::from_utf8_lossy(&libi::text::unescape(value)).into_owned();
+            match word {
+                "kind" => inherit.args.extend(["-launcher".into(), value]),
+                "exec" => inherit.args.extend(["-launcher-exec".into(), value]),
+                "extra" => extra.push(value),
+                "hybrid-hosts" => inherit.args.push("-hybrid-hosts".into()),
+                _ => {}
+            }
+        }
+        if !extra.is_empty() {
+            inherit.env.push(("HYDRA_LAUNCHER_EXTRA_ARGS".into(), extra.join(" ")));
+        }
+        Ok(inherit)
+    }
+
+    /// `LIBI_fe_attachAndLaunch`: start one daemon per host of a running job (of the
+    /// ranks `a.ranks`, or all), each told its host's part of the job's process table
+    /// (`Member::proctab`, `LIBI_getMyProctab`). A libi-mpiexec job's table and launcher
+    /// come from its control socket (the daemons start the way its agents did); another
+    /// starter's table is read through MPIR with gdb, the daemons start as
+    /// `LIBI_MPIEXEC_ARGS` says. Returns as `launch` does.
+    pub fn attach_and_launch(&self, a: &Attach) -> Result<()> {
+        let (table, inherit) = match a.via {
+            Via::Libi => (self.job_table(a.job_pid)?, self.job_launcher(a.job_pid)?),
+            Via::Mpir => (mpir_table(a.job_pid)?, Inherit::default()),
+        };
+        let table: Vec<ProcEntry> = match &a.ranks {
+            None => table,
+            Some(ranks) => {
+                if let Some(r) = ranks.iter().find(|r| !table.iter().any(|e| e.rank == **r)) {
+                    return Err(Error::new(
+                        Code::EArg,
+                        format!("the job with pid {} has no rank {r}", a.job_pid),
+                    ));
+                }
+                table.into_iter().filter(|e| ranks.contains(&e.rank)).collect()
+            }
+        };
+        let hosts = job_hosts(&table);
+        if hosts.is_empty() {
+            return Err(Error::new(
+                Code::ESess,
+                format!("the job with pid {} has no ranks", a.job_pid),
+            ));
+        }
+        let text = proctab_text(&hosts, &table);
+        if text.len() > MAX_MSG {
+            return Err(Error::new(Code::EArg, "the job's process table is over 64 MiB"));
+        }
+        {
+            let s = self.session(a.session)?;
+            let mut st = s.lock();
+            if st.phase != Phase::Created || st.done.is_some() {
+                return Err(Error::new(
+                    Code::ESessAlreadyLaunched,
+                    format!("session {} was launched already", a.session.0),
+                ));
+            }
+            st.proctab = Some(Arc::new(text.into_bytes()));
+        }
+        let dist = ProcDist {
+            session: a.session,
+            exe: a.exe.clone(),
+            args: a.args.clone(),
+            hosts,
+            env: a.env.clone(),
+        };
+        self.launch_with(&[dist], &inherit)
     }
 
     /// `LIBI_fe_launch`: start every distribution's processes; several distributions of one
@@ -558,12 +695,12 @@ impl FrontEnd {
     /// Returns once every member of every session called `LIBI_init`, or with the first
     /// error (the sessions that did start go on).
     pub fn launch(&self, dists: &[ProcDist]) -> Result<()> {
-        self.launch_with(dists, &[])
+        self.launch_with(dists, &Inherit::default())
     }
 
     /// `launch`, with launcher options that come after `LIBI_MPIEXEC_ARGS` for these
     /// sessions (an attach's inherited launcher).
-    fn launch_with(&self, dists: &[ProcDist], extra: &[String]) -> Result<()> {
+    fn launch_with(&self, dists: &[ProcDist], extra: &Inherit) -> Result<()> {
         if self.finalized.load(Ordering::Relaxed) {
             return Err(Error::new(Code::EInit, "the front end was finalized"));
         }
@@ -632,14 +769,14 @@ impl FrontEnd {
         first_err.map_or(Ok(()), Err)
     }
 
-    fn start(&self, s: &Arc<Session>, dists: &[&ProcDist], extra: &[String]) -> Result<()> {
+    fn start(&self, s: &Arc<Session>, dists: &[&ProcDist], extra: &Inherit) -> Result<()> {
         let sid = s.id;
         let key = format!("{:032x}", rand::random::<u128>());
         let first = dists[0].hosts[0].host.clone();
         let ip = self.fe_ip(&first);
         let port = self.listener(ip)?;
         let mut args = self.opts.args.clone();
-        args.extend(extra.iter().cloned());
+        args.extend(extra.args.iter().cloned());
         let hosts: Vec<String> = dists
             .iter()
             .flat_map(|d| &d.hosts)
@@ -684,6 +821,7 @@ impl FrontEnd {
         // the pipe's end of file ends the session (--end-on-stdin-eof).
         args.insert(0, "--end-on-stdin-eof".into());
         cmd.args(&args).env(ENV_KEY, &key).stdin(Stdio::piped()).stderr(Stdio::piped());
+        cmd.envs(extra.env.iter().map(|(k, v)| (k, v)));
         if let Some(out) = output.stdout {
             cmd.stdout(Stdio::from(out));
         }
@@ -941,7 +1079,8 @@ impl FrontEnd {
 
     /// Call `cb` whenever a session ends or fails (with its status), from a thread of the
     /// library, as soon as its `libi-mpiexec` has ended (a member died, an agent was lost,
-    /// or it ended on its own). `cb` must not block for long; it may call the front end.
+    /// or it ended on its own). `cb` must not block for long; it may call the front end,
+    /// but not `finalize` (which waits for the callbacks under way: none runs after it).
     pub fn set_status_callback(&self, cb: Option<Arc<StatusCallback>>) {
         *self.events.callback.lock().unwrap_or_else(|e| e.into_inner()) = cb;
     }
@@ -1037,6 +1176,18 @@ impl FrontEnd {
         }
         for s in &sessions {
             self.wait_end(s, Instant::now(), true);
+        }
+        // The status callbacks of the sessions that ended have returned.
+        let until = Instant::now() + KILL_WAIT;
+        for s in &sessions {
+            let mut st = s.lock();
+            while st.proc.is_some() && !st.watched {
+                let (g, more) = s.wait(st, Some(until));
+                st = g;
+                if !more {
+                    break;
+                }
+            }
         }
         let mut first_err = None;
         for s in &sessions {
@@ -1374,8 +1525,13 @@ fn watch(
         let mut r = BufReader::new(e);
         let mut line = Vec::new();
         while matches!(r.read_until(b'\n', &mut line), Ok(n) if n > 0) {
-            let _ = to.write_all(&line);
             let text = String::from_utf8_lossy(&line);
+            // libi-mpiexec's own lines in the session API's terms; the members' as they are.
+            if text.starts_with("libi-mpiexec: ") {
+                let _ = to.write_all(in_libi_terms(&text).as_bytes());
+            } else {
+                let _ = to.write_all(&line);
+            }
             // The reason of a failure is libi-mpiexec's last line of its own that is not a
             // warning or a trace (`libi-mpiexec: warning: ...`).
             if let Some(m) = text.strip_prefix("libi-mpiexec: ") {
@@ -1424,6 +1580,8 @@ fn watch(
     if let Some(cb) = cb {
         cb(SessionId(s.id), &status);
     }
+    s.lock().watched = true;
+    s.changed();
 }
 
 #[cfg(test)]

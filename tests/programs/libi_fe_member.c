@@ -11,9 +11,8 @@
  *   wait         — the master waits for a message; when the call returns it prints
  *                  "master-woken RC MESSAGE" on stderr; every member finalizes;
  *   proctab      — each daemon gets its host's part of the job's table (LIBI_getMyProctab),
- *                  checks its ranks are alive, the master gathers and reports
- *                  "proctab daemons=N hosts=h,... ranks=R alive=A exes=E" (E: entries whose
- *                  executable is argv[2]);
+ *                  checks each entry is on its host and alive; the master gathers and
+ *                  reports "proctab daemons=N hosts=h,... ranks=R alive=A";
  *   print        — every member writes "out RANK" on stdout and "err RANK" on stderr, then
  *                  behaves as echo. */
 #include <libi.h>
@@ -86,6 +85,35 @@ int main(int argc, char **argv) {
             fprintf(stderr, "master-woken %s %s\n", LIBI_rcName(rc), rc == LIBI_OK ? "" : LIBI_errorString());
             fflush(stderr);
             free(m);
+        }
+        return LIBI_finalize() == LIBI_OK ? 0 : 1;
+    }
+    if (strcmp(mode, "proctab") == 0) {
+        libi_proc_desc_t *t = NULL;
+        int n = 0, seen[2] = {0, 0};
+        char host[64] = {0};
+        if ((rc = LIBI_getMyProctab(&t, &n)) != LIBI_OK) return die("LIBI_getMyProctab", rc);
+        if ((rc = LIBI_getMyHostname(host, sizeof host)) != LIBI_OK) return die("LIBI_getMyHostname", rc);
+        for (int i = 0; i < n; i++) {
+            if (strcmp(t[i].host_name, host) != 0) continue;
+            seen[0]++;
+            if (t[i].pid > 0 && kill(t[i].pid, 0) == 0) seen[1]++;
+        }
+        free(t);
+        int *all = master ? calloc((size_t)size, sizeof seen) : NULL;
+        char *names = master ? calloc((size_t)size, sizeof host) : NULL;
+        if ((rc = LIBI_gather(seen, sizeof seen, all)) != LIBI_OK) return die("LIBI_gather", rc);
+        if ((rc = LIBI_gather(host, sizeof host, names)) != LIBI_OK) return die("LIBI_gather", rc);
+        if (master) {
+            char line[4096];
+            int ranks = 0, alive = 0, k = snprintf(line, sizeof line, "proctab daemons=%d hosts=", size);
+            for (int i = 0; i < size; i++) {
+                ranks += all[2 * i];
+                alive += all[2 * i + 1];
+                k += snprintf(line + k, sizeof line - k, "%s%s", i ? "," : "", names + (size_t)i * sizeof host);
+            }
+            k += snprintf(line + k, sizeof line - k, " ranks=%d alive=%d", ranks, alive);
+            if ((rc = LIBI_sendUsrData(line, k)) != LIBI_OK) return die("LIBI_sendUsrData", rc);
         }
         return LIBI_finalize() == LIBI_OK ? 0 : 1;
     }

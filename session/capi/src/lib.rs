@@ -9,11 +9,14 @@
 //! different threads. Member calls are serialized (one lock).
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
-use libi_session::fe::{FrontEnd, HostDist, Options, ProcDist, SessionId};
+use libi_session::fe::{
+    FrontEnd, HostDist, Options, Output, PollFlags, ProcDist, SessionId, Status,
+};
 use libi_session::member::Member;
 use libi_session::{Code, Error, MAX_MSG};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -72,7 +75,7 @@ pub extern "C" fn LIBI_errorString() -> *const c_char {
 /// The name of a result code (`"LIBI_ELAUNCH"`).
 #[no_mangle]
 pub extern "C" fn LIBI_rcName(rc: c_int) -> *const c_char {
-    const NAMES: [&CStr; 14] = [
+    const NAMES: [&CStr; 15] = [
         c"LIBI_OK",
         c"LIBI_YES",
         c"LIBI_NO",
@@ -87,6 +90,7 @@ pub extern "C" fn LIBI_rcName(rc: c_int) -> *const c_char {
         c"LIBI_ESESSFAILED",
         c"LIBI_EARG",
         c"LIBI_ENOTMASTER",
+        c"LIBI_ETIMEOUT",
     ];
     usize::try_from(rc)
         .ok()
@@ -343,6 +347,257 @@ pub unsafe extern "C" fn LIBI_fe_recvUsrData(
     })
 }
 
+/// A session handle from C.
+fn sid(sess: c_int) -> Result<SessionId, Error> {
+    u32::try_from(sess)
+        .map(SessionId)
+        .map_err(|_| Error::new(Code::ESess, format!("no session {sess}")))
+}
+
+/// A timeout in milliseconds from C: negative is no limit.
+fn millis(ms: c_int) -> Option<std::time::Duration> {
+    u64::try_from(ms).ok().map(std::time::Duration::from_millis)
+}
+
+/// As `LIBI_fe_recvUsrData`, waiting at most `timeout_ms` milliseconds (0: not at all,
+/// negative: as long as it takes): `LIBI_ETIMEOUT` when no message came in time.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_fe_recvUsrDataTimeout(
+    sess: c_int,
+    buf: *mut *mut c_void,
+    len: *mut c_int,
+    timeout_ms: c_int,
+) -> Code {
+    if buf.is_null() || len.is_null() {
+        return arg("the message pointers");
+    }
+    with_fe(|fe| match fe.recv_timeout(sid(sess)?, millis(timeout_ms))? {
+        Some(d) => unsafe { give(d, buf, len) },
+        None => Err(Error::new(
+            Code::ETimeout,
+            format!("no message from session {sess} within {timeout_ms} ms"),
+        )),
+    })
+}
+
+/// One session of `LIBI_fe_poll` (`libi.h`).
+#[repr(C)]
+pub struct libi_poll_t {
+    pub sessionHandle: c_int,
+    pub revents: c_int,
+}
+
+const POLL_DATA: c_int = 1;
+const POLL_END: c_int = 2;
+
+/// Wait at most `timeout_ms` (0: not at all, negative: no limit) until one of the `n`
+/// sessions has a message waiting (`LIBI_POLL_DATA`) or has ended (`LIBI_POLL_END`); sets
+/// each `revents` and `*nready` (0 when the time ran out).
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_fe_poll(
+    items: *mut libi_poll_t,
+    n: c_int,
+    timeout_ms: c_int,
+    nready: *mut c_int,
+) -> Code {
+    let Ok(count) = usize::try_from(n) else { return arg("the number of sessions") };
+    if (items.is_null() && count > 0) || nready.is_null() {
+        return arg("the poll items or nready");
+    }
+    // SAFETY: the caller's array of `n` items.
+    let items = if count == 0 {
+        &mut [][..]
+    } else {
+        unsafe { std::slice::from_raw_parts_mut(items, count) }
+    };
+    with_fe(|fe| {
+        let sids: Vec<SessionId> =
+            items.iter().map(|i| sid(i.sessionHandle)).collect::<Result<_, _>>()?;
+        let flags = fe.poll(&sids, millis(timeout_ms))?;
+        let mut ready = 0;
+        for (item, f) in items.iter_mut().zip(flags) {
+            let PollFlags { data, ended } = f;
+            item.revents = if data { POLL_DATA } else { 0 } | if ended { POLL_END } else { 0 };
+            ready += (item.revents != 0) as c_int;
+        }
+        // SAFETY: checked non-null.
+        unsafe { *nready = ready };
+        Ok(())
+    })
+}
+
+/// A descriptor for the tool's own event loop: readable while any session has a message
+/// waiting or has ended and no call returned its end yet. The library's (do not close or
+/// read it); valid until `LIBI_fe_finalize`.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_fe_getEventFd(fd: *mut c_int) -> Code {
+    if fd.is_null() {
+        return arg("the descriptor pointer");
+    }
+    with_fe(|fe| {
+        let f = fe.event_fd()?;
+        // SAFETY: checked non-null.
+        unsafe { *fd = f };
+        Ok(())
+    })
+}
+
+const STATUS_CREATED: c_int = 0;
+const STATUS_LAUNCHING: c_int = 1;
+const STATUS_RUNNING: c_int = 2;
+const STATUS_ENDED: c_int = 3;
+const STATUS_FAILED: c_int = 4;
+
+fn status_code(st: &Status) -> c_int {
+    match st {
+        Status::Created => STATUS_CREATED,
+        Status::Launching => STATUS_LAUNCHING,
+        Status::Running => STATUS_RUNNING,
+        Status::Ended => STATUS_ENDED,
+        Status::Failed(_) => STATUS_FAILED,
+    }
+}
+
+/// The session's status (`LIBI_STATUS_*`); does not wait.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_fe_getSessionStatus(sess: c_int, status: *mut c_int) -> Code {
+    if status.is_null() {
+        return arg("the status pointer");
+    }
+    with_fe(|fe| {
+        let st = fe.session_status(sid(sess)?)?;
+        // SAFETY: checked non-null.
+        unsafe { *status = status_code(&st) };
+        Ok(())
+    })
+}
+
+/// The tool's status callback (`libi.h`).
+#[allow(non_camel_case_types)]
+pub type libi_status_cb_t = Option<
+    unsafe extern "C" fn(sess: c_int, status: c_int, message: *const c_char, arg: *mut c_void),
+>;
+
+/// The callback's argument, passed back as it is (the tool's pointer; never dereferenced).
+struct CbArg(*mut c_void);
+// SAFETY: the pointer is only handed back to the tool's callback, as libi.h documents.
+unsafe impl Send for CbArg {}
+unsafe impl Sync for CbArg {}
+
+/// Call `cb(session, status, message, arg)` when a session ends (`LIBI_STATUS_ENDED`) or
+/// fails (`LIBI_STATUS_FAILED`, the message says why), from a thread of the library; NULL
+/// removes it.
+#[no_mangle]
+pub extern "C" fn LIBI_fe_setStatusCallback(cb: libi_status_cb_t, arg: *mut c_void) -> Code {
+    with_fe(|fe| {
+        let arg = CbArg(arg);
+        let f = cb.map(|cb| {
+            Arc::new(move |s: SessionId, st: &Status| {
+                let msg = match st {
+                    Status::Failed(e) => e.message.clone(),
+                    _ => String::new(),
+                };
+                let msg = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+                let a = &arg;
+                // SAFETY: the tool's callback, with its own argument.
+                unsafe { cb(s.0 as c_int, status_code(st), msg.as_ptr(), a.0) };
+            }) as Arc<libi_session::fe::StatusCallback>
+        });
+        fe.set_status_callback(f);
+        Ok(())
+    })
+}
+
+/// End one session, leaving the others: its master's `LIBI_recvUsrData` returns
+/// `LIBI_ESESS`, it gets `LIBI_FINALIZE_WAIT` seconds to end on its own, then is ended.
+/// Returns its failure if it failed on its own (and that was not returned before).
+#[no_mangle]
+pub extern "C" fn LIBI_fe_endSession(sess: c_int) -> Code {
+    with_fe(|fe| fe.end_session(sid(sess)?, None))
+}
+
+/// Kill one session now, leaving the others; returns once it is gone.
+#[no_mangle]
+pub extern "C" fn LIBI_fe_killSession(sess: c_int) -> Code {
+    with_fe(|fe| fe.kill_session(sid(sess)?))
+}
+
+const OUTPUT_LABEL: c_int = 1;
+
+/// A duplicate of the caller's descriptor (`-1`: none), close-on-exec.
+fn dup_fd(fd: c_int, what: &str) -> Result<Option<std::os::fd::OwnedFd>, Error> {
+    if fd < 0 {
+        return Ok(None);
+    }
+    // SAFETY: fcntl on the caller's descriptor; a new descriptor we own, or -1.
+    let d = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    if d < 0 {
+        return Err(Error::new(
+            Code::EArg,
+            format!("{what} {fd}: {}", std::io::Error::last_os_error()),
+        ));
+    }
+    // SAFETY: `d` is a fresh descriptor of ours.
+    Ok(Some(unsafe { std::os::fd::FromRawFd::from_raw_fd(d) }))
+}
+
+/// Where a session's daemons' output goes (before it is launched): their stdout to
+/// `out_fd`, their stderr and the session's diagnostics to `err_fd` (the library takes
+/// duplicates; -1: the front end's own), each line prefixed with `[rank] ` with
+/// `LIBI_OUTPUT_LABEL` in `flags`.
+#[no_mangle]
+pub extern "C" fn LIBI_fe_setSessionOutput(
+    sess: c_int,
+    out_fd: c_int,
+    err_fd: c_int,
+    flags: c_int,
+) -> Code {
+    with_fe(|fe| {
+        let o = Output {
+            stdout: dup_fd(out_fd, "out_fd")?,
+            stderr: dup_fd(err_fd, "err_fd")?,
+            label: flags & OUTPUT_LABEL != 0,
+        };
+        fe.set_output(sid(sess)?, o)
+    })
+}
+
+/// A new file for a session's output (created or truncated, mode 0600).
+fn out_file(p: *const c_char, what: &str) -> Result<Option<std::os::fd::OwnedFd>, Error> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: the caller's NUL-terminated path.
+    let path = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| Error::new(Code::EArg, format!("{what} '{path}': {e}")))?;
+    Ok(Some(f.into()))
+}
+
+/// As `LIBI_fe_setSessionOutput`, to files (created or truncated, mode 0600; NULL: the
+/// front end's own stream).
+#[no_mangle]
+pub extern "C" fn LIBI_fe_setSessionOutputFiles(
+    sess: c_int,
+    out_path: *const c_char,
+    err_path: *const c_char,
+    flags: c_int,
+) -> Code {
+    with_fe(|fe| {
+        let o = Output {
+            stdout: out_file(out_path, "out_path")?,
+            stderr: out_file(err_path, "err_path")?,
+            label: flags & OUTPUT_LABEL != 0,
+        };
+        fe.set_output(sid(sess)?, o)
+    })
+}
+
 /// Hosts of a launched session, one per member in rank order (`*size` of them).
 #[no_mangle]
 pub unsafe extern "C" fn LIBI_fe_getHostlistSize(sess: c_int, size: *mut c_uint) -> Code {
@@ -391,6 +646,34 @@ unsafe fn block<T>(n: usize, strings: &[&str]) -> Result<(*mut T, Vec<*const c_c
     Ok((p as *mut T, ptrs))
 }
 
+/// Hand a process table to C: `*table`, one malloc'ed block (free() it) of `*size`
+/// entries (NULL and 0 for none).
+unsafe fn give_table(
+    t: &[libi_session::fe::ProcEntry],
+    table: *mut *mut libi_proc_desc_t,
+    size: *mut c_int,
+) -> Result<(), Error> {
+    let strings: Vec<&str> = t.iter().flat_map(|e| [e.host.as_str(), e.exe.as_str()]).collect();
+    let (p, ptrs) = unsafe { block::<libi_proc_desc_t>(t.len(), &strings)? };
+    for (i, e) in t.iter().enumerate() {
+        // SAFETY: p has room for t.len() entries.
+        unsafe {
+            p.add(i).write(libi_proc_desc_t {
+                rank: e.rank as c_int,
+                pid: e.pid,
+                host_name: ptrs[2 * i],
+                executable_name: ptrs[2 * i + 1],
+            })
+        };
+    }
+    // SAFETY: checked non-null by the callers.
+    unsafe {
+        *table = p;
+        *size = t.len() as c_int;
+    }
+    Ok(())
+}
+
 /// The process table of the running `libi-mpiexec` job with front-end pid `job_pid`, in rank
 /// order: `*table` (one malloc'ed block: free() it) of `*size` entries.
 #[no_mangle]
@@ -402,28 +685,95 @@ pub unsafe extern "C" fn LIBI_fe_getJobProcTable(
     if table.is_null() || size.is_null() || job_pid <= 0 {
         return arg("the job pid or the table pointers");
     }
-    with_fe(|fe| {
-        let t = fe.job_table(job_pid as u32)?;
-        let strings: Vec<&str> = t.iter().flat_map(|e| [e.host.as_str(), e.exe.as_str()]).collect();
-        let (p, ptrs) = unsafe { block::<libi_proc_desc_t>(t.len(), &strings)? };
-        for (i, e) in t.iter().enumerate() {
-            // SAFETY: p has room for t.len() entries.
-            unsafe {
-                p.add(i).write(libi_proc_desc_t {
-                    rank: e.rank as c_int,
-                    pid: e.pid,
-                    host_name: ptrs[2 * i],
-                    executable_name: ptrs[2 * i + 1],
-                })
-            };
-        }
-        // SAFETY: checked non-null.
-        unsafe {
-            *table = p;
-            *size = t.len() as c_int;
-        }
-        Ok(())
+    with_fe(|fe| unsafe { give_table(&fe.job_table(job_pid as u32)?, table, size) })
+}
+
+/// The MPIR process table (`MPIR_proctable`) of a running starter (any MPIR starter:
+/// `mpiexec.hydra`, `srun`, `libi-mpiexec`), read with gdb: as `LIBI_fe_getJobProcTable`.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_fe_getMPIRProcTable(
+    starter_pid: c_int,
+    table: *mut *mut libi_proc_desc_t,
+    size: *mut c_int,
+) -> Code {
+    if table.is_null() || size.is_null() || starter_pid <= 0 {
+        return arg("the starter pid or the table pointers");
+    }
+    with_fe(|_| unsafe {
+        give_table(&libi_session::fe::mpir_table(starter_pid as u32)?, table, size)
     })
+}
+
+/// Daemons next to a running job (`libi.h`).
+#[repr(C)]
+pub struct libi_attach_req_t {
+    pub sessionHandle: c_int,
+    pub job_pid: c_int,
+    pub how: c_int,
+    pub ranks: *const c_int,
+    pub nranks: c_int,
+    pub proc_path: *const c_char,
+    pub proc_argv: *const *const c_char,
+    pub env: *const libi_env_t,
+}
+
+/// One daemon per host of a running job (or of some of its ranks), each told its host's
+/// ranks (`LIBI_getMyProctab`); returns as `LIBI_fe_launch` does.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_fe_attachAndLaunch(req: *const libi_attach_req_t) -> Code {
+    if req.is_null() {
+        return arg("the attach request");
+    }
+    // SAFETY: checked non-null; the caller's request.
+    let r = unsafe { &*req };
+    let via = match r.how {
+        0 => libi_session::fe::Via::Libi,
+        1 => libi_session::fe::Via::Mpir,
+        h => {
+            return fail(Error::new(
+                Code::EArg,
+                format!("how = {h}: LIBI_ATTACH_LIBI or LIBI_ATTACH_MPIR"),
+            ))
+        }
+    };
+    if r.job_pid <= 0 {
+        return arg("the job pid");
+    }
+    let ranks = if r.ranks.is_null() || r.nranks == 0 {
+        None
+    } else {
+        let Ok(n) = usize::try_from(r.nranks) else { return arg("the number of ranks") };
+        // SAFETY: the caller's array of `nranks` ints.
+        let list = unsafe { std::slice::from_raw_parts(r.ranks, n) };
+        let mut ranks = Vec::with_capacity(n);
+        for &x in list {
+            let Ok(x) = u32::try_from(x) else { return arg("a rank") };
+            ranks.push(x);
+        }
+        Some(ranks)
+    };
+    let d = proc_dist_req_t {
+        sessionHandle: r.sessionHandle,
+        proc_path: r.proc_path,
+        proc_argv: r.proc_argv,
+        hd: std::ptr::null(),
+        env: r.env,
+    };
+    // SAFETY: the request's strings and lists.
+    let d = match unsafe { dist(0, &d) } {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    let a = libi_session::fe::Attach {
+        session: d.session,
+        job_pid: r.job_pid as u32,
+        via,
+        ranks,
+        exe: d.exe,
+        args: d.args,
+        env: d.env,
+    };
+    with_fe(|fe| fe.attach_and_launch(&a))
 }
 
 /// One daemon per host of the running job with front-end pid `job_pid`: `*hd` is a host
@@ -619,5 +969,46 @@ pub unsafe extern "C" fn LIBI_recvUsrData(buf: *mut *mut c_void, len: *mut c_int
     with_member(|m| {
         let d = m.recv_usr_data()?;
         unsafe { give(d, buf, len) }
+    })
+}
+
+/// The ranks of the job this daemon's session was launched next to
+/// (`LIBI_fe_attachAndLaunch`) that run on its host, in rank order: `*table` (one
+/// malloc'ed block: free() it) of `*size` entries; none for another session.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_getMyProctab(
+    table: *mut *mut libi_proc_desc_t,
+    size: *mut c_int,
+) -> Code {
+    if table.is_null() || size.is_null() {
+        return arg("the table pointers");
+    }
+    with_member(|m| unsafe { give_table(m.proctab(), table, size) })
+}
+
+/// This member's host, as the session's host list names it (`PMI_HOSTNAME`): copied into
+/// `name` (`len` bytes, NUL included).
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_getMyHostname(name: *mut c_char, len: c_int) -> Code {
+    let Some(buf) = usize::try_from(len).ok().filter(|n| *n > 0) else {
+        return arg("the name buffer");
+    };
+    if name.is_null() {
+        return arg("the name buffer");
+    }
+    with_member(|m| {
+        let h = m.host().as_bytes();
+        if h.len() + 1 > buf {
+            return Err(Error::new(
+                Code::EArg,
+                format!("the host name needs {} bytes", h.len() + 1),
+            ));
+        }
+        // SAFETY: checked: `name` has room for h.len() + 1 bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(h.as_ptr(), name as *mut u8, h.len());
+            *name.add(h.len()) = 0;
+        }
+        Ok(())
     })
 }
