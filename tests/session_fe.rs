@@ -170,6 +170,17 @@ fn launch_result_is_deterministic() {
     }
 }
 
+/// The master may receive in one thread while another sends (the message the front end
+/// waits for before it answers): the member's send and receive do not take the member's
+/// lock (before: the receive held it, the send waited for it, a deadlock).
+#[test]
+fn a_multithreaded_master_does_not_deadlock() {
+    let o = tool("mthreads", "n1:2", &[]);
+    assert_eq!(o.status, 0, "{}{}", o.stdout, o.stderr);
+    assert_eq!(line(&o.stdout, "asked"), "asked LIBI_OK ask");
+    assert_eq!(line(&o.stdout, "master"), "master LIBI_OK got LIBI_OK answer");
+}
+
 /// Handles are unique in the process: after finalize and init, a stale handle names no
 /// session (before: handles restarted at 0, so the stale one named the new session).
 #[test]
@@ -414,4 +425,40 @@ fn daemon_output_goes_where_the_tool_says() {
     assert!(!o.stdout.lines().any(|l| l.starts_with("out ")), "{}", o.stdout);
     assert!(!o.stderr.lines().any(|l| l.starts_with("err ")), "{}", o.stderr);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Attach over real ssh into the namespace hosts (under `ci/with-netns-hosts.sh`): the job
+/// runs with `-launcher ssh -launcher-exec WRAPPER`, the tool sets no LIBI_MPIEXEC_ARGS, and
+/// its daemons reach the job's hosts through the same wrapper.
+#[test]
+fn attach_over_ssh_inherits_the_launcher_exec() {
+    let (Ok(h), Ok(ssh)) = (std::env::var("LIBI_TEST_HOSTS"), std::env::var("LIBI_TEST_SSH"))
+    else {
+        assert!(
+            std::env::var("LIBI_REQUIRE_SSH_TESTS").is_err(),
+            "LIBI_REQUIRE_SSH_TESTS is set but LIBI_TEST_HOSTS/LIBI_TEST_SSH are not"
+        );
+        eprintln!("ssh tests skipped: run under ci/with-netns-hosts.sh N -- cargo test");
+        return;
+    };
+    let names: Vec<&str> = h.split(',').take(3).collect();
+    let hosts: Vec<String> = names.iter().map(|x| format!("{x}:2")).collect();
+    let n = (2 * names.len()).to_string();
+    let hosts = hosts.join(",");
+    let job = Job::start(
+        MPIEXEC,
+        &["-launcher", "ssh", "-launcher-exec", &ssh, "-hosts", &hosts, "-n", &n, "sleep", "1000"],
+    );
+    let o = attach(&job, "", "libi", &[]);
+    assert_eq!(o.status, 0, "{}{}", o.stdout, o.stderr);
+    assert_eq!(
+        line(&o.stdout, "reply"),
+        format!(
+            "reply proctab daemons={} hosts={} ranks={n} alive={n}",
+            names.len(),
+            names.join(",")
+        ),
+        "{}",
+        o.stderr
+    );
 }

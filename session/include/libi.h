@@ -14,9 +14,10 @@
  * while other threads wait in calls: they return (LIBI_ESESS, or the session's failure);
  * calls after it return LIBI_EINIT. Session handles are unique in the process (a handle of
  * a finalized front end names no session of a later one).
- * Threads (members): member calls are serialized by one lock of the library; a member
- * calls them from one thread at a time (a thread waiting in LIBI_recvUsrData holds up a
- * LIBI_sendUsrData of another thread).
+ * Threads (members): the master's LIBI_sendUsrData and LIBI_recvUsrData may run in
+ * different threads at the same time (and beside a collective); two sends go one after the
+ * other, two receives too. The other member calls are serialized by one lock of the
+ * library: a collective waits for another thread's collective to end.
  * A process between LIBI_init and LIBI_finalize is a member: its LIBI_fe_* calls return
  * LIBI_EFRONTENDONLY. */
 #ifndef LIBI_H

@@ -1598,6 +1598,34 @@ mod tests {
         }
     }
 
+    /// The table an attach session's master gets, and each member's part of it: its host
+    /// (as the session names it) and the job's ranks there, names with spaces and control
+    /// characters intact.
+    #[test]
+    fn each_member_keeps_its_hosts_rows() {
+        let row = |rank, host: &str, pid, exe: &str| ProcEntry {
+            rank,
+            host: host.into(),
+            pid,
+            exe: exe.into(),
+        };
+        let table = vec![
+            row(0, "n1", 10, "/bin/a b"),
+            row(1, "n 2", 11, "/bin/x\ny"),
+            row(2, "n1", 12, "/bin/a b"),
+        ];
+        let hosts = job_hosts(&table);
+        let text = proctab_text(&hosts, &table);
+        let (h, rows) = crate::member::my_slice(text.as_bytes(), 0).expect("slice");
+        assert_eq!(h.as_deref(), Some("n1"));
+        assert_eq!(rows, vec![table[0].clone(), table[2].clone()]);
+        let (h, rows) = crate::member::my_slice(text.as_bytes(), 1).expect("slice");
+        assert_eq!(h.as_deref(), Some("n 2"));
+        assert_eq!(rows, vec![table[1].clone()]);
+        assert_eq!(crate::member::my_slice(text.as_bytes(), 2).expect("slice"), (None, vec![]));
+        assert!(crate::member::my_slice(b"garbage", 0).is_err());
+    }
+
     #[test]
     fn bad_distributions_are_named() {
         assert_eq!(check_dist(0, &d(&[])).map_err(|e| e.code), Err(Code::EHostDist));

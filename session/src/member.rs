@@ -5,6 +5,7 @@ use crate::fe::ProcEntry;
 use crate::{frame, Code, Error, Result, MAX_MSG};
 use pmgr::client::{Config, Pmgr};
 use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The hello the master sends the front end: this, a space, the session's key. Version 2:
@@ -19,10 +20,42 @@ pub(crate) const ENV_PROCTAB: &str = "LIBI_PROCTAB";
 /// The first line of the process table the front end sends an attach session's master.
 pub(crate) const PROCTAB_MAGIC: &str = "LIBI-PROCTAB/1";
 
+/// The master's connection to the front end, shared so that a send and a receive can run
+/// in different threads (each direction serialized on its own).
+pub struct FeLink {
+    conn: TcpStream,
+    send: Mutex<()>,
+    recv: Mutex<()>,
+}
+
+impl FeLink {
+    /// Send a message to the front end (whole: concurrent sends go one after the other).
+    pub fn send(&self, data: &[u8]) -> Result<()> {
+        if data.len() > MAX_MSG {
+            return Err(Error::new(Code::EArg, format!("a message is at most {MAX_MSG} bytes")));
+        }
+        let _one = self.send.lock().unwrap_or_else(|e| e.into_inner());
+        frame::write(&mut &self.conn, data).map_err(|e| io("sending to the front end", e))
+    }
+
+    /// The next message from the front end (`LIBI_ESESS` once it ended the session).
+    pub fn recv(&self) -> Result<Vec<u8>> {
+        let _one = self.recv.lock().unwrap_or_else(|e| e.into_inner());
+        match frame::read(&mut &self.conn, MAX_MSG) {
+            Ok(Some(d)) => Ok(d),
+            Ok(None) => Err(Error::new(
+                Code::ESess,
+                "the front end ended the session (LIBI_fe_finalize or LIBI_fe_endSession)",
+            )),
+            Err(e) => Err(io("receiving from the front end", e)),
+        }
+    }
+}
+
 /// This process as a member of its session.
 pub struct Member {
     pmgr: Pmgr,
-    fe: Option<TcpStream>,
+    fe: Option<Arc<FeLink>>,
     /// This member's host, as the session's host list names it.
     host: String,
     /// The ranks of the job this session was launched next to that run on `host`.
@@ -79,7 +112,7 @@ impl Member {
                     Err(e) => return Err(io("receiving the process table", e)),
                 };
             }
-            m.fe = Some(s);
+            m.fe = Some(Arc::new(FeLink { conn: s, send: Mutex::new(()), recv: Mutex::new(()) }));
         }
         m.pmgr.barrier().map_err(|e| io("joining the session", e))?;
         if with_table {
@@ -98,8 +131,9 @@ impl Member {
             }
             m.proctab = rows;
         }
-        if let Some(s) = m.fe.as_mut() {
-            frame::write(s, crate::fe::READY).map_err(|e| io("greeting the front end", e))?;
+        if let Some(l) = m.fe.as_ref() {
+            frame::write(&mut &l.conn, crate::fe::READY)
+                .map_err(|e| io("greeting the front end", e))?;
         }
         m.pmgr.barrier().map_err(|e| io("joining the session", e))?;
         Ok(m)
@@ -155,40 +189,30 @@ impl Member {
         self.pmgr.gather(send, recv, 0).map_err(|e| io("gather", e))
     }
 
-    fn fe(&mut self) -> Result<&mut TcpStream> {
-        self.fe.as_mut().ok_or_else(|| {
+    /// Master only: the connection to the front end (shared: `send` and `recv` may run in
+    /// different threads, without this member's lock).
+    pub fn fe_link(&self) -> Result<Arc<FeLink>> {
+        self.fe.clone().ok_or_else(|| {
             Error::new(Code::ENotMaster, "only the master (rank 0) talks to the front end")
         })
     }
 
     /// Master only: send a message to the front end.
     pub fn send_usr_data(&mut self, data: &[u8]) -> Result<()> {
-        if data.len() > MAX_MSG {
-            return Err(Error::new(Code::EArg, format!("a message is at most {MAX_MSG} bytes")));
-        }
-        let s = self.fe()?;
-        frame::write(s, data).map_err(|e| io("sending to the front end", e))
+        self.fe_link()?.send(data)
     }
 
     /// Master only: the next message from the front end.
     pub fn recv_usr_data(&mut self) -> Result<Vec<u8>> {
-        let s = self.fe()?;
-        match frame::read(s, MAX_MSG) {
-            Ok(Some(d)) => Ok(d),
-            Ok(None) => Err(Error::new(
-                Code::ESess,
-                "the front end ended the session (LIBI_fe_finalize or LIBI_fe_endSession)",
-            )),
-            Err(e) => Err(io("receiving from the front end", e)),
-        }
+        self.fe_link()?.recv()
     }
 
     /// `LIBI_finalize`: leave the session (after a last barrier, so that no member leaves
     /// while another still expects it in a collective).
     pub fn finalize(mut self) -> Result<()> {
         let r = self.pmgr.barrier().map_err(|e| io("finalize", e));
-        if let Some(s) = self.fe.take() {
-            let _ = s.shutdown(std::net::Shutdown::Both);
+        if let Some(l) = self.fe.take() {
+            let _ = l.conn.shutdown(std::net::Shutdown::Both);
         }
         let closed = self.pmgr.finalize().map_err(|e| io("finalize", e));
         r.and(closed)
@@ -196,15 +220,15 @@ impl Member {
 
     /// How long a member may wait for the front end's message (no limit: the tool decides).
     pub fn set_recv_timeout(&mut self, t: Option<Duration>) -> Result<()> {
-        let s = self.fe()?;
-        s.set_read_timeout(t).map_err(|e| io("setting the timeout", e))
+        let l = self.fe_link()?;
+        l.conn.set_read_timeout(t).map_err(|e| io("setting the timeout", e))
     }
 }
 
 /// Member `rank`'s host and its part of the process table the front end sent (see
 /// `fe::proctab_text`): the first line `LIBI-PROCTAB/1 N`, N lines of members' hosts, then
 /// one line per rank of the job (`RANK HOST PID EXE`, escaped).
-fn my_slice(table: &[u8], rank: usize) -> Result<(Option<String>, Vec<ProcEntry>)> {
+pub(crate) fn my_slice(table: &[u8], rank: usize) -> Result<(Option<String>, Vec<ProcEntry>)> {
     let bad = || Error::new(Code::EIo, "a malformed process table from the front end");
     let text = std::str::from_utf8(table).map_err(|_| bad())?;
     let mut lines = text.lines();

@@ -13,9 +13,13 @@
  *   proctab      — each daemon gets its host's part of the job's table (LIBI_getMyProctab),
  *                  checks each entry is on its host and alive; the master gathers and
  *                  reports "proctab daemons=N hosts=h,... ranks=R alive=A";
+ *   mthreads     — the master waits for the front end's message in a thread while its main
+ *                  thread sends the message the front end waits for ("ask"); then it sends
+ *                  "got MESSAGE";
  *   print        — every member writes "out RANK" on stdout and "err RANK" on stderr, then
  *                  behaves as echo. */
 #include <libi.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,19 @@
 static int die(const char *what, int rc) {
     fprintf(stderr, "libi_fe_member: %s: %s: %s\n", what, LIBI_rcName(rc), LIBI_errorString());
     return 1;
+}
+
+static char got[256];
+static int got_rc = -1;
+
+static void *receiver(void *p) {
+    (void)p;
+    void *m = NULL;
+    int len = 0;
+    got_rc = LIBI_recvUsrData(&m, &len);
+    if (got_rc == LIBI_OK) snprintf(got, sizeof got, "%.*s", len, (char *)m);
+    free(m);
+    return NULL;
 }
 
 static int echo(int master) {
@@ -114,6 +131,19 @@ int main(int argc, char **argv) {
             }
             k += snprintf(line + k, sizeof line - k, " ranks=%d alive=%d", ranks, alive);
             if ((rc = LIBI_sendUsrData(line, k)) != LIBI_OK) return die("LIBI_sendUsrData", rc);
+        }
+        return LIBI_finalize() == LIBI_OK ? 0 : 1;
+    }
+    if (strcmp(mode, "mthreads") == 0) {
+        if (master) {
+            pthread_t t;
+            pthread_create(&t, NULL, receiver, NULL);
+            sleep(1); /* the receiver waits by now */
+            if ((rc = LIBI_sendUsrData("ask", 3)) != LIBI_OK) return die("LIBI_sendUsrData", rc);
+            pthread_join(t, NULL);
+            char text[300];
+            int n = snprintf(text, sizeof text, "got %s %s", LIBI_rcName(got_rc), got);
+            if ((rc = LIBI_sendUsrData(text, n)) != LIBI_OK) return die("LIBI_sendUsrData", rc);
         }
         return LIBI_finalize() == LIBI_OK ? 0 : 1;
     }

@@ -22,6 +22,7 @@
  *                                       own: the status callback and each status
  *   libi_fe_tool MEMBER output HOSTS DIR   daemons' output into files (labelled) and into
  *                                       descriptors of ours
+ *   libi_fe_tool MEMBER mthreads HOSTS  the master receives in one thread, sends in another
  * HOSTS: host:n[,host:n...] */
 #include "../../examples/libi/hostlist.h"
 #include <fcntl.h>
@@ -250,6 +251,18 @@ int main(int argc, char **argv) {
         print_file("file-out1", out1);
         print_file("file-err1", err1);
         return 0;
+    } else if (strcmp(what, "mthreads") == 0) {
+        const char *mt[] = {"mthreads", NULL};
+        report("launch", launch1(&s, member, mt, hd));
+        void *m = NULL;
+        int len = 0;
+        int rc = LIBI_fe_recvUsrData(s, &m, &len);
+        printf("asked %s %.*s\n", LIBI_rcName(rc), rc == LIBI_OK ? len : 0, rc == LIBI_OK ? (char *)m : "");
+        free(m);
+        LIBI_fe_sendUsrData(s, "answer", 6);
+        rc = LIBI_fe_recvUsrData(s, &m, &len);
+        printf("master %s %.*s\n", LIBI_rcName(rc), rc == LIBI_OK ? len : 0, rc == LIBI_OK ? (char *)m : "");
+        free(m);
     } else if (strcmp(what, "wake") == 0) {
         const char *w[] = {"wait", NULL};
         report("launch", launch1(&s, member, w, hd));

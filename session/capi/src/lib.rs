@@ -25,6 +25,8 @@ static MEMBER: Mutex<Option<Member>> = Mutex::new(None);
 /// This process is a member of a session (between `LIBI_init` and `LIBI_finalize`): the
 /// front end's calls are refused with `LIBI_EFRONTENDONLY`.
 static MEMBER_ACTIVE: AtomicBool = AtomicBool::new(false);
+/// The master's connection to the front end (between `LIBI_init` and `LIBI_finalize`).
+static FE_LINK: Mutex<Option<Arc<libi_session::member::FeLink>>> = Mutex::new(None);
 /// Whether the front end (the member) was finalized since its last init: the message of a
 /// call without one says which of the two it is.
 static FE_FINALIZED: AtomicBool = AtomicBool::new(false);
@@ -833,6 +835,7 @@ pub unsafe extern "C" fn LIBI_init(
     }
     match Member::init() {
         Ok(m) => {
+            *FE_LINK.lock().unwrap_or_else(|e| e.into_inner()) = m.fe_link().ok();
             *g = Some(m);
             MEMBER_ACTIVE.store(true, Ordering::SeqCst);
             MEMBER_FINALIZED.store(false, Ordering::Relaxed);
@@ -851,6 +854,7 @@ pub extern "C" fn LIBI_finalize() -> Code {
     match m {
         Some(m) => {
             MEMBER_ACTIVE.store(false, Ordering::SeqCst);
+            FE_LINK.lock().unwrap_or_else(|e| e.into_inner()).take();
             MEMBER_FINALIZED.store(true, Ordering::Relaxed);
             done(m.finalize())
         }
@@ -954,10 +958,22 @@ pub unsafe extern "C" fn LIBI_gather(
     })
 }
 
+/// The master's link to the front end, taken from its own slot (not the member's lock): a
+/// send and a receive of different threads do not wait for each other, nor for a
+/// collective of a third.
+fn fe_link() -> Result<Arc<libi_session::member::FeLink>, Error> {
+    if !MEMBER_ACTIVE.load(Ordering::SeqCst) {
+        return Err(no_member());
+    }
+    FE_LINK.lock().unwrap_or_else(|e| e.into_inner()).clone().ok_or_else(|| {
+        Error::new(Code::ENotMaster, "only the master (rank 0) talks to the front end")
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn LIBI_sendUsrData(buf: *const c_void, len: c_int) -> Code {
     let Some(data) = (unsafe { bytes(buf, len) }) else { return arg("the message") };
-    with_member(|m| m.send_usr_data(data))
+    done(fe_link().and_then(|l| l.send(data)))
 }
 
 /// Master only: the next message from the front end (`*buf` malloc'ed: free it).
@@ -966,10 +982,7 @@ pub unsafe extern "C" fn LIBI_recvUsrData(buf: *mut *mut c_void, len: *mut c_int
     if buf.is_null() || len.is_null() {
         return arg("the message pointers");
     }
-    with_member(|m| {
-        let d = m.recv_usr_data()?;
-        unsafe { give(d, buf, len) }
-    })
+    done(fe_link().and_then(|l| l.recv()).and_then(|d| unsafe { give(d, buf, len) }))
 }
 
 /// The ranks of the job this daemon's session was launched next to
