@@ -389,6 +389,9 @@ fn end_or_kill_one_session_and_status_callback() {
         cbs[2]
     );
     assert_eq!(cbs[3], "callback s3 ENDED  arg");
+    // A session ended before it was launched cannot be launched.
+    assert_eq!(line(&o.stdout, "end-unlaunched").trim_end(), "end-unlaunched LIBI_OK");
+    assert!(line(&o.stdout, "launch-ended").starts_with("launch-ended LIBI_ESESS session "));
     // The session's own stderr says it in LIBI's terms too.
     assert!(!o.stderr.contains("PMGR"), "{}", o.stderr);
 }

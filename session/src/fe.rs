@@ -712,6 +712,9 @@ impl FrontEnd {
         let mut sessions = HashMap::new();
         for (i, d) in dists.iter().enumerate() {
             let s = self.session(d.session)?;
+            if s.lock().done.is_some() {
+                return Err(Error::new(Code::ESess, format!("session {} has ended", d.session.0)));
+            }
             if s.lock().phase != Phase::Created {
                 return Err(Error::new(
                     Code::ESessAlreadyLaunched,
@@ -734,7 +737,7 @@ impl FrontEnd {
         for sid in &order {
             let s = &sessions[sid];
             let mut st = s.lock();
-            if st.phase != Phase::Created {
+            if st.phase != Phase::Created || st.done.is_some() {
                 first_err.get_or_insert(Error::new(
                     Code::ESessAlreadyLaunched,
                     format!("session {sid} was launched already"),

@@ -222,6 +222,11 @@ int main(int argc, char **argv) {
             LIBI_fe_getSessionStatus(ss[i], &st);
             printf("status-%d %d\n", i, st);
         }
+        libi_sess_handle_t unlaunched;
+        LIBI_fe_createSession(&unlaunched);
+        report("end-unlaunched", LIBI_fe_endSession(unlaunched));
+        proc_dist_req_t du = {unlaunched, member, echo_argv, hd, NULL};
+        report("launch-ended", LIBI_fe_launch(&du, 1));
         report("finalize-early", LIBI_fe_finalize());
         pthread_mutex_lock(&cb_lock);
         for (int i = 0; i < cb_count; i++) printf("%s\n", cb_lines[i]);
