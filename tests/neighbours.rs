@@ -581,7 +581,7 @@ fn libi_session_launches_despite_a_slowloris_of_another_user() {
     let mut opts = libi_session::fe::Options::from_env(None).expect("LIBI options");
     opts.mpiexec = wrapper.into();
     opts.args = vec!["-launcher".into(), "fork".into()];
-    let mut fe = libi_session::fe::FrontEnd::with_options(opts).expect("LIBI front end");
+    let fe = libi_session::fe::FrontEnd::with_options(opts).expect("LIBI front end");
     let port = fe.port();
     let bound: Vec<std::net::SocketAddr> = {
         let ours = socket_inodes(std::process::id());

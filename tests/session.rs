@@ -16,28 +16,17 @@ use std::time::Duration;
 fn programs() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let flags = common::libi_c_flags();
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let out =
-            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("libi-c-{}", std::process::id()));
-        std::fs::create_dir_all(&out).expect("create program dir");
-        for (name, src) in [
-            ("microbench_fe", "examples/libi/microbench_fe.c"),
-            ("microbench_member", "examples/libi/microbench_member.c"),
-            ("overlay_fe", "examples/libi/overlay_fe.c"),
-            ("overlay_member", "examples/libi/overlay_member.c"),
-            ("libi_check_fe", "tests/programs/libi_check_fe.c"),
-            ("libi_check_member", "tests/programs/libi_check_member.c"),
-        ] {
-            let st = Command::new("cc")
-                .args(["-Wall", "-Werror", "-O2", "-o"])
-                .arg(out.join(name))
-                .arg(root.join(src))
-                .args(&flags)
-                .status()
-                .expect("cc");
-            assert!(st.success(), "cc {src} failed");
-        }
+        let (out, flags) = common::libi_c_programs(
+            "libi-c",
+            &[
+                ("microbench_fe", "examples/libi/microbench_fe.c"),
+                ("microbench_member", "examples/libi/microbench_member.c"),
+                ("overlay_fe", "examples/libi/overlay_fe.c"),
+                ("overlay_member", "examples/libi/overlay_member.c"),
+                ("libi_check_fe", "tests/programs/libi_check_fe.c"),
+                ("libi_check_member", "tests/programs/libi_check_member.c"),
+            ],
+        );
         // The header is C++ too.
         let cxx = out.join("header.cc");
         std::fs::write(&cxx, "#include <libi.h>\nint main() { return LIBI_OK; }\n").expect("write");
@@ -189,9 +178,10 @@ fn checks(opts: &str, hosts: &[String]) {
     assert!(line(&out, "zero").ends_with("): host 'localhost' has 0 processes"), "{out}");
     assert_eq!(line(&out, "nosession"), "nosession LIBI_ESESS no session 42");
     assert_eq!(line(&out, "null"), "null LIBI_EARG the distributions: NULL or negative");
+    // Handles are unique in the process: the session of the second front end is 1.
     assert!(
         line(&out, "unknown")
-            .starts_with("unknown LIBI_ELAUNCH session 0: lost the NLA on no-such-host.invalid: "),
+            .starts_with("unknown LIBI_ELAUNCH session 1: lost the NLA on no-such-host.invalid: "),
         "{out}"
     );
     assert_eq!(line(&out, "member-call"), "member-call LIBI_EINIT LIBI_init was not called");

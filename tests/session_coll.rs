@@ -16,30 +16,11 @@ use std::time::Duration;
 fn programs() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let target = Path::new(MPIEXEC).parent().expect("target dir");
-        let flags = Command::new("pkg-config")
-            .args(["--cflags", "--libs", "libi"])
-            .env("PKG_CONFIG_PATH", target)
-            .output()
-            .expect("pkg-config");
-        assert!(flags.status.success(), "pkg-config libi (is liblibi.so built?)");
-        let flags = String::from_utf8_lossy(&flags.stdout).into_owned();
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("libi-coll-{}", std::process::id()));
-        std::fs::create_dir_all(&out).expect("create program dir");
-        for name in ["libi_coll_fe", "libi_coll_member"] {
-            let src = root.join(format!("tests/programs/{name}.c"));
-            let st = Command::new("cc")
-                .args(["-Wall", "-Werror", "-O2", "-o"])
-                .arg(out.join(name))
-                .arg(&src)
-                .args(flags.split_whitespace())
-                .status()
-                .expect("cc");
-            assert!(st.success(), "cc {} failed", src.display());
-        }
-        out
+        let progs = [
+            ("libi_coll_fe", "tests/programs/libi_coll_fe.c"),
+            ("libi_coll_member", "tests/programs/libi_coll_member.c"),
+        ];
+        common::libi_c_programs("libi-coll", &progs).0
     })
 }
 

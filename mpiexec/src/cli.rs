@@ -85,6 +85,10 @@ pub struct Segment {
     /// libi-mpiexec with this pid runs, then exit (for tools: attach next to a job)
     #[arg(long = "proctable", value_name = "PID")]
     pub proctable: Option<u32>,
+    /// Print how the running libi-mpiexec with this pid starts its agents (kind, exec,
+    /// extra words), then exit (for tools: start daemons on the job's hosts the same way)
+    #[arg(long = "job-launcher", value_name = "PID")]
+    pub job_launcher: Option<u32>,
     /// Read the command line from FILE (one `:`-segment per line, # comments)
     #[arg(long = "configfile", value_name = "FILE")]
     pub configfile: Option<String>,
@@ -254,6 +258,7 @@ pub(crate) const LONG: &[(&str, &str, usize)] = &[
     ("rmk", "rmk", 1),
     ("info", "info", 0),
     ("proctable", "proctable", 1),
+    ("job-launcher", "job-launcher", 1),
     ("disable-auto-cleanup", "disable-auto-cleanup", 0),
     ("enable-auto-cleanup", "enable-auto-cleanup", 0),
     ("verbose", "verbose", 0),
@@ -455,6 +460,8 @@ pub enum CliError {
     Info(String),
     /// `--proctable PID`: ask that job for its process table.
     ProcTable(u32),
+    /// `--job-launcher PID`: ask that job how it starts its agents.
+    JobLauncher(u32),
 }
 
 fn usage(m: impl Into<String>) -> CliError {
@@ -732,6 +739,9 @@ fn merge_global(
     }
     if let Some(pid) = s.proctable {
         return Err(CliError::ProcTable(pid));
+    }
+    if let Some(pid) = s.job_launcher {
+        return Err(CliError::JobLauncher(pid));
     }
     global.verbose |= s.verbose;
     global.tree = s.tree.clone().or(global.tree.take());

@@ -13,10 +13,13 @@
 //!
 //! Requests: `proctable` → one line per rank of the job, in rank order:
 //! `RANK HOST PID EXECUTABLE` (a pid of 0: the rank is not running; host and executable
-//! escaped with `libi::text::escape`), or one line `error: …`. The client reads at most
-//! [`LINE_MAX`] bytes a line, one line per rank of the largest job, within [`ANSWER_WAIT`] in
-//! all, and prints each line only once it is checked (a malformed one ends the answer with
-//! an error and status 1).
+//! escaped with `libi::text::escape`), or one line `error: …`. `launcher` → how the job
+//! starts its agents, for a tool that starts daemons on the job's hosts the same way (LIBI's
+//! attach): `kind fork|ssh|rsh|slurm`, then `exec PROGRAM` (`-launcher-exec`), one `extra
+//! WORD` per word of `HYDRA_LAUNCHER_EXTRA_ARGS`, `hybrid-hosts` (`-hybrid-hosts`), each only
+//! when set, values escaped. The client reads at most [`LINE_MAX`] bytes a line, one line
+//! per rank of the largest job, within [`ANSWER_WAIT`] in all, and prints each line only
+//! once it is checked (a malformed one ends the answer with an error and status 1).
 
 use libi::msg::ProcNode;
 use std::os::linux::net::SocketAddrExt;
@@ -135,6 +138,32 @@ pub fn rows(nodes: &[ProcNode], size: u32) -> Vec<(u32, &str, u32, i32)> {
     rows
 }
 
+/// The job's launcher as text (the `launcher` request: see the module's documentation).
+pub fn launcher_text(l: &libi::job::LauncherSpec) -> String {
+    use libi::job::LauncherKind as K;
+    let kind = match l.kind {
+        K::Fork => "fork",
+        K::Ssh => "ssh",
+        K::Rsh => "rsh",
+        K::Slurm | K::Joined => "slurm",
+    };
+    let esc = |x: &str| libi::text::escape(x.as_bytes(), LINE_MAX / 2);
+    let mut text = format!("kind {kind}\n");
+    if let Some(e) = &l.exec {
+        text.push_str(&format!("exec {}\n", esc(e)));
+    }
+    for w in l.extra_args.iter().take(LAUNCHER_LINES_MAX as usize - 3) {
+        text.push_str(&format!("extra {}\n", esc(w)));
+    }
+    if l.nla_by_name {
+        text.push_str("hybrid-hosts\n");
+    }
+    text
+}
+
+/// The most lines a `launcher` answer has.
+const LAUNCHER_LINES_MAX: u64 = 256;
+
 /// The process table as text (see the module's documentation).
 pub fn proc_table_text(nodes: &[ProcNode], size: u32, exes: &[String]) -> String {
     let rows = rows(nodes, size);
@@ -158,13 +187,32 @@ pub fn proc_table_text(nodes: &[ProcNode], size: u32, exes: &[String]) -> String
 /// answer's size and time are bounded ([`LINE_MAX`] a line, one line per rank of the
 /// largest job, [`ANSWER_WAIT`] in all).
 pub fn query(pid: u32) -> i32 {
-    match ask(pid, &mut std::io::stdout().lock()) {
+    match ask(pid, Ask::ProcTable, &mut std::io::stdout().lock()) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("libi-mpiexec: --proctable {pid}: {e}");
             1
         }
     }
+}
+
+/// `libi-mpiexec --job-launcher PID`: print how the job run by the front end with that pid
+/// starts its agents (the `launcher` request), checked as `--proctable` is.
+pub fn query_launcher(pid: u32) -> i32 {
+    match ask(pid, Ask::Launcher, &mut std::io::stdout().lock()) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("libi-mpiexec: --job-launcher {pid}: {e}");
+            1
+        }
+    }
+}
+
+/// What the client asks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ask {
+    ProcTable,
+    Launcher,
 }
 
 /// The abstract name of the control socket that process `pid` listens on, and the uid
@@ -212,8 +260,8 @@ fn listening_names(table: &str) -> impl Iterator<Item = (u64, &str)> {
     })
 }
 
-/// Ask process `pid` for its table and write the checked lines to `out`.
-fn ask(pid: u32, out: &mut impl std::io::Write) -> Result<(), String> {
+/// Ask process `pid` for its table (or its launcher) and write the checked lines to `out`.
+fn ask(pid: u32, what: Ask, out: &mut impl std::io::Write) -> Result<(), String> {
     use std::io::{BufRead, Write};
     let (name, owner) = find(pid)?;
     let addr =
@@ -230,11 +278,18 @@ fn ask(pid: u32, out: &mut impl std::io::Write) -> Result<(), String> {
         ));
     }
     let deadline = std::time::Instant::now() + ANSWER_WAIT;
-    s.write_all(b"proctable\n").map_err(|e| e.to_string())?;
+    let request: &[u8] = match what {
+        Ask::ProcTable => b"proctable\n",
+        Ask::Launcher => b"launcher\n",
+    };
+    s.write_all(request).map_err(|e| e.to_string())?;
     let mut r = std::io::BufReader::new(&s);
     let mut line = Vec::with_capacity(256);
     let mut last_rank: Option<u32> = None;
-    let rows_max = u64::from(libi::job::MAX_JOB_SIZE);
+    let rows_max = match what {
+        Ask::ProcTable => u64::from(libi::job::MAX_JOB_SIZE),
+        Ask::Launcher => LAUNCHER_LINES_MAX,
+    };
     let mut rows = 0u64;
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -266,12 +321,14 @@ fn ask(pid: u32, out: &mut impl std::io::Write) -> Result<(), String> {
         let Some(text) = line.strip_suffix(b"\n") else {
             return Err(format!("line {rows} of its answer is cut off or over {LINE_MAX} bytes"));
         };
-        let rank = check_row(text, last_rank)
-            .map_err(|why| format!("line {rows} of its answer is malformed ({why})"))?;
+        let malformed = |why| format!("line {rows} of its answer is malformed ({why})");
+        match what {
+            Ask::ProcTable => last_rank = Some(check_row(text, last_rank).map_err(malformed)?),
+            Ask::Launcher => check_launcher_line(text, rows == 1).map_err(malformed)?,
+        }
         if rows > rows_max {
             return Err(format!("its answer has over {rows_max} lines"));
         }
-        last_rank = Some(rank);
         out.write_all(&line).map_err(|e| format!("cannot write the table: {e}"))?;
     }
 }
@@ -295,6 +352,22 @@ fn check_row(line: &[u8], after: Option<u32>) -> Result<u32, &'static str> {
         return Err("unescaped characters");
     }
     Ok(rank)
+}
+
+/// One line of a `launcher` answer (without its newline), checked: `kind K` first (K one
+/// of fork, ssh, rsh, slurm), then `exec X`, `extra X` (X in escaped form) or
+/// `hybrid-hosts`.
+fn check_launcher_line(line: &[u8], first: bool) -> Result<(), &'static str> {
+    let text = std::str::from_utf8(line).map_err(|_| "not UTF-8")?;
+    let (word, value) = text.split_once(' ').unwrap_or((text, ""));
+    let canonical = |x: &str| libi::text::escape(&libi::text::unescape(x), usize::MAX) == x;
+    match (first, word) {
+        (true, "kind") if matches!(value, "fork" | "ssh" | "rsh" | "slurm") => Ok(()),
+        (true, _) => Err("no launcher kind first"),
+        (false, "exec" | "extra") if !value.is_empty() && canonical(value) => Ok(()),
+        (false, "hybrid-hosts") if value.is_empty() => Ok(()),
+        (false, _) => Err("not a launcher line"),
+    }
 }
 
 #[cfg(test)]
@@ -332,6 +405,28 @@ mod tests {
         assert_eq!(check_row(b"1 n1 4", None), Err("no executable"));
         assert_eq!(check_row(b"x n1 4 a", None), Err("bad rank"));
         assert_eq!(check_row(b"0 n1 4 \xff", None), Err("not UTF-8"));
+    }
+
+    /// The launcher of a job as the `launcher` request gives it, and the client's checks.
+    #[test]
+    fn launcher_lines() {
+        let mut l = libi::job::LauncherSpec::new(libi::job::LauncherKind::Ssh, "/x/libi-nla");
+        l.exec = Some("/opt/my ssh".into());
+        l.extra_args = vec!["-p".into(), "2222".into(), "-o\x1b".into()];
+        l.nla_by_name = true;
+        let text = launcher_text(&l);
+        assert_eq!(
+            text,
+            "kind ssh\nexec /opt/my ssh\nextra -p\nextra 2222\nextra -o\\x1b\nhybrid-hosts\n"
+        );
+        for (i, line) in text.lines().enumerate() {
+            assert_eq!(check_launcher_line(line.as_bytes(), i == 0), Ok(()), "{line}");
+        }
+        assert!(check_launcher_line(b"kind telnet", true).is_err());
+        assert!(check_launcher_line(b"exec /x", true).is_err());
+        assert!(check_launcher_line(b"kind ssh", false).is_err());
+        assert!(check_launcher_line(b"extra \x1b[2J", false).is_err());
+        assert!(check_launcher_line(b"extra ", false).is_err());
     }
 
     /// The listening sockets of a /proc/net/unix table, abstract names with their `@`.

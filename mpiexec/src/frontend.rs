@@ -603,9 +603,11 @@ impl FrontEnd {
                 self.proc_waiters.push((req, r.answer));
                 return;
             }
-            other => {
-                format!("error: unknown request '{}' (known: proctable)\n", other.escape_debug())
-            }
+            "launcher" => crate::control::launcher_text(&self.plan.job.launcher),
+            other => format!(
+                "error: unknown request '{}' (known: proctable, launcher)\n",
+                other.escape_debug()
+            ),
         };
         let _ = r.answer.send(answer);
     }

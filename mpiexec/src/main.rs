@@ -36,6 +36,9 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(cli::CliError::ProcTable(pid)) => return ExitCode::from(control::query(pid) as u8),
+        Err(cli::CliError::JobLauncher(pid)) => {
+            return ExitCode::from(control::query_launcher(pid) as u8)
+        }
         Err(cli::CliError::Usage(m)) => {
             eprintln!("libi-mpiexec: {}", raw.refusal(&m).unwrap_or_else(|| raw.lossy(&m)));
             return ExitCode::from(2);

@@ -3,16 +3,18 @@
 //! process; the front end signals nothing but those children, and only while they are
 //! unreaped (so never a reused pid).
 
-use crate::member::{ENV_FE, ENV_KEY, HELLO};
+use crate::member::{ENV_FE, ENV_KEY, ENV_PROCTAB, HELLO, PROCTAB_MAGIC};
+pub use crate::mpir::mpir_table;
 use crate::{frame, Code, Error, Result, MAX_MSG};
 use libi::preauth::PreAuth;
-use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Write};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A session, as `LIBI_fe_createSession` returns it.
@@ -46,6 +48,55 @@ pub struct ProcEntry {
     /// 0: the rank is not running.
     pub pid: i32,
     pub exe: String,
+}
+
+/// Launcher options a session inherits from the job it attaches to: words for its
+/// `libi-mpiexec` after `LIBI_MPIEXEC_ARGS`, and its environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Inherit {
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// How [`FrontEnd::attach_and_launch`] learns a running job's process table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// A `libi-mpiexec` job: its control socket (table and launcher).
+    Libi,
+    /// Any MPIR starter (`mpiexec.hydra`, `srun`, `libi-mpiexec`): its `MPIR_proctable`,
+    /// read with gdb.
+    Mpir,
+}
+
+/// Daemons next to a running job (see [`FrontEnd::attach_and_launch`]).
+#[derive(Debug, Clone)]
+pub struct Attach {
+    pub session: SessionId,
+    /// The starter's pid (a `libi-mpiexec`'s, or an MPIR starter's).
+    pub job_pid: u32,
+    pub via: Via,
+    /// Only the hosts of these ranks (`None`: every rank's).
+    pub ranks: Option<Vec<u32>>,
+    pub exe: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// What an attach session's master gets after its hello: `LIBI-PROCTAB/1 N`, the host of
+/// each of the N members (one a host, in rank order), then the job's ranks (`RANK HOST PID
+/// EXE`), names escaped as `libi-mpiexec --proctable` writes them.
+fn proctab_text(hosts: &[HostDist], table: &[ProcEntry]) -> String {
+    let esc = |x: &str| libi::text::escape(x.as_bytes(), usize::MAX).replace(' ', "\\x20");
+    let mut text = format!("{PROCTAB_MAGIC} {}\n", hosts.len());
+    for h in hosts {
+        text.push_str(&esc(&h.host));
+        text.push('\n');
+    }
+    for e in table {
+        let exe = libi::text::escape(e.exe.as_bytes(), usize::MAX);
+        text.push_str(&format!("{} {} {} {exe}\n", e.rank, esc(&e.host), e.pid));
+    }
+    text
 }
 
 /// One process per host of a job's table, in the order the hosts first appear: where to
@@ -120,30 +171,60 @@ fn find_mpiexec(near: Option<&Path>) -> PathBuf {
 }
 
 /// How long a send to a master whose connection is gone waits to learn why (the session's
-/// end, [`FrontEnd::failed_meanwhile`]).
+/// end); and how long the master's connection is read after the session's `libi-mpiexec`
+/// ended, once nothing more comes on it.
 const ENDING_WAIT: Duration = Duration::from_secs(5);
+/// How long `finalize`, `end_session` and `kill_session` wait for a session's
+/// `libi-mpiexec` to exit once they ended it (SIGHUP: it tears its tree down at once).
+const KILL_WAIT: Duration = Duration::from_secs(10);
+/// The frame the master sends once every member is in `LIBI_init` (after the hello, before
+/// any user data).
+pub(crate) const READY: &[u8] = b"LIBI-READY";
 
-/// What a session's threads report.
-enum Ev {
-    /// The master connected: every member is in `LIBI_init`.
-    Ready,
-    Data(Vec<u8>),
-    /// The master's connection closed.
-    Closed,
-    /// The session's `libi-mpiexec` ended: whether with status 0, and why not.
-    Exited {
-        ok: bool,
-        why: String,
-    },
-}
+/// Session handles are unique in the process: a stale handle of a finalized front end never
+/// names a session of a new one.
+static NEXT_SESSION: AtomicU32 = AtomicU32::new(0);
 
+/// Where a session is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum State {
+pub enum Status {
+    /// Created, not launched.
     Created,
-    Launched,
-    /// Ended (the error it ended with, if it failed).
-    Ended(Option<Error>),
+    /// Being launched (its members are not all in `LIBI_init` yet).
+    Launching,
+    /// Every member called `LIBI_init`; the session runs.
+    Running,
+    /// It ended on its own with status 0, or was ended by the front end.
+    Ended,
+    /// It failed (a member died, an agent was lost, the launch failed): why.
+    Failed(Error),
 }
+
+/// What [`FrontEnd::poll`] finds for a session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PollFlags {
+    /// A message is waiting: `recv_usr_data` returns it at once.
+    pub data: bool,
+    /// The session has ended (messages its master sent before may still be waiting:
+    /// `data` says so; once none is left, the next call returns its end).
+    pub ended: bool,
+}
+
+/// Where a session's daemons' output goes (set before it is launched).
+#[derive(Debug, Default)]
+pub struct Output {
+    /// The members' stdout (default: the front end's).
+    pub stdout: Option<OwnedFd>,
+    /// The members' stderr and the session's `libi-mpiexec` diagnostics (default: the
+    /// front end's).
+    pub stderr: Option<OwnedFd>,
+    /// Each line is prefixed with `[rank] ` (`libi-mpiexec -l`).
+    pub label: bool,
+}
+
+/// Called when a session ends (from a thread of the library; see
+/// [`FrontEnd::set_status_callback`]).
+pub type StatusCallback = dyn Fn(SessionId, &Status) + Send + Sync;
 
 /// The session's `libi-mpiexec`: its pid, signalled only while `reaped` is false (both
 /// under the lock).
@@ -155,7 +236,7 @@ struct Proc {
 impl Proc {
     /// End the session's job for sure: SIGHUP, on which `libi-mpiexec` tears the job down
     /// at once (its SIGTERM only forwards the signal and waits for the daemons, which may
-    /// ignore it). The child starts with SIGHUP at its default (see `launch`), so that it
+    /// ignore it). The child starts with SIGHUP at its default (see `start`), so that it
     /// handles it even when we run under `nohup`.
     fn terminate(&self) {
         if let Ok(r) = self.reaped.lock() {
@@ -169,39 +250,225 @@ impl Proc {
     }
 }
 
-struct Session {
-    state: State,
-    hosts: Vec<String>,
-    rx: Option<Receiver<Ev>>,
-    pending: VecDeque<Vec<u8>>,
-    proc: Option<Arc<Proc>>,
-    master_closed: bool,
-    /// The session's failure was returned to the caller already (finalize does not repeat
-    /// it).
-    reported: bool,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Created,
+    Launching,
+    Running,
 }
 
-impl Session {
-    /// Its `libi-mpiexec` ended (with status 0 or not, and why): the session is over, and
-    /// this is the error its caller gets (`LIBI_ESESSFAILED` with the reason for a failure).
-    fn ended(&mut self, sid: SessionId, ok: bool, why: &str) -> Error {
-        self.rx = None;
-        let e = if ok {
-            Error::new(Code::ESess, format!("session {} has ended", sid.0))
-        } else {
-            Error::new(Code::ESessFailed, format!("session {}: {why}", sid.0))
+/// The master's connection, as its reader thread sees it.
+enum Master {
+    NotYet,
+    Open(TcpStream),
+    Closed,
+}
+
+/// A session's state, under its lock.
+struct St {
+    phase: Phase,
+    hosts: Vec<String>,
+    proc: Option<Arc<Proc>>,
+    /// Messages from the master not received yet (at most `PENDING_MAX`; beyond, the reader
+    /// waits and the master's connection is not read).
+    pending: VecDeque<Vec<u8>>,
+    master: Master,
+    /// The master said every member is in `LIBI_init`.
+    ready: bool,
+    /// How the session's `libi-mpiexec` ended: with status 0, and why not; and when.
+    exit: Option<(bool, String, Instant)>,
+    /// The front end ended it (finalize, end, kill, a launch that timed out) before it
+    /// ended on its own: its exit is no failure.
+    ended_by_us: bool,
+    /// Messages are dropped, not queued (finalize, end, kill: nobody will receive them).
+    discard: bool,
+    /// The end, once known for good (the exit known and the master's connection read to its
+    /// end): `None` for a clean end, else the error later calls give.
+    done: Option<Option<Error>>,
+    /// The failure was returned to the caller (finalize does not repeat it).
+    reported: bool,
+    /// The end was returned to the caller (the event descriptor stops signalling it).
+    collected: bool,
+    output: Option<Output>,
+    /// For an attach session: what the master gets after its hello (the job's table).
+    proctab: Option<Arc<Vec<u8>>>,
+    /// Its watcher is done, the status callback called (finalize waits for it: no callback
+    /// runs once finalize returned).
+    watched: bool,
+}
+
+impl St {
+    fn new() -> St {
+        St {
+            phase: Phase::Created,
+            hosts: Vec::new(),
+            proc: None,
+            pending: VecDeque::new(),
+            master: Master::NotYet,
+            ready: false,
+            exit: None,
+            ended_by_us: false,
+            discard: false,
+            done: None,
+            reported: false,
+            collected: false,
+            output: None,
+            proctab: None,
+            watched: false,
+        }
+    }
+
+    /// The end is known for good once the exit is, and the master's connection has been
+    /// read to its end: every message the master sent comes before it.
+    fn settle(&mut self, sid: u32) {
+        if self.done.is_some() || matches!(self.master, Master::Open(_)) {
+            return;
+        }
+        if let Some((ok, why, _)) = &self.exit {
+            self.done = Some(
+                (!*ok && !self.ended_by_us)
+                    .then(|| Error::new(Code::ESessFailed, format!("session {sid}: {why}"))),
+            );
+        }
+    }
+
+    /// The error a call on the ended session returns, if it has ended (marks it returned).
+    fn ended(&mut self, sid: u32) -> Option<Error> {
+        let e = match self.done.as_ref()? {
+            None => Error::new(Code::ESess, format!("session {sid} has ended")),
+            Some(e) => {
+                self.reported = true;
+                Error::new(Code::ESessFailed, e.message.clone())
+            }
         };
-        self.state = State::Ended((!ok).then(|| e.clone()));
-        self.reported = true;
-        e
+        self.collected = true;
+        Some(e)
+    }
+
+    /// A launched session (running, or ended: its end), else why not.
+    fn launched(&mut self, sid: u32) -> Result<()> {
+        if let Some(e) = self.ended(sid) {
+            return Err(e);
+        }
+        match self.phase {
+            Phase::Created => {
+                Err(Error::new(Code::EInit, format!("session {sid} is not launched")))
+            }
+            Phase::Launching | Phase::Running => Ok(()),
+        }
+    }
+
+    fn status(&self, sid: u32) -> Status {
+        match (&self.done, &self.exit, self.phase) {
+            (Some(Some(e)), ..) => Status::Failed(e.clone()),
+            (Some(None), ..) => Status::Ended,
+            (None, Some((ok, why, _)), _) => {
+                if *ok || self.ended_by_us {
+                    Status::Ended
+                } else {
+                    Status::Failed(Error::new(Code::ESessFailed, format!("session {sid}: {why}")))
+                }
+            }
+            (None, None, Phase::Created) => Status::Created,
+            (None, None, Phase::Launching) => Status::Launching,
+            (None, None, Phase::Running) => Status::Running,
+        }
+    }
+
+    /// The front end ends the session: SIGHUP to its `libi-mpiexec` (its exit is then no
+    /// failure, unless it had ended on its own already).
+    fn terminate(&mut self) {
+        if self.exit.is_none() {
+            self.ended_by_us = true;
+        }
+        if let Some(p) = &self.proc {
+            p.terminate();
+        }
+    }
+
+    /// Nobody will receive: drop what waits, take nothing more, and tell the master (its
+    /// `LIBI_recvUsrData` returns at once).
+    fn close_master(&mut self) {
+        self.discard = true;
+        self.pending.clear();
+        if let Master::Open(c) = &self.master {
+            let _ = c.shutdown(std::net::Shutdown::Write);
+        }
     }
 }
 
-/// Keys of sessions waiting for their master, and the masters' connections.
+struct Session {
+    id: u32,
+    st: Mutex<St>,
+    /// Signalled on every change of `st`.
+    cv: Condvar,
+    /// Held while a message is written to the master (two senders never mix their frames;
+    /// a receiver never waits for a sender).
+    send: Mutex<()>,
+    events: Arc<Events>,
+}
+
+impl Session {
+    fn lock(&self) -> MutexGuard<'_, St> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Something changed: wake the session's waiters, `poll` and the event descriptor.
+    fn changed(&self) {
+        self.cv.notify_all();
+        self.events.bump();
+    }
+
+    /// Wait on the session's state until `until`: false once it passed.
+    fn wait<'a>(
+        &self,
+        g: MutexGuard<'a, St>,
+        until: Option<Instant>,
+    ) -> (MutexGuard<'a, St>, bool) {
+        match until {
+            None => (self.cv.wait(g).unwrap_or_else(|e| e.into_inner()), true),
+            Some(t) => {
+                let left = t.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return (g, false);
+                }
+                let (g, _) = self.cv.wait_timeout(g, left).unwrap_or_else(|e| e.into_inner());
+                (g, true)
+            }
+        }
+    }
+}
+
+/// What wakes `poll` and the tool's event loop: a counter bumped on every change of any
+/// session, an event descriptor made on demand, and the tool's status callback.
+#[derive(Default)]
+struct Events {
+    gen: Mutex<u64>,
+    cv: Condvar,
+    fd: OnceLock<OwnedFd>,
+    callback: Mutex<Option<Arc<StatusCallback>>>,
+}
+
+impl Events {
+    fn bump(&self) {
+        if let Ok(mut g) = self.gen.lock() {
+            *g += 1;
+        }
+        self.cv.notify_all();
+        if let Some(fd) = self.fd.get() {
+            let _ = nix::unistd::write(fd, &1u64.to_ne_bytes());
+        }
+    }
+
+    fn gen(&self) -> u64 {
+        self.gen.lock().map(|g| *g).unwrap_or(0)
+    }
+}
+
+/// Keys of sessions waiting for their master.
 #[derive(Default)]
 struct Shared {
-    keys: Mutex<HashMap<String, (u32, SyncSender<Ev>)>>,
-    masters: Mutex<HashMap<u32, TcpStream>>,
+    keys: Mutex<HashMap<String, Arc<Session>>>,
 }
 
 /// At most this many connections to one of the front end's listeners wait for their hello
@@ -215,16 +482,20 @@ const PENDING_MAX: usize = 16;
 const HELLO_MAX: usize = 256;
 const HELLO_WAIT: Duration = Duration::from_secs(10);
 
-/// The tool's front end.
+/// The tool's front end. Every method takes `&self` and may be called from any thread:
+/// sessions are locked one by one and no lock is held while a call waits (see
+/// `docs/session.md`, Threads).
 pub struct FrontEnd {
     opts: Options,
     /// The port of the listener on the loopback address, bound at init.
     port: u16,
     /// Our listeners, by the address each is bound to (only the addresses that sessions'
     /// members reach us at, never every address of the host): the port of each.
-    listeners: HashMap<IpAddr, u16>,
+    listeners: Mutex<HashMap<IpAddr, u16>>,
     shared: Arc<Shared>,
-    sessions: Vec<Session>,
+    sessions: Mutex<BTreeMap<u32, Arc<Session>>>,
+    events: Arc<Events>,
+    finalized: AtomicBool,
 }
 
 impl FrontEnd {
@@ -237,9 +508,11 @@ impl FrontEnd {
         let mut fe = FrontEnd {
             opts,
             port: 0,
-            listeners: HashMap::new(),
+            listeners: Mutex::new(HashMap::new()),
             shared: Arc::new(Shared::default()),
-            sessions: Vec::new(),
+            sessions: Mutex::new(BTreeMap::new()),
+            events: Arc::new(Events::default()),
+            finalized: AtomicBool::new(false),
         };
         fe.port = fe
             .listener(IpAddr::V4(Ipv4Addr::LOCALHOST))
@@ -248,8 +521,9 @@ impl FrontEnd {
     }
 
     /// The port of our listener on `ip`, bound now if there is none yet.
-    fn listener(&mut self, ip: IpAddr) -> Result<u16> {
-        if let Some(port) = self.listeners.get(&ip) {
+    fn listener(&self, ip: IpAddr) -> Result<u16> {
+        let mut listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(port) = listeners.get(&ip) {
             return Ok(*port);
         }
         let failed = |e: String| Error::new(Code::ELaunch, format!("cannot listen on {ip}: {e}"));
@@ -260,7 +534,7 @@ impl FrontEnd {
             .name("libi-fe-accept".into())
             .spawn(move || accept(listener, shared))
             .map_err(|e| failed(e.to_string()))?;
-        self.listeners.insert(ip, port);
+        listeners.insert(ip, port);
         Ok(port)
     }
 
@@ -275,40 +549,56 @@ impl FrontEnd {
         self.port
     }
 
-    /// `LIBI_fe_createSession`.
-    pub fn create_session(&mut self) -> SessionId {
-        self.sessions.push(Session {
-            state: State::Created,
-            hosts: Vec::new(),
-            rx: None,
-            pending: VecDeque::new(),
-            proc: None,
-            master_closed: false,
-            reported: false,
+    /// `LIBI_fe_createSession`. Handles are unique in the process (never reused, not even
+    /// by a later front end).
+    pub fn create_session(&self) -> SessionId {
+        let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
+        let s = Arc::new(Session {
+            id,
+            st: Mutex::new(St::new()),
+            cv: Condvar::new(),
+            send: Mutex::new(()),
+            events: self.events.clone(),
         });
-        SessionId(self.sessions.len() as u32 - 1)
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner()).insert(id, s);
+        SessionId(id)
     }
 
-    fn session(&mut self, s: SessionId) -> Result<&mut Session> {
+    fn session(&self, s: SessionId) -> Result<Arc<Session>> {
         self.sessions
-            .get_mut(s.0 as usize)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&s.0)
+            .cloned()
             .ok_or_else(|| Error::new(Code::ESess, format!("no session {}", s.0)))
+    }
+
+    fn all_sessions(&self) -> Vec<Arc<Session>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
     }
 
     /// The hosts of a launched session, one per member, in rank order.
-    pub fn hosts(&self, s: SessionId) -> Result<&[String]> {
-        self.sessions
-            .get(s.0 as usize)
-            .map(|x| x.hosts.as_slice())
-            .ok_or_else(|| Error::new(Code::ESess, format!("no session {}", s.0)))
+    pub fn hosts(&self, s: SessionId) -> Result<Vec<String>> {
+        Ok(self.session(s)?.lock().hosts.clone())
+    }
+
+    /// Where the session is in its life (does not wait).
+    pub fn session_status(&self, s: SessionId) -> Result<Status> {
+        Ok(self.session(s)?.lock().status(s.0))
     }
 
     /// The process table of a running `libi-mpiexec` job (its front end's pid), in rank
     /// order: to start daemons next to it (one per host: [`job_hosts`]) and attach to its
     /// ranks. Asked with `libi-mpiexec --proctable PID`.
     pub fn job_table(&self, job_pid: u32) -> Result<Vec<ProcEntry>> {
+        self.ask_job("--proctable", job_pid)?.lines().map(parse_row).collect()
+    }
+
+    /// The checked answer of `libi-mpiexec OPTION PID` (a job's control socket), or its one
+    /// line of error.
+    fn ask_job(&self, option: &str, job_pid: u32) -> Result<String> {
         let out = Command::new(&self.opts.mpiexec)
-            .args(["--proctable", &job_pid.to_string()])
+            .args([option, &job_pid.to_string()])
             .stdin(Stdio::null())
             .output()
             .map_err(|e| {
@@ -319,34 +609,113 @@ impl FrontEnd {
             let err = err.trim_end().strip_prefix("libi-mpiexec: ").unwrap_or(err.trim_end());
             return Err(Error::new(Code::ESess, err.to_string()));
         }
-        let text = String::from_utf8_lossy(&out.stdout);
-        text.lines()
-            .map(|l| {
-                let mut f = l.splitn(4, ' ');
-                let bad = || Error::new(Code::EIo, format!("bad process table line '{l}'"));
-                let rank = f.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
-                let host = f.next().ok_or_else(bad)?.to_string();
-                let pid = f.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
-                let exe = f.next().ok_or_else(bad)?;
-                let exe = String::from_utf8_lossy(&libi::text::unescape(exe)).into_owned();
-                Ok(ProcEntry { rank, host, pid, exe })
-            })
-            .collect()
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// How the running `libi-mpiexec` job with this front-end pid starts its agents, as
+    /// options for a session's `libi-mpiexec` (`libi-mpiexec --job-launcher PID`).
+    pub fn job_launcher(&self, job_pid: u32) -> Result<Inherit> {
+        let text = self.ask_job("--job-launcher", job_pid)?;
+        let mut inherit = Inherit::default();
+        let mut extra = Vec::new();
+        for l in text.lines() {
+            let (word, value) = l.split_once(' ').unwrap_or((l, ""));
+            let value = String::from_utf8_lossy(&libi::text::unescape(value)).into_owned();
+            match word {
+                "kind" => inherit.args.extend(["-launcher".into(), value]),
+                "exec" => inherit.args.extend(["-launcher-exec".into(), value]),
+                "extra" => extra.push(value),
+                "hybrid-hosts" => inherit.args.push("-hybrid-hosts".into()),
+                _ => {}
+            }
+        }
+        if !extra.is_empty() {
+            inherit.env.push(("HYDRA_LAUNCHER_EXTRA_ARGS".into(), extra.join(" ")));
+        }
+        Ok(inherit)
+    }
+
+    /// `LIBI_fe_attachAndLaunch`: start one daemon per host of a running job (of the
+    /// ranks `a.ranks`, or all), each told its host's part of the job's process table
+    /// (`Member::proctab`, `LIBI_getMyProctab`). A libi-mpiexec job's table and launcher
+    /// come from its control socket (the daemons start the way its agents did); another
+    /// starter's table is read through MPIR with gdb, the daemons start as
+    /// `LIBI_MPIEXEC_ARGS` says. Returns as `launch` does.
+    pub fn attach_and_launch(&self, a: &Attach) -> Result<()> {
+        let (table, inherit) = match a.via {
+            Via::Libi => (self.job_table(a.job_pid)?, self.job_launcher(a.job_pid)?),
+            Via::Mpir => (mpir_table(a.job_pid)?, Inherit::default()),
+        };
+        let table: Vec<ProcEntry> = match &a.ranks {
+            None => table,
+            Some(ranks) => {
+                if let Some(r) = ranks.iter().find(|r| !table.iter().any(|e| e.rank == **r)) {
+                    return Err(Error::new(
+                        Code::EArg,
+                        format!("the job with pid {} has no rank {r}", a.job_pid),
+                    ));
+                }
+                table.into_iter().filter(|e| ranks.contains(&e.rank)).collect()
+            }
+        };
+        let hosts = job_hosts(&table);
+        if hosts.is_empty() {
+            return Err(Error::new(
+                Code::ESess,
+                format!("the job with pid {} has no ranks", a.job_pid),
+            ));
+        }
+        let text = proctab_text(&hosts, &table);
+        if text.len() > MAX_MSG {
+            return Err(Error::new(Code::EArg, "the job's process table is over 64 MiB"));
+        }
+        {
+            let s = self.session(a.session)?;
+            let mut st = s.lock();
+            if st.phase != Phase::Created || st.done.is_some() {
+                return Err(Error::new(
+                    Code::ESessAlreadyLaunched,
+                    format!("session {} was launched already", a.session.0),
+                ));
+            }
+            st.proctab = Some(Arc::new(text.into_bytes()));
+        }
+        let dist = ProcDist {
+            session: a.session,
+            exe: a.exe.clone(),
+            args: a.args.clone(),
+            hosts,
+            env: a.env.clone(),
+        };
+        self.launch_with(&[dist], &inherit)
     }
 
     /// `LIBI_fe_launch`: start every distribution's processes; several distributions of one
     /// session are its images (MPMD: member ranks follow the order of the distributions).
     /// Returns once every member of every session called `LIBI_init`, or with the first
     /// error (the sessions that did start go on).
-    pub fn launch(&mut self, dists: &[ProcDist]) -> Result<()> {
+    pub fn launch(&self, dists: &[ProcDist]) -> Result<()> {
+        self.launch_with(dists, &Inherit::default())
+    }
+
+    /// `launch`, with launcher options that come after `LIBI_MPIEXEC_ARGS` for these
+    /// sessions (an attach's inherited launcher).
+    fn launch_with(&self, dists: &[ProcDist], extra: &Inherit) -> Result<()> {
+        if self.finalized.load(Ordering::Relaxed) {
+            return Err(Error::new(Code::EInit, "the front end was finalized"));
+        }
         let mut order: Vec<u32> = Vec::new();
         let mut by: HashMap<u32, Vec<&ProcDist>> = HashMap::new();
         if dists.is_empty() {
             return Err(Error::new(Code::EArg, "no process distribution to launch"));
         }
+        let mut sessions = HashMap::new();
         for (i, d) in dists.iter().enumerate() {
             let s = self.session(d.session)?;
-            if s.state != State::Created {
+            if s.lock().done.is_some() {
+                return Err(Error::new(Code::ESess, format!("session {} has ended", d.session.0)));
+            }
+            if s.lock().phase != Phase::Created {
                 return Err(Error::new(
                     Code::ESessAlreadyLaunched,
                     format!("session {} was launched already", d.session.0),
@@ -357,54 +726,83 @@ impl FrontEnd {
                 order.push(d.session.0);
             }
             by.entry(d.session.0).or_default().push(d);
+            sessions.insert(d.session.0, s);
         }
         for sid in &order {
             check_placement(*sid, &by[sid])?;
         }
+        // Claim every session (another thread may launch the same one meanwhile).
+        let mut claimed = Vec::new();
         let mut first_err = None;
+        for sid in &order {
+            let s = &sessions[sid];
+            let mut st = s.lock();
+            if st.phase != Phase::Created || st.done.is_some() {
+                first_err.get_or_insert(Error::new(
+                    Code::ESessAlreadyLaunched,
+                    format!("session {sid} was launched already"),
+                ));
+                continue;
+            }
+            st.phase = Phase::Launching;
+            claimed.push(*sid);
+        }
         let mut started = Vec::new();
-        for sid in order {
-            match self.start(sid, &by[&sid]) {
+        for sid in claimed {
+            let s = &sessions[&sid];
+            match self.start(s, &by[&sid], extra) {
                 Ok(()) => started.push(sid),
                 Err(e) => {
+                    let mut st = s.lock();
+                    st.done = Some(Some(e.clone()));
+                    st.reported = true;
+                    st.collected = true;
+                    drop(st);
+                    s.changed();
                     first_err.get_or_insert(e);
                 }
             }
         }
         let deadline = Instant::now() + self.opts.ready_wait;
         for sid in started {
-            if let Err(e) = self.wait_ready(sid, deadline) {
+            if let Err(e) = self.wait_ready(&sessions[&sid], deadline) {
                 first_err.get_or_insert(e);
             }
         }
         first_err.map_or(Ok(()), Err)
     }
 
-    fn start(&mut self, sid: u32, dists: &[&ProcDist]) -> Result<()> {
+    fn start(&self, s: &Arc<Session>, dists: &[&ProcDist], extra: &Inherit) -> Result<()> {
+        let sid = s.id;
         let key = format!("{:032x}", rand::random::<u128>());
-        let (tx, rx) = sync_channel(PENDING_MAX);
         let first = dists[0].hosts[0].host.clone();
         let ip = self.fe_ip(&first);
-        let port = match self.listener(ip) {
-            Ok(port) => port,
-            Err(e) => {
-                self.sessions[sid as usize].state = State::Ended(Some(e.clone()));
-                self.sessions[sid as usize].reported = true;
-                return Err(e);
-            }
-        };
+        let port = self.listener(ip)?;
         let mut args = self.opts.args.clone();
+        args.extend(extra.args.iter().cloned());
         let hosts: Vec<String> = dists
             .iter()
             .flat_map(|d| &d.hosts)
             .map(|h| format!("{}:{}", h.host, h.procs))
             .collect();
         args.extend(["--pmgr".into(), "-hosts".into(), hosts.join(",")]);
+        let (output, proctab) = {
+            let mut st = s.lock();
+            (st.output.take().unwrap_or_default(), st.proctab.is_some())
+        };
+        if output.label {
+            args.push("-l".into());
+        }
         // The key goes in libi-mpiexec's environment (ENV_KEY, passed to every member
         // whatever the options): a command line is readable by every local user.
-        for (k, v) in
-            [(ENV_FE, SocketAddr::new(ip, port).to_string()), ("LIBI_SESSION", sid.to_string())]
-        {
+        let mut genv = vec![
+            (ENV_FE, SocketAddr::new(ip, port).to_string()),
+            ("LIBI_SESSION", sid.to_string()),
+        ];
+        if proctab {
+            genv.push((ENV_PROCTAB, "1".into()));
+        }
+        for (k, v) in genv {
             args.extend(["-genv".into(), k.into(), v]);
         }
         for (i, d) in dists.iter().enumerate() {
@@ -419,15 +817,17 @@ impl FrontEnd {
             args.push(d.exe.clone());
             args.extend(d.args.iter().cloned());
         }
-        if let Ok(mut k) = self.shared.keys.lock() {
-            k.insert(key.clone(), (sid, tx.clone()));
-        }
+        self.shared.keys.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), s.clone());
         let mut cmd = Command::new(&self.opts.mpiexec);
         // Its stdin is a pipe we never write to, kept open in `child` (the watch thread's)
         // for as long as it runs: when this process ends, however (no finalize, SIGKILL),
         // the pipe's end of file ends the session (--end-on-stdin-eof).
         args.insert(0, "--end-on-stdin-eof".into());
         cmd.args(&args).env(ENV_KEY, &key).stdin(Stdio::piped()).stderr(Stdio::piped());
+        cmd.envs(extra.env.iter().map(|(k, v)| (k, v)));
+        if let Some(out) = output.stdout {
+            cmd.stdout(Stdio::from(out));
+        }
         // SAFETY: between fork and exec the child only calls sigaction (through `signal`),
         // which is async-signal-safe, and allocates nothing.
         unsafe {
@@ -436,39 +836,38 @@ impl FrontEnd {
                 signal(Signal::SIGHUP, SigHandler::SigDfl).map(drop).map_err(Into::into)
             });
         }
-        let child = cmd.spawn();
-        let mut child = match child {
+        let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
-                if let Ok(mut k) = self.shared.keys.lock() {
-                    k.remove(&key);
-                }
-                let e = Error::new(
+                self.shared.keys.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+                return Err(Error::new(
                     Code::ELaunch,
                     format!("session {sid}: cannot run {}: {e}", self.opts.mpiexec.display()),
-                );
-                self.sessions[sid as usize].state = State::Ended(Some(e.clone()));
-                self.sessions[sid as usize].reported = true;
-                return Err(e);
+                ));
             }
         };
         let proc = Arc::new(Proc { pid: child.id() as i32, reaped: Mutex::new(false) });
         let stderr = child.stderr.take();
-        let p = proc.clone();
-        let shared = self.shared.clone();
+        {
+            let mut st = s.lock();
+            st.hosts = dists
+                .iter()
+                .flat_map(|d| &d.hosts)
+                .flat_map(|h| std::iter::repeat_n(h.host.clone(), h.procs as usize))
+                .collect();
+            st.proc = Some(proc.clone());
+        }
+        let (s2, shared) = (s.clone(), self.shared.clone());
+        let err_to = output.stderr;
         let spawned = std::thread::Builder::new()
             .name(format!("libi-fe-session-{sid}"))
-            .spawn(move || watch(child, stderr, p, tx, shared, key, sid));
-        let s = &mut self.sessions[sid as usize];
-        s.hosts = dists
-            .iter()
-            .flat_map(|d| &d.hosts)
-            .flat_map(|h| std::iter::repeat_n(h.host.clone(), h.procs as usize))
-            .collect();
-        s.rx = Some(rx);
-        s.proc = Some(proc);
-        s.state = State::Launched;
-        spawned.map(|_| ()).map_err(|e| Error::new(Code::ELaunch, e.to_string()))
+            .spawn(move || watch(child, stderr, err_to, proc, s2, shared, key));
+        if let Err(e) = spawned {
+            // The child runs, unwatched: end it (its stdin pipe closes with it, too).
+            s.lock().terminate();
+            return Err(Error::new(Code::ELaunch, format!("session {sid}: {e}")));
+        }
+        Ok(())
     }
 
     /// The address the master is told to connect to: ours on the route to the session's
@@ -478,200 +877,394 @@ impl FrontEnd {
         libi::launch::route_source(host).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
     }
 
-    fn wait_ready(&mut self, sid: u32, deadline: Instant) -> Result<()> {
+    /// Launch succeeds once the master said every member is in `LIBI_init` (it says so
+    /// before any member may leave `LIBI_init`, and the front end reads the master's
+    /// connection to its end before it takes the session's end into account: a member that
+    /// exits right after `LIBI_init` cannot fail the launch).
+    fn wait_ready(&self, s: &Session, deadline: Instant) -> Result<()> {
+        let sid = s.id;
+        let mut st = s.lock();
         loop {
-            let now = Instant::now();
-            let s = &mut self.sessions[sid as usize];
-            let Some(rx) = s.rx.as_ref() else { return Ok(()) };
-            let ev = rx.recv_timeout(deadline.saturating_duration_since(now));
-            match ev {
-                Ok(Ev::Ready) => return Ok(()),
-                Ok(Ev::Data(d)) => s.pending.push_back(d),
-                Ok(Ev::Closed) => s.master_closed = true,
-                Ok(Ev::Exited { ok, why }) => {
-                    let e = Error::new(
-                        Code::ELaunch,
-                        if ok {
-                            format!("session {sid} ended before its master called LIBI_init")
-                        } else {
-                            format!("session {sid}: {why}")
-                        },
-                    );
-                    s.state = State::Ended(Some(e.clone()));
-                    s.reported = true;
-                    s.rx = None;
-                    return Err(e);
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    if let Some(p) = &s.proc {
-                        p.terminate();
-                    }
-                    let e = Error::new(
-                        Code::ELaunch,
-                        format!(
-                            "session {sid}: its members did not all call LIBI_init within {} s",
-                            self.opts.ready_wait.as_secs_f64()
-                        ),
-                    );
-                    s.state = State::Ended(Some(e.clone()));
-                    s.reported = true;
-                    return Err(e);
-                }
-                Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            if st.ready {
+                st.phase = Phase::Running;
+                return Ok(());
+            }
+            if let Some(done) = st.done.clone() {
+                let e = Error::new(
+                    Code::ELaunch,
+                    match (done, &st.exit) {
+                        (Some(e), _) => e.message,
+                        (None, _) if st.ended_by_us => {
+                            format!("session {sid} was ended while it was being launched")
+                        }
+                        (None, _) => {
+                            format!("session {sid} ended before its members all called LIBI_init")
+                        }
+                    },
+                );
+                st.done = Some(Some(e.clone()));
+                st.reported = true;
+                st.collected = true;
+                return Err(e);
+            }
+            let (g, more) = s.wait(st, Some(deadline));
+            st = g;
+            if !more && !st.ready && st.done.is_none() {
+                st.terminate();
+                st.close_master();
+                let e = Error::new(
+                    Code::ELaunch,
+                    format!(
+                        "session {sid}: its members did not all call LIBI_init within {} s",
+                        self.opts.ready_wait.as_secs_f64()
+                    ),
+                );
+                st.done = Some(Some(e.clone()));
+                st.reported = true;
+                st.collected = true;
+                drop(st);
+                s.changed();
+                return Err(e);
             }
         }
     }
 
-    fn launched(&mut self, sid: SessionId) -> Result<&mut Session> {
-        let s = self.session(sid)?;
-        match &s.state {
-            State::Launched => Ok(s),
-            State::Created => {
-                Err(Error::new(Code::EInit, format!("session {} is not launched", sid.0)))
-            }
-            State::Ended(Some(e)) => {
-                s.reported = true;
-                Err(Error::new(Code::ESessFailed, e.message.clone()))
-            }
-            State::Ended(None) => {
-                Err(Error::new(Code::ESess, format!("session {} has ended", sid.0)))
-            }
-        }
-    }
-
-    /// `LIBI_fe_sendUsrData`: a message to the session's master.
-    pub fn send_usr_data(&mut self, sid: SessionId, data: &[u8]) -> Result<()> {
+    /// `LIBI_fe_sendUsrData`: a message to the session's master. Several threads may send
+    /// to one session (messages go whole, one after the other) while others receive.
+    pub fn send_usr_data(&self, sid: SessionId, data: &[u8]) -> Result<()> {
         if data.len() > MAX_MSG {
             return Err(Error::new(Code::EArg, format!("a message is at most {MAX_MSG} bytes")));
         }
-        self.launched(sid)?;
-        let conn = self.shared.masters.lock().ok().and_then(|m| m.get(&sid.0)?.try_clone().ok());
+        let s = self.session(sid)?;
+        let conn = {
+            let mut st = s.lock();
+            st.launched(sid.0)?;
+            if st.phase != Phase::Running {
+                return Err(Error::new(
+                    Code::EInit,
+                    format!("session {} is still being launched", sid.0),
+                ));
+            }
+            match &st.master {
+                Master::Open(c) => c.try_clone().ok(),
+                _ => None,
+            }
+        };
         let Some(mut conn) = conn else {
             let e = Error::new(Code::EIo, format!("session {}: no master connection", sid.0));
-            return Err(self.failed_meanwhile(sid).unwrap_or(e));
+            return Err(failed_meanwhile(&s).unwrap_or(e));
         };
+        let _one = s.send.lock().unwrap_or_else(|e| e.into_inner());
         frame::write(&mut conn, data).map_err(|e| {
             let e = Error::new(Code::EIo, format!("session {}: sending to the master: {e}", sid.0));
-            self.failed_meanwhile(sid).unwrap_or(e)
+            failed_meanwhile(&s).unwrap_or(e)
         })
     }
 
-    /// The master's connection is gone: its session is most likely ending (a member died).
-    /// Wait up to [`ENDING_WAIT`] for its `libi-mpiexec` to end, and give the session's
-    /// failure (`LIBI_ESESSFAILED` with the reason) rather than the broken connection's.
-    fn failed_meanwhile(&mut self, sid: SessionId) -> Option<Error> {
-        let s = self.sessions.get_mut(sid.0 as usize)?;
-        let deadline = Instant::now() + ENDING_WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match s.rx.as_ref()?.recv_timeout(left).ok()? {
-                Ev::Data(d) => s.pending.push_back(d),
-                Ev::Ready => {}
-                Ev::Closed => s.master_closed = true,
-                Ev::Exited { ok, why } => return Some(s.ended(sid, ok, &why)),
-            }
+    /// `LIBI_fe_recvUsrData`: the next message from the session's master (waits for it).
+    /// Every message the master sent comes before the session's end (`LIBI_ESESS`, or
+    /// `LIBI_ESESSFAILED` with the reason).
+    pub fn recv_usr_data(&self, sid: SessionId) -> Result<Vec<u8>> {
+        match self.recv_timeout(sid, None)? {
+            Some(d) => Ok(d),
+            None => Err(Error::new(Code::EIo, "no message")),
         }
     }
 
-    /// `LIBI_fe_recvUsrData`: the next message from the session's master (waits for it). A
-    /// session that failed meanwhile gives its error.
-    pub fn recv_usr_data(&mut self, sid: SessionId) -> Result<Vec<u8>> {
-        let s = self.launched(sid)?;
-        if let Some(d) = s.pending.pop_front() {
-            return Ok(d);
+    /// The next message from the session's master, waiting at most `timeout` (`None`: as
+    /// long as it takes; zero: not at all): `Ok(None)` when none came in time.
+    pub fn recv_timeout(
+        &self,
+        sid: SessionId,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Vec<u8>>> {
+        let s = self.session(sid)?;
+        let until = timeout.map(|t| Instant::now() + t);
+        let mut st = s.lock();
+        if st.phase == Phase::Created && st.done.is_none() {
+            return Err(Error::new(Code::EInit, format!("session {} is not launched", sid.0)));
         }
         loop {
-            let ev = match s.rx.as_ref() {
-                Some(rx) => rx.recv().ok(),
-                None => None,
-            };
-            match ev {
-                Some(Ev::Data(d)) => return Ok(d),
-                Some(Ev::Ready) => {}
-                Some(Ev::Closed) => s.master_closed = true,
-                Some(Ev::Exited { ok, why }) => return Err(s.ended(sid, ok, &why)),
-                None => {
-                    return Err(Error::new(Code::ESess, format!("session {} has ended", sid.0)))
-                }
+            if let Some(d) = st.pending.pop_front() {
+                drop(st);
+                s.changed();
+                self.rearm();
+                return Ok(Some(d));
+            }
+            if let Some(e) = st.ended(sid.0) {
+                drop(st);
+                self.rearm();
+                return Err(e);
+            }
+            let (g, more) = s.wait(st, until);
+            st = g;
+            if !more {
+                return Ok(None);
             }
         }
     }
 
     /// Whether the session ended, and its error if it failed (does not wait).
-    pub fn status(&mut self, sid: SessionId) -> Result<Option<Option<Error>>> {
-        let s = self.session(sid)?;
-        // Bounded: messages not received yet stay in the channel (and in the master's
-        // connection) beyond PENDING_MAX.
-        while s.pending.len() < PENDING_MAX {
-            let Some(ev) = s.rx.as_ref().and_then(|rx| rx.try_recv().ok()) else { break };
-            match ev {
-                Ev::Data(d) => s.pending.push_back(d),
-                Ev::Closed => s.master_closed = true,
-                Ev::Ready => {}
-                Ev::Exited { ok, why } => {
-                    s.rx = None;
-                    s.state = State::Ended((!ok).then(|| {
-                        Error::new(Code::ESessFailed, format!("session {}: {why}", sid.0))
-                    }));
-                }
-            }
-        }
-        Ok(match &s.state {
-            State::Ended(e) => Some(e.clone()),
+    pub fn status(&self, sid: SessionId) -> Result<Option<Option<Error>>> {
+        Ok(match self.session_status(sid)? {
+            Status::Ended => Some(None),
+            Status::Failed(e) => Some(Some(e)),
             _ => None,
         })
     }
 
-    /// `LIBI_fe_finalize`: wait up to `finalize_wait` for every session to end, end the
-    /// rest (their agents take their members down), and report the first session that
-    /// failed on its own.
-    pub fn finalize(mut self) -> Result<()> {
-        let deadline = Instant::now() + self.opts.finalize_wait;
-        let mut first_err = None;
-        for i in 0..self.sessions.len() {
-            let s = &mut self.sessions[i];
-            let mut ours = false;
-            while let Some(rx) = s.rx.as_ref() {
-                let wait = deadline.saturating_duration_since(Instant::now());
-                let ev = match rx.recv_timeout(wait) {
-                    Ok(ev) => ev,
-                    Err(RecvTimeoutError::Timeout) if !ours => {
-                        if let Some(p) = &s.proc {
-                            p.terminate();
-                        }
-                        ours = true;
-                        continue;
+    /// What is ready in each of `sids` (in that order), waiting at most `timeout` (`None`:
+    /// until something is) for at least one to have a message or to have ended.
+    pub fn poll(&self, sids: &[SessionId], timeout: Option<Duration>) -> Result<Vec<PollFlags>> {
+        let sessions: Vec<Arc<Session>> =
+            sids.iter().map(|s| self.session(*s)).collect::<Result<_>>()?;
+        let until = timeout.map(|t| Instant::now() + t);
+        loop {
+            let gen = self.events.gen();
+            let flags: Vec<PollFlags> = sessions.iter().map(|s| flags(&s.lock())).collect();
+            if flags.iter().any(|f| f.data || f.ended) {
+                self.rearm();
+                return Ok(flags);
+            }
+            let g = self.events.gen.lock().unwrap_or_else(|e| e.into_inner());
+            if *g != gen {
+                continue;
+            }
+            match until {
+                None => drop(self.events.cv.wait(g).unwrap_or_else(|e| e.into_inner())),
+                Some(t) => {
+                    let left = t.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        drop(g);
+                        self.rearm();
+                        return Ok(flags);
                     }
-                    Err(_) => break,
-                };
-                if let Ev::Exited { ok, why } = ev {
-                    s.rx = None;
-                    if !ok && !ours {
-                        s.state = State::Ended(Some(Error::new(
-                            Code::ESessFailed,
-                            format!("session {i}: {why}"),
-                        )));
-                    } else {
-                        s.state = State::Ended(None);
-                    }
+                    drop(self.events.cv.wait_timeout(g, left).unwrap_or_else(|e| e.into_inner()));
                 }
             }
-            if let (State::Ended(Some(e)), false) = (&s.state, s.reported) {
+        }
+    }
+
+    /// A descriptor for the tool's own event loop (`poll`, `epoll`, `select`): readable
+    /// while any session has a message waiting, or has ended and no call has returned its
+    /// end yet. Owned by the front end (do not close it); the library keeps its state, the
+    /// tool need not read it.
+    pub fn event_fd(&self) -> Result<RawFd> {
+        if self.events.fd.get().is_none() {
+            use nix::sys::eventfd::{EfdFlags, EventFd};
+            let fd = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+                .map_err(|e| Error::new(Code::EIo, format!("eventfd: {e}")))?;
+            let _ = self.events.fd.set(fd.into());
+        }
+        self.rearm();
+        self.events
+            .fd
+            .get()
+            .map(|f| f.as_raw_fd())
+            .ok_or_else(|| Error::new(Code::EIo, "no event descriptor"))
+    }
+
+    /// Make the event descriptor readable exactly when something is waiting: drain it, then
+    /// look (a change after the drain writes it again itself).
+    fn rearm(&self) {
+        let Some(fd) = self.events.fd.get() else { return };
+        let mut buf = [0u8; 8];
+        let _ = nix::unistd::read(fd.as_raw_fd(), &mut buf);
+        let waiting = self.all_sessions().iter().any(|s| {
+            let st = s.lock();
+            let f = flags(&st);
+            f.data || (f.ended && !st.collected)
+        });
+        if waiting {
+            let _ = nix::unistd::write(fd, &1u64.to_ne_bytes());
+        }
+    }
+
+    /// Call `cb` whenever a session ends or fails (with its status), from a thread of the
+    /// library, as soon as its `libi-mpiexec` has ended (a member died, an agent was lost,
+    /// or it ended on its own). `cb` must not block for long; it may call the front end,
+    /// but not `finalize` (which waits for the callbacks under way: none runs after it).
+    pub fn set_status_callback(&self, cb: Option<Arc<StatusCallback>>) {
+        *self.events.callback.lock().unwrap_or_else(|e| e.into_inner()) = cb;
+    }
+
+    /// Where a session's daemons' output goes (before it is launched).
+    pub fn set_output(&self, sid: SessionId, output: Output) -> Result<()> {
+        let s = self.session(sid)?;
+        let mut st = s.lock();
+        if st.phase != Phase::Created || st.done.is_some() {
+            return Err(Error::new(
+                Code::ESessAlreadyLaunched,
+                format!("session {} was launched already", sid.0),
+            ));
+        }
+        st.output = Some(output);
+        Ok(())
+    }
+
+    /// End one session, leaving the others alone: its master's `LIBI_recvUsrData` returns
+    /// (the front end closed its side), messages not received are dropped; the session gets
+    /// `wait` to end on its own (`None`: `finalize_wait`), then is ended. Returns once it
+    /// has; its failure if it failed on its own and that was not returned before.
+    pub fn end_session(&self, sid: SessionId, wait: Option<Duration>) -> Result<()> {
+        let s = self.session(sid)?;
+        self.end(&s, Instant::now() + wait.unwrap_or(self.opts.finalize_wait));
+        let r = end_result(&s);
+        self.rearm();
+        r
+    }
+
+    /// Kill one session now (its `libi-mpiexec` tears its agents and members down), leaving
+    /// the others alone; returns once it is gone.
+    pub fn kill_session(&self, sid: SessionId) -> Result<()> {
+        self.end_session(sid, Some(Duration::ZERO))
+    }
+
+    /// End `s` (see `end_session`), waiting for it to end on its own until `until`.
+    fn end(&self, s: &Session, until: Instant) {
+        let mut st = s.lock();
+        st.close_master();
+        if st.phase == Phase::Created && st.done.is_none() {
+            st.done = Some(None);
+            st.collected = true;
+            drop(st);
+            s.changed();
+            return;
+        }
+        drop(st);
+        s.changed();
+        self.wait_end(s, until, true);
+    }
+
+    /// Wait until `s` has ended, or `until`; then (if `kill`) end it and wait for that.
+    fn wait_end(&self, s: &Session, until: Instant, kill: bool) {
+        let mut st = s.lock();
+        while st.done.is_none() && st.proc.is_some() {
+            let (g, more) = s.wait(st, Some(until));
+            st = g;
+            if !more {
+                break;
+            }
+        }
+        if !kill || st.done.is_some() || st.proc.is_none() {
+            return;
+        }
+        st.terminate();
+        let until = Instant::now() + KILL_WAIT;
+        while st.done.is_none() {
+            let (g, more) = s.wait(st, Some(until));
+            st = g;
+            if !more {
+                break;
+            }
+        }
+    }
+
+    /// `LIBI_fe_finalize`: wake every master waiting for a message (the front end closes
+    /// its side), wait up to `finalize_wait` for every session to end, end the rest (their
+    /// agents take their members down), and report the first session that failed on its
+    /// own and was not reported before. Threads blocked in other calls return.
+    pub fn finalize(&self) -> Result<()> {
+        if self.finalized.swap(true, Ordering::SeqCst) {
+            return Err(Error::new(Code::EInit, "the front end was finalized already"));
+        }
+        let sessions = self.all_sessions();
+        for s in &sessions {
+            s.lock().close_master();
+            s.changed();
+        }
+        let deadline = Instant::now() + self.opts.finalize_wait;
+        for s in &sessions {
+            self.wait_end(s, deadline, false);
+        }
+        for s in &sessions {
+            self.wait_end(s, Instant::now(), true);
+        }
+        // The status callbacks of the sessions that ended have returned.
+        let until = Instant::now() + KILL_WAIT;
+        for s in &sessions {
+            let mut st = s.lock();
+            while st.proc.is_some() && !st.watched {
+                let (g, more) = s.wait(st, Some(until));
+                st = g;
+                if !more {
+                    break;
+                }
+            }
+        }
+        let mut first_err = None;
+        for s in &sessions {
+            let mut st = s.lock();
+            if let (Some(Some(e)), false) = (&st.done, st.reported) {
                 first_err.get_or_insert(Error::new(Code::ESessFailed, e.message.clone()));
+                st.reported = true;
             }
         }
         first_err.map_or(Ok(()), Err)
     }
 }
 
+/// A process table line (`RANK HOST PID EXE`, host and executable escaped).
+pub(crate) fn parse_row(l: &str) -> Result<ProcEntry> {
+    let mut f = l.splitn(4, ' ');
+    let bad = || Error::new(Code::EIo, format!("bad process table line '{l}'"));
+    let rank = f.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
+    let host = f.next().ok_or_else(bad)?;
+    let host = String::from_utf8_lossy(&libi::text::unescape(host)).into_owned();
+    let pid = f.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
+    let exe = f.next().ok_or_else(bad)?;
+    let exe = String::from_utf8_lossy(&libi::text::unescape(exe)).into_owned();
+    Ok(ProcEntry { rank, host, pid, exe })
+}
+
+/// What `poll` reports for a session in this state.
+fn flags(st: &St) -> PollFlags {
+    PollFlags { data: !st.pending.is_empty(), ended: st.exit.is_some() || st.done.is_some() }
+}
+
+/// The master's connection is gone: its session is most likely ending (a member died).
+/// Wait up to [`ENDING_WAIT`] for its end, and give the session's failure
+/// (`LIBI_ESESSFAILED` with the reason) rather than the broken connection's.
+fn failed_meanwhile(s: &Session) -> Option<Error> {
+    let until = Instant::now() + ENDING_WAIT;
+    let mut st = s.lock();
+    loop {
+        if let Some(e) = st.ended(s.id) {
+            return Some(e);
+        }
+        let (g, more) = s.wait(st, Some(until));
+        st = g;
+        if !more {
+            return None;
+        }
+    }
+}
+
+/// What ending a session returns: its own failure, if not returned before.
+fn end_result(s: &Session) -> Result<()> {
+    let mut st = s.lock();
+    st.collected = true;
+    match (&st.done, st.reported) {
+        (Some(Some(e)), false) => {
+            let e = Error::new(Code::ESessFailed, e.message.clone());
+            st.reported = true;
+            Err(e)
+        }
+        (Some(_), _) => Ok(()),
+        (None, _) => Err(Error::new(
+            Code::EIo,
+            format!("session {}: its libi-mpiexec did not end when told to", s.id),
+        )),
+    }
+}
+
 impl Drop for FrontEnd {
     /// Nothing is left running: every session still running is ended.
     fn drop(&mut self) {
-        for s in &self.sessions {
-            if s.rx.is_some() {
-                if let Some(p) = &s.proc {
-                    p.terminate();
-                }
+        for s in self.all_sessions() {
+            let mut st = s.lock();
+            if st.done.is_none() {
+                st.terminate();
             }
         }
     }
@@ -783,8 +1376,8 @@ fn accept(listener: TcpListener, shared: Arc<Shared>) {
         };
         let (shared, pool2) = (shared.clone(), pool.clone());
         let spawned = std::thread::Builder::new().name("libi-fe-master".into()).spawn(move || {
-            if let Some((sid, tx)) = hello(&conn, &shared, until, &pool2, ticket) {
-                serve_master(conn, sid, tx, &shared);
+            if let Some(s) = hello(&conn, &shared, until, &pool2, ticket) {
+                serve_master(conn, &s);
             }
         });
         if spawned.is_err() {
@@ -818,52 +1411,130 @@ fn hello(
     until: Instant,
     pool: &Mutex<PreAuth<TcpStream>>,
     ticket: u64,
-) -> Option<(u32, SyncSender<Ev>)> {
+) -> Option<Arc<Session>> {
     let h = frame::read(&mut Until { conn, until }, HELLO_MAX);
     pool.lock().unwrap_or_else(|e| e.into_inner()).done(ticket)?;
     let h = String::from_utf8(h.ok()??).ok()?;
     let key = h.strip_prefix(HELLO)?.strip_prefix(' ')?;
-    let (sid, tx) = shared.keys.lock().ok()?.remove(key)?;
-    conn.set_read_timeout(None).ok()?;
+    let s = shared.keys.lock().ok()?.remove(key)?;
     let _ = conn.set_nodelay(true);
-    Some((sid, tx))
+    Some(s)
 }
 
-fn serve_master(conn: TcpStream, sid: u32, tx: SyncSender<Ev>, shared: &Shared) {
-    if let (Ok(c), Ok(mut m)) = (conn.try_clone(), shared.masters.lock()) {
-        m.insert(sid, c);
-    }
-    let _ = tx.send(Ev::Ready);
-    let mut r = BufReader::new(&conn);
-    while let Ok(Some(d)) = frame::read(&mut r, MAX_MSG) {
-        if tx.send(Ev::Data(d)).is_err() {
-            break;
+/// Reads the master's connection, its reads timing out now and then: once the session's
+/// `libi-mpiexec` has ended, a connection on which nothing came for [`ENDING_WAIT`] is
+/// taken as closed (a process that kept it open cannot hold the session's end back).
+struct Patient<'a> {
+    conn: &'a TcpStream,
+    s: &'a Session,
+}
+
+impl std::io::Read for Patient<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            match std::io::Read::read(&mut self.conn, buf) {
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    let st = self.s.lock();
+                    if st.exit.as_ref().is_some_and(|x| x.2.elapsed() >= ENDING_WAIT) {
+                        return Err(e);
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                r => return r,
+            }
         }
     }
-    let _ = tx.send(Ev::Closed);
-    if let Ok(mut m) = shared.masters.lock() {
-        m.remove(&sid);
-    }
 }
 
-/// Relay the session's `libi-mpiexec` stderr to ours (keeping its last own line: why it
-/// failed), then reap it, exactly once, and report how it ended.
+/// The master's side of a session: its `READY` (every member is in `LIBI_init`), then its
+/// messages, queued in order (at most `PENDING_MAX`; beyond, the connection waits), then
+/// its end.
+fn serve_master(conn: TcpStream, s: &Session) {
+    let proctab = {
+        let mut st = s.lock();
+        match conn.try_clone() {
+            Ok(c) if !st.discard => st.master = Master::Open(c),
+            _ => {
+                st.master = Master::Closed;
+                st.settle(s.id);
+                drop(st);
+                s.changed();
+                return;
+            }
+        }
+        st.proctab.clone()
+    };
+    s.changed();
+    if let Some(t) = proctab {
+        let _one = s.send.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = frame::write(&mut &conn, &t);
+    }
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut r = BufReader::new(Patient { conn: &conn, s });
+    while let Ok(Some(d)) = frame::read(&mut r, MAX_MSG) {
+        let mut st = s.lock();
+        if !st.ready {
+            // The master's first frame says every member is in LIBI_init; anything else is
+            // not a LIBI master of this version.
+            if d != READY {
+                break;
+            }
+            st.ready = true;
+            drop(st);
+            s.changed();
+            continue;
+        }
+        while st.pending.len() >= PENDING_MAX && !st.discard {
+            st = s.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        if !st.discard {
+            st.pending.push_back(d);
+        }
+        drop(st);
+        s.changed();
+    }
+    let mut st = s.lock();
+    st.master = Master::Closed;
+    st.settle(s.id);
+    drop(st);
+    s.changed();
+}
+
+/// The line of `libi-mpiexec` that says why a session failed, in the session API's terms
+/// (a member is a rank that did not call `LIBI_finalize`, not one that skipped PMGR close).
+fn in_libi_terms(why: &str) -> String {
+    why.replace("without calling PMGR close", "without calling LIBI_finalize")
+        .replace("its PMGR replies", "its collectives' replies")
+        .replace("PMGR", "LIBI collectives")
+}
+
+/// Relay the session's `libi-mpiexec` stderr (to ours, or where the tool said), keeping
+/// its last own line (why it failed), then reap it, exactly once, and report how it ended.
 fn watch(
     mut child: Child,
     stderr: Option<std::process::ChildStderr>,
+    err_to: Option<OwnedFd>,
     proc: Arc<Proc>,
-    tx: SyncSender<Ev>,
+    s: Arc<Session>,
     shared: Arc<Shared>,
     key: String,
-    sid: u32,
 ) {
     let mut why = String::new();
+    let mut to: Box<dyn Write> = match err_to {
+        Some(fd) => Box::new(std::fs::File::from(fd)),
+        None => Box::new(std::io::stderr()),
+    };
     if let Some(e) = stderr {
         let mut r = BufReader::new(e);
         let mut line = Vec::new();
         while matches!(r.read_until(b'\n', &mut line), Ok(n) if n > 0) {
-            let _ = std::io::stderr().write_all(&line);
             let text = String::from_utf8_lossy(&line);
+            // libi-mpiexec's own lines in the session API's terms; the members' as they are.
+            if text.starts_with("libi-mpiexec: ") {
+                let _ = to.write_all(in_libi_terms(&text).as_bytes());
+            } else {
+                let _ = to.write_all(&line);
+            }
             // The reason of a failure is libi-mpiexec's last line of its own that is not a
             // warning or a trace (`libi-mpiexec: warning: ...`).
             if let Some(m) = text.strip_prefix("libi-mpiexec: ") {
@@ -875,6 +1546,8 @@ fn watch(
             line.clear();
         }
     }
+    let _ = to.flush();
+    drop(to);
     // Learn of the exit without reaping, mark it under the lock that `terminate` takes,
     // then reap: the pid is never signalled once it may be reused.
     let pid = nix::unistd::Pid::from_raw(proc.pid);
@@ -889,17 +1562,29 @@ fn watch(
         }
         Err(_) => child.wait(),
     };
-    if let Ok(mut k) = shared.keys.lock() {
-        k.remove(&key);
-    }
+    shared.keys.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
     let (ok, why) = match status {
         Ok(s) if s.success() => (true, why),
         Ok(s) if why.is_empty() => (false, format!("libi-mpiexec ended with {s}")),
-        Ok(_) => (false, why),
+        Ok(_) => (false, in_libi_terms(&why)),
         Err(e) => (false, format!("waiting for libi-mpiexec: {e}")),
     };
-    let _ = sid;
-    let _ = tx.send(Ev::Exited { ok, why });
+    let status = {
+        let mut st = s.lock();
+        st.exit = Some((ok, why, Instant::now()));
+        if matches!(st.master, Master::NotYet) {
+            st.master = Master::Closed;
+        }
+        st.settle(s.id);
+        st.status(s.id)
+    };
+    s.changed();
+    let cb = s.events.callback.lock().ok().and_then(|c| c.clone());
+    if let Some(cb) = cb {
+        cb(SessionId(s.id), &status);
+    }
+    s.lock().watched = true;
+    s.changed();
 }
 
 #[cfg(test)]
@@ -914,6 +1599,34 @@ mod tests {
             hosts: hosts.iter().map(|(h, n)| HostDist { host: h.to_string(), procs: *n }).collect(),
             env: vec![],
         }
+    }
+
+    /// The table an attach session's master gets, and each member's part of it: its host
+    /// (as the session names it) and the job's ranks there, names with spaces and control
+    /// characters intact.
+    #[test]
+    fn each_member_keeps_its_hosts_rows() {
+        let row = |rank, host: &str, pid, exe: &str| ProcEntry {
+            rank,
+            host: host.into(),
+            pid,
+            exe: exe.into(),
+        };
+        let table = vec![
+            row(0, "n1", 10, "/bin/a b"),
+            row(1, "n 2", 11, "/bin/x\ny"),
+            row(2, "n1", 12, "/bin/a b"),
+        ];
+        let hosts = job_hosts(&table);
+        let text = proctab_text(&hosts, &table);
+        let (h, rows) = crate::member::my_slice(text.as_bytes(), 0).expect("slice");
+        assert_eq!(h.as_deref(), Some("n1"));
+        assert_eq!(rows, vec![table[0].clone(), table[2].clone()]);
+        let (h, rows) = crate::member::my_slice(text.as_bytes(), 1).expect("slice");
+        assert_eq!(h.as_deref(), Some("n 2"));
+        assert_eq!(rows, vec![table[1].clone()]);
+        assert_eq!(crate::member::my_slice(text.as_bytes(), 2).expect("slice"), (None, vec![]));
+        assert!(crate::member::my_slice(b"garbage", 0).is_err());
     }
 
     #[test]

@@ -18,6 +18,7 @@
 pub mod fe;
 mod frame;
 pub mod member;
+pub mod mpir;
 
 /// Result codes, as the C API returns them (`libi_rc_e` in `libi.h`; the first ten are the
 /// paper's, in its order).
@@ -48,6 +49,8 @@ pub enum Code {
     EArg = 12,
     /// A master-only call from another member.
     ENotMaster = 13,
+    /// Nothing came within the time given (a timed or non-blocking call).
+    ETimeout = 14,
 }
 
 impl Code {
@@ -67,6 +70,7 @@ impl Code {
             Code::ESessFailed => "LIBI_ESESSFAILED",
             Code::EArg => "LIBI_EARG",
             Code::ENotMaster => "LIBI_ENOTMASTER",
+            Code::ETimeout => "LIBI_ETIMEOUT",
         }
     }
 }

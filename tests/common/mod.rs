@@ -345,6 +345,27 @@ pub fn libi_c_flags() -> Vec<String> {
     String::from_utf8_lossy(&flags.stdout).split_whitespace().map(str::to_string).collect()
 }
 
+/// Compile C programs on `liblibi.so` into a fresh directory of this test process (`tag`
+/// names it): each (name, source path from the repository's top) with `-Wall -Werror -O2
+/// -pthread` and [`libi_c_flags`]. Returns the directory and the flags.
+pub fn libi_c_programs(tag: &str, programs: &[(&str, &str)]) -> (PathBuf, Vec<String>) {
+    let flags = libi_c_flags();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&out).expect("create program dir");
+    for (name, src) in programs {
+        let st = Command::new("cc")
+            .args(["-Wall", "-Werror", "-O2", "-pthread", "-o"])
+            .arg(out.join(name))
+            .arg(root.join(src))
+            .args(&flags)
+            .status()
+            .expect("cc");
+        assert!(st.success(), "cc {src} failed");
+    }
+    (out, flags)
+}
+
 /// The MPICH 5 installation (PyPI wheel) the dynamic-process tests compile against.
 pub fn mpich5() -> PathBuf {
     let dir =

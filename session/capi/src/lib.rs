@@ -2,18 +2,31 @@
 //! `libi-session`: the front end and the member are process-wide (one each), every call
 //! returns a `libi_rc_e`, never exits, and leaves a one-line message for
 //! `LIBI_errorString()` when it fails.
+//!
+//! Threads: the front end is shared (`Arc`), taken from its slot under a lock held only for
+//! that; its calls lock one session at a time and never across a wait, so calls on
+//! different sessions, and a send and a receive on one session, run at the same time from
+//! different threads. Member calls are serialized (one lock).
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
-use libi_session::fe::{FrontEnd, HostDist, Options, ProcDist, SessionId};
+use libi_session::fe::{
+    FrontEnd, HostDist, Options, Output, PollFlags, ProcDist, SessionId, Status,
+};
 use libi_session::member::Member;
 use libi_session::{Code, Error, MAX_MSG};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-static FE: Mutex<Option<FrontEnd>> = Mutex::new(None);
+static FE: Mutex<Option<Arc<FrontEnd>>> = Mutex::new(None);
 static MEMBER: Mutex<Option<Member>> = Mutex::new(None);
+/// This process is a member of a session (between `LIBI_init` and `LIBI_finalize`): the
+/// front end's calls are refused with `LIBI_EFRONTENDONLY`.
+static MEMBER_ACTIVE: AtomicBool = AtomicBool::new(false);
+/// The master's connection to the front end (between `LIBI_init` and `LIBI_finalize`).
+static FE_LINK: Mutex<Option<Arc<libi_session::member::FeLink>>> = Mutex::new(None);
 /// Whether the front end (the member) was finalized since its last init: the message of a
 /// call without one says which of the two it is.
 static FE_FINALIZED: AtomicBool = AtomicBool::new(false);
@@ -64,7 +77,7 @@ pub extern "C" fn LIBI_errorString() -> *const c_char {
 /// The name of a result code (`"LIBI_ELAUNCH"`).
 #[no_mangle]
 pub extern "C" fn LIBI_rcName(rc: c_int) -> *const c_char {
-    const NAMES: [&CStr; 14] = [
+    const NAMES: [&CStr; 15] = [
         c"LIBI_OK",
         c"LIBI_YES",
         c"LIBI_NO",
@@ -79,6 +92,7 @@ pub extern "C" fn LIBI_rcName(rc: c_int) -> *const c_char {
         c"LIBI_ESESSFAILED",
         c"LIBI_EARG",
         c"LIBI_ENOTMASTER",
+        c"LIBI_ETIMEOUT",
     ];
     usize::try_from(rc)
         .ok()
@@ -86,13 +100,26 @@ pub extern "C" fn LIBI_rcName(rc: c_int) -> *const c_char {
         .map_or(c"LIBI_UNKNOWN".as_ptr(), |n| n.as_ptr())
 }
 
-fn with_fe(f: impl FnOnce(&mut FrontEnd) -> Result<(), Error>) -> Code {
-    match FE.lock() {
-        Ok(mut g) => match g.as_mut() {
-            Some(fe) => done(f(fe)),
-            None => fail(no_fe()),
-        },
-        Err(_) => fail(Error::new(Code::EInit, "the front end is broken by an earlier panic")),
+/// The error of a front-end call in a member.
+fn member_not_fe() -> Error {
+    Error::new(
+        Code::EFrontEndOnly,
+        "a front-end call in a member of a session (this process called LIBI_init)",
+    )
+}
+
+/// The front end, shared: the slot's lock is held only to clone it.
+fn fe() -> Result<Arc<FrontEnd>, Error> {
+    if MEMBER_ACTIVE.load(Ordering::SeqCst) {
+        return Err(member_not_fe());
+    }
+    FE.lock().unwrap_or_else(|e| e.into_inner()).clone().ok_or_else(no_fe)
+}
+
+fn with_fe(f: impl FnOnce(&FrontEnd) -> Result<(), Error>) -> Code {
+    match fe() {
+        Ok(fe) => done(f(&fe)),
+        Err(e) => fail(e),
     }
 }
 
@@ -121,14 +148,17 @@ fn library_dir() -> Option<std::path::PathBuf> {
 
 #[no_mangle]
 pub extern "C" fn LIBI_fe_init(_ver: c_int) -> Code {
-    let Ok(mut g) = FE.lock() else { return Code::EInit };
+    if MEMBER_ACTIVE.load(Ordering::SeqCst) {
+        return fail(member_not_fe());
+    }
+    let mut g = FE.lock().unwrap_or_else(|e| e.into_inner());
     if g.is_some() {
         return fail(Error::new(Code::EInit, "LIBI_fe_init was called already"));
     }
     let dir = library_dir();
     match Options::from_env(dir.as_deref()).and_then(FrontEnd::with_options) {
         Ok(fe) => {
-            *g = Some(fe);
+            *g = Some(Arc::new(fe));
             FE_FINALIZED.store(false, Ordering::Relaxed);
             Code::Ok
         }
@@ -319,6 +349,257 @@ pub unsafe extern "C" fn LIBI_fe_recvUsrData(
     })
 }
 
+/// A session handle from C.
+fn sid(sess: c_int) -> Result<SessionId, Error> {
+    u32::try_from(sess)
+        .map(SessionId)
+        .map_err(|_| Error::new(Code::ESess, format!("no session {sess}")))
+}
+
+/// A timeout in milliseconds from C: negative is no limit.
+fn millis(ms: c_int) -> Option<std::time::Duration> {
+    u64::try_from(ms).ok().map(std::time::Duration::from_millis)
+}
+
+/// As `LIBI_fe_recvUsrData`, waiting at most `timeout_ms` milliseconds (0: not at all,
+/// negative: as long as it takes): `LIBI_ETIMEOUT` when no message came in time.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_fe_recvUsrDataTimeout(
+    sess: c_int,
+    buf: *mut *mut c_void,
+    len: *mut c_int,
+    timeout_ms: c_int,
+) -> Code {
+    if buf.is_null() || len.is_null() {
+        return arg("the message pointers");
+    }
+    with_fe(|fe| match fe.recv_timeout(sid(sess)?, millis(timeout_ms))? {
+        Some(d) => unsafe { give(d, buf, len) },
+        None => Err(Error::new(
+            Code::ETimeout,
+            format!("no message from session {sess} within {timeout_ms} ms"),
+        )),
+    })
+}
+
+/// One session of `LIBI_fe_poll` (`libi.h`).
+#[repr(C)]
+pub struct libi_poll_t {
+    pub sessionHandle: c_int,
+    pub revents: c_int,
+}
+
+const POLL_DATA: c_int = 1;
+const POLL_END: c_int = 2;
+
+/// Wait at most `timeout_ms` (0: not at all, negative: no limit) until one of the `n`
+/// sessions has a message waiting (`LIBI_POLL_DATA`) or has ended (`LIBI_POLL_END`); sets
+/// each `revents` and `*nready` (0 when the time ran out).
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_fe_poll(
+    items: *mut libi_poll_t,
+    n: c_int,
+    timeout_ms: c_int,
+    nready: *mut c_int,
+) -> Code {
+    let Ok(count) = usize::try_from(n) else { return arg("the number of sessions") };
+    if (items.is_null() && count > 0) || nready.is_null() {
+        return arg("the poll items or nready");
+    }
+    // SAFETY: the caller's array of `n` items.
+    let items = if count == 0 {
+        &mut [][..]
+    } else {
+        unsafe { std::slice::from_raw_parts_mut(items, count) }
+    };
+    with_fe(|fe| {
+        let sids: Vec<SessionId> =
+            items.iter().map(|i| sid(i.sessionHandle)).collect::<Result<_, _>>()?;
+        let flags = fe.poll(&sids, millis(timeout_ms))?;
+        let mut ready = 0;
+        for (item, f) in items.iter_mut().zip(flags) {
+            let PollFlags { data, ended } = f;
+            item.revents = if data { POLL_DATA } else { 0 } | if ended { POLL_END } else { 0 };
+            ready += (item.revents != 0) as c_int;
+        }
+        // SAFETY: checked non-null.
+        unsafe { *nready = ready };
+        Ok(())
+    })
+}
+
+/// A descriptor for the tool's own event loop: readable while any session has a message
+/// waiting or has ended and no call returned its end yet. The library's (do not close or
+/// read it); valid until `LIBI_fe_finalize`.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_fe_getEventFd(fd: *mut c_int) -> Code {
+    if fd.is_null() {
+        return arg("the descriptor pointer");
+    }
+    with_fe(|fe| {
+        let f = fe.event_fd()?;
+        // SAFETY: checked non-null.
+        unsafe { *fd = f };
+        Ok(())
+    })
+}
+
+const STATUS_CREATED: c_int = 0;
+const STATUS_LAUNCHING: c_int = 1;
+const STATUS_RUNNING: c_int = 2;
+const STATUS_ENDED: c_int = 3;
+const STATUS_FAILED: c_int = 4;
+
+fn status_code(st: &Status) -> c_int {
+    match st {
+        Status::Created => STATUS_CREATED,
+        Status::Launching => STATUS_LAUNCHING,
+        Status::Running => STATUS_RUNNING,
+        Status::Ended => STATUS_ENDED,
+        Status::Failed(_) => STATUS_FAILED,
+    }
+}
+
+/// The session's status (`LIBI_STATUS_*`); does not wait.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_fe_getSessionStatus(sess: c_int, status: *mut c_int) -> Code {
+    if status.is_null() {
+        return arg("the status pointer");
+    }
+    with_fe(|fe| {
+        let st = fe.session_status(sid(sess)?)?;
+        // SAFETY: checked non-null.
+        unsafe { *status = status_code(&st) };
+        Ok(())
+    })
+}
+
+/// The tool's status callback (`libi.h`).
+#[allow(non_camel_case_types)]
+pub type libi_status_cb_t = Option<
+    unsafe extern "C" fn(sess: c_int, status: c_int, message: *const c_char, arg: *mut c_void),
+>;
+
+/// The callback's argument, passed back as it is (the tool's pointer; never dereferenced).
+struct CbArg(*mut c_void);
+// SAFETY: the pointer is only handed back to the tool's callback, as libi.h documents.
+unsafe impl Send for CbArg {}
+unsafe impl Sync for CbArg {}
+
+/// Call `cb(session, status, message, arg)` when a session ends (`LIBI_STATUS_ENDED`) or
+/// fails (`LIBI_STATUS_FAILED`, the message says why), from a thread of the library; NULL
+/// removes it.
+#[no_mangle]
+pub extern "C" fn LIBI_fe_setStatusCallback(cb: libi_status_cb_t, arg: *mut c_void) -> Code {
+    with_fe(|fe| {
+        let arg = CbArg(arg);
+        let f = cb.map(|cb| {
+            Arc::new(move |s: SessionId, st: &Status| {
+                let msg = match st {
+                    Status::Failed(e) => e.message.clone(),
+                    _ => String::new(),
+                };
+                let msg = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+                let a = &arg;
+                // SAFETY: the tool's callback, with its own argument.
+                unsafe { cb(s.0 as c_int, status_code(st), msg.as_ptr(), a.0) };
+            }) as Arc<libi_session::fe::StatusCallback>
+        });
+        fe.set_status_callback(f);
+        Ok(())
+    })
+}
+
+/// End one session, leaving the others: its master's `LIBI_recvUsrData` returns
+/// `LIBI_ESESS`, it gets `LIBI_FINALIZE_WAIT` seconds to end on its own, then is ended.
+/// Returns its failure if it failed on its own (and that was not returned before).
+#[no_mangle]
+pub extern "C" fn LIBI_fe_endSession(sess: c_int) -> Code {
+    with_fe(|fe| fe.end_session(sid(sess)?, None))
+}
+
+/// Kill one session now, leaving the others; returns once it is gone.
+#[no_mangle]
+pub extern "C" fn LIBI_fe_killSession(sess: c_int) -> Code {
+    with_fe(|fe| fe.kill_session(sid(sess)?))
+}
+
+const OUTPUT_LABEL: c_int = 1;
+
+/// A duplicate of the caller's descriptor (`-1`: none), close-on-exec.
+fn dup_fd(fd: c_int, what: &str) -> Result<Option<std::os::fd::OwnedFd>, Error> {
+    if fd < 0 {
+        return Ok(None);
+    }
+    // SAFETY: fcntl on the caller's descriptor; a new descriptor we own, or -1.
+    let d = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    if d < 0 {
+        return Err(Error::new(
+            Code::EArg,
+            format!("{what} {fd}: {}", std::io::Error::last_os_error()),
+        ));
+    }
+    // SAFETY: `d` is a fresh descriptor of ours.
+    Ok(Some(unsafe { std::os::fd::FromRawFd::from_raw_fd(d) }))
+}
+
+/// Where a session's daemons' output goes (before it is launched): their stdout to
+/// `out_fd`, their stderr and the session's diagnostics to `err_fd` (the library takes
+/// duplicates; -1: the front end's own), each line prefixed with `[rank] ` with
+/// `LIBI_OUTPUT_LABEL` in `flags`.
+#[no_mangle]
+pub extern "C" fn LIBI_fe_setSessionOutput(
+    sess: c_int,
+    out_fd: c_int,
+    err_fd: c_int,
+    flags: c_int,
+) -> Code {
+    with_fe(|fe| {
+        let o = Output {
+            stdout: dup_fd(out_fd, "out_fd")?,
+            stderr: dup_fd(err_fd, "err_fd")?,
+            label: flags & OUTPUT_LABEL != 0,
+        };
+        fe.set_output(sid(sess)?, o)
+    })
+}
+
+/// A new file for a session's output (created or truncated, mode 0600).
+fn out_file(p: *const c_char, what: &str) -> Result<Option<std::os::fd::OwnedFd>, Error> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: the caller's NUL-terminated path.
+    let path = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| Error::new(Code::EArg, format!("{what} '{path}': {e}")))?;
+    Ok(Some(f.into()))
+}
+
+/// As `LIBI_fe_setSessionOutput`, to files (created or truncated, mode 0600; NULL: the
+/// front end's own stream).
+#[no_mangle]
+pub extern "C" fn LIBI_fe_setSessionOutputFiles(
+    sess: c_int,
+    out_path: *const c_char,
+    err_path: *const c_char,
+    flags: c_int,
+) -> Code {
+    with_fe(|fe| {
+        let o = Output {
+            stdout: out_file(out_path, "out_path")?,
+            stderr: out_file(err_path, "err_path")?,
+            label: flags & OUTPUT_LABEL != 0,
+        };
+        fe.set_output(sid(sess)?, o)
+    })
+}
+
 /// Hosts of a launched session, one per member in rank order (`*size` of them).
 #[no_mangle]
 pub unsafe extern "C" fn LIBI_fe_getHostlistSize(sess: c_int, size: *mut c_uint) -> Code {
@@ -367,6 +648,34 @@ unsafe fn block<T>(n: usize, strings: &[&str]) -> Result<(*mut T, Vec<*const c_c
     Ok((p as *mut T, ptrs))
 }
 
+/// Hand a process table to C: `*table`, one malloc'ed block (free() it) of `*size`
+/// entries (NULL and 0 for none).
+unsafe fn give_table(
+    t: &[libi_session::fe::ProcEntry],
+    table: *mut *mut libi_proc_desc_t,
+    size: *mut c_int,
+) -> Result<(), Error> {
+    let strings: Vec<&str> = t.iter().flat_map(|e| [e.host.as_str(), e.exe.as_str()]).collect();
+    let (p, ptrs) = unsafe { block::<libi_proc_desc_t>(t.len(), &strings)? };
+    for (i, e) in t.iter().enumerate() {
+        // SAFETY: p has room for t.len() entries.
+        unsafe {
+            p.add(i).write(libi_proc_desc_t {
+                rank: e.rank as c_int,
+                pid: e.pid,
+                host_name: ptrs[2 * i],
+                executable_name: ptrs[2 * i + 1],
+            })
+        };
+    }
+    // SAFETY: checked non-null by the callers.
+    unsafe {
+        *table = p;
+        *size = t.len() as c_int;
+    }
+    Ok(())
+}
+
 /// The process table of the running `libi-mpiexec` job with front-end pid `job_pid`, in rank
 /// order: `*table` (one malloc'ed block: free() it) of `*size` entries.
 #[no_mangle]
@@ -378,28 +687,95 @@ pub unsafe extern "C" fn LIBI_fe_getJobProcTable(
     if table.is_null() || size.is_null() || job_pid <= 0 {
         return arg("the job pid or the table pointers");
     }
-    with_fe(|fe| {
-        let t = fe.job_table(job_pid as u32)?;
-        let strings: Vec<&str> = t.iter().flat_map(|e| [e.host.as_str(), e.exe.as_str()]).collect();
-        let (p, ptrs) = unsafe { block::<libi_proc_desc_t>(t.len(), &strings)? };
-        for (i, e) in t.iter().enumerate() {
-            // SAFETY: p has room for t.len() entries.
-            unsafe {
-                p.add(i).write(libi_proc_desc_t {
-                    rank: e.rank as c_int,
-                    pid: e.pid,
-                    host_name: ptrs[2 * i],
-                    executable_name: ptrs[2 * i + 1],
-                })
-            };
-        }
-        // SAFETY: checked non-null.
-        unsafe {
-            *table = p;
-            *size = t.len() as c_int;
-        }
-        Ok(())
+    with_fe(|fe| unsafe { give_table(&fe.job_table(job_pid as u32)?, table, size) })
+}
+
+/// The MPIR process table (`MPIR_proctable`) of a running starter (any MPIR starter:
+/// `mpiexec.hydra`, `srun`, `libi-mpiexec`), read with gdb: as `LIBI_fe_getJobProcTable`.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_fe_getMPIRProcTable(
+    starter_pid: c_int,
+    table: *mut *mut libi_proc_desc_t,
+    size: *mut c_int,
+) -> Code {
+    if table.is_null() || size.is_null() || starter_pid <= 0 {
+        return arg("the starter pid or the table pointers");
+    }
+    with_fe(|_| unsafe {
+        give_table(&libi_session::fe::mpir_table(starter_pid as u32)?, table, size)
     })
+}
+
+/// Daemons next to a running job (`libi.h`).
+#[repr(C)]
+pub struct libi_attach_req_t {
+    pub sessionHandle: c_int,
+    pub job_pid: c_int,
+    pub how: c_int,
+    pub ranks: *const c_int,
+    pub nranks: c_int,
+    pub proc_path: *const c_char,
+    pub proc_argv: *const *const c_char,
+    pub env: *const libi_env_t,
+}
+
+/// One daemon per host of a running job (or of some of its ranks), each told its host's
+/// ranks (`LIBI_getMyProctab`); returns as `LIBI_fe_launch` does.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_fe_attachAndLaunch(req: *const libi_attach_req_t) -> Code {
+    if req.is_null() {
+        return arg("the attach request");
+    }
+    // SAFETY: checked non-null; the caller's request.
+    let r = unsafe { &*req };
+    let via = match r.how {
+        0 => libi_session::fe::Via::Libi,
+        1 => libi_session::fe::Via::Mpir,
+        h => {
+            return fail(Error::new(
+                Code::EArg,
+                format!("how = {h}: LIBI_ATTACH_LIBI or LIBI_ATTACH_MPIR"),
+            ))
+        }
+    };
+    if r.job_pid <= 0 {
+        return arg("the job pid");
+    }
+    let ranks = if r.ranks.is_null() || r.nranks == 0 {
+        None
+    } else {
+        let Ok(n) = usize::try_from(r.nranks) else { return arg("the number of ranks") };
+        // SAFETY: the caller's array of `nranks` ints.
+        let list = unsafe { std::slice::from_raw_parts(r.ranks, n) };
+        let mut ranks = Vec::with_capacity(n);
+        for &x in list {
+            let Ok(x) = u32::try_from(x) else { return arg("a rank") };
+            ranks.push(x);
+        }
+        Some(ranks)
+    };
+    let d = proc_dist_req_t {
+        sessionHandle: r.sessionHandle,
+        proc_path: r.proc_path,
+        proc_argv: r.proc_argv,
+        hd: std::ptr::null(),
+        env: r.env,
+    };
+    // SAFETY: the request's strings and lists.
+    let d = match unsafe { dist(0, &d) } {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    let a = libi_session::fe::Attach {
+        session: d.session,
+        job_pid: r.job_pid as u32,
+        via,
+        ranks,
+        exe: d.exe,
+        args: d.args,
+        env: d.env,
+    };
+    with_fe(|fe| fe.attach_and_launch(&a))
 }
 
 /// One daemon per host of the running job with front-end pid `job_pid`: `*hd` is a host
@@ -434,10 +810,10 @@ pub unsafe extern "C" fn LIBI_fe_getJobHosts(job_pid: c_int, hd: *mut *mut host_
 
 #[no_mangle]
 pub extern "C" fn LIBI_fe_finalize() -> Code {
-    let fe = match FE.lock() {
-        Ok(mut g) => g.take(),
-        Err(_) => return Code::EInit,
-    };
+    if MEMBER_ACTIVE.load(Ordering::SeqCst) {
+        return fail(member_not_fe());
+    }
+    let fe = FE.lock().unwrap_or_else(|e| e.into_inner()).take();
     match fe {
         Some(fe) => {
             FE_FINALIZED.store(true, Ordering::Relaxed);
@@ -459,7 +835,9 @@ pub unsafe extern "C" fn LIBI_init(
     }
     match Member::init() {
         Ok(m) => {
+            *FE_LINK.lock().unwrap_or_else(|e| e.into_inner()) = m.fe_link().ok();
             *g = Some(m);
+            MEMBER_ACTIVE.store(true, Ordering::SeqCst);
             MEMBER_FINALIZED.store(false, Ordering::Relaxed);
             Code::Ok
         }
@@ -475,6 +853,8 @@ pub extern "C" fn LIBI_finalize() -> Code {
     };
     match m {
         Some(m) => {
+            MEMBER_ACTIVE.store(false, Ordering::SeqCst);
+            FE_LINK.lock().unwrap_or_else(|e| e.into_inner()).take();
             MEMBER_FINALIZED.store(true, Ordering::Relaxed);
             done(m.finalize())
         }
@@ -720,10 +1100,22 @@ pub unsafe extern "C" fn LIBI_scatterv(
     })
 }
 
+/// The master's link to the front end, taken from its own slot (not the member's lock): a
+/// send and a receive of different threads do not wait for each other, nor for a
+/// collective of a third.
+fn fe_link() -> Result<Arc<libi_session::member::FeLink>, Error> {
+    if !MEMBER_ACTIVE.load(Ordering::SeqCst) {
+        return Err(no_member());
+    }
+    FE_LINK.lock().unwrap_or_else(|e| e.into_inner()).clone().ok_or_else(|| {
+        Error::new(Code::ENotMaster, "only the master (rank 0) talks to the front end")
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn LIBI_sendUsrData(buf: *const c_void, len: c_int) -> Code {
     let Some(data) = (unsafe { bytes(buf, len) }) else { return arg("the message") };
-    with_member(|m| m.send_usr_data(data))
+    done(fe_link().and_then(|l| l.send(data)))
 }
 
 /// Master only: the next message from the front end (`*buf` malloc'ed: free it).
@@ -732,8 +1124,46 @@ pub unsafe extern "C" fn LIBI_recvUsrData(buf: *mut *mut c_void, len: *mut c_int
     if buf.is_null() || len.is_null() {
         return arg("the message pointers");
     }
+    done(fe_link().and_then(|l| l.recv()).and_then(|d| unsafe { give(d, buf, len) }))
+}
+
+/// The ranks of the job this daemon's session was launched next to
+/// (`LIBI_fe_attachAndLaunch`) that run on its host, in rank order: `*table` (one
+/// malloc'ed block: free() it) of `*size` entries; none for another session.
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_getMyProctab(
+    table: *mut *mut libi_proc_desc_t,
+    size: *mut c_int,
+) -> Code {
+    if table.is_null() || size.is_null() {
+        return arg("the table pointers");
+    }
+    with_member(|m| unsafe { give_table(m.proctab(), table, size) })
+}
+
+/// This member's host, as the session's host list names it (`PMI_HOSTNAME`): copied into
+/// `name` (`len` bytes, NUL included).
+#[no_mangle]
+pub unsafe extern "C" fn LIBI_getMyHostname(name: *mut c_char, len: c_int) -> Code {
+    let Some(buf) = usize::try_from(len).ok().filter(|n| *n > 0) else {
+        return arg("the name buffer");
+    };
+    if name.is_null() {
+        return arg("the name buffer");
+    }
     with_member(|m| {
-        let d = m.recv_usr_data()?;
-        unsafe { give(d, buf, len) }
+        let h = m.host().as_bytes();
+        if h.len() + 1 > buf {
+            return Err(Error::new(
+                Code::EArg,
+                format!("the host name needs {} bytes", h.len() + 1),
+            ));
+        }
+        // SAFETY: checked: `name` has room for h.len() + 1 bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(h.as_ptr(), name as *mut u8, h.len());
+            *name.add(h.len()) = 0;
+        }
+        Ok(())
     })
 }
