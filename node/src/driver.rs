@@ -346,11 +346,6 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             if held.is_empty() {
                 break;
             }
-            // What the batch produced (the subtree's report up once every rank started)
-            // goes now, not with the next event: ranks that never speak PMI send none.
-            if !fx.is_empty() {
-                continue;
-            }
         }
         // Deadlines that have passed are served here, whether the wait below timed out or
         // events kept coming (a steady stream of events must not hold a timer back): ranks
