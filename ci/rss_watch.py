@@ -19,7 +19,9 @@ before it exits is its peak up to one interval.
                    whatever is left after that is reported as left behind and SIGKILLed
 
 FILE gets key=value lines: status (CMD's exit status, 128+N for signal N; we exit with it
-too), status_text, wall (seconds from start to CMD's exit), rss (e.g. "fe 12 MiB, nla 8 MiB,
+too), status_text, wall (seconds from start to CMD's exit), cpu (user and system seconds of CMD
+and of every descendant reaped along the chain, from wait4: the whole tree when each process
+is waited for by its parent, as a process manager's agents and ranks are), rss (e.g. "fe 12 MiB, nla 8 MiB,
 ranks <= 2 MiB"), peak_fe / peak_agent (MiB, the agents' largest), notes (what was killed, what
 was left behind, how VmRSS of the front end and agents moved from 1 s to the end when
 that is over 20 MiB). Roles: CMD itself is "fe"; libi-nla is "nla";
@@ -222,8 +224,9 @@ def main():
     os.close(null)
 
     def waiter():
-        _, st = os.waitpid(proc.pid, 0)
+        _, st, ru = os.wait4(proc.pid, 0)
         result["t"] = time.monotonic() - t0
+        result["cpu"] = (ru.ru_utime, ru.ru_stime)
         code = os.waitstatus_to_exitcode(st)
         result["status"] = 128 - code if code < 0 else code
         done.set()
@@ -300,6 +303,8 @@ def main():
         f.write(f"status={'' if st is None else st}\n")
         f.write(f"status_text={status_text(st)}\n")
         f.write(f"wall={wall:.3f}\n")
+        if "cpu" in result:
+            f.write(f"cpu={result['cpu'][0]:.3f} {result['cpu'][1]:.3f}\n")
         f.write(f"rss={rss_cell(tree, wall)}\n")
         f.write(f"peak_fe={mib(fe_peak):.1f}\n")
         f.write(f"peak_agent={mib(ag_peak):.1f}\n")
