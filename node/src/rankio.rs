@@ -170,6 +170,14 @@ fn fired(timer_at: &mut Option<f64>, t: u64) -> bool {
     live
 }
 
+/// Whether a rank's pipe holds bytes not read yet (the event saying so may be waiting).
+fn unread(fd: &std::fs::File) -> bool {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int, into `n`, which outlives the call.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) };
+    r == 0 && n > 0
+}
+
 /// One non-blocking send on a rank's PMI socket (no SIGPIPE: a rank that closed its end
 /// gives EPIPE).
 fn send_now(sock: &UnixStream, b: &[u8]) -> io::Result<usize> {
@@ -493,11 +501,11 @@ impl RankIo {
             self.budgets.wait(bk);
             o.outstanding = o.outstanding.saturating_sub(self.budgets.take(bk));
             if o.outstanding + READ_CHUNK > STREAM_BUDGET {
-                // Not read until bytes come back (`resume`); a drain does not count the wait.
+                // Not read until bytes come back (`resume`), and no deadline meanwhile: the
+                // rank is not silent, we are not reading it (the line held waits for the
+                // rest of it; a drain does not count the wait). The read after sets it.
                 o.blocked = true;
-                if exited {
-                    o.due = None;
-                }
+                o.due = None;
                 return;
             }
         }
@@ -662,9 +670,14 @@ impl RankIo {
         // wait).
         let due = libi::report::now() + OUTPUT_DRAIN.as_secs_f64();
         for (s, o) in slot.out.iter_mut().enumerate() {
-            if let Some(o) = o.as_mut().filter(|o| !o.blocked) {
+            let Some(o) = o.as_mut() else { continue };
+            o.partial_since = None;
+            if o.blocked {
+                // Its drain starts once bytes come back (`resume`); until then no deadline
+                // (not the held line's: it would give the stream up, its rest unread).
+                o.due = None;
+            } else {
                 o.due = Some(due);
-                o.partial_since = None;
                 arm(&mut self.timers, &mut o.timer_at, due, key(local, 1 + s as u64));
                 // Whatever is left is read now.
                 o.readable = true;
@@ -744,6 +757,18 @@ impl RankIo {
                                 // Silent since the rank's exit for OUTPUT_DRAIN: held open by a
                                 // child of the rank; given up.
                                 self.finish_out(local, s);
+                            } else if o.readable || unread(&o.fd) {
+                                // Not silent: the rank wrote more, which waits in its pipe,
+                                // not read yet (its event perhaps not even taken: we were
+                                // not running). The line is not cut; the read sets its
+                                // deadline again.
+                                if !o.readable {
+                                    o.readable = true;
+                                    self.again.push(k);
+                                }
+                                let due = now + PARTIAL_FLUSH.as_secs_f64();
+                                o.due = Some(due);
+                                arm(&mut self.timers, &mut o.timer_at, due, k);
                             } else {
                                 o.partial_since = None;
                                 if let Some(data) = o.lines.finish() {
