@@ -178,6 +178,36 @@ fn unread(fd: &std::fs::File) -> bool {
     r == 0 && n > 0
 }
 
+/// Whether rank process `pid`, or a process below it, is running or waiting for a CPU (or
+/// in an uninterruptible wait): the rank is not silent then, only not done (or not given a
+/// CPU: a loaded machine). A prompt's writer sleeps, waiting for input; so does a writer of
+/// progress dots between them. At most [`BUSY_PROCS`] processes are looked at.
+fn busy(pid: i32) -> bool {
+    let mut todo = vec![pid];
+    let mut seen = 0;
+    while let Some(p) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else { continue };
+        for t in tasks.flatten() {
+            seen += 1;
+            if seen > BUSY_PROCS {
+                return false;
+            }
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            let state = stat.rsplit_once(')').and_then(|(_, r)| r.trim_start().chars().next());
+            if matches!(state, Some('R' | 'D')) {
+                return true;
+            }
+            if let Ok(c) = std::fs::read_to_string(t.path().join("children")) {
+                todo.extend(c.split_whitespace().filter_map(|c| c.parse::<i32>().ok()));
+            }
+        }
+    }
+    false
+}
+
+/// Threads of a rank's processes [`busy`] looks at, at most.
+const BUSY_PROCS: usize = 64;
+
 /// One non-blocking send on a rank's PMI socket (no SIGPIPE: a rank that closed its end
 /// gives EPIPE).
 fn send_now(sock: &UnixStream, b: &[u8]) -> io::Result<usize> {
@@ -769,6 +799,17 @@ impl RankIo {
                                 let due = now + PARTIAL_FLUSH.as_secs_f64();
                                 o.due = Some(due);
                                 arm(&mut self.timers, &mut o.timer_at, due, k);
+                            } else if let Some(max) = o
+                                .partial_since
+                                .map(|t| t + PARTIAL_MAX_WAIT.as_secs_f64())
+                                .filter(|&max| now < max && busy(slot.pid))
+                            {
+                                // Not silent either: still at work, or waiting for a CPU
+                                // (the rest of the line may be on its way). The line waits
+                                // for its newline up to PARTIAL_MAX_WAIT.
+                                let due = (now + PARTIAL_FLUSH.as_secs_f64()).min(max);
+                                o.due = Some(due);
+                                arm(&mut self.timers, &mut o.timer_at, due, k);
                             } else {
                                 o.partial_since = None;
                                 if let Some(data) = o.lines.finish() {
@@ -793,5 +834,36 @@ impl RankIo {
             }
         }
         std::mem::take(&mut self.ended)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A rank at work, itself or below it, is busy; one waiting (for input, a timer, its
+    /// child) is not.
+    #[test]
+    fn busy_sees_work_below_the_rank() {
+        use std::os::unix::process::CommandExt;
+        use std::process::{Command, Stdio};
+        // Each in a process group of its own, ended whole (sh and its child).
+        let start = |script: &str| {
+            let mut c = Command::new("sh");
+            c.args(["-c", script]).stdin(Stdio::null()).process_group(0);
+            c.spawn().expect("sh")
+        };
+        // `; :` keeps sh from exec'ing its command: the work is in sh's child.
+        let mut spinning = start("yes > /dev/null; :");
+        let mut sleeping = start("sleep 30; :");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let busy = super::busy(spinning.id() as i32);
+        let idle = super::busy(sleeping.id() as i32);
+        for c in [&mut spinning, &mut sleeping] {
+            let pg = nix::unistd::Pid::from_raw(c.id() as i32);
+            let _ = nix::sys::signal::killpg(pg, nix::sys::signal::Signal::SIGKILL);
+            let _ = c.wait();
+        }
+        assert!(busy, "a rank whose child spins is busy");
+        assert!(!idle, "a rank whose child sleeps is not");
+        assert!(!super::busy(i32::MAX), "no such process");
     }
 }

@@ -45,8 +45,10 @@ const MERGE_MAX: usize = 256 << 10;
 /// a fence, an abort) goes at once, with the output before it.
 pub const OUTPUT_LINGER: Duration = Duration::from_millis(1);
 /// A line a rank has begun but not ended (a prompt) is sent up as it is once the rank has
-/// written nothing more for this long: short enough that nobody waits for a prompt, long
-/// enough that a line written in several pieces goes up whole.
+/// written nothing more for this long, and none of its processes is running (a prompt's
+/// writer waits for input; one still at work, or waiting for a CPU on a loaded machine, is
+/// not silent: its line waits up to [`PARTIAL_MAX_WAIT`]): short enough that nobody waits
+/// for a prompt, long enough that a line written in several pieces goes up whole.
 pub const PARTIAL_FLUSH: Duration = Duration::from_millis(50);
 /// ... or once the line has waited this long for its newline, however steadily the rank
 /// goes on writing it (progress dots still show; a long line written piece by piece on a
