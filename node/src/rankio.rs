@@ -28,6 +28,7 @@ use crate::stdio::{
     Budgets, Done, LineBuf, UpLink, OUTPUT_DRAIN, PARTIAL_FLUSH, PARTIAL_MAX_WAIT, READ_CHUNK,
     STREAM_BUDGET,
 };
+use bytes::Bytes;
 use libi::msg::{Msg, Stream};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use std::cmp::Reverse;
@@ -138,7 +139,6 @@ pub struct RankIo {
     /// Ranks that ended, with everything of theirs read, for the driver.
     ended: Vec<(usize, ProcEnd)>,
     pmi_buf: Vec<u8>,
-    out_buf: Vec<u8>,
     events: Vec<EpollEvent>,
 }
 
@@ -239,7 +239,6 @@ impl RankIo {
             up,
             ended: Vec::new(),
             pmi_buf: Vec::new(),
-            out_buf: Vec::new(),
             events: Vec::new(),
         })
     }
@@ -540,26 +539,12 @@ impl RankIo {
             }
         }
         o.blocked = false;
-        // Read into the spare capacity, not a zeroed buffer: only the pages the data fills
-        // are ever touched (most ranks write little, and a rank's end finds EOF).
-        let buf = &mut self.out_buf;
-        buf.clear();
-        buf.reserve_exact(READ_CHUNK);
-        let r = {
-            let spare = buf.spare_capacity_mut();
-            // SAFETY: read(2) writes at most `spare.len()` bytes into the spare capacity,
-            // which stays allocated and unaliased for the call.
-            let n = unsafe { libc::read(o.fd.as_raw_fd(), spare.as_mut_ptr().cast(), READ_CHUNK) };
-            if n < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
-        };
+        // Straight into the stream's line buffer, whose lines go up as slices of it.
+        let r = o.lines.read_from(o.fd.as_fd(), READ_CHUNK);
         let now = libi::report::now();
-        let n = match r {
-            Ok(0) => return self.finish_out(local, s),
-            Ok(n) => n,
+        let (n, asked) = match r {
+            Ok((0, _)) => return self.finish_out(local, s),
+            Ok(r) => r,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 o.readable = false;
                 return;
@@ -570,14 +555,12 @@ impl RankIo {
             }
             Err(_) => return self.finish_out(local, s),
         };
-        // SAFETY: read(2) initialised the first `n` bytes of the spare capacity.
-        unsafe { buf.set_len(n) };
-        if n < READ_CHUNK && !o.hup {
+        if n < asked && !o.hup {
             o.readable = false;
         }
         o.outstanding += n;
         o.held += n;
-        let whole = o.lines.push(&buf[..n]);
+        let whole = o.lines.take();
         let sent = whole.is_some();
         if let Some(data) = whole {
             Self::emit(&self.up, &self.budgets, bk, o, rank, s, data);
@@ -616,13 +599,13 @@ impl RankIo {
         o: &mut Out,
         rank: u32,
         s: usize,
-        data: Vec<u8>,
+        data: Bytes,
     ) {
         let pending = o.lines.pending();
         let done = Done::Release(budgets.release(bk, o.held - pending));
         o.held = pending;
         let stream = if s == 0 { Stream::Stdout } else { Stream::Stderr };
-        up.send_with(Msg::Output { rank, stream, data: data.into() }, done);
+        up.send_with(Msg::Output { rank, stream, data }, done);
     }
 
     /// Rank `local`'s stream `s` is done (EOF, an error, or given up after the drain): the
