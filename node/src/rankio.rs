@@ -43,6 +43,20 @@ use tokio::io::unix::AsyncFd;
 /// say is read again after the other sources that are ready.
 const PMI_READS: usize = 4;
 const PMI_BUF: usize = 16 * 1024;
+/// After a turn that found nothing but rank output, [`GATHER_FROM`] to [`GATHER_BELOW`]
+/// bytes of it (ranks writing steadily, in blocks of a few KiB, read as fast as they write
+/// them: the agent woken, and the ranks waking it, for each block), the agent sleeps this
+/// long before it waits again: the blocks written meanwhile are read together, without a
+/// wake-up each. Nothing else waits longer than that (the sleep is that of the whole
+/// agent); a turn that served anything else (a PMI request, a rank's end), or read less
+/// (a line now and then) or more, is not followed by one.
+///
+/// Measured (release, `-n 4 sh -c 'seq 1 10000000' | wc -l`, 15 alternating runs):
+/// the process manager's CPU 373 -> 313 ms (Hydra 327); 25 us: 312, 150 us: 320 but the
+/// wall time longer (pipes full, ranks waiting).
+const GATHER: std::time::Duration = std::time::Duration::from_micros(50);
+const GATHER_FROM: usize = 4 << 10;
+const GATHER_BELOW: usize = 32 << 10;
 /// Events taken from the set at a time.
 const EVENTS: usize = 64;
 
@@ -140,6 +154,9 @@ pub struct RankIo {
     ended: Vec<(usize, ProcEnd)>,
     pmi_buf: Vec<u8>,
     events: Vec<EpollEvent>,
+    /// Of the turn being served: rank output read, and whether anything else was served.
+    out_read: usize,
+    other: bool,
 }
 
 /// What an event says of a source whose other end is closed or failed.
@@ -240,6 +257,8 @@ impl RankIo {
             ended: Vec::new(),
             pmi_buf: Vec::new(),
             events: Vec::new(),
+            out_read: 0,
+            other: false,
         })
     }
 
@@ -313,6 +332,7 @@ impl RankIo {
     /// ends. Returns the ranks that ended, for the driver (their descriptors are closed).
     pub fn serve(&mut self, core: &mut NodeCore, fx: &mut Vec<Effect>) -> Vec<(usize, ProcEnd)> {
         let again = std::mem::take(&mut self.again);
+        (self.out_read, self.other) = (0, false);
         loop {
             self.events.resize(EVENTS, EpollEvent::empty());
             let n = match self.set.get_ref().0.wait(&mut self.events, 0u16) {
@@ -333,10 +353,17 @@ impl RankIo {
         for k in again {
             self.read(k, core, fx);
         }
+        if !self.other
+            && self.again.is_empty()
+            && (GATHER_FROM..GATHER_BELOW).contains(&self.out_read)
+        {
+            std::thread::sleep(GATHER);
+        }
         std::mem::take(&mut self.ended)
     }
 
     fn on_event(&mut self, k: u64, flags: EpollFlags, core: &mut NodeCore, fx: &mut Vec<Effect>) {
+        self.other |= !matches!(k & 3, K_OUT | K_ERR);
         let local = (k >> 2) as usize;
         let Some(Some(slot)) = self.slots.get_mut(local) else { return };
         match k & 3 {
@@ -364,6 +391,7 @@ impl RankIo {
 
     /// Read source `k` as far as it may be read now.
     fn read(&mut self, k: u64, core: &mut NodeCore, fx: &mut Vec<Effect>) {
+        self.other |= k & 3 == K_PMI;
         match k & 3 {
             K_PMI if self.read_pmi((k >> 2) as usize, core, fx) => self.again.push(k),
             K_PMI => {}
@@ -560,6 +588,7 @@ impl RankIo {
         }
         o.outstanding += n;
         o.held += n;
+        self.out_read += n;
         let whole = o.lines.take();
         let sent = whole.is_some();
         if let Some(data) = whole {
