@@ -6,7 +6,9 @@
 //! A PMI request is read and handed to the core in the same turn of the loop that learnt of
 //! it; a reply is written straight into the socket (queued, and the socket watched for room,
 //! only when it does not fit). Output is read within its stream's budget
-//! ([`crate::stdio::Budgets`]), cut into lines and queued for the parent link. A rank's end is
+//! ([`crate::stdio::Budgets`]), cut into lines and queued for the parent link (a turn that
+//! found a little output and nothing else is followed by a short pause, `GATHER`, so that
+//! ranks writing steadily are read in larger pieces, not a wake-up each). A rank's end is
 //! reported once its output is all read (or, held open by a child of the rank, has been
 //! silent for [`OUTPUT_DRAIN`] since the rank exited), so the end follows the output up the
 //! tree. The deadlines (a line without its newline, the drain, a reply the rank does not

@@ -1,12 +1,14 @@
 //! Rank output and input on a node, bounded end to end.
 //!
 //! * A rank's stdout and stderr are each read by the node's rank reactor
-//!   ([`crate::rankio`]) into a [`LineBuf`]; whole lines go up the tree as `Output`. Each stream may hold at most [`STREAM_BUDGET`] bytes
-//!   that have been read from its pipe but not yet written to the parent's socket: past that
-//!   the reactor stops reading, the pipe fills, and the rank blocks in `write` — a slow reader
-//!   slows the writer, memory stays flat.
+//!   ([`crate::rankio`]) into a [`LineBuf`]; whole lines go up the tree as `Output`, slices
+//!   of the buffer they were read into (never copied on the node). Each stream may hold at
+//!   most [`STREAM_BUDGET`] bytes that have been read from its pipe but not yet written to
+//!   the parent's socket: past that the reactor stops reading, the pipe fills, and the rank
+//!   blocks in `write` — a slow reader slows the writer, memory stays flat.
 //! * Everything a node sends up goes through one FIFO queue ([`UpLink`]) drained by one
-//!   writer task, so the node's event loop never waits for its parent. `Output` is
+//!   writer task, so the node's event loop never waits for its parent; it writes frames with
+//!   vectored writes, output as a head and the slices it came in (`Frames`). `Output` is
 //!   flow-controlled per tree link: at most [`OUTPUT_WINDOW`] bytes unacknowledged by the
 //!   parent (`OutputAck`). A parent acknowledges a child's output once it has passed it on
 //!   (the front end: once written to its own stdout/stderr), so a stopped reader at the top
@@ -262,7 +264,7 @@ pub enum UpEvent {
 /// once the node is done with it).
 ///
 /// Frames go out with vectored writes: rank output as the slices it was read into, behind a
-/// head of its own (see [`Frames`]), never copied into a frame buffer.
+/// head of its own (see `Frames`), never copied into a frame buffer.
 pub fn spawn_up_writer(
     sink: crate::tree::Sink,
     credit: Arc<Semaphore>,
