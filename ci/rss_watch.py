@@ -19,7 +19,9 @@ before it exits is its peak up to one interval.
                    whatever is left after that is reported as left behind and SIGKILLed
 
 FILE gets key=value lines: status (CMD's exit status, 128+N for signal N; we exit with it
-too), status_text, wall (seconds from start to CMD's exit), rss (e.g. "fe 12 MiB, nla 8 MiB,
+too), status_text, wall (seconds from start to CMD's exit), cpu (user and system seconds of CMD
+and of every descendant reaped along the chain, from wait4: the whole tree when each process
+is waited for by its parent, as a process manager's agents and ranks are), rss (e.g. "fe 12 MiB, nla 8 MiB,
 ranks <= 2 MiB"), peak_fe / peak_agent (MiB, the agents' largest), notes (what was killed, what
 was left behind, how VmRSS of the front end and agents moved from 1 s to the end when
 that is over 20 MiB). Roles: CMD itself is "fe"; libi-nla is "nla";
@@ -35,6 +37,10 @@ import threading
 import time
 
 AGENTS = {"libi-nla": "nla", "hydra_pmi_prox": "proxy", "hydra_pmi_proxy": "proxy"}
+# Programs that only exec the process they are run for (ci/stress.sh starts a front end and
+# each rank through bench/into_cgroup.c): a process seen only as one of these was not
+# sampled as what it became.
+WRAPPERS = {"into_cgroup"}
 
 
 def proc_stat(pid):
@@ -147,6 +153,7 @@ def fmt_mib(v):
 def rss_cell(tree, wall):
     procs = sorted(tree.procs.items(), key=lambda kv: kv[0])
     parts = []
+    procs = [(k, p) for k, p in procs if p["name"] not in WRAPPERS]
     fe = [p for _, p in procs if p["role"] == "fe"]
     if fe:
         parts.append(f"fe {fmt_mib(mib(max(p['hwm'] for p in fe)))} MiB")
@@ -222,8 +229,9 @@ def main():
     os.close(null)
 
     def waiter():
-        _, st = os.waitpid(proc.pid, 0)
+        _, st, ru = os.wait4(proc.pid, 0)
         result["t"] = time.monotonic() - t0
+        result["cpu"] = (ru.ru_utime, ru.ru_stime)
         code = os.waitstatus_to_exitcode(st)
         result["status"] = 128 - code if code < 0 else code
         done.set()
@@ -300,6 +308,8 @@ def main():
         f.write(f"status={'' if st is None else st}\n")
         f.write(f"status_text={status_text(st)}\n")
         f.write(f"wall={wall:.3f}\n")
+        if "cpu" in result:
+            f.write(f"cpu={result['cpu'][0]:.3f} {result['cpu'][1]:.3f}\n")
         f.write(f"rss={rss_cell(tree, wall)}\n")
         f.write(f"peak_fe={mib(fe_peak):.1f}\n")
         f.write(f"peak_agent={mib(ag_peak):.1f}\n")

@@ -12,6 +12,8 @@
 #
 # DURATION   seconds of case 1 (default 60)
 # RUNS       runs each of libi and hydra in case 7, alternating (default 5; median reported)
+# LINES7     lines per rank in case 7, each count with and without -l (default
+#            "1000000 10000000"; Hydra's -l takes about a minute a run at 10M lines here)
 # RSS_LIMIT_MB  per-process RSS that kills a case (default 2048)
 # SLOW_RATE  the slow reader of case 6, bytes/s for pv -L (default 10m)
 # CASES      which cases to run (default all: 1 2 3 4 5 6 7 8 9)
@@ -26,7 +28,8 @@
 #  5 -n 1 yes > a fifo nobody reads, SIGTERM after 2 s (time to exit after SIGTERM)
 #  6 -n 4 flood_fence: rank 0 floods stdout while all ranks run 100 PMI-1 fences;
 #    stdout to /dev/null, then into a slow reader
-#  7 -n 4 sh -c 'seq 1 1000000' | wc -l, with and without -l: median of RUNS alternating runs
+#  7 -n 4 sh -c 'seq 1 LINES' | wc -l, with and without -l: medians of RUNS alternating runs,
+#    wall and CPU (the process manager's own, and the whole tree's)
 #  8 -launcher fork -hosts n1:1,..,n4:1 -n 4 bigfence 300MiB (if tests/programs/bigfence.c exists)
 #  9 a huge -n on one node: -n HUGE_N true (default 6000000), -ppn 16777216 -hosts localhost true,
 #    and -n SPAWN_N sleep 30 (default 4000, or 90 % of what the machine lets us run), each SIGTERMed
@@ -233,47 +236,82 @@ if want 6; then
   done
 fi
 
-# ---- 7. 1M lines from each of 4 ranks, vs Hydra
+# ---- 7. LINES lines from each of 4 ranks, vs Hydra: wall and CPU
+# Each run is a job in a cpuacct cgroup of its own (when /sys/fs/cgroup/cpuacct is writable:
+# root), its ranks moved into a second one before they exec (bench/into_cgroup.c, as
+# ci/bench.sh measures): "PM cpu" is what the process manager's own processes spent (front
+# end and agents, or mpiexec.hydra and its proxy), "tree cpu" that plus the ranks. Without
+# the cgroups, the tree's CPU is wait4's (every process is reaped along the chain) and the PM's
+# is not known. wc -l is in neither.
 if want 7; then
-  c7() { # RES WHO-BIN [-l]
-    local res=$1 b=$2
-    shift 2
-    watched "$res" 120 -- "$b" "$@" -n 4 sh -c 'seq 1 1000000' | wc -l >"$work/$res.count"
+  WORK=$work
+  # shellcheck source=ci/bench-lib.sh
+  . ci/bench-lib.sh # build_into_cgroup, rotated, CG_ROOT
+  build_into_cgroup || die "cannot build bench/into_cgroup.c"
+  c7() { # RES WHO-BIN LINES [-l]
+    local res=$1 b=$2 lines=$3 cg=$CG_ROOT/libi-stress-$$-$1
+    shift 3
+    local limit=$((60 + 30 * lines / 1000000)) pre=() rk=()
+    if [ -w "$CG_ROOT" ] && mkdir "$cg" 2>/dev/null && mkdir "$cg-ranks" 2>/dev/null; then
+      pre=("$work/into_cgroup" "$cg") rk=("$work/into_cgroup" "$cg-ranks")
+    fi
+    watched "$res" "$limit" -- "${pre[@]}" "$b" "$@" -n 4 "${rk[@]}" sh -c "seq 1 $lines" | wc -l >"$work/$res.count"
+    if [ ${#pre[@]} -gt 0 ]; then
+      echo "$(cat "$cg/cpuacct.usage") $(cat "$cg-ranks/cpuacct.usage")" >"$work/$res.cg"
+      rmdir "$cg-ranks" "$cg" 2>/dev/null
+    fi
+    return 0
   }
   median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-  for opt in "" -l; do
-    for i in $(seq 1 "$RUNS"); do
-      for who in $(whos); do
-        log "case 7 ($who${opt:+ $opt}): run $i of $RUNS"
-        # shellcheck disable=SC2086 # opt is empty or one word
-        run c7 "c7$opt-$who-$i" "$(bin "$who")" $opt
-      done
-    done
-    declare -A med=()
-    for who in $(whos); do
-      walls=() bad=() statuses=()
+  # cpu7 RES: "PM-ms TREE-ms" of a run (PM "?" without the cgroups)
+  cpu7() {
+    if [ -s "$work/$1.cg" ]; then
+      awk '{ printf "%.1f %.1f", $1 / 1e6, ($1 + $2) / 1e6 }' "$work/$1.cg"
+    else
+      get "$1" cpu | awk '{ printf "? %.1f", ($1 + $2) * 1e3 }'
+    fi
+  }
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "?" && b + 0 > 0) printf "%.2f", a / b; else print "?" }'; }
+  for lines in ${LINES7:-1000000 10000000}; do
+    for opt in "" -l; do
+      tag=c7-$lines$opt
       for i in $(seq 1 "$RUNS"); do
-        r=c7$opt-$who-$i
-        walls+=("$(get "$r" wall) $r")
-        statuses+=("$(get "$r" status)")
-        n=$(tr -d ' ' <"$work/$r.count" 2>/dev/null)
-        [ "$n" = 4000000 ] || bad+=("run $i: ${n:-no} lines")
+        for who in $(rotated "$i" $(whos)); do
+          log "case 7 ($who${opt:+ $opt}, $lines lines): run $i of $RUNS"
+          # shellcheck disable=SC2086 # opt is empty or one word
+          run c7 "$tag-$who-$i" "$(bin "$who")" "$lines" $opt
+        done
       done
-      m=$(printf '%s\n' "${walls[@]}" | awk '{ print $1 }' | median)
-      med[$who]=$m
-      # the RSS cell, status and notes of the median run (of the lower middle one for even RUNS)
-      mid=$(printf '%s\n' "${walls[@]}" | sort -n | sed -n "$(((RUNS + 1) / 2))p" | awk '{ print $2 }')
-      lo=$(printf '%s\n' "${walls[@]}" | sort -n | head -1 | awk '{ print $1 }')
-      hi=$(printf '%s\n' "${walls[@]}" | sort -n | tail -1 | awk '{ print $1 }')
-      note="median of $RUNS (min $lo, max $hi s); statuses $(printf '%s\n' "${statuses[@]}" | sort | uniq -c | awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')"
-      if [ ${#bad[@]} -eq 0 ]; then note+="; 4000000 lines every run"; else note+="; WRONG COUNT: ${bad[*]}"; fi
-      if [ "$who" = hydra ] && [ -n "${med[libi]:-}" ]; then
-        ratio=$(awk -v a="${med[libi]}" -v b="$m" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
-        note+="; ratio libi/hydra $ratio"
-      fi
-      WALL=$m row "7. \`-n 4${opt:+ $opt} sh -c 'seq 1 1000000' \\| wc -l\`" "$who" "$mid" "$note"
+      declare -A med=() pm=() tree=()
+      for who in $(whos); do
+        walls=() bad=() statuses=() pms=() trees=()
+        for i in $(seq 1 "$RUNS"); do
+          r=$tag-$who-$i
+          walls+=("$(get "$r" wall) $r")
+          statuses+=("$(get "$r" status)")
+          read -r p t <<<"$(cpu7 "$r")"
+          pms+=("${p:-?}") trees+=("${t:-?}")
+          n=$(tr -d ' ' <"$work/$r.count" 2>/dev/null)
+          [ "$n" = $((4 * lines)) ] || bad+=("run $i: ${n:-no} lines")
+        done
+        m=$(printf '%s\n' "${walls[@]}" | awk '{ print $1 }' | median)
+        med[$who]=$m
+        if printf '%s\n' "${pms[@]}" | grep -q '?'; then pm[$who]="?"; else pm[$who]=$(printf '%s\n' "${pms[@]}" | median); fi
+        if printf '%s\n' "${trees[@]}" | grep -q '?'; then tree[$who]="?"; else tree[$who]=$(printf '%s\n' "${trees[@]}" | median); fi
+        # the RSS cell, status and notes of the median run (of the lower middle one for even RUNS)
+        mid=$(printf '%s\n' "${walls[@]}" | sort -n | sed -n "$(((RUNS + 1) / 2))p" | awk '{ print $2 }')
+        lo=$(printf '%s\n' "${walls[@]}" | sort -n | head -1 | awk '{ print $1 }')
+        hi=$(printf '%s\n' "${walls[@]}" | sort -n | tail -1 | awk '{ print $1 }')
+        note="median of $RUNS (min $lo, max $hi s); CPU ms, medians: PM ${pm[$who]}, tree ${tree[$who]}"
+        note+="; statuses $(printf '%s\n' "${statuses[@]}" | sort | uniq -c | awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')"
+        if [ ${#bad[@]} -eq 0 ]; then note+="; $((4 * lines)) lines every run"; else note+="; WRONG COUNT: ${bad[*]}"; fi
+        if [ "$who" = hydra ] && [ -n "${med[libi]:-}" ]; then
+          note+="; libi/hydra: wall $(ratio "${med[libi]}" "$m"), PM cpu $(ratio "${pm[libi]}" "${pm[hydra]}"), tree cpu $(ratio "${tree[libi]}" "${tree[hydra]}")"
+        fi
+        WALL=$m row "7. \`-n 4${opt:+ $opt} sh -c 'seq 1 $lines' \\| wc -l\`" "$who" "$mid" "$note"
+      done
+      unset med pm tree
     done
-    unset med
   done
 fi
 

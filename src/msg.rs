@@ -408,12 +408,20 @@ const KIND_PMGR_DOWN: u8 = 3;
 const PART_HEAD: usize = 5;
 /// The rank of a `PmgrDownPart` for every rank.
 const ALL_RANKS: u32 = u32::MAX;
+/// Bytes of a frame's head before an output frame's bytes: [`MsgCodec::output_head`].
+pub const OUTPUT_FRAME_HEAD: usize = HEAD + OUTPUT_HEAD;
+/// The room a tree connection's read buffer is given when it has little left (see
+/// `MsgCodec::room`).
+const READ_ROOM: usize = 64 << 10;
 
 impl Decoder for MsgCodec {
     type Item = Msg;
     type Error = CodecError;
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Msg>, CodecError> {
-        let Some(head) = src.get(..HEAD) else { return Ok(None) };
+        let Some(head) = src.get(..HEAD) else {
+            self.room(src, HEAD - src.len());
+            return Ok(None);
+        };
         let bytes = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
         if bytes > self.max {
             return Err(CodecError::TooLarge { bytes, max: self.max });
@@ -421,7 +429,7 @@ impl Decoder for MsgCodec {
         if src.len() < HEAD + bytes {
             // Room for what is announced, as it arrives (a peer's length alone does not
             // make us allocate a whole frame).
-            src.reserve((HEAD + bytes - src.len()).min(1 << 20));
+            self.room(src, (HEAD + bytes - src.len()).min(1 << 20));
             return Ok(None);
         }
         src.advance(HEAD);
@@ -468,19 +476,54 @@ impl MsgCodec {
         self.max = max;
     }
 
+    /// The head of an output frame (length, kind, rank, stream) whose `len` bytes of output
+    /// follow it: written apart from them (a vectored write), the bytes are not copied. An
+    /// error, as [`MsgCodec::encode_ref`]'s, when the frame would be over the limit.
+    pub fn output_head(
+        &self,
+        rank: u32,
+        stream: Stream,
+        len: usize,
+    ) -> Result<[u8; OUTPUT_FRAME_HEAD], CodecError> {
+        let bytes = OUTPUT_HEAD + len;
+        let Some(n) = u32::try_from(bytes).ok().filter(|_| bytes <= self.max) else {
+            return Err(CodecError::TooLarge { bytes, max: self.max });
+        };
+        let mut h = [0u8; OUTPUT_FRAME_HEAD];
+        h[..HEAD].copy_from_slice(&n.to_be_bytes());
+        h[HEAD] = KIND_OUTPUT;
+        h[HEAD + 1..HEAD + 5].copy_from_slice(&rank.to_be_bytes());
+        h[HEAD + 5] = stream as u8;
+        Ok(h)
+    }
+
+    /// Make room in `src` for the next read: at least `need` bytes (what the frame being
+    /// read still lacks). A read buffer with little room left gets [`READ_ROOM`] (or the
+    /// frame limit, if lower: a connection not authenticated yet gets no more than its
+    /// first frame may take): the reads that fill it are as large as what has arrived, not
+    /// as the end of a frame or the buffer's remnant, and the frames decoded from it are
+    /// slices of it, not copies.
+    fn room(&self, src: &mut BytesMut, need: usize) {
+        let min = READ_ROOM.min(self.max);
+        if src.capacity() - src.len() < need.max(min / 4) {
+            src.reserve(need.max(min));
+        }
+    }
+
     /// Encode without taking ownership (for broadcasting one message to many children). The
     /// message is serialized straight into `dst` behind its length (one copy of its bytes).
     /// A message over the frame limit is an error and leaves `dst` as it was.
     pub fn encode_ref(&mut self, item: &Msg, dst: &mut BytesMut) -> Result<(), CodecError> {
+        if let Msg::Output { rank, stream, data } = item {
+            let head = self.output_head(*rank, *stream, data.len())?;
+            dst.reserve(head.len() + data.len());
+            dst.extend_from_slice(&head);
+            dst.extend_from_slice(data);
+            return Ok(());
+        }
         let start = dst.len();
         dst.extend_from_slice(&[0; HEAD]);
-        if let Msg::Output { rank, stream, data } = item {
-            dst.reserve(OUTPUT_HEAD + data.len());
-            dst.extend_from_slice(&[KIND_OUTPUT]);
-            dst.extend_from_slice(&rank.to_be_bytes());
-            dst.extend_from_slice(&[*stream as u8]);
-            dst.extend_from_slice(data);
-        } else if let Some((kind, rank, data)) = pmgr_part(item) {
+        if let Some((kind, rank, data)) = pmgr_part(item) {
             dst.reserve(PART_HEAD + data.len());
             dst.extend_from_slice(&[kind]);
             dst.extend_from_slice(&rank.to_be_bytes());

@@ -58,6 +58,18 @@ fn start_piped(mark: &str, args: &[&str], env: &[(&str, &str)]) -> std::process:
         .expect("start libi-mpiexec")
 }
 
+/// libi-mpiexec with stdin closed, stderr ours, and its stdout for us to read.
+fn start_reading(mark: &str, args: &[&str]) -> (std::process::Child, std::process::ChildStdout) {
+    let mut child = mpiexec(mark, args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start libi-mpiexec");
+    let out = child.stdout.take().expect("stdout");
+    (child, out)
+}
+
 /// All a finished child wrote on stderr.
 fn stderr_text(child: &mut std::process::Child) -> String {
     let mut err = String::new();
@@ -145,16 +157,10 @@ fn sigterm_with_stopped_reader() {
 fn flood_is_bounded_and_complete() {
     let m = mark();
     // 4 ranks × 64 MiB of 64-byte lines.
-    let mut child = mpiexec(
+    let (mut child, mut out) = start_reading(
         &m,
         &["-n", "4", "sh", "-c", "head -c 67108864 /dev/zero | tr '\\0' 'x' | fold -w 63"],
-    )
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit())
-    .spawn()
-    .expect("start");
-    let mut out = child.stdout.take().expect("stdout");
+    );
     let reader = std::thread::spawn(move || {
         let mut buf = vec![0u8; 1 << 16];
         let (mut bytes, mut lines) = (0u64, 0u64);
@@ -178,6 +184,47 @@ fn flood_is_bounded_and_complete() {
     assert_eq!(lines, 4 * (67108864 / 63) + 3);
     assert_eq!(bytes, 4 * (67108864 + 67108864 / 63) + 3);
     assert!(max < RSS_LIMIT_MB, "RSS reached {max} MB");
+    no_leftovers(&m);
+}
+
+/// A reader that pauses (longer than a line is held for its newline) slows the ranks, and
+/// cuts no line and loses nothing: while a stream is out of budget its rank waits in
+/// `write`, not silent, and the line the agent holds has no deadline. Every line comes out
+/// whole, labelled, in its rank's order, all of them. (The held line's deadline fired: it
+/// was cut, ended by the next rank's output, `[1] 12`, ..., `[1] 3`; and when the rank had
+/// exited meanwhile, the deadline gave the stream up, the rest of its output unread.)
+#[test]
+fn a_pausing_reader_cuts_no_line() {
+    let m = mark();
+    let n = 300_000u32;
+    let seq = format!("seq 1 {n}");
+    let (mut child, mut out) = start_reading(&m, &["-l", "-n", "2", "sh", "-c", &seq]);
+    let mut all = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    for i in 0.. {
+        match out.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => all.extend_from_slice(&buf[..k]),
+        }
+        // Pauses of 150 ms (three times the partial line's deadline) now and then.
+        if i % 16 == 0 && i < 16 * 8 {
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+    assert!(child.wait().expect("wait").success());
+    let text = String::from_utf8(all).expect("utf-8");
+    let mut next = [1u32; 2];
+    for line in text.lines() {
+        let (label, num) = line.split_once(' ').unwrap_or_else(|| panic!("line {line:?}"));
+        let r: usize = match label {
+            "[0]" => 0,
+            "[1]" => 1,
+            _ => panic!("line {line:?}"),
+        };
+        assert_eq!(num, next[r].to_string(), "rank {r}: line {line:?}");
+        next[r] += 1;
+    }
+    assert_eq!(next, [n + 1; 2]);
     no_leftovers(&m);
 }
 

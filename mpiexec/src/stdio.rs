@@ -46,7 +46,17 @@ enum Item {
     /// Rank output (labelled already, if it is to be), to the stream or to `file`.
     Output { data: Bytes, ack: Option<Ack>, file: Option<Arc<OutFile>> },
     /// A line of our own.
-    Line(Vec<u8>),
+    Line(Bytes),
+}
+
+impl Item {
+    /// The bytes, of an item for our stdout or stderr (not for an output file).
+    fn stream_bytes(&mut self) -> Option<&mut Bytes> {
+        match self {
+            Item::Output { data, file: None, .. } | Item::Line(data) => Some(data),
+            Item::Output { file: Some(_), .. } => None,
+        }
+    }
 }
 
 /// What became of a piece of rank output.
@@ -60,20 +70,45 @@ pub enum Wrote {
 }
 
 /// Write what the stream takes without waiting (`RWF_NOWAIT`: pipes and character devices
-/// support it; regular files and terminals may not, EOPNOTSUPP).
-fn write_nowait(fd: i32, data: &[u8]) -> Result<usize, nix::errno::Errno> {
-    let iov = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
+/// support it; regular files and terminals may not, EOPNOTSUPP): several pieces, in order, in
+/// one system call.
+fn write_nowait_v(fd: i32, bufs: &[std::io::IoSlice<'_>]) -> Result<usize, nix::errno::Errno> {
+    let n = bufs.len().min(IOV_MAX) as libc::c_int;
     loop {
-        // SAFETY: one iovec over `data`, alive for the call; offset -1 = current position.
-        let n = unsafe { libc::pwritev2(fd, &iov, 1, -1, libc::RWF_NOWAIT) };
-        if n >= 0 {
-            return Ok(n as usize);
+        // SAFETY: `IoSlice` is ABI-compatible with `iovec` (std guarantees it on Unix); the
+        // `n` slices and what they point to are alive for the call; offset -1 = the current
+        // position.
+        let r = unsafe { libc::pwritev2(fd, bufs.as_ptr().cast(), n, -1, libc::RWF_NOWAIT) };
+        if r >= 0 {
+            return Ok(r as usize);
         }
         match nix::errno::Errno::last() {
             nix::errno::Errno::EINTR => continue,
             e => return Err(e),
         }
     }
+}
+
+/// Pieces written in one system call at most.
+const IOV_MAX: usize = 64;
+
+/// Drop the first `n` bytes of `pieces` (written).
+fn advance(pieces: &mut Vec<Bytes>, mut n: usize) {
+    let mut done = 0;
+    for p in pieces.iter_mut() {
+        if n < p.len() {
+            p.advance(n);
+            break;
+        }
+        n -= p.len();
+        done += 1;
+    }
+    pieces.drain(..done);
+}
+
+/// The pieces, as the slices of one vectored write (at most [`IOV_MAX`]).
+fn slices(pieces: &[Bytes]) -> Vec<std::io::IoSlice<'_>> {
+    pieces.iter().take(IOV_MAX).map(|p| std::io::IoSlice::new(p)).collect()
 }
 
 /// Whether the regular file `fd` is on a local filesystem (ext4, xfs, btrfs, tmpfs, ...).
@@ -123,6 +158,7 @@ fn write_file(fd: i32, mut data: &[u8]) -> Result<(), nix::errno::Errno> {
 
 /// One of our output streams, written by its own thread.
 struct Writer {
+    stream: Stream,
     /// Our stdout or stderr (fd 1 or 2), for writes that cannot block.
     fd: i32,
     /// Writes that cannot block are possible on it.
@@ -193,20 +229,19 @@ fn write_files(pieces: FileWrites) {
     }
 }
 
-/// Take the next batch from `queue`: everything up to [`BATCH_MAX`] bytes, as one piece of
-/// rank output handed on as it is, or copied together into `buf`; what goes to output files
-/// into `files`. Returns the piece (if not in `buf`), the acknowledgements and the number
-/// of items taken.
+/// Take the next batch from `queue`: everything up to [`BATCH_MAX`] bytes or [`IOV_MAX`]
+/// pieces, as the pieces to write in order (not copied: one vectored write); what goes to
+/// output files into `files`. Returns the acknowledgements and the number of items taken.
 fn next_batch(
     queue: &mut std::collections::VecDeque<Item>,
-    buf: &mut Vec<u8>,
+    pieces: &mut Vec<Bytes>,
     files: &mut FileWrites,
-) -> (Option<Bytes>, Vec<Ack>, u64) {
+) -> (Vec<Ack>, u64) {
     let mut acks = Vec::new();
     let mut items = 0u64;
-    let mut single = None;
-    buf.clear();
-    while let Some(item) = queue.pop_front() {
+    let mut bytes = 0;
+    while bytes < BATCH_MAX && pieces.len() < IOV_MAX {
+        let Some(item) = queue.pop_front() else { break };
         items += 1;
         match item {
             Item::Output { data, ack, file: Some(f) } => {
@@ -216,28 +251,18 @@ fn next_batch(
                 acks.extend(ack);
             }
             Item::Output { data, ack, file: None } => {
-                if items == 1 {
-                    single = Some(data);
-                } else {
-                    if let Some(d) = single.take() {
-                        buf.extend_from_slice(&d);
-                    }
-                    buf.extend_from_slice(&data);
-                }
+                bytes += data.len();
+                pieces.push(data);
                 acks.extend(ack);
             }
             Item::Line(l) => {
-                if let Some(d) = single.take() {
-                    buf.extend_from_slice(&d);
-                }
-                buf.extend_from_slice(&l);
+                bytes += l.len();
+                pieces.push(l);
             }
         }
-        if buf.len() >= BATCH_MAX {
-            break;
-        }
     }
-    (single, acks, items)
+    pieces.retain(|p| !p.is_empty());
+    (acks, items)
 }
 
 /// The writer of a pipe or socket: writes that cannot block, epoll in between.
@@ -250,7 +275,7 @@ async fn write_task(
     report: Arc<dyn Fn(WriterEvent) + Send + Sync>,
 ) {
     let mut queue = std::collections::VecDeque::new();
-    let mut buf = Vec::new();
+    let mut pieces = Vec::new();
     let mut broken = false;
     loop {
         if queue.is_empty() {
@@ -263,15 +288,14 @@ async fn write_task(
             queue.extend(more);
         }
         let mut files = Vec::new();
-        let (single, acks, items) = next_batch(&mut queue, &mut buf, &mut files);
+        let (acks, items) = next_batch(&mut queue, &mut pieces, &mut files);
         if !files.is_empty() {
             // Waited for like a write to the stream: the next batch (and its files) after.
             let _ = tokio::task::spawn_blocking(move || write_files(files)).await;
         }
-        let mut bytes: &[u8] = single.as_deref().unwrap_or(&buf);
-        while !broken && !bytes.is_empty() {
-            match write_nowait(afd.get_ref().as_raw_fd(), bytes) {
-                Ok(n) => bytes = &bytes[n..],
+        while !broken && !pieces.is_empty() {
+            match write_nowait_v(afd.get_ref().as_raw_fd(), &slices(&pieces)) {
+                Ok(n) => advance(&mut pieces, n),
                 Err(nix::errno::Errno::EAGAIN) => match afd.writable().await {
                     Ok(mut ready) => ready.clear_ready(),
                     Err(e) => {
@@ -288,6 +312,7 @@ async fn write_task(
                 }
             }
         }
+        pieces.clear();
         st.progress_ms.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
         st.queued.fetch_sub(items, Ordering::Relaxed);
         if !acks.is_empty() {
@@ -307,7 +332,7 @@ fn write_thread(
     report: Arc<dyn Fn(WriterEvent) + Send + Sync>,
 ) {
     let mut file = fd.map(std::fs::File::from);
-    let mut buf = Vec::new();
+    let mut pieces = Vec::new();
     let mut queue = std::collections::VecDeque::new();
     loop {
         if queue.is_empty() {
@@ -320,17 +345,17 @@ fn write_thread(
             queue.extend(more);
         }
         let mut files = Vec::new();
-        let (single, acks, items) = next_batch(&mut queue, &mut buf, &mut files);
+        let (acks, items) = next_batch(&mut queue, &mut pieces, &mut files);
         write_files(files);
-        let bytes = single.as_deref().unwrap_or(&buf);
         if let Some(f) = file.as_mut() {
-            if let Err(e) = f.write_all(bytes) {
+            if let Err(e) = write_all_v(f, &mut pieces) {
                 // Nobody reads this stream any more: say so once, then drop the rest.
                 st.broken.store(true, Ordering::Relaxed);
                 file = None;
                 report(WriterEvent::Broken(stream, e));
             }
         }
+        pieces.clear();
         st.progress_ms.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
         st.queued.fetch_sub(items, Ordering::Relaxed);
         if !acks.is_empty() {
@@ -338,6 +363,19 @@ fn write_thread(
         }
     }
     report(WriterEvent::Finished);
+}
+
+/// Write all of `pieces`, in order, with vectored writes that may block.
+fn write_all_v(f: &mut std::fs::File, pieces: &mut Vec<Bytes>) -> std::io::Result<()> {
+    while !pieces.is_empty() {
+        match f.write_vectored(&slices(pieces)) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => advance(pieces, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[derive(Default)]
@@ -448,6 +486,55 @@ impl Pattern {
         s
     }
 }
+
+/// `data` with `prefix` at the start of each line (not of the first one when it `continues`
+/// a line begun before), after a newline when it comes `apart` from another's unfinished
+/// line. Built in one allocation of the size it takes, the lines found with SIMD
+/// (`memchr`); a short prefix and a short line are each copied as one fixed [`COPY_W`]-byte
+/// move (the output has that much slack, cut off at the end): rank output is mostly short
+/// lines, which per-line copies of their exact length cost several times more.
+fn labelled(data: &[u8], prefix: &[u8], continues: bool, apart: bool) -> Vec<u8> {
+    const W: usize = COPY_W;
+    let starts = memchr::memchr_iter(b'\n', data).count() + 1;
+    let mut out = vec![0u8; 1 + data.len() + starts * prefix.len() + 2 * W];
+    let mut o = 0;
+    if apart {
+        out[0] = b'\n';
+        o = 1;
+    }
+    let mut padded = [0u8; W];
+    let short = prefix.len() <= W;
+    if short {
+        padded[..prefix.len()].copy_from_slice(prefix);
+    }
+    let (n, mut start) = (data.len(), 0);
+    for end in memchr::memchr_iter(b'\n', data).map(|i| i + 1).chain([n]) {
+        if start == end {
+            break;
+        }
+        if start > 0 || !continues {
+            if short {
+                out[o..o + W].copy_from_slice(&padded);
+            } else {
+                out[o..o + prefix.len()].copy_from_slice(prefix);
+            }
+            o += prefix.len();
+        }
+        let len = end - start;
+        if len <= W && start + W <= n {
+            out[o..o + W].copy_from_slice(&data[start..start + W]);
+        } else {
+            out[o..o + len].copy_from_slice(&data[start..end]);
+        }
+        o += len;
+        start = end;
+    }
+    out.truncate(o);
+    out
+}
+
+/// Bytes of the fixed-size moves of [`labelled`].
+const COPY_W: usize = 16;
 
 /// How rank output is presented: a prefix on each line (`-l`: `[rank] `, or
 /// `-prepend-pattern`), and files instead of our stdout/stderr (`-outfile-pattern`,
@@ -654,9 +741,10 @@ impl Output {
     /// unfinished on a destination (our stdout or stderr, or a file) is ended there when
     /// another rank's output (or a line of our own) comes next, so that lines never mix;
     /// a prefix goes on each line a rank starts, not on the rest of one it continues.
-    /// Written at once when that cannot block (nothing queued before it, and the stream
-    /// takes it without waiting); otherwise queued for the stream's thread, which reports
-    /// `ack` once it is written.
+    /// A local file is written at once. A pipe or socket is written at the next
+    /// [`Output::commit`] (when the event loop has no more events at hand: whatever came
+    /// meanwhile, in one vectored write) as far as it takes it without waiting, the rest by
+    /// the stream's writer; `ack` is reported once it is written.
     pub fn rank_output(
         &mut self,
         group: usize,
@@ -687,17 +775,7 @@ impl Output {
         }
         let data = if prefix.is_some() || apart {
             let p = prefix.unwrap_or_default();
-            let mut b = Vec::with_capacity(data.len() + data.len() / 8 + p.len() + 1);
-            if apart {
-                b.push(b'\n');
-            }
-            for (i, line) in data.split_inclusive(|&c| c == b'\n').enumerate() {
-                if i > 0 || !continues {
-                    b.extend_from_slice(p.as_bytes());
-                }
-                b.extend_from_slice(line);
-            }
-            Bytes::from(b)
+            Bytes::from(labelled(&data, p.as_bytes(), continues, apart))
         } else {
             data
         };
@@ -712,7 +790,6 @@ impl Output {
             w.pending.push(Item::Output { data, ack, file });
             return Wrote::Queued;
         }
-        let mut data = data;
         if w.state.broken.load(Ordering::Relaxed) {
             return Wrote::Now;
         }
@@ -731,27 +808,11 @@ impl Output {
                 }
             };
         }
-        if w.direct && idle {
-            match write_nowait(w.fd, &data) {
-                Ok(n) if n == data.len() => {
-                    w.state
-                        .progress_ms
-                        .store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
-                    return Wrote::Now;
-                }
-                Ok(n) => data.advance(n),
-                Err(nix::errno::Errno::EAGAIN) => {}
-                Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::EINVAL) => {
-                    // A regular file, a terminal …: always through the thread.
-                    w.direct = false;
-                }
-                Err(e) => {
-                    w.state.broken.store(true, Ordering::Relaxed);
-                    return Wrote::Broken(e.into());
-                }
-            }
-        }
         w.pending.push(Item::Output { data, ack, file: None });
+        if w.pending.len() >= IOV_MAX {
+            // Written now, not when the event loop runs out of events.
+            w.commit(epoch, &self.report);
+        }
         Wrote::Queued
     }
 
@@ -766,7 +827,7 @@ impl Output {
             let _ = std::io::stderr().write_all(&line);
             return;
         }
-        self.err.pending.push(Item::Line(line));
+        self.err.pending.push(Item::Line(line.into()));
         self.commit();
     }
 
@@ -784,18 +845,18 @@ impl Output {
                 return;
             };
             state.enqueue(1, epoch.elapsed().as_millis() as u64);
-            if !tx.send(vec![Item::Line(bytes.to_vec())]) {
+            if !tx.send(vec![Item::Line(Bytes::copy_from_slice(bytes))]) {
                 state.queued.fetch_sub(1, Ordering::Relaxed);
             }
         }
     }
 
-    /// Hand what was queued to the writer threads (the event loop calls this when it has no
-    /// more events at hand: one wake-up of each thread per burst, not per message).
+    /// Write what was queued, as far as each stream takes it without waiting, and hand the
+    /// rest to the writers (the event loop calls this when it has no more events at hand:
+    /// one write, one wake-up of each writer per burst, not per message).
     pub fn commit(&mut self) {
-        let now_ms = self.epoch.elapsed().as_millis() as u64;
-        self.out.commit(now_ms);
-        self.err.commit(now_ms);
+        self.out.commit(self.epoch, &self.report);
+        self.err.commit(self.epoch, &self.report);
     }
 
     fn writer(&self, stream: Stream) -> &Writer {
@@ -891,13 +952,22 @@ impl Writer {
             Stream::Stderr => libc::STDERR_FILENO,
         };
         let shared = Arc::new(Mutex::new(tx.clone()));
-        Writer { fd, direct: true, local_file, tx, state, pending: Vec::new(), shared }
+        Writer { stream, fd, direct: true, local_file, tx, state, pending: Vec::new(), shared }
     }
 
-    fn commit(&mut self, now_ms: u64) {
+    /// Write what the stream takes now of what is pending (nothing queued before it), then
+    /// hand the rest to the stream's writer. What is written is reported as written.
+    fn commit(&mut self, epoch: Instant, report: &Arc<dyn Fn(WriterEvent) + Send + Sync>) {
         if self.pending.is_empty() {
             return;
         }
+        if self.direct && self.state.queued.load(Ordering::Relaxed) == 0 {
+            self.write_now(epoch, report);
+        }
+        if self.pending.is_empty() {
+            return;
+        }
+        let now_ms = epoch.elapsed().as_millis() as u64;
         let items = std::mem::take(&mut self.pending);
         if let Some(tx) = &self.tx {
             let n = items.len() as u64;
@@ -905,6 +975,72 @@ impl Writer {
             if !tx.send(items) {
                 self.state.queued.fetch_sub(n, Ordering::Relaxed);
             }
+        }
+    }
+}
+
+impl Writer {
+    /// Write the pending items for the stream, in order, as far as it takes them without
+    /// waiting: vectored writes, as many items in each as there are (up to [`IOV_MAX`]),
+    /// until one is not taken whole or an item for an output file comes.
+    fn write_now(&mut self, epoch: Instant, report: &Arc<dyn Fn(WriterEvent) + Send + Sync>) {
+        let mut done = 0;
+        let mut error = None;
+        loop {
+            let iov: Vec<std::io::IoSlice<'_>> = (self.pending[done..].iter_mut())
+                .map_while(|i| i.stream_bytes().map(|b| std::io::IoSlice::new(b)))
+                .take(IOV_MAX)
+                .collect();
+            let (len, count) = (iov.iter().map(|s| s.len()).sum::<usize>(), iov.len());
+            if count == 0 {
+                break;
+            }
+            let mut n = match write_nowait_v(self.fd, &iov) {
+                Ok(n) => n,
+                Err(nix::errno::Errno::EAGAIN) => break,
+                Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::EINVAL) => {
+                    // A regular file, a terminal …: always through the thread.
+                    self.direct = false;
+                    break;
+                }
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            };
+            let whole = n == len;
+            while let Some(b) = self.pending.get_mut(done).and_then(Item::stream_bytes) {
+                if n < b.len() {
+                    b.advance(n);
+                    break;
+                }
+                n -= b.len();
+                done += 1;
+            }
+            if !whole || count < IOV_MAX {
+                break;
+            }
+        }
+        let mut acks: Vec<Ack> = (self.pending.drain(..done))
+            .filter_map(|i| match i {
+                Item::Output { ack, .. } => ack,
+                Item::Line(_) => None,
+            })
+            .collect();
+        if let Some(e) = error {
+            // Nobody reads this stream any more: said once, the rest dropped (acknowledged).
+            self.state.broken.store(true, Ordering::Relaxed);
+            report(WriterEvent::Broken(self.stream, e.into()));
+            acks.extend(self.pending.drain(..).filter_map(|i| match i {
+                Item::Output { ack, file: None, .. } => ack,
+                _ => None,
+            }));
+        }
+        if done > 0 {
+            self.state.progress_ms.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        }
+        if !acks.is_empty() {
+            report(WriterEvent::Written(acks));
         }
     }
 }
@@ -986,6 +1122,42 @@ pub fn spawn_stdin_reader(
 #[cfg(test)]
 mod tests {
     use super::WriterState;
+
+    /// A prefix on every line begun, none on the rest of a line continued, a newline first
+    /// when the output comes apart from another's unfinished line; the bytes as they are.
+    #[test]
+    fn labelled_lines() {
+        let l = |d: &[u8], c, a| String::from_utf8(super::labelled(d, b"[3] ", c, a)).unwrap();
+        assert_eq!(l(b"a\nb\n", false, false), "[3] a\n[3] b\n");
+        assert_eq!(l(b"a\nb", false, false), "[3] a\n[3] b");
+        assert_eq!(l(b"rest\nnext\n", true, false), "rest\n[3] next\n");
+        assert_eq!(l(b"x\n", false, true), "\n[3] x\n");
+        assert_eq!(l(b"\n\n", false, false), "[3] \n[3] \n");
+        assert_eq!(l(b"", false, true), "\n");
+        assert_eq!(l(b"no newline", true, false), "no newline");
+        // Against the plain way, for lines and prefixes short and long.
+        let data: Vec<u8> = (0..5000u32)
+            .map(|i| if (i * 7919) % 23 < 3 { b'\n' } else { b'a' + (i % 26) as u8 })
+            .collect();
+        for prefix in [&b""[..], b"[1] ", b"[123:4567] ", b"a prefix longer than sixteen: "] {
+            for (c, a) in [(false, false), (true, false), (false, true), (true, true)] {
+                for cut in [0, 1, 17, 100, 4999, 5000] {
+                    let d = &data[..cut];
+                    let mut want = Vec::new();
+                    if a {
+                        want.push(b'\n');
+                    }
+                    for (i, line) in d.split_inclusive(|&x| x == b'\n').enumerate() {
+                        if i > 0 || !c {
+                            want.extend_from_slice(prefix);
+                        }
+                        want.extend_from_slice(line);
+                    }
+                    assert_eq!(super::labelled(d, prefix, c, a), want, "{prefix:?} {c} {a} {cut}");
+                }
+            }
+        }
+    }
 
     /// A stream that wrote nothing for a long time and then gets a line is not stuck at once:
     /// its wait for the reader starts when the line is queued (the failure line of a job

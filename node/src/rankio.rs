@@ -6,7 +6,9 @@
 //! A PMI request is read and handed to the core in the same turn of the loop that learnt of
 //! it; a reply is written straight into the socket (queued, and the socket watched for room,
 //! only when it does not fit). Output is read within its stream's budget
-//! ([`crate::stdio::Budgets`]), cut into lines and queued for the parent link. A rank's end is
+//! ([`crate::stdio::Budgets`]), cut into lines and queued for the parent link (a turn that
+//! found a little output and nothing else is followed by a short pause, `GATHER`, so that
+//! ranks writing steadily are read in larger pieces, not a wake-up each). A rank's end is
 //! reported once its output is all read (or, held open by a child of the rank, has been
 //! silent for [`OUTPUT_DRAIN`] since the rank exited), so the end follows the output up the
 //! tree. The deadlines (a line without its newline, the drain, a reply the rank does not
@@ -28,6 +30,7 @@ use crate::stdio::{
     Budgets, Done, LineBuf, UpLink, OUTPUT_DRAIN, PARTIAL_FLUSH, PARTIAL_MAX_WAIT, READ_CHUNK,
     STREAM_BUDGET,
 };
+use bytes::Bytes;
 use libi::msg::{Msg, Stream};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use std::cmp::Reverse;
@@ -42,6 +45,20 @@ use tokio::io::unix::AsyncFd;
 /// say is read again after the other sources that are ready.
 const PMI_READS: usize = 4;
 const PMI_BUF: usize = 16 * 1024;
+/// After a turn that found nothing but rank output, [`GATHER_FROM`] to [`GATHER_BELOW`]
+/// bytes of it (ranks writing steadily, in blocks of a few KiB, read as fast as they write
+/// them: the agent woken, and the ranks waking it, for each block), the agent sleeps this
+/// long before it waits again: the blocks written meanwhile are read together, without a
+/// wake-up each. Nothing else waits longer than that (the sleep is that of the whole
+/// agent); a turn that served anything else (a PMI request, a rank's end), or read less
+/// (a line now and then) or more, is not followed by one.
+///
+/// Measured (release, `-n 4 sh -c 'seq 1 10000000' | wc -l`, 15 alternating runs):
+/// the process manager's CPU 373 -> 313 ms (Hydra 327); 25 us: 312, 150 us: 320 but the
+/// wall time longer (pipes full, ranks waiting).
+const GATHER: std::time::Duration = std::time::Duration::from_micros(50);
+const GATHER_FROM: usize = 4 << 10;
+const GATHER_BELOW: usize = 32 << 10;
 /// Events taken from the set at a time.
 const EVENTS: usize = 64;
 
@@ -138,8 +155,10 @@ pub struct RankIo {
     /// Ranks that ended, with everything of theirs read, for the driver.
     ended: Vec<(usize, ProcEnd)>,
     pmi_buf: Vec<u8>,
-    out_buf: Vec<u8>,
     events: Vec<EpollEvent>,
+    /// Of the turn being served: rank output read, and whether anything else was served.
+    out_read: usize,
+    other: bool,
 }
 
 /// What an event says of a source whose other end is closed or failed.
@@ -169,6 +188,44 @@ fn fired(timer_at: &mut Option<f64>, t: u64) -> bool {
     }
     live
 }
+
+/// Whether a rank's pipe holds bytes not read yet (the event saying so may be waiting).
+fn unread(fd: &std::fs::File) -> bool {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int, into `n`, which outlives the call.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) };
+    r == 0 && n > 0
+}
+
+/// Whether rank process `pid`, or a process below it, is running or waiting for a CPU (or
+/// in an uninterruptible wait): the rank is not silent then, only not done (or not given a
+/// CPU: a loaded machine). A prompt's writer sleeps, waiting for input; so does a writer of
+/// progress dots between them. At most [`BUSY_PROCS`] processes are looked at.
+fn busy(pid: i32) -> bool {
+    let mut todo = vec![pid];
+    let mut seen = 0;
+    while let Some(p) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else { continue };
+        for t in tasks.flatten() {
+            seen += 1;
+            if seen > BUSY_PROCS {
+                return false;
+            }
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            let state = stat.rsplit_once(')').and_then(|(_, r)| r.trim_start().chars().next());
+            if matches!(state, Some('R' | 'D')) {
+                return true;
+            }
+            if let Ok(c) = std::fs::read_to_string(t.path().join("children")) {
+                todo.extend(c.split_whitespace().filter_map(|c| c.parse::<i32>().ok()));
+            }
+        }
+    }
+    false
+}
+
+/// Threads of a rank's processes [`busy`] looks at, at most.
+const BUSY_PROCS: usize = 64;
 
 /// One non-blocking send on a rank's PMI socket (no SIGPIPE: a rank that closed its end
 /// gives EPIPE).
@@ -201,8 +258,9 @@ impl RankIo {
             up,
             ended: Vec::new(),
             pmi_buf: Vec::new(),
-            out_buf: Vec::new(),
             events: Vec::new(),
+            out_read: 0,
+            other: false,
         })
     }
 
@@ -276,6 +334,7 @@ impl RankIo {
     /// ends. Returns the ranks that ended, for the driver (their descriptors are closed).
     pub fn serve(&mut self, core: &mut NodeCore, fx: &mut Vec<Effect>) -> Vec<(usize, ProcEnd)> {
         let again = std::mem::take(&mut self.again);
+        (self.out_read, self.other) = (0, false);
         loop {
             self.events.resize(EVENTS, EpollEvent::empty());
             let n = match self.set.get_ref().0.wait(&mut self.events, 0u16) {
@@ -296,10 +355,17 @@ impl RankIo {
         for k in again {
             self.read(k, core, fx);
         }
+        if !self.other
+            && self.again.is_empty()
+            && (GATHER_FROM..GATHER_BELOW).contains(&self.out_read)
+        {
+            std::thread::sleep(GATHER);
+        }
         std::mem::take(&mut self.ended)
     }
 
     fn on_event(&mut self, k: u64, flags: EpollFlags, core: &mut NodeCore, fx: &mut Vec<Effect>) {
+        self.other |= !matches!(k & 3, K_OUT | K_ERR);
         let local = (k >> 2) as usize;
         let Some(Some(slot)) = self.slots.get_mut(local) else { return };
         match k & 3 {
@@ -327,6 +393,7 @@ impl RankIo {
 
     /// Read source `k` as far as it may be read now.
     fn read(&mut self, k: u64, core: &mut NodeCore, fx: &mut Vec<Effect>) {
+        self.other |= k & 3 == K_PMI;
         match k & 3 {
             K_PMI if self.read_pmi((k >> 2) as usize, core, fx) => self.again.push(k),
             K_PMI => {}
@@ -493,35 +560,21 @@ impl RankIo {
             self.budgets.wait(bk);
             o.outstanding = o.outstanding.saturating_sub(self.budgets.take(bk));
             if o.outstanding + READ_CHUNK > STREAM_BUDGET {
-                // Not read until bytes come back (`resume`); a drain does not count the wait.
+                // Not read until bytes come back (`resume`), and no deadline meanwhile: the
+                // rank is not silent, we are not reading it (the line held waits for the
+                // rest of it; a drain does not count the wait). The read after sets it.
                 o.blocked = true;
-                if exited {
-                    o.due = None;
-                }
+                o.due = None;
                 return;
             }
         }
         o.blocked = false;
-        // Read into the spare capacity, not a zeroed buffer: only the pages the data fills
-        // are ever touched (most ranks write little, and a rank's end finds EOF).
-        let buf = &mut self.out_buf;
-        buf.clear();
-        buf.reserve_exact(READ_CHUNK);
-        let r = {
-            let spare = buf.spare_capacity_mut();
-            // SAFETY: read(2) writes at most `spare.len()` bytes into the spare capacity,
-            // which stays allocated and unaliased for the call.
-            let n = unsafe { libc::read(o.fd.as_raw_fd(), spare.as_mut_ptr().cast(), READ_CHUNK) };
-            if n < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
-        };
+        // Straight into the stream's line buffer, whose lines go up as slices of it.
+        let r = o.lines.read_from(o.fd.as_fd(), READ_CHUNK);
         let now = libi::report::now();
-        let n = match r {
-            Ok(0) => return self.finish_out(local, s),
-            Ok(n) => n,
+        let (n, asked) = match r {
+            Ok((0, _)) => return self.finish_out(local, s),
+            Ok(r) => r,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 o.readable = false;
                 return;
@@ -532,14 +585,13 @@ impl RankIo {
             }
             Err(_) => return self.finish_out(local, s),
         };
-        // SAFETY: read(2) initialised the first `n` bytes of the spare capacity.
-        unsafe { buf.set_len(n) };
-        if n < READ_CHUNK && !o.hup {
+        if n < asked && !o.hup {
             o.readable = false;
         }
         o.outstanding += n;
         o.held += n;
-        let whole = o.lines.push(&buf[..n]);
+        self.out_read += n;
+        let whole = o.lines.take();
         let sent = whole.is_some();
         if let Some(data) = whole {
             Self::emit(&self.up, &self.budgets, bk, o, rank, s, data);
@@ -578,13 +630,13 @@ impl RankIo {
         o: &mut Out,
         rank: u32,
         s: usize,
-        data: Vec<u8>,
+        data: Bytes,
     ) {
         let pending = o.lines.pending();
         let done = Done::Release(budgets.release(bk, o.held - pending));
         o.held = pending;
         let stream = if s == 0 { Stream::Stdout } else { Stream::Stderr };
-        up.send_with(Msg::Output { rank, stream, data: data.into() }, done);
+        up.send_with(Msg::Output { rank, stream, data }, done);
     }
 
     /// Rank `local`'s stream `s` is done (EOF, an error, or given up after the drain): the
@@ -662,9 +714,14 @@ impl RankIo {
         // wait).
         let due = libi::report::now() + OUTPUT_DRAIN.as_secs_f64();
         for (s, o) in slot.out.iter_mut().enumerate() {
-            if let Some(o) = o.as_mut().filter(|o| !o.blocked) {
+            let Some(o) = o.as_mut() else { continue };
+            o.partial_since = None;
+            if o.blocked {
+                // Its drain starts once bytes come back (`resume`); until then no deadline
+                // (not the held line's: it would give the stream up, its rest unread).
+                o.due = None;
+            } else {
                 o.due = Some(due);
-                o.partial_since = None;
                 arm(&mut self.timers, &mut o.timer_at, due, key(local, 1 + s as u64));
                 // Whatever is left is read now.
                 o.readable = true;
@@ -744,6 +801,29 @@ impl RankIo {
                                 // Silent since the rank's exit for OUTPUT_DRAIN: held open by a
                                 // child of the rank; given up.
                                 self.finish_out(local, s);
+                            } else if o.readable || unread(&o.fd) {
+                                // Not silent: the rank wrote more, which waits in its pipe,
+                                // not read yet (its event perhaps not even taken: we were
+                                // not running). The line is not cut; the read sets its
+                                // deadline again.
+                                if !o.readable {
+                                    o.readable = true;
+                                    self.again.push(k);
+                                }
+                                let due = now + PARTIAL_FLUSH.as_secs_f64();
+                                o.due = Some(due);
+                                arm(&mut self.timers, &mut o.timer_at, due, k);
+                            } else if let Some(max) = o
+                                .partial_since
+                                .map(|t| t + PARTIAL_MAX_WAIT.as_secs_f64())
+                                .filter(|&max| now < max && busy(slot.pid))
+                            {
+                                // Not silent either: still at work, or waiting for a CPU
+                                // (the rest of the line may be on its way). The line waits
+                                // for its newline up to PARTIAL_MAX_WAIT.
+                                let due = (now + PARTIAL_FLUSH.as_secs_f64()).min(max);
+                                o.due = Some(due);
+                                arm(&mut self.timers, &mut o.timer_at, due, k);
                             } else {
                                 o.partial_since = None;
                                 if let Some(data) = o.lines.finish() {
@@ -768,5 +848,36 @@ impl RankIo {
             }
         }
         std::mem::take(&mut self.ended)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A rank at work, itself or below it, is busy; one waiting (for input, a timer, its
+    /// child) is not.
+    #[test]
+    fn busy_sees_work_below_the_rank() {
+        use std::os::unix::process::CommandExt;
+        use std::process::{Command, Stdio};
+        // Each in a process group of its own, ended whole (sh and its child).
+        let start = |script: &str| {
+            let mut c = Command::new("sh");
+            c.args(["-c", script]).stdin(Stdio::null()).process_group(0);
+            c.spawn().expect("sh")
+        };
+        // `; :` keeps sh from exec'ing its command: the work is in sh's child.
+        let mut spinning = start("yes > /dev/null; :");
+        let mut sleeping = start("sleep 30; :");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let busy = super::busy(spinning.id() as i32);
+        let idle = super::busy(sleeping.id() as i32);
+        for c in [&mut spinning, &mut sleeping] {
+            let pg = nix::unistd::Pid::from_raw(c.id() as i32);
+            let _ = nix::sys::signal::killpg(pg, nix::sys::signal::Signal::SIGKILL);
+            let _ = c.wait();
+        }
+        assert!(busy, "a rank whose child spins is busy");
+        assert!(!idle, "a rank whose child sleeps is not");
+        assert!(!super::busy(i32::MAX), "no such process");
     }
 }

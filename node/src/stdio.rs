@@ -1,12 +1,14 @@
 //! Rank output and input on a node, bounded end to end.
 //!
 //! * A rank's stdout and stderr are each read by the node's rank reactor
-//!   ([`crate::rankio`]) into a [`LineBuf`]; whole lines go up the tree as `Output`. Each stream may hold at most [`STREAM_BUDGET`] bytes
-//!   that have been read from its pipe but not yet written to the parent's socket: past that
-//!   the reactor stops reading, the pipe fills, and the rank blocks in `write` — a slow reader
-//!   slows the writer, memory stays flat.
+//!   ([`crate::rankio`]) into a [`LineBuf`]; whole lines go up the tree as `Output`, slices
+//!   of the buffer they were read into (never copied on the node). Each stream may hold at
+//!   most [`STREAM_BUDGET`] bytes that have been read from its pipe but not yet written to
+//!   the parent's socket: past that the reactor stops reading, the pipe fills, and the rank
+//!   blocks in `write` — a slow reader slows the writer, memory stays flat.
 //! * Everything a node sends up goes through one FIFO queue ([`UpLink`]) drained by one
-//!   writer task, so the node's event loop never waits for its parent. `Output` is
+//!   writer task, so the node's event loop never waits for its parent; it writes frames with
+//!   vectored writes, output as a head and the slices it came in (`Frames`). `Output` is
 //!   flow-controlled per tree link: at most [`OUTPUT_WINDOW`] bytes unacknowledged by the
 //!   parent (`OutputAck`). A parent acknowledges a child's output once it has passed it on
 //!   (the front end: once written to its own stdout/stderr), so a stopped reader at the top
@@ -16,9 +18,11 @@
 //!   (half a window), so that a child waiting for credit to send one is always sent it
 //!   (a larger one, after a little unacknowledged output, would wait forever).
 
-use futures::SinkExt;
-use libi::msg::{CodecError, Msg, OUTPUT_WINDOW};
+use bytes::{Buf, Bytes, BytesMut};
+use libi::msg::{Msg, MsgCodec, Stream, OUTPUT_WINDOW};
 use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,8 +49,10 @@ const MERGE_MAX: usize = 256 << 10;
 /// a fence, an abort) goes at once, with the output before it.
 pub const OUTPUT_LINGER: Duration = Duration::from_millis(1);
 /// A line a rank has begun but not ended (a prompt) is sent up as it is once the rank has
-/// written nothing more for this long: short enough that nobody waits for a prompt, long
-/// enough that a line written in several pieces goes up whole.
+/// written nothing more for this long, and none of its processes is running (a prompt's
+/// writer waits for input; one still at work, or waiting for a CPU on a loaded machine, is
+/// not silent: its line waits up to [`PARTIAL_MAX_WAIT`]): short enough that nobody waits
+/// for a prompt, long enough that a line written in several pieces goes up whole.
 pub const PARTIAL_FLUSH: Duration = Duration::from_millis(50);
 /// ... or once the line has waited this long for its newline, however steadily the rank
 /// goes on writing it (progress dots still show; a long line written piece by piece on a
@@ -59,10 +65,23 @@ pub const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
 /// Splits a byte stream into whole lines, and lines longer than `cap` bytes into pieces of
 /// `cap` bytes; the bytes themselves are left as they are (nothing added, nothing dropped),
 /// so that the pieces put together are the stream.
+///
+/// The stream is read straight into the buffer ([`LineBuf::read_from`]), and what goes up is
+/// a slice of it, not a copy: reads fill an allocation one after the other, the lines taken
+/// from it sharing it, and a new one is taken (the line held moved into it) when little room
+/// is left. Its size grows with the reads, from [`MIN_ALLOC`] up to [`READ_CHUNK`] beyond the
+/// line held: a stream that writes little holds little. What the slices in flight keep
+/// allocated stays within a small multiple of their bytes (an allocation is left once reads
+/// have filled most of it), which the stream's budget bounds.
 pub struct LineBuf {
-    buf: Vec<u8>,
+    buf: BytesMut,
     cap: usize,
+    /// Room the next allocation gets beyond the line held.
+    chunk: usize,
 }
+
+/// The first allocation of a stream's [`LineBuf`].
+pub const MIN_ALLOC: usize = 512;
 
 impl Default for LineBuf {
     fn default() -> Self {
@@ -72,7 +91,7 @@ impl Default for LineBuf {
 
 impl LineBuf {
     pub fn new(cap: usize) -> Self {
-        LineBuf { buf: Vec::new(), cap: cap.max(1) }
+        LineBuf { buf: BytesMut::new(), cap: cap.max(1), chunk: MIN_ALLOC }
     }
 
     /// Bytes held (the start of a line not ended yet).
@@ -80,49 +99,57 @@ impl LineBuf {
         self.buf.len()
     }
 
-    /// Append `data`; return the whole lines it completes, each ending in a newline, and
-    /// the pieces of a line that goes on past the cap, `cap` bytes each.
-    pub fn push(&mut self, data: &[u8]) -> Option<Vec<u8>> {
-        // Fast path: no line can be longer than the cap.
-        if self.buf.len() + data.len() <= self.cap {
-            let Some(last) = data.iter().rposition(|&b| b == b'\n') else {
-                self.buf.extend_from_slice(data);
-                return None;
-            };
-            let mut out = std::mem::take(&mut self.buf);
-            out.extend_from_slice(&data[..=last]);
-            self.buf.extend_from_slice(&data[last + 1..]);
-            return Some(out);
+    /// One read(2) of `fd`, of at most `max` bytes, appended to what is held (take the lines
+    /// with [`LineBuf::take`]). Returns the bytes read and the bytes asked for (fewer than
+    /// asked: the descriptor had no more).
+    pub fn read_from(&mut self, fd: BorrowedFd<'_>, max: usize) -> io::Result<(usize, usize)> {
+        if self.buf.capacity() - self.buf.len() < self.chunk / 4 {
+            self.buf.reserve(self.chunk);
         }
-        let mut out = Vec::with_capacity(self.buf.len() + data.len() + 1);
-        let mut rest = data;
-        while !rest.is_empty() {
-            // Up to `room` more bytes fit in this line, then its newline.
-            let room = self.cap - self.buf.len();
-            match rest.iter().take(room + 1).position(|&b| b == b'\n') {
-                Some(i) => {
-                    out.append(&mut self.buf);
-                    out.extend_from_slice(&rest[..=i]);
-                    rest = &rest[i + 1..];
-                }
-                None if rest.len() > room => {
-                    // The line goes on past the cap: a piece of it goes now.
-                    out.append(&mut self.buf);
-                    out.extend_from_slice(&rest[..room]);
-                    rest = &rest[room..];
-                }
-                None => {
-                    self.buf.extend_from_slice(rest);
-                    rest = &[];
-                }
+        let spare = self.buf.spare_capacity_mut();
+        let ask = spare.len().min(max);
+        // SAFETY: read(2) writes at most `ask` bytes into the spare capacity, which stays
+        // allocated and unaliased for the call.
+        let n = unsafe { libc::read(fd.as_raw_fd(), spare.as_mut_ptr().cast(), ask) };
+        let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+        // SAFETY: read(2) initialised the first `n` bytes of the spare capacity.
+        unsafe { self.buf.set_len(self.buf.len() + n) };
+        if n >= ask / 2 {
+            // The stream has more to say: larger allocations, fewer and larger reads.
+            self.chunk = (self.chunk * 2).min(READ_CHUNK);
+        }
+        Ok((n, ask))
+    }
+
+    /// Append `data`; return the whole lines it completes (see [`LineBuf::take`]).
+    pub fn push(&mut self, data: &[u8]) -> Option<Bytes> {
+        self.buf.extend_from_slice(data);
+        self.take()
+    }
+
+    /// The whole lines held, each ending in a newline, and the pieces of a line that goes on
+    /// past the cap, `cap` bytes each: one slice of the buffer. What is left (at most `cap`
+    /// bytes) is the start of a line.
+    pub fn take(&mut self) -> Option<Bytes> {
+        let b = &self.buf[..];
+        let last_line = |b: &[u8]| b.iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
+        let mut end = 0;
+        // Past the cap a line may be longer than the cap: line by line while it is (only the
+        // line held can be: a read is shorter than the cap).
+        while b.len() - end > self.cap {
+            match b[end..=end + self.cap].iter().position(|&c| c == b'\n') {
+                Some(i) => end += i + 1,
+                // The line goes on past the cap: a piece of it goes now.
+                None => end += self.cap,
             }
         }
-        (!out.is_empty()).then_some(out)
+        end += last_line(&b[end..]);
+        (end > 0).then(|| self.buf.split_to(end).freeze())
     }
 
     /// The end of the stream: the last line, as it is (without a newline if it had none).
-    pub fn finish(&mut self) -> Option<Vec<u8>> {
-        (!self.buf.is_empty()).then(|| std::mem::take(&mut self.buf))
+    pub fn finish(&mut self) -> Option<Bytes> {
+        (!self.buf.is_empty()).then(|| self.buf.split().freeze())
     }
 }
 
@@ -230,25 +257,33 @@ pub enum UpEvent {
     Broken(String),
 }
 
-/// Start the writer of a node's parent link. `credit` holds the output window (the parent's
-/// `OutputAck`s add to it); the writer stops when `stop` is cancelled, when the queue is
-/// closed and drained, or when the connection fails.
-pub fn spawn_up_writer<S>(
-    sink: S,
+/// Start the writer of a node's parent link, on the connection under `sink` (what `sink`
+/// holds unwritten goes first). `credit` holds the output window (the parent's `OutputAck`s
+/// add to it); the writer stops when `stop` is cancelled, when the queue is closed and
+/// drained, or when the connection fails. The task gives back the connection (to be closed
+/// once the node is done with it).
+///
+/// Frames go out with vectored writes: rank output as the slices it was read into, behind a
+/// head of its own (see `Frames`), never copied into a frame buffer.
+pub fn spawn_up_writer(
+    sink: crate::tree::Sink,
     credit: Arc<Semaphore>,
     stop: CancellationToken,
     report: impl Fn(UpEvent) + Send + Sync + 'static,
-) -> (UpLink, tokio::task::JoinHandle<S>)
-where
-    S: futures::Sink<Msg, Error = CodecError> + Unpin + Send + 'static,
-{
+) -> (UpLink, tokio::task::JoinHandle<crate::tree::Writer>) {
     let (tx, rx) = unbounded_channel();
+    let parts = sink.into_parts();
+    let mut frames = Frames::default();
+    frames.piece(parts.write_buf.freeze());
     let mut w = UpWriter {
-        sink,
+        io: parts.io,
+        codec: parts.codec,
+        frames,
         credit,
         rx,
         queue: VecDeque::new(),
-        written: Vec::new(),
+        written: VecDeque::new(),
+        parts: Vec::new(),
         linger: None,
         urgent: false,
     };
@@ -258,20 +293,99 @@ where
             _ = stop.cancelled() => {}
             _ = w.run(&report) => {}
         }
-        w.sink
+        w.io
     });
     (UpLink { tx }, task)
 }
 
+/// Output bytes fewer than this are copied beside their frame's head rather than written as
+/// a piece of their own (a line or two: not worth an iovec).
+const COPY_MAX: usize = 512;
+/// Room a new buffer for heads and small messages gets.
+const SMALL_ROOM: usize = 8 << 10;
+/// Pieces given to one `writev`.
+const IOV_MAX: usize = 64;
+/// Bytes queued that are written at once, whatever the linger.
+const WRITE_AT: usize = 256 << 10;
+
+/// Frames encoded and not written yet, as the pieces of the next vectored writes, in order:
+/// rank output as the slices it came in (shared, not copied), and between them what is
+/// small (frame heads, other messages, short output), gathered in one buffer.
+#[derive(Default)]
+struct Frames {
+    pieces: VecDeque<Bytes>,
+    /// Small bytes after the last piece.
+    small: BytesMut,
+    /// Bytes ever queued (the stream offset of the end of what is queued).
+    end: u64,
+    /// Bytes queued and not written yet.
+    queued: usize,
+}
+
+impl Frames {
+    /// Room in `small` for `n` more bytes.
+    fn room(&mut self, n: usize) {
+        if self.small.capacity() - self.small.len() < n {
+            // A fresh buffer (the one before is shared with its pieces): not one per head.
+            self.small.reserve(n.max(SMALL_ROOM));
+        }
+    }
+
+    fn copy(&mut self, b: &[u8]) {
+        self.room(b.len());
+        self.small.extend_from_slice(b);
+        self.added(b.len());
+    }
+
+    fn added(&mut self, n: usize) {
+        self.end += n as u64;
+        self.queued += n;
+    }
+
+    fn piece(&mut self, b: Bytes) {
+        if b.len() < COPY_MAX {
+            return self.copy(&b);
+        }
+        self.seal();
+        self.added(b.len());
+        self.pieces.push_back(b);
+    }
+
+    /// `small` becomes a piece.
+    fn seal(&mut self) {
+        if !self.small.is_empty() {
+            self.pieces.push_back(self.small.split().freeze());
+        }
+    }
+
+    /// `n` bytes were written.
+    fn advance(&mut self, mut n: usize) {
+        self.queued -= n;
+        while n > 0 {
+            let Some(front) = self.pieces.front_mut() else { return };
+            if n < front.len() {
+                front.advance(n);
+                return;
+            }
+            n -= front.len();
+            self.pieces.pop_front();
+        }
+    }
+}
+
 /// The writer of a parent link (see [`spawn_up_writer`]).
-struct UpWriter<S> {
-    sink: S,
+struct UpWriter {
+    io: crate::tree::Writer,
+    codec: MsgCodec,
+    frames: Frames,
     credit: Arc<Semaphore>,
     rx: UnboundedReceiver<UpItem>,
-    /// Taken from `rx`, not written yet, in order.
+    /// Taken from `rx`, not encoded yet, in order.
     queue: VecDeque<(Msg, Done)>,
-    /// Fed to the sink, to be settled once it is flushed.
-    written: Vec<Done>,
+    /// Encoded messages, to be settled once written: where each ends (see [`Frames::end`]).
+    written: VecDeque<(u64, Done)>,
+    /// The output of one frame being gathered.
+    parts: Vec<(Bytes, Done)>,
     /// Only output was fed since the last flush: flush by then ([`OUTPUT_LINGER`]).
     linger: Option<tokio::time::Instant>,
     /// Something else was fed since the last flush: flush as soon as the queue is empty.
@@ -296,10 +410,7 @@ fn may_overtake(m: &Msg) -> bool {
     )
 }
 
-impl<S> UpWriter<S>
-where
-    S: futures::Sink<Msg, Error = CodecError> + Unpin,
-{
+impl UpWriter {
     /// Until the queue is closed and written, or the connection fails.
     async fn run(&mut self, report: &impl Fn(UpEvent)) {
         let mut closing = false;
@@ -327,42 +438,39 @@ where
             while let Ok(item) = self.rx.try_recv() {
                 closing |= self.take(item);
             }
-            let Some((mut msg, done)) = self.queue.pop_front() else { continue };
-            let mut dones = vec![done];
-            if let Msg::Output { rank, stream, data } = &mut msg {
-                // Output of the same rank and stream queued right behind travels in the same
-                // message (fewer, larger frames when the parent is the bottleneck).
-                let mut merged: Option<Vec<u8>> = None;
-                loop {
-                    let len = merged.as_ref().map_or(data.len(), Vec::len);
-                    if len >= MERGE_MAX {
-                        break;
-                    }
-                    match self.queue.front() {
-                        Some((Msg::Output { rank: r, stream: s, data: d }, _))
-                            if r == rank && s == stream && len + d.len() <= OUTPUT_MSG_MAX => {}
-                        _ => break,
-                    }
-                    if let Some((Msg::Output { data: d, .. }, dn)) = self.queue.pop_front() {
-                        merged.get_or_insert_with(|| data.to_vec()).extend_from_slice(&d);
-                        dones.push(dn);
-                    }
-                }
-                if let Some(m) = merged {
-                    *data = m.into();
-                }
-                let need = data.len().clamp(1, OUTPUT_WINDOW as usize) as u32;
-                if self.credit.available_permits() < need as usize
-                    && !self.wait_for_credit(need, &mut closing, report).await
-                {
+            let Some((msg, done)) = self.queue.pop_front() else { continue };
+            let Msg::Output { rank, stream, data } = msg else {
+                if !self.feed(msg, done, report).await {
                     return;
                 }
-                match self.credit.try_acquire_many(need) {
-                    Ok(p) => p.forget(),
-                    Err(_) => return,
+                continue;
+            };
+            // Output of the same rank and stream queued right behind travels in the same
+            // frame (fewer, larger frames when the parent is the bottleneck).
+            let mut len = data.len();
+            self.parts.push((data, done));
+            while len < MERGE_MAX {
+                match self.queue.front() {
+                    Some((Msg::Output { rank: r, stream: s, data: d }, _))
+                        if *r == rank && *s == stream && len + d.len() <= OUTPUT_MSG_MAX => {}
+                    _ => break,
+                }
+                if let Some((Msg::Output { data: d, .. }, dn)) = self.queue.pop_front() {
+                    len += d.len();
+                    self.parts.push((d, dn));
                 }
             }
-            if !self.feed(msg, dones, report).await {
+            let need = len.clamp(1, OUTPUT_WINDOW as usize) as u32;
+            if self.credit.available_permits() < need as usize
+                && !self.wait_for_credit(need, &mut closing, report).await
+            {
+                return;
+            }
+            match self.credit.try_acquire_many(need) {
+                Ok(p) => p.forget(),
+                Err(_) => return,
+            }
+            if !self.feed_output(rank, stream, len, report).await {
                 return;
             }
         }
@@ -392,7 +500,7 @@ where
             while i < self.queue.len() {
                 if may_overtake(&self.queue[i].0) {
                     if let Some((m, d)) = self.queue.remove(i) {
-                        if !self.feed(m, vec![d], report).await {
+                        if !self.feed(m, d, report).await {
                             return false;
                         }
                     }
@@ -423,47 +531,104 @@ where
         }
     }
 
-    async fn feed(&mut self, msg: Msg, dones: Vec<Done>, report: &impl Fn(UpEvent)) -> bool {
-        if !matches!(msg, Msg::Output { .. }) {
-            self.urgent = true;
-        } else if self.linger.is_none() {
-            self.linger = Some(tokio::time::Instant::now() + OUTPUT_LINGER);
-        }
-        match self.sink.feed(msg).await {
+    /// Encode a message other than output. False when the connection failed.
+    async fn feed(&mut self, msg: Msg, done: Done, report: &impl Fn(UpEvent)) -> bool {
+        self.urgent = true;
+        self.frames.room(SMALL_ROOM / 4);
+        let before = self.frames.small.len();
+        match self.codec.encode_ref(&msg, &mut self.frames.small) {
             Ok(()) => {
-                self.written.extend(dones);
-                true
+                self.frames.added(self.frames.small.len() - before);
+                self.written.push_back((self.frames.end, done));
             }
-            Err(CodecError::Io(e)) if e.kind() != std::io::ErrorKind::InvalidInput => {
-                report(UpEvent::Broken(e.to_string()));
-                false
-            }
-            Err(e) => {
-                report(UpEvent::Unsendable(e.to_string()));
-                true
-            }
+            // Dropped (its `done` settled now); the job must fail.
+            Err(e) => report(UpEvent::Unsendable(e.to_string())),
         }
+        self.write_if_full(report).await
     }
 
-    /// Flush the sink, then settle what was written. False when the connection failed.
-    async fn flush(&mut self, report: &impl Fn(UpEvent)) -> bool {
-        (self.linger, self.urgent) = (None, false);
-        if let Err(e) = self.sink.flush().await {
-            report(UpEvent::Broken(e.to_string()));
-            return false;
+    /// Queue the frame of the output gathered in `parts` (`len` bytes of rank `rank`'s
+    /// `stream`). False when the connection failed.
+    async fn feed_output(
+        &mut self,
+        rank: u32,
+        stream: Stream,
+        len: usize,
+        report: &impl Fn(UpEvent),
+    ) -> bool {
+        if self.linger.is_none() {
+            self.linger = Some(tokio::time::Instant::now() + OUTPUT_LINGER);
         }
-        for d in self.written.drain(..) {
-            if let Done::Child(idx, n) = d {
-                report(UpEvent::ChildDone(idx, n));
+        match self.codec.output_head(rank, stream, len) {
+            Ok(head) => {
+                self.frames.copy(&head);
+                for (data, done) in self.parts.drain(..) {
+                    self.frames.piece(data);
+                    self.written.push_back((self.frames.end, done));
+                }
+            }
+            Err(e) => {
+                self.parts.clear();
+                report(UpEvent::Unsendable(e.to_string()));
+            }
+        }
+        self.write_if_full(report).await
+    }
+
+    /// Write now when much is queued (else at the flush). False when the connection failed.
+    async fn write_if_full(&mut self, report: &impl Fn(UpEvent)) -> bool {
+        if self.frames.queued < WRITE_AT {
+            return true;
+        }
+        self.write(report).await
+    }
+
+    /// Write everything queued, settling each message once it is written. False when the
+    /// connection failed.
+    async fn write(&mut self, report: &impl Fn(UpEvent)) -> bool {
+        use tokio::io::AsyncWriteExt;
+        self.frames.seal();
+        let mut sent = self.frames.end - self.frames.queued as u64;
+        while !self.frames.pieces.is_empty() {
+            let mut iov = [io::IoSlice::new(&[]); IOV_MAX];
+            let k = self.frames.pieces.len().min(IOV_MAX);
+            for (slice, piece) in iov.iter_mut().zip(&self.frames.pieces) {
+                *slice = io::IoSlice::new(piece);
+            }
+            let n = match self.io.write_vectored(&iov[..k]).await {
+                Ok(0) => Err(io::Error::from(io::ErrorKind::WriteZero)),
+                r => r,
+            };
+            let n = match n {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    report(UpEvent::Broken(e.to_string()));
+                    return false;
+                }
+            };
+            self.frames.advance(n);
+            sent += n as u64;
+            while self.written.front().is_some_and(|(end, _)| *end <= sent) {
+                if let Some((_, Done::Child(idx, n))) = self.written.pop_front() {
+                    report(UpEvent::ChildDone(idx, n));
+                }
             }
         }
         true
+    }
+
+    /// Write everything queued now. False when the connection failed.
+    async fn flush(&mut self, report: &impl Fn(UpEvent)) -> bool {
+        (self.linger, self.urgent) = (None, false);
+        self.write(report).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::LineBuf;
+    use bytes::Bytes;
     use libi::msg::{KvsTop, Msg};
 
     /// A fence's parts must reach the parent before its FenceIn: they overtake output alike.
@@ -504,24 +669,24 @@ mod tests {
     fn whole_lines() {
         let mut lb = LineBuf::new(100);
         assert_eq!(lb.push(b"ab"), None);
-        assert_eq!(lb.push(b"c\nde"), Some(b"abc\n".to_vec()));
-        assert_eq!(lb.push(b"\n\nf"), Some(b"de\n\n".to_vec()));
-        assert_eq!(lb.finish(), Some(b"f".to_vec()));
+        assert_eq!(lb.push(b"c\nde"), Some(Bytes::from_static(b"abc\n")));
+        assert_eq!(lb.push(b"\n\nf"), Some(Bytes::from_static(b"de\n\n")));
+        assert_eq!(lb.finish(), Some(Bytes::from_static(b"f")));
         assert_eq!(lb.finish(), None);
     }
 
     #[test]
     fn long_lines_go_up_in_pieces_of_the_cap() {
         let mut lb = LineBuf::new(4);
-        assert_eq!(lb.push(b"abcdefghij"), Some(b"abcdefgh".to_vec()));
+        assert_eq!(lb.push(b"abcdefghij"), Some(Bytes::from_static(b"abcdefgh")));
         assert_eq!(lb.pending(), 2);
-        assert_eq!(lb.push(b"\nxy"), Some(b"ij\n".to_vec()));
-        assert_eq!(lb.finish(), Some(b"xy".to_vec()));
+        assert_eq!(lb.push(b"\nxy"), Some(Bytes::from_static(b"ij\n")));
+        assert_eq!(lb.finish(), Some(Bytes::from_static(b"xy")));
         // A line of exactly the cap stays whole even when its newline comes later.
         let mut lb = LineBuf::new(4);
         assert_eq!(lb.push(b"1234"), None);
-        assert_eq!(lb.push(b"\n5"), Some(b"1234\n".to_vec()));
-        assert_eq!(lb.finish(), Some(b"5".to_vec()));
+        assert_eq!(lb.push(b"\n5"), Some(Bytes::from_static(b"1234\n")));
+        assert_eq!(lb.finish(), Some(Bytes::from_static(b"5")));
     }
 
     /// Whatever the cap and however the stream is read: nothing added or dropped, and never
@@ -543,5 +708,104 @@ mod tests {
                 assert_eq!(out, data, "cap {cap} chunk {chunk}");
             }
         }
+    }
+
+    /// Read from a pipe in reads of any size: the slices taken put together are the stream,
+    /// what is held is the start of a line, never more than the cap, and the allocation of a
+    /// stream that writes little stays small.
+    #[test]
+    fn reads_from_a_pipe_come_out_as_slices_of_the_stream() {
+        use std::io::Write;
+        use std::os::fd::AsFd;
+        let data: Vec<u8> = (0..300_000u32)
+            .map(|i| if i % 97 == 0 || i % 1013 == 0 { b'\n' } else { b'a' + (i % 23) as u8 })
+            .collect();
+        for cap in [50, 4096, super::LINE_CAP] {
+            let (rd, mut wr) = std::io::pipe().expect("pipe");
+            let mut lb = LineBuf::new(cap);
+            let mut out = Vec::new();
+            for chunk in data.chunks(7919) {
+                wr.write_all(chunk).expect("write");
+                let mut left = chunk.len();
+                while left > 0 {
+                    let (n, asked) = lb.read_from(rd.as_fd(), left.min(3000)).expect("read");
+                    assert!(n > 0 && n <= asked && asked <= 3000);
+                    left -= n;
+                    if let Some(b) = lb.take() {
+                        out.extend_from_slice(&b);
+                    }
+                    assert!(lb.pending() <= cap, "cap {cap}");
+                    assert!(!lb.buf.contains(&b'\n'), "a whole line held back (cap {cap})");
+                }
+            }
+            out.extend(lb.finish().unwrap_or_default());
+            assert_eq!(out, data, "cap {cap}");
+        }
+        // A line, and nothing more: the first allocation is all it takes.
+        let (rd, mut wr) = std::io::pipe().expect("pipe");
+        let mut lb = LineBuf::default();
+        wr.write_all(b"hello\n").expect("write");
+        assert_eq!(lb.read_from(rd.as_fd(), super::READ_CHUNK).expect("read").0, 6);
+        assert_eq!(lb.take(), Some(Bytes::from_static(b"hello\n")));
+        assert!(lb.buf.capacity() < super::MIN_ALLOC, "{}", lb.buf.capacity());
+    }
+
+    /// The parent link's writer: what the queue holds arrives in order, output of a rank and
+    /// stream queued together in one frame, each message settled once written (a stream's
+    /// bytes given back, a child's output reported passed on), and the connection given back
+    /// once the queue is closed.
+    #[test]
+    fn the_up_writer_writes_frames_in_order_and_settles_them() {
+        use futures::StreamExt;
+        use libi::msg::{codec, Stream};
+        use std::sync::{Arc, Mutex};
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+        rt.block_on(async {
+            let (a, b) = tokio::net::UnixStream::pair().expect("pair");
+            let (_, wr) = a.into_split();
+            let sink =
+                tokio_util::codec::FramedWrite::new(Box::new(wr) as crate::tree::Writer, codec());
+            let credit = Arc::new(tokio::sync::Semaphore::new(libi::msg::OUTPUT_WINDOW as usize));
+            let stop = tokio_util::sync::CancellationToken::new();
+            let passed = Arc::new(Mutex::new(Vec::new()));
+            let p = passed.clone();
+            let (up, task) = super::spawn_up_writer(sink, credit, stop, move |e| {
+                if let super::UpEvent::ChildDone(idx, n) = e {
+                    p.lock().expect("lock").push((idx, n));
+                }
+            });
+            let budgets = super::Budgets::new(1, |_| {});
+            let out = |rank, data: &[u8]| Msg::Output {
+                rank,
+                stream: Stream::Stdout,
+                data: Bytes::copy_from_slice(data),
+            };
+            let big = vec![b'x'; 100_000];
+            up.send_with(out(1, b"a\n"), super::Done::Release(budgets.release(0, 2)));
+            up.send_with(out(1, &big), super::Done::Release(budgets.release(0, big.len())));
+            up.send_with(out(2, b"b\n"), super::Done::Child(7, 2));
+            up.send(Msg::Kill);
+            up.send_with(out(2, b"c"), super::Done::Child(7, 1));
+            up.close();
+            let mut rd = tokio_util::codec::FramedRead::new(b, codec());
+            let mut got = Vec::new();
+            while let Some(m) = rd.next().await {
+                got.push(m.expect("decode"));
+                if got.len() == 4 {
+                    break;
+                }
+            }
+            let mut first = b"a\n".to_vec();
+            first.extend_from_slice(&big);
+            assert_eq!(got[0], out(1, &first), "one rank's output queued together: one frame");
+            assert_eq!(got[1], out(2, b"b\n"));
+            assert_eq!(got[2], Msg::Kill);
+            assert_eq!(got[3], out(2, b"c"));
+            let conn = task.await.expect("writer");
+            drop(conn);
+            assert!(rd.next().await.is_none(), "the connection closes with the writer's end");
+            assert_eq!(budgets.take(0), 2 + big.len(), "every byte given back");
+            assert_eq!(*passed.lock().expect("lock"), vec![(7, 2), (7, 1)]);
+        });
     }
 }
