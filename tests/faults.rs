@@ -15,6 +15,8 @@ const SIGINT: i32 = 2;
 const SIGKILL: i32 = 9;
 const SIGUSR1: i32 = 10;
 const SIGTERM: i32 = 15;
+const SIGCONT: i32 = 18;
+const SIGSTOP: i32 = 19;
 
 fn report(name: &str, status: i32, secs: f64) {
     eprintln!("teardown | {name} | status {status} | {secs:.3} s");
@@ -907,4 +909,88 @@ while True:
     let line = failure_line(&r);
     assert!(line.contains("rank 0") && line.contains("stopped reading its PMGR replies"), "{line}");
     report("PMGR flood, replies never read", r.status, secs);
+}
+
+/// One child agent stops (SIGSTOP) while a big fence release (21 MB, pushed to every node)
+/// is being sent to it: its link fills, what does not fit waits for it, and nothing else
+/// waits: the other nodes' ranks get their release, keep getting PMI answers and their
+/// output keeps arriving while it is stopped. After the stall limit (30 s) its subtree is
+/// lost: the job ends with status 255 and one line naming it. (Before, the front end
+/// waited in its loop on that one child, for 30 s: no output of any node came meanwhile.)
+#[test]
+fn a_stopped_child_delays_nothing_else() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("stall-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let d = dir.to_string_lossy().into_owned();
+    let args = [
+        "-launcher",
+        "fork",
+        "-hosts",
+        "n1:1,n2:1,n3:1",
+        "--tree",
+        "flat",
+        "--kvs-push-max",
+        "1G",
+        "-n",
+        "3",
+    ];
+    let prog = prog("stall_fence");
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend([prog.as_str(), "7000000", d.as_str(), "60"]);
+    let mut live = start(&all, &[]);
+    // Ranks 1 (on n2) and 2 (on n3) are in the fence; their agents pass that on at once.
+    let entered = |r: u32| dir.join(format!("in.{r}")).exists();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(entered(1) && entered(2)) {
+        assert!(Instant::now() < deadline, "the ranks never entered the fence");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let n2 = live.wait_for(1, |c| c.contains("libi-nla") && c.contains("--node 2 "))[0].0;
+    signal(n2, SIGSTOP);
+    std::fs::write(dir.join("go"), b"").expect("go");
+    // The other nodes' output arrives while n2 is stopped.
+    let stdout = live.child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut ticks = [0u32; 3];
+    let until = Instant::now() + Duration::from_secs(20);
+    while ticks[0] < 5 || ticks[2] < 5 {
+        let left = until.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => {
+                if let Some(r) = l.strip_prefix("rank ").and_then(|l| l.split(' ').next()) {
+                    if l.contains(" tick ") {
+                        ticks[r.parse::<usize>().unwrap_or(1).min(2)] += 1;
+                    }
+                }
+            }
+            Err(_) => panic!(
+                "while n2's agent was stopped, the other ranks' output stopped: ticks {ticks:?}"
+            ),
+        }
+    }
+    assert_eq!(ticks[1], 0, "rank 1 (on the stopped node) got its release");
+    let t = Instant::now();
+    let out = live.child.wait_with_output().expect("wait libi-mpiexec");
+    signal(n2, SIGCONT);
+    let left = common::leftovers(&live.mark, Duration::from_secs(10));
+    drop(reader);
+    let _ = std::fs::remove_dir_all(&dir);
+    let r = common::Run::from_output(&out);
+    assert!(left.is_empty(), "left behind: {left:?}\nstderr: {}", r.stderr);
+    assert_eq!(r.status, 255, "{}", r.stderr);
+    let line = failure_line(&r);
+    assert!(
+        line.contains("lost the NLA on n2")
+            && line.contains("it read nothing of what it was sent for 30 s"),
+        "{line}"
+    );
+    report("a stopped child agent", r.status, t.elapsed().as_secs_f64());
 }

@@ -99,11 +99,17 @@ impl NodeIo for RootIo<'_> {
     fn to_parent(&mut self, msg: Msg) {
         self.root.root_msg(self.now, self.g, msg)
     }
-    async fn to_child(&mut self, idx: usize, msg: Msg) {
-        self.children.send(idx, msg).await
+    fn to_child(&mut self, idx: usize, msg: Msg) {
+        self.children.send(idx, msg)
     }
-    async fn to_children(&mut self, msg: Msg) {
-        self.children.broadcast(&msg).await
+    fn to_children(&mut self, msg: Msg) {
+        self.children.broadcast(&msg)
+    }
+    fn pause_child(&mut self, idx: usize, pause: bool) {
+        self.children.pause(idx, pause)
+    }
+    fn drop_child(&mut self, idx: usize, why: &str) {
+        self.children.drop_child(idx, why)
     }
     fn signal_ranks(&mut self, _: i32) {}
     fn stdin(&mut self, _: Vec<u8>) {}
@@ -464,18 +470,20 @@ impl FrontEnd {
             let Some(g) = self.groups.iter().position(|g| !g.fx.is_empty()) else { return };
             let batch = std::mem::take(&mut self.groups[g].fx);
             for e in batch {
-                self.node_effect(g, e).await;
+                self.node_effect(g, e);
                 self.apply_root().await;
             }
         }
     }
 
-    /// Apply an effect of group `g`'s root node.
-    async fn node_effect(&mut self, g: usize, e: Effect) {
+    /// Apply an effect of group `g`'s root node. A child whose queue it fills is the
+    /// group's core's to decide about (nothing waits for it).
+    fn node_effect(&mut self, g: usize, e: Effect) {
         let now = self.clock();
         let Some(group) = self.groups.get_mut(g) else { return };
         let mut io = RootIo { root: &mut self.root, children: &mut group.children, g, now };
-        libi_node::effect::apply_one(&mut io, e).await
+        libi_node::effect::apply_one(&mut io, e);
+        group.children.report(&mut group.core, &mut group.fx);
     }
 
     /// Apply the root core's effects until it has none left.
@@ -538,7 +546,8 @@ impl FrontEnd {
             }
             R::Ack { g, idx, bytes } => {
                 if let Some(gr) = self.groups.get_mut(g) {
-                    gr.children.send(idx, Msg::OutputAck { bytes }).await
+                    gr.children.send(idx, Msg::OutputAck { bytes });
+                    gr.children.report(&mut gr.core, &mut gr.fx);
                 }
             }
             R::StdinCredit(bytes) => self.stdin_credit.add(bytes),

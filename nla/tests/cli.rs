@@ -48,7 +48,9 @@ fn unreachable_parent() {
 }
 
 /// A parent that listens only after the agent first tried (`HYDRA_PROXY_RETRY_COUNT`'s
-/// case): the agent tries again and connects, and its first message carries the secret.
+/// case): the agent tries again and connects, and its first message carries the secret; a
+/// parent that closes the connection before the setup is connected to again, up to the
+/// retries (issue 50.3).
 #[test]
 fn parent_that_listens_late() {
     use std::io::Read;
@@ -68,36 +70,41 @@ fn parent_that_listens_late() {
     std::thread::sleep(std::time::Duration::from_millis(150));
     let listener = std::net::TcpListener::bind(("127.0.0.1", port)).expect("bind the port again");
     listener.set_nonblocking(true).expect("nonblocking");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let mut conn = loop {
+    // Each connection opens with a hello carrying the secret, and is closed before any
+    // setup: the agent connects again (a parent's pool may have evicted it), up to its
+    // retries, then gives up with one line, status 1.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut hellos = 0;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st;
+        }
+        assert!(std::time::Instant::now() < deadline, "the agent never gave up");
         match listener.accept() {
-            Ok((conn, _)) => break conn,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if std::time::Instant::now() > deadline || child.try_wait().ok().flatten().is_some()
-                {
-                    panic!("the agent did not connect: {:?}", child.wait_with_output());
+            Ok((mut conn, _)) => {
+                conn.set_nonblocking(false).expect("blocking");
+                conn.set_read_timeout(Some(std::time::Duration::from_secs(10))).expect("timeout");
+                let mut hello = Vec::new();
+                let mut buf = [0u8; 256];
+                while !hello.windows(6).any(|w| w == b"s3cret") {
+                    match conn.read(&mut buf) {
+                        Ok(n) if n > 0 => hello.extend_from_slice(&buf[..n]),
+                        other => panic!("no hello with the secret: {other:?} after {hello:?}"),
+                    }
                 }
+                hellos += 1;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             Err(e) => panic!("accept: {e}"),
         }
     };
-    conn.set_nonblocking(false).expect("blocking");
-    conn.set_read_timeout(Some(std::time::Duration::from_secs(10))).expect("timeout");
-    let mut hello = Vec::new();
-    let mut buf = [0u8; 256];
-    while !hello.windows(6).any(|w| w == b"s3cret") {
-        match conn.read(&mut buf) {
-            Ok(n) if n > 0 => hello.extend_from_slice(&buf[..n]),
-            other => panic!("no hello with the secret: {other:?} after {hello:?}"),
-        }
-    }
-    // No setup follows: the agent gives up with one line, status 1.
-    drop(conn);
     let out = child.wait_with_output().expect("wait");
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(status.code(), Some(1));
+    assert_eq!(hellos, 11, "one hello, then one for each of the 10 retries");
     let e = String::from_utf8_lossy(&out.stderr);
-    assert!(e.contains("node 5") && e.contains("before setup"), "{e}");
+    assert!(e.contains("node 5") && e.contains("before setup") && e.contains("11 tries"), "{e}");
 }
 
 /// An agent still trying to reach its parent when its launcher goes away (`--keep-stdin`: its

@@ -75,6 +75,15 @@ pub enum Effect {
     /// Start an NLA of a spawned process group on this host (`libi-nla --rendezvous
     /// front_end --host host`).
     StartNla { host: String, front_end: String },
+    /// Stop (`true`) or go back to (`false`) reading child `idx`'s connection: while what
+    /// is sent to it waits for it to read, nothing more of its own is taken in.
+    PauseChild(usize, bool),
+    /// Drop child `idx`'s connection now, whatever is queued for it; its subtree is lost
+    /// (`why`), as when the connection closes.
+    DropChild(usize, String),
+    /// Stop (`true`) or go back to (`false`) reading the parent's connection: a child is far
+    /// behind ([`NodeCore::child_behind`]), and what comes from above would pile up here.
+    PauseParent(bool),
 }
 
 /// Every timeout of an NLA and of the front end's root core, with what it bounds. The
@@ -115,6 +124,10 @@ pub mod limits {
     /// A rank that reads neither its PMI replies nor its stdin for this long is stalled
     /// (driver: the write gives up and the core is told, [`super::NodeCore::rank_stalled`]).
     pub const STALL_LIMIT: Duration = Duration::from_secs(5);
+    /// A child whose link stays full this long (it reads nothing of what it is sent) is
+    /// dropped and its subtree lost ([`super::Timer::ChildStall`]); meanwhile its own input
+    /// is not read, and nothing else waits for it.
+    pub const CHILD_STALL: Duration = Duration::from_secs(30);
     /// Ranks an NLA starts in one turn of its event loop (driver): between two batches it
     /// serves what came (its parent's end, a teardown, the first ranks' PMI), whatever the
     /// number of ranks still to start. About 5 ms of clones here.
@@ -138,6 +151,8 @@ pub enum Timer {
     /// Every rank ended [`limits::CHILDREN_EXIT`] ago and some child connection is still
     /// open: stop waiting for it (the node is finished).
     ChildrenWait,
+    /// Child `idx`'s link has been full for [`limits::CHILD_STALL`]: it is dropped.
+    ChildStall(usize),
 }
 
 /// How a rank process ended, before PMI state is taken into account.
@@ -219,6 +234,10 @@ pub struct NodeCore {
     self_up: bool,
     child_up_seen: Vec<bool>,
     child_closed: Vec<bool>,
+    /// Children whose link is full ([`NodeCore::child_full`]): their input is not read.
+    child_blocked: Vec<bool>,
+    /// Children far behind ([`NodeCore::child_behind`]): the parent is not read.
+    child_far_behind: Vec<bool>,
     ended: Vec<bool>,
     n_ended: usize,
     stdin_child: Option<usize>,
@@ -306,6 +325,8 @@ impl NodeCore {
             self_up: false,
             child_up_seen: vec![false; nc],
             child_closed: vec![false; nc],
+            child_blocked: vec![false; nc],
+            child_far_behind: vec![false; nc],
             child_fenced: vec![false; nc],
             n_child_fenced: 0,
             job,
@@ -557,6 +578,56 @@ impl NodeCore {
                 }
             }
             Timer::ChildrenWait => self.children_given_up = true,
+            Timer::ChildStall(idx) => {
+                if self.child_blocked.get(idx).copied().unwrap_or(false) {
+                    let why = format!(
+                        "it read nothing of what it was sent for {} s",
+                        limits::CHILD_STALL.as_secs()
+                    );
+                    fx.push(Effect::DropChild(idx, why));
+                }
+            }
+        }
+    }
+
+    /// What was sent to child `idx` fills its link (the driver queues it all the same):
+    /// its own input is not read from now on, and it is dropped unless it reads within
+    /// [`limits::CHILD_STALL`]. Nothing else waits for it.
+    pub fn child_full(&mut self, idx: usize, fx: &mut Vec<Effect>) {
+        let Some(b) = self.child_blocked.get_mut(idx) else { return };
+        if std::mem::replace(b, true) || self.child_closed[idx] {
+            return;
+        }
+        fx.push(Effect::PauseChild(idx, true));
+        self.set_timer(limits::CHILD_STALL, Timer::ChildStall(idx));
+    }
+
+    /// Child `idx` fell more than the backlog limit behind (`true`), or caught up: while any
+    /// child is that far behind, the parent's connection is not read (a stream down the
+    /// tree then waits above this node instead of piling up in it). The root has no parent
+    /// to pause: its own releases are bounded by the job's limits.
+    pub fn child_behind(&mut self, idx: usize, behind: bool, fx: &mut Vec<Effect>) {
+        let Some(b) = self.child_far_behind.get_mut(idx) else { return };
+        if std::mem::replace(b, behind) == behind {
+            return;
+        }
+        let n = self.child_far_behind.iter().filter(|b| **b).count();
+        match (behind, n) {
+            (true, 1) => fx.push(Effect::PauseParent(true)),
+            (false, 0) => fx.push(Effect::PauseParent(false)),
+            _ => {}
+        }
+    }
+
+    /// Child `idx` read what filled its link: its input is read again.
+    pub fn child_room(&mut self, idx: usize, fx: &mut Vec<Effect>) {
+        let Some(b) = self.child_blocked.get_mut(idx) else { return };
+        if !std::mem::replace(b, false) {
+            return;
+        }
+        self.timers.retain(|(_, t)| *t != Timer::ChildStall(idx));
+        if !self.child_closed[idx] {
+            fx.push(Effect::PauseChild(idx, false));
         }
     }
 
@@ -1646,6 +1717,9 @@ impl NodeCore {
             return;
         }
         self.child_closed[idx] = true;
+        self.child_blocked[idx] = false;
+        self.child_behind(idx, false, fx);
+        self.timers.retain(|(_, t)| *t != Timer::ChildStall(idx));
         let left = self.child_left[idx];
         self.child_ranks_ended(idx, left);
         if left > 0 {

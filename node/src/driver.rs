@@ -164,11 +164,18 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             let _ = ev.send(Ev::Up(e));
         })
     };
+    // The parent's messages are read unless the core says to wait (a child far behind).
+    let (parent_pause, mut parent_paused) = tokio::sync::watch::channel(false);
     {
         let ev = ev_tx.clone();
         let closed = parent_closed.clone();
         tokio::spawn(async move {
             let why = loop {
+                while *parent_paused.borrow_and_update() {
+                    if parent_paused.changed().await.is_err() {
+                        break;
+                    }
+                }
                 match down.next().await {
                     Some(Ok(Msg::OutputAck { bytes })) => {
                         credit.add_permits(bytes.min(libi::msg::OUTPUT_WINDOW) as usize)
@@ -320,11 +327,18 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 up: &up,
                 parent_lost: parent_lost_before,
                 pmgr: &mut pmgr_writers,
+                parent_pause: &parent_pause,
                 secret: &secret,
                 verbose: core.job().verbose,
                 retries: core.job().launcher.connect_retries,
             };
-            crate::effect::apply(&mut io, &mut fx).await;
+            crate::effect::apply(&mut io, &mut fx);
+        }
+        // Children whose queue filled meanwhile: the core decides (it stops reading them,
+        // and drops one that does not read within its limit); nothing waits for them.
+        children.report(&mut core, &mut fx);
+        if !fx.is_empty() {
+            continue;
         }
         if core.finished() {
             // A PMGR client sends its abort record on a connection of its own and may exit
@@ -554,6 +568,7 @@ struct NlaIo<'a> {
     /// Nothing more goes up once the parent is lost (see `parent_lost_before`).
     parent_lost: bool,
     pmgr: &'a mut HashMap<u64, PmgrOut>,
+    parent_pause: &'a tokio::sync::watch::Sender<bool>,
     secret: &'a str,
     verbose: bool,
     /// `--retries` for the NLAs of spawned groups (`HYDRA_PROXY_RETRY_COUNT`).
@@ -575,12 +590,24 @@ impl NodeIo for NlaIo<'_> {
         }
     }
 
-    async fn to_child(&mut self, idx: usize, msg: Msg) {
-        self.children.send(idx, msg).await
+    fn to_child(&mut self, idx: usize, msg: Msg) {
+        self.children.send(idx, msg)
     }
 
-    async fn to_children(&mut self, msg: Msg) {
-        self.children.broadcast(&msg).await
+    fn to_children(&mut self, msg: Msg) {
+        self.children.broadcast(&msg)
+    }
+
+    fn pause_child(&mut self, idx: usize, pause: bool) {
+        self.children.pause(idx, pause)
+    }
+
+    fn drop_child(&mut self, idx: usize, why: &str) {
+        self.children.drop_child(idx, why)
+    }
+
+    fn pause_parent(&mut self, pause: bool) {
+        let _ = self.parent_pause.send(pause);
     }
 
     fn signal_ranks(&mut self, signal: i32) {

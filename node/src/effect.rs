@@ -5,10 +5,13 @@
 //! way: [`apply`] decides what each effect means, a [`NodeIo`] supplies the primitives (a
 //! write queued for a rank, a signal, a message on a tree link). A driver that has no ranks
 //! (the front end) says so once, in its `NodeIo`, instead of in a match of its own.
+//!
+//! No primitive waits: a write is queued and the call returns. A queue that fills (a child
+//! that does not read) is told to the core afterwards ([`crate::core::NodeCore::child_full`]),
+//! which decides what to do about it; nothing else waits for that child.
 
 use crate::core::Effect;
 use libi::msg::Msg;
-use std::future::Future;
 use tracing::warn;
 
 /// The I/O primitives a node's driver offers to [`apply`]. None decides anything: each does
@@ -20,11 +23,18 @@ pub trait NodeIo {
     fn close_rank(&mut self, local: usize);
     /// Queue a message for the parent (the front end: hand it to the root core).
     fn to_parent(&mut self, msg: Msg);
-    /// Send a message to child `idx`: queued on its link at once; waits (on that child only)
-    /// while its queue is full.
-    fn to_child(&mut self, idx: usize, msg: Msg) -> impl Future<Output = ()>;
+    /// Send a message to child `idx`: queued on its link at once, full or not (a full link
+    /// is reported to the core by the driver after the effects are applied).
+    fn to_child(&mut self, idx: usize, msg: Msg);
     /// Send a message to every child (encoded once by the NLA's and the front end's links).
-    fn to_children(&mut self, msg: Msg) -> impl Future<Output = ()>;
+    fn to_children(&mut self, msg: Msg);
+    /// Stop (`true`) or resume (`false`) reading child `idx`'s connection.
+    fn pause_child(&mut self, idx: usize, pause: bool);
+    /// Drop child `idx`'s connection now; it is then reported gone with `why`.
+    fn drop_child(&mut self, idx: usize, why: &str);
+    /// Stop (`true`) or resume (`false`) reading the parent's connection (nothing to do
+    /// where the parent is in the same process).
+    fn pause_parent(&mut self, _pause: bool) {}
     /// Deliver `signal` to every local rank not reaped yet.
     fn signal_ranks(&mut self, signal: i32);
     /// Bytes (empty: end of file) for the stdin of the local rank that is global rank 0.
@@ -42,13 +52,13 @@ pub trait NodeIo {
 }
 
 /// Apply one effect.
-pub async fn apply_one(io: &mut impl NodeIo, e: Effect) {
+pub fn apply_one(io: &mut impl NodeIo, e: Effect) {
     match e {
         Effect::ToRank(local, bytes) => io.to_rank(local, bytes),
         Effect::CloseRank(local) => io.close_rank(local),
         Effect::ToParent(msg) => io.to_parent(msg),
-        Effect::ToChild(idx, msg) => io.to_child(idx, msg).await,
-        Effect::ToChildren(msg) => io.to_children(msg).await,
+        Effect::ToChild(idx, msg) => io.to_child(idx, msg),
+        Effect::ToChildren(msg) => io.to_children(msg),
         Effect::KillRanks => io.signal_ranks(libc::SIGTERM),
         Effect::SignalRanks(signal) => io.signal_ranks(signal),
         Effect::Stdin(data) => io.stdin(data),
@@ -56,21 +66,22 @@ pub async fn apply_one(io: &mut impl NodeIo, e: Effect) {
         Effect::ToPmgr(conn, bytes) => io.to_pmgr(conn, bytes),
         Effect::ClosePmgr(conn) => io.close_pmgr(conn),
         Effect::StartNla { host, front_end } => io.start_nla(&host, &front_end),
+        Effect::PauseChild(idx, pause) => io.pause_child(idx, pause),
+        Effect::DropChild(idx, why) => io.drop_child(idx, &why),
+        Effect::PauseParent(pause) => io.pause_parent(pause),
     }
 }
 
 /// Apply effects in order, emptying `fx`.
-pub async fn apply(io: &mut impl NodeIo, fx: &mut Vec<Effect>) {
+pub fn apply(io: &mut impl NodeIo, fx: &mut Vec<Effect>) {
     for e in fx.drain(..) {
-        apply_one(io, e).await;
+        apply_one(io, e);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::pin::pin;
-    use std::task::{Context, Poll, Waker};
 
     /// Records every primitive called, as text.
     #[derive(Default)]
@@ -86,11 +97,20 @@ mod tests {
         fn to_parent(&mut self, msg: Msg) {
             self.0.push(format!("up {msg:?}"))
         }
-        async fn to_child(&mut self, idx: usize, msg: Msg) {
+        fn to_child(&mut self, idx: usize, msg: Msg) {
             self.0.push(format!("child {idx} {msg:?}"))
         }
-        async fn to_children(&mut self, msg: Msg) {
+        fn to_children(&mut self, msg: Msg) {
             self.0.push(format!("children {msg:?}"))
+        }
+        fn pause_child(&mut self, idx: usize, pause: bool) {
+            self.0.push(format!("pause {idx} {pause}"))
+        }
+        fn drop_child(&mut self, idx: usize, why: &str) {
+            self.0.push(format!("drop {idx} {why}"))
+        }
+        fn pause_parent(&mut self, pause: bool) {
+            self.0.push(format!("pause parent {pause}"))
         }
         fn signal_ranks(&mut self, signal: i32) {
             self.0.push(format!("signal {signal}"))
@@ -115,11 +135,8 @@ mod tests {
     fn run(fx: Vec<Effect>) -> Vec<String> {
         let mut rec = Rec::default();
         let mut fx = fx;
-        {
-            let mut f = pin!(apply(&mut rec, &mut fx));
-            let done = f.as_mut().poll(&mut Context::from_waker(Waker::noop()));
-            assert_eq!(done, Poll::Ready(()));
-        }
+        apply(&mut rec, &mut fx);
+        assert!(fx.is_empty());
         rec.0
     }
 
@@ -138,6 +155,9 @@ mod tests {
             Effect::ToPmgr(7, vec![0; 4].into()),
             Effect::ClosePmgr(7),
             Effect::StartNla { host: "n1".into(), front_end: "fe:1".into() },
+            Effect::PauseChild(3, true),
+            Effect::DropChild(3, "gone".into()),
+            Effect::PauseParent(true),
         ]);
         let want = [
             "rank 1 cmd=barrier_out\n".to_string(),
@@ -152,6 +172,9 @@ mod tests {
             "pmgr 7 4".into(),
             "pmgr close 7".into(),
             "nla n1 fe:1".into(),
+            "pause 3 true".into(),
+            "drop 3 gone".into(),
+            "pause parent true".into(),
         ];
         assert_eq!(got, want);
     }

@@ -1049,3 +1049,49 @@ fn the_topology_file_is_answered_on_the_node_and_waited_for() {
     let r1 = replies(&fx, 1);
     assert!(r1.len() == 1 && r1[0].contains("found=FALSE;"), "{r1:?}");
 }
+
+/// A child whose link fills (it does not read what it is sent): its input is not read any
+/// more and a 30 s timer runs; room before the limit resumes it and stops the timer; a link
+/// still full at the limit drops the child (once), and nothing else is touched. A child
+/// far behind stops the reading of the parent until every child far behind caught up.
+#[test]
+fn a_full_child_is_paused_then_dropped_at_its_limit() {
+    let mut core = NodeCore::new(setup(&[0], &[&[1], &[2]], 1 << 20), false, false);
+    let ms = fake_clock(&mut core);
+    let mut fx = Vec::new();
+    core.child_full(0, &mut fx);
+    assert_eq!(fx, [Effect::PauseChild(0, true)]);
+    assert_eq!(core.poll_timeout(), Some(30.0));
+    fx.clear();
+    core.child_full(0, &mut fx);
+    assert!(fx.is_empty(), "told once: {fx:?}");
+    // It reads at 10 s: resumed, no timer left.
+    ms.store(10_000, Ordering::Relaxed);
+    core.child_room(0, &mut fx);
+    assert_eq!(fx, [Effect::PauseChild(0, false)]);
+    assert_eq!(core.poll_timeout(), None);
+    fx.clear();
+    // Full again at 10 s, and still at 40 s: dropped then, not a moment before.
+    core.child_full(0, &mut fx);
+    fx.clear();
+    core.handle_timeout(39.999, &mut fx);
+    assert!(fx.is_empty(), "{fx:?}");
+    core.handle_timeout(40.0, &mut fx);
+    assert_eq!(fx, [Effect::DropChild(0, "it read nothing of what it was sent for 30 s".into())]);
+    fx.clear();
+    // Far behind: the parent is paused while any child is, resumed when none is.
+    core.child_behind(1, true, &mut fx);
+    assert_eq!(fx, [Effect::PauseParent(true)]);
+    fx.clear();
+    core.child_behind(0, true, &mut fx);
+    core.child_behind(1, false, &mut fx);
+    assert!(fx.is_empty(), "{fx:?}");
+    core.child_behind(0, false, &mut fx);
+    assert_eq!(fx, [Effect::PauseParent(false)]);
+    fx.clear();
+    // A child that is gone is not paused or dropped any more.
+    core.child_gone(1, "closed", &mut fx);
+    fx.clear();
+    core.child_full(1, &mut fx);
+    assert!(fx.is_empty(), "{fx:?}");
+}

@@ -1913,66 +1913,10 @@ impl Cluster {
 
     // ------------------------------------------------------------------ effects
 
+    /// Apply node `node`'s effects at time `t`: the agents' own interpreter
+    /// (`libi_node::effect::apply`), over this cluster's [`SimIo`].
     fn apply(&mut self, node: u32, t: Time, fx: &mut Vec<Effect>) {
-        for e in fx.drain(..) {
-            match e {
-                Effect::ToRank(local, bytes) => {
-                    if bytes.starts_with(b"cmd=barrier_out") {
-                        let gid = self.gid(node, local as u32);
-                        let i = self.ranks[gid].fenced as usize;
-                        self.ranks[gid].fenced += 1;
-                        let done = &mut self.out.fences_done;
-                        if done.len() <= i {
-                            done.resize(i + 1, 0.0);
-                        }
-                        done[i] = done[i].max(secs(t));
-                    }
-                    // The rank reads its answer and sends its next request at once: one event
-                    // (the next request's arrival) instead of two.
-                    let at = self.send_pmi(node, t) + ns(self.cfg.costs.pmi_latency);
-                    self.answer_rank(at, node, local as u32, &bytes);
-                }
-                Effect::CloseRank(_) => {}
-                Effect::ToParent(m) if self.nodes[node as usize].root => {
-                    let g = self.nodes[node as usize].group as usize;
-                    self.root_msg(t, g, m)
-                }
-                Effect::ToParent(m) => self.send_up(node, t, m),
-                Effect::ToChild(idx, m) => self.send_down(node, idx as u32, t, m),
-                Effect::ToChildren(m) => {
-                    let n = self.nodes[node as usize].children.len() as u32;
-                    for idx in 0..n {
-                        self.send_down(node, idx, t, m.clone());
-                    }
-                }
-                Effect::KillRanks => {
-                    let count = self.nodes[node as usize].nranks;
-                    let at = t + ns(self.cfg.costs.kill_delay);
-                    for local in 0..count {
-                        let gid = self.gid(node, local);
-                        let r = &mut self.ranks[gid];
-                        if matches!(r.state, RState::Idle | RState::Waiting) {
-                            r.state = RState::Exiting;
-                            self.push(at, Ev::RankExit { node, local, end: ProcEnd::Signaled(15) });
-                        }
-                    }
-                }
-                Effect::SignalRanks(_) | Effect::Stdin(_) => {}
-                Effect::Warn(w) => {
-                    if self.out.warnings.len() < 100 {
-                        self.out.warnings.push(format!("node {node}: {w}"));
-                    }
-                }
-                Effect::ToPmgr(conn, bytes) => {
-                    let at = t + ns(self.cfg.costs.pmi_latency);
-                    self.answer_pmgr(at, node, conn as u32, &bytes);
-                }
-                Effect::ClosePmgr(_) => {}
-                Effect::StartNla { host, .. } => {
-                    self.out.warnings.push(format!("spawn on {host}: not simulated"));
-                }
-            }
-        }
+        libi_node::effect::apply(&mut SimIo { c: self, node, t }, fx);
     }
 
     fn note_memory(&mut self, node: u32) {
@@ -2251,6 +2195,101 @@ impl Cluster {
                 );
             }
             Fault::Slow { .. } | Fault::Never { .. } => {}
+        }
+    }
+}
+
+/// A simulated node's I/O primitives: what the agents' effect interpreter
+/// (`libi_node::effect::apply`) calls, here moving messages in virtual time instead of
+/// writing to sockets. Links have no write queues to fill here, so no child is ever full:
+/// pausing and dropping a child have nothing to act on.
+struct SimIo<'a> {
+    c: &'a mut Cluster,
+    node: u32,
+    t: Time,
+}
+
+impl libi_node::effect::NodeIo for SimIo<'_> {
+    fn to_rank(&mut self, local: usize, bytes: Vec<u8>) {
+        let (c, node, t) = (&mut *self.c, self.node, self.t);
+        if bytes.starts_with(b"cmd=barrier_out") {
+            let gid = c.gid(node, local as u32);
+            let i = c.ranks[gid].fenced as usize;
+            c.ranks[gid].fenced += 1;
+            let done = &mut c.out.fences_done;
+            if done.len() <= i {
+                done.resize(i + 1, 0.0);
+            }
+            done[i] = done[i].max(secs(t));
+        }
+        // The rank reads its answer and sends its next request at once: one event (the
+        // next request's arrival) instead of two.
+        let at = c.send_pmi(node, t) + ns(c.cfg.costs.pmi_latency);
+        c.answer_rank(at, node, local as u32, &bytes);
+    }
+
+    fn close_rank(&mut self, _: usize) {}
+
+    fn to_parent(&mut self, m: Msg) {
+        let (c, node, t) = (&mut *self.c, self.node, self.t);
+        if c.nodes[node as usize].root {
+            let g = c.nodes[node as usize].group as usize;
+            c.root_msg(t, g, m)
+        } else {
+            c.send_up(node, t, m)
+        }
+    }
+
+    fn to_child(&mut self, idx: usize, m: Msg) {
+        self.c.send_down(self.node, idx as u32, self.t, m)
+    }
+
+    fn to_children(&mut self, m: Msg) {
+        let n = self.c.nodes[self.node as usize].children.len() as u32;
+        for idx in 0..n {
+            self.c.send_down(self.node, idx, self.t, m.clone());
+        }
+    }
+
+    /// The teardown's SIGTERM and SIGKILL end the ranks still running after the model's
+    /// kill delay; other signals change nothing here.
+    fn signal_ranks(&mut self, signal: i32) {
+        if signal != libc::SIGTERM && signal != libc::SIGKILL {
+            return;
+        }
+        let (c, node) = (&mut *self.c, self.node);
+        let count = c.nodes[node as usize].nranks;
+        let at = self.t + ns(c.cfg.costs.kill_delay);
+        for local in 0..count {
+            let gid = c.gid(node, local);
+            let r = &mut c.ranks[gid];
+            if matches!(r.state, RState::Idle | RState::Waiting) {
+                r.state = RState::Exiting;
+                c.push(at, Ev::RankExit { node, local, end: ProcEnd::Signaled(signal) });
+            }
+        }
+    }
+
+    fn stdin(&mut self, _: Vec<u8>) {}
+
+    fn to_pmgr(&mut self, conn: u64, bytes: bytes::Bytes) {
+        let at = self.t + ns(self.c.cfg.costs.pmi_latency);
+        self.c.answer_pmgr(at, self.node, conn as u32, &bytes);
+    }
+
+    fn close_pmgr(&mut self, _: u64) {}
+
+    fn start_nla(&mut self, host: &str, _: &str) {
+        self.c.out.warnings.push(format!("spawn on {host}: not simulated"));
+    }
+
+    fn pause_child(&mut self, _: usize, _: bool) {}
+
+    fn drop_child(&mut self, _: usize, _: &str) {}
+
+    fn warn(&mut self, line: &str) {
+        if self.c.out.warnings.len() < 100 {
+            self.c.out.warnings.push(format!("node {}: {line}", self.node));
         }
     }
 }

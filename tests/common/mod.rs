@@ -39,6 +39,7 @@ pub fn programs() -> &'static Path {
         build("pmi_close", "pmi_close.c", "cc", &[]);
         build("pmi_bytes", "pmi_bytes.c", "cc", &[]);
         build("bigfence", "bigfence.c", "cc", &[]);
+        build("stall_fence", "stall_fence.c", "cc", &[]);
         out
     })
 }
