@@ -27,9 +27,10 @@ pub(crate) use hydra::{IGNORED, LONG};
 pub use merge::parse_with_defaults;
 pub use schema::{Rmk, Segment};
 
-use crate::stdio::Pattern;
+use crate::stdio::{Pattern, Piece};
 use libi::job::LauncherKind;
 use libi::tree::{LaunchModel, Shape};
+use std::ffi::OsStr;
 
 /// Global settings after merging all segments.
 #[derive(Debug, Clone, Default)]
@@ -130,6 +131,146 @@ pub struct Exec {
 pub struct CommandLine {
     pub global: Global,
     pub execs: Vec<Exec>,
+}
+
+/// The text a parsed command line holds that came from the user, field by field: option
+/// values, names of programs and variables, their values and arguments, host lists,
+/// patterns, the notes of ignored options (which quote their values). `crate::rawargs`
+/// looks in it for what stands in for arguments that are not UTF-8. Each impl takes its
+/// struct apart whole, so that a new field does not compile until it is visited or said to
+/// hold no text; `rawargs`'s tests give every option a value that is not UTF-8 and fail
+/// for a field left unvisited.
+pub trait Strings {
+    /// Call `f` on each piece of text, fields in the order of their declaration.
+    fn strings(&self, f: &mut dyn FnMut(&OsStr));
+}
+
+/// Each of `texts`, to `f`.
+fn each<'a, T: AsRef<OsStr> + ?Sized + 'a>(
+    texts: impl IntoIterator<Item = &'a T>,
+    f: &mut dyn FnMut(&OsStr),
+) {
+    texts.into_iter().for_each(|t| f(t.as_ref()));
+}
+
+impl Strings for Pattern {
+    fn strings(&self, f: &mut dyn FnMut(&OsStr)) {
+        for piece in &self.0 {
+            match piece {
+                Piece::Text(t) => f(t.as_ref()),
+                Piece::Rank | Piece::Group | Piece::Host | Piece::Node | Piece::Seconds => {}
+            }
+        }
+    }
+}
+
+impl Strings for EnvMode {
+    fn strings(&self, f: &mut dyn FnMut(&OsStr)) {
+        match self {
+            EnvMode::All | EnvMode::None => {}
+            EnvMode::List(names) => each(names, f),
+        }
+    }
+}
+
+impl Strings for Global {
+    fn strings(&self, f: &mut dyn FnMut(&OsStr)) {
+        // No `..`: a new field must be named here.
+        let Global {
+            genv,
+            genv_mode,
+            gwdir,
+            label: _,
+            prepend_pattern,
+            outfile_pattern,
+            errfile_pattern,
+            rmk: _,
+            disable_auto_cleanup: _,
+            verbose: _,
+            tree: _,
+            launch_model: _,
+            usize: _,
+            nla_path,
+            hostfile,
+            hostfile_from_env: _,
+            hosts,
+            ppn: _,
+            launcher: _,
+            launcher_exec,
+            localhost,
+            iface,
+            report,
+            kvs_push_max: _,
+            kvs_max: _,
+            max_conn: _,
+            launch_timeout: _,
+            pmgr: _,
+            end_on_stdin_eof: _,
+            bcast: _,
+            launch_batch: _,
+            binding,
+            bind_given: _,
+            map_given: _,
+            membind_given: _,
+            order_nodes: _,
+            gpus: _,
+            print_all_exitcodes: _,
+            singleton_port: _,
+            skip_launch_node: _,
+            hybrid_hosts: _,
+            rankmap: _,
+            memory_alloc_kinds,
+            nameserver,
+            launcher_extra_args,
+            connect_retries: _,
+            notes,
+        } = self;
+        for (name, value) in genv {
+            f(name.as_ref());
+            f(value);
+        }
+        genv_mode.strings(f);
+        each(gwdir, f);
+        for p in [prepend_pattern, outfile_pattern, errfile_pattern].into_iter().flatten() {
+            p.strings(f);
+        }
+        each(nla_path, f);
+        each(hostfile, f);
+        each(hosts, f);
+        each(launcher_exec, f);
+        each(localhost, f);
+        each(iface, f);
+        each(report, f);
+        // Its cpu, object and memory-node specs are numbers and names of its own; a
+        // hostfile's hosts come later (in the plan), but are text.
+        each(binding.hosts.iter().map(|(host, _)| host), f);
+        each(memory_alloc_kinds, f);
+        each(nameserver.iter().map(|a| &a.host), f);
+        each(launcher_extra_args, f);
+        each(notes, f);
+    }
+}
+
+impl Strings for Exec {
+    fn strings(&self, f: &mut dyn FnMut(&OsStr)) {
+        let Exec { n: _, env, env_mode, wdir, prog, args } = self;
+        for (name, value) in env {
+            f(name.as_ref());
+            f(value);
+        }
+        env_mode.iter().for_each(|m| m.strings(f));
+        each(wdir, f);
+        f(prog.as_ref());
+        each(args, f);
+    }
+}
+
+impl Strings for CommandLine {
+    fn strings(&self, f: &mut dyn FnMut(&OsStr)) {
+        let CommandLine { global, execs } = self;
+        global.strings(f);
+        execs.iter().for_each(|e| e.strings(f));
+    }
 }
 
 /// What parsing ended in.
