@@ -12,6 +12,19 @@ use crate::cli::{CommandLine, Strings as _};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt as _;
 
+/// An argument that is not UTF-8 where text must be: what it was and how it looks.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "{what} ('{shown}') is not valid UTF-8 (only a program's arguments, environment values and \
+     working directories may not be)"
+)]
+pub struct NotUtf8 {
+    /// "argument 4", "word 3 of configfile 'f'".
+    what: String,
+    /// The argument, lossily.
+    shown: String,
+}
+
 /// The arguments that are not UTF-8, and the markers standing for them.
 pub struct RawArgs {
     /// What every marker holds (after a private-use character): unique to this process.
@@ -81,7 +94,7 @@ impl RawArgs {
     }
 
     /// Put the arguments back where bytes may go; refuse one found elsewhere.
-    pub fn restore(&self, cl: &mut CommandLine) -> Result<(), String> {
+    pub fn restore(&self, cl: &mut CommandLine) -> Result<(), NotUtf8> {
         if self.args.is_empty() {
             return Ok(());
         }
@@ -125,12 +138,12 @@ impl RawArgs {
 
     /// The error for the first argument whose marker `text` holds, if any (one pass over
     /// `text`, however many arguments there are).
-    pub fn refusal(&self, text: &str) -> Option<String> {
+    pub fn refusal(&self, text: &str) -> Option<NotUtf8> {
         self.refusal_in(text.as_ref())
     }
 
     /// [`RawArgs::refusal`] of text that need not be UTF-8.
-    fn refusal_in(&self, text: &OsStr) -> Option<String> {
+    fn refusal_in(&self, text: &OsStr) -> Option<NotUtf8> {
         let text = text.as_bytes();
         let tag = self.tag.as_bytes();
         let a = memchr::memmem::find_iter(text, tag).find_map(|at| {
@@ -142,12 +155,7 @@ impl RawArgs {
                 None
             }
         })?;
-        Some(format!(
-            "{} ('{}') is not valid UTF-8 (only a program's arguments, environment values and \
-             working directories may not be)",
-            a.what,
-            a.whole.to_string_lossy()
-        ))
+        Some(NotUtf8 { what: a.what.clone(), shown: a.whole.to_string_lossy().into_owned() })
     }
 }
 
@@ -160,8 +168,10 @@ mod tests {
     fn run(argv: &[OsString]) -> (RawArgs, Result<CommandLine, String>) {
         let (text, mut raw) = RawArgs::command_line(argv.iter().cloned());
         let r = match parse_with_defaults(None, &text, &mut raw) {
-            Ok(mut cl) => raw.restore(&mut cl).map(|()| cl),
-            Err(CliError::Usage(m)) => Err(raw.refusal(&m).unwrap_or_else(|| raw.lossy(&m))),
+            Ok(mut cl) => raw.restore(&mut cl).map(|()| cl).map_err(|e| e.to_string()),
+            Err(CliError::Usage(m)) => {
+                Err(raw.refusal(&m).map_or_else(|| raw.lossy(&m), |e| e.to_string()))
+            }
             Err(e) => Err(format!("{e:?}")),
         };
         (raw, r)

@@ -56,6 +56,14 @@ pub(super) fn configfile_args(path: &str, raw: &mut RawArgs) -> Result<Vec<Strin
     Ok(words)
 }
 
+/// `HYDRA_CONFIG_FILE` names a file that cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("HYDRA_CONFIG_FILE: cannot read '{path}': {source}")]
+pub struct DefaultsError {
+    path: String,
+    source: std::io::Error,
+}
+
 /// The path of Hydra's file of default options and its words.
 pub type DefaultOptions = (String, Vec<String>);
 
@@ -67,7 +75,7 @@ pub type DefaultOptions = (String, Vec<String>);
 /// (the second value). `get` looks a variable up.
 pub fn defaults_file(
     get: &dyn Fn(&str) -> Option<String>,
-) -> Result<(Option<DefaultOptions>, Option<String>), String> {
+) -> Result<(Option<DefaultOptions>, Option<String>), DefaultsError> {
     let (path, must) = match get("HYDRA_CONFIG_FILE").filter(|v| !v.trim().is_empty()) {
         Some(p) => (p, true),
         None => match get("HOME").filter(|h| !h.is_empty()) {
@@ -78,7 +86,7 @@ pub fn defaults_file(
     let text = match libi::hosts::read_text(&path) {
         Ok(t) => t,
         Err(e) if !must && e.kind() == std::io::ErrorKind::NotFound => return Ok((None, None)),
-        Err(e) if must => return Err(format!("HYDRA_CONFIG_FILE: cannot read '{path}': {e}")),
+        Err(source) if must => return Err(DefaultsError { path, source }),
         Err(e) => {
             return Ok((None, Some(format!("no default options: cannot read '{path}': {e}"))))
         }
@@ -161,7 +169,10 @@ mod tests {
         let env = |vars: Vec<(&'static str, String)>| {
             move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
         };
-        assert_eq!(defaults_file(&env(vec![("HOME", home.clone())])), Ok((None, None)));
+        assert_eq!(
+            defaults_file(&env(vec![("HOME", home.clone())])).expect("absent"),
+            (None, None)
+        );
         // One that cannot be read (here a directory; another user's $HOME, as in `su`
         // without `-`): absent, with a note.
         std::fs::create_dir_all(dir.join(".mpiexec.hydra.conf")).expect("mkdir");
@@ -175,7 +186,7 @@ mod tests {
         assert_eq!((path.ends_with("/.mpiexec.hydra.conf"), w), (true, words("-l -ppn 2")));
         let other = dir.join("other").to_string_lossy().into_owned();
         let e = defaults_file(&env(vec![("HOME", home), ("HYDRA_CONFIG_FILE", other)]));
-        assert!(e.expect_err("missing").starts_with("HYDRA_CONFIG_FILE: cannot read"));
+        assert!(e.expect_err("missing").to_string().starts_with("HYDRA_CONFIG_FILE: cannot read"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -3,6 +3,25 @@
 
 use super::Global;
 
+/// A variable of the environment that does not say what it must: one line, naming it.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EnvError {
+    /// A `HYDRA_*` variable whose value does not parse: its name, and why.
+    #[error("{var}: {why}")]
+    Value { var: &'static str, why: String },
+    /// The binding and the mapping (options or variables) do not go together.
+    #[error("{0}")]
+    Binding(String),
+    /// `MPIEXEC_TIMEOUT` is not a number of seconds: its value.
+    #[error("MPIEXEC_TIMEOUT must be a number of seconds (0 or -1: none), got '{0}'")]
+    Timeout(String),
+}
+
+/// The error for variable `var`, given why.
+fn bad(var: &'static str) -> impl Fn(String) -> EnvError {
+    move |why| EnvError::Value { var, why }
+}
+
 /// The most `HYDRA_PROXY_RETRY_COUNT` asks of an NLA (a bigger count is taken as this).
 const MAX_CONNECT_RETRIES: i64 = 100;
 
@@ -13,7 +32,7 @@ const MAX_CONNECT_RETRIES: i64 = 100;
 /// `HYDRA_ENV=all`, `HYDRA_LAUNCHER_EXTRA_ARGS`, `HYDRA_LAUNCHER_SSH_LIMIT`,
 /// `HYDRA_PROXY_RETRY_COUNT`. `get` looks a variable
 /// up (empty counts as unset).
-pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
+pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result<(), EnvError> {
     let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
     // The first of `names` that is set: its name and value.
     let first = |names: &[&'static str]| names.iter().find_map(|&n| get(n).map(|v| (n, v)));
@@ -23,7 +42,7 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
     }
     if g.launcher.is_none() {
         if let Some((name, v)) = first(&["HYDRA_LAUNCHER", "HYDRA_BOOTSTRAP"]) {
-            g.launcher = Some(v.trim().parse().map_err(|e| format!("{name}: {e}"))?);
+            g.launcher = Some(v.trim().parse().map_err(bad(name))?);
         }
     }
     if g.launcher_exec.is_none() {
@@ -39,7 +58,9 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
     if let Some(v) = get("HYDRA_PROXY_RETRY_COUNT") {
         match v.trim().parse::<i64>() {
             Ok(n) => g.connect_retries = Some(n.clamp(0, MAX_CONNECT_RETRIES) as u32),
-            Err(_) => return Err(format!("HYDRA_PROXY_RETRY_COUNT: expected a number, got '{v}'")),
+            Err(_) => {
+                return Err(bad("HYDRA_PROXY_RETRY_COUNT")(format!("expected a number, got '{v}'")))
+            }
         }
     }
     // Hydra's cap on ssh launches in flight: each launching NLA's batch.
@@ -48,34 +69,31 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
             match v.trim().parse::<u32>() {
                 Ok(n) if n > 0 => g.launch_batch = Some(n),
                 _ => {
-                    return Err(format!(
-                        "HYDRA_LAUNCHER_SSH_LIMIT: expected a positive number, got '{v}'"
-                    ))
+                    let why = format!("expected a positive number, got '{v}'");
+                    return Err(bad("HYDRA_LAUNCHER_SSH_LIMIT")(why));
                 }
             }
         }
     }
     if g.rmk.is_none() {
         if let Some(v) = get("HYDRA_RMK") {
-            g.rmk = Some(v.trim().parse().map_err(|e| format!("HYDRA_RMK: {e}"))?);
+            g.rmk = Some(v.trim().parse().map_err(bad("HYDRA_RMK"))?);
         }
     }
     if !g.bind_given {
         if let Some(v) = get("HYDRA_BINDING") {
-            g.binding.bind =
-                libi_binding::parse_bind(v.trim()).map_err(|e| format!("HYDRA_BINDING: {e}"))?;
+            g.binding.bind = libi_binding::parse_bind(v.trim()).map_err(bad("HYDRA_BINDING"))?;
         }
     }
     if !g.map_given {
         if let Some(v) = get("HYDRA_MAPPING") {
-            g.binding.map =
-                Some(libi_binding::parse_map(v.trim()).map_err(|e| format!("HYDRA_MAPPING: {e}"))?);
+            g.binding.map = Some(libi_binding::parse_map(v.trim()).map_err(bad("HYDRA_MAPPING"))?);
         }
     }
     if !g.membind_given {
         if let Some(v) = get("HYDRA_MEMBIND") {
-            g.binding.mem = libi_binding::parse_membind_or_none(v.trim())
-                .map_err(|e| format!("HYDRA_MEMBIND: {e}"))?;
+            g.binding.mem =
+                libi_binding::parse_membind_or_none(v.trim()).map_err(bad("HYDRA_MEMBIND"))?;
         }
     }
     if g.binding.mem == Some(libi_binding::MemBind::NextTouch) {
@@ -85,12 +103,12 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
         g.iface = get("HYDRA_IFACE").map(|v| v.trim().to_string());
     }
     // Booleans as Hydra reads them; -v on the command line wins.
-    let boolean = |name: &str| -> Result<bool, String> {
+    let boolean = |name: &'static str| -> Result<bool, EnvError> {
         let Some(v) = get(name) else { return Ok(false) };
         match v.trim().to_ascii_lowercase().as_str() {
             "1" | "yes" | "true" | "on" => Ok(true),
             "0" | "no" | "false" | "off" => Ok(false),
-            _ => Err(format!("{name}: expected a boolean (1/0, yes/no), got '{v}'")),
+            _ => Err(bad(name)(format!("expected a boolean (1/0, yes/no), got '{v}'"))),
         }
     };
     g.verbose |= boolean("HYDRA_DEBUG")?;
@@ -100,18 +118,18 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
         // Hydra knows one value; passing everything is our default anyway, and an explicit
         // -genvnone/-genvlist wins.
         if v.trim() != "all" {
-            return Err(format!("HYDRA_ENV: expected 'all', got '{v}'"));
+            return Err(bad("HYDRA_ENV")(format!("expected 'all', got '{v}'")));
         }
     }
     // -bind-to and -map-by (or their variables) go together.
-    g.binding.check()
+    g.binding.check().map_err(EnvError::Binding)
 }
 
 /// `MPIEXEC_TIMEOUT` (unset or empty: none): seconds, fractions allowed (`1.5`); as Hydra,
 /// 0 and negative values (Hydra's `-1`) mean no timeout. Anything else (`abc`, `2x`, `1e3`) is
 /// an error, where Hydra warns and runs without a timeout. (Hydra 5 runs `0` to the end and
 /// then exits 255.)
-pub fn mpiexec_timeout(v: Option<&str>) -> Result<Option<std::time::Duration>, String> {
+pub fn mpiexec_timeout(v: Option<&str>) -> Result<Option<std::time::Duration>, EnvError> {
     let Some(t) = v.map(str::trim).filter(|t| !t.is_empty()) else { return Ok(None) };
     let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
     let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
@@ -119,11 +137,7 @@ pub fn mpiexec_timeout(v: Option<&str>) -> Result<Option<std::time::Duration>, S
         && whole.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit());
     let secs: f64 = match t.parse() {
         Ok(s) if decimal => s,
-        _ => {
-            return Err(format!(
-                "MPIEXEC_TIMEOUT must be a number of seconds (0 or -1: none), got '{t}'"
-            ))
-        }
+        _ => return Err(EnvError::Timeout(t.to_string())),
     };
     // Beyond what a Duration holds: never.
     Ok((secs > 0.0).then(|| std::time::Duration::try_from_secs_f64(secs).ok()).flatten())
@@ -155,7 +169,7 @@ mod tests {
         }
         assert_eq!(mpiexec_timeout(Some(&"9".repeat(400))), Ok(None));
         for bad in ["abc", "2x", "1e3", "inf", "NaN", ".", "-", "1.2.3", "1 2"] {
-            let e = mpiexec_timeout(Some(bad)).expect_err(bad);
+            let e = mpiexec_timeout(Some(bad)).expect_err(bad).to_string();
             assert_eq!(
                 e,
                 format!("MPIEXEC_TIMEOUT must be a number of seconds (0 or -1: none), got '{bad}'")
@@ -240,7 +254,8 @@ mod tests {
             ("HYDRA_MEMBIND", "bind:x"),
         ] {
             let mut g = p("x").expect("parse").global;
-            let e = apply_env(&mut g, &env(Box::leak(Box::new([bad])))).expect_err(bad.0);
+            let e =
+                apply_env(&mut g, &env(Box::leak(Box::new([bad])))).expect_err(bad.0).to_string();
             assert!(e.starts_with(bad.0), "{e}");
         }
     }
@@ -263,12 +278,14 @@ mod tests {
             assert_eq!(g.connect_retries, Some(want), "{v}");
         }
         let mut g = p("x").expect("parse").global;
-        let e = apply_env(&mut g, &env(&[("HYDRA_PROXY_RETRY_COUNT", "ten")])).expect_err("ten");
+        let e = apply_env(&mut g, &env(&[("HYDRA_PROXY_RETRY_COUNT", "ten")]))
+            .expect_err("ten")
+            .to_string();
         assert_eq!(e, "HYDRA_PROXY_RETRY_COUNT: expected a number, got 'ten'");
         for bad in ["0", "x", "-3"] {
             let mut g = p("x").expect("parse").global;
             let vars = Box::leak(Box::new([("HYDRA_LAUNCHER_SSH_LIMIT", bad)]));
-            let e = apply_env(&mut g, &env(vars)).expect_err(bad);
+            let e = apply_env(&mut g, &env(vars)).expect_err(bad).to_string();
             assert!(e.starts_with("HYDRA_LAUNCHER_SSH_LIMIT"), "{e}");
         }
     }
