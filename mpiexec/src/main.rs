@@ -1,6 +1,8 @@
 //! `libi-mpiexec`: start a parallel job through libi's Node Launch Agents. Hydra-compatible
 //! options; see `libi-mpiexec --help`.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod cli;
 mod control;
 mod frontend;
