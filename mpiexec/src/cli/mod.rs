@@ -12,8 +12,10 @@
 //! `configfile` reads `-configfile` and the defaults file ([`defaults_file`]); `merge` makes
 //! the segments one [`CommandLine`] ([`parse_with_defaults`]); `env` applies the `HYDRA_*`
 //! variables ([`apply_env`]) and reads `MPIEXEC_TIMEOUT` ([`mpiexec_timeout`]). This module
-//! holds what they make: the parsed command line ([`CommandLine`], [`Global`], [`Exec`]) and
-//! what parsing can end in instead ([`CliError`]).
+//! holds what they make: the parsed command line ([`CommandLine`], [`Global`], [`Exec`]),
+//! the text it holds field by field ([`Strings`], where `crate::rawargs` looks for arguments
+//! that are not UTF-8), and what parsing can end in instead ([`CliError`]). The variables'
+//! errors are `env::EnvError`, the defaults file's `configfile::DefaultsError`.
 
 mod configfile;
 mod env;
