@@ -570,7 +570,10 @@ impl FrontEnd {
             R::StopLaunchers => {
                 for g in &self.groups {
                     if let Some((Some(pid), false)) = g.step {
-                        // SAFETY: kill(2) of srun's own process group.
+                        // SAFETY: kill(2) takes no pointer and touches none of our memory.
+                        // -pid is srun's process group: `spawn_launcher` starts it in a
+                        // session of its own, and `false` says it is not reaped yet, so the
+                        // group is still its.
                         unsafe {
                             libc::kill(-(pid as i32), libc::SIGTERM);
                         }

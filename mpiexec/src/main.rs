@@ -1,6 +1,8 @@
 //! `libi-mpiexec`: start a parallel job through libi's Node Launch Agents. Hydra-compatible
 //! options; see `libi-mpiexec --help`.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod cli;
 mod control;
 mod frontend;
@@ -40,7 +42,8 @@ fn main() -> ExitCode {
             return ExitCode::from(control::query_launcher(pid) as u8)
         }
         Err(cli::CliError::Usage(m)) => {
-            eprintln!("libi-mpiexec: {}", raw.refusal(&m).unwrap_or_else(|| raw.lossy(&m)));
+            let m = raw.refusal(&m).map_or_else(|| raw.lossy(&m), |e| e.to_string());
+            eprintln!("libi-mpiexec: {m}");
             return ExitCode::from(2);
         }
     };

@@ -1,7 +1,8 @@
 //! The manual page `libi-mpiexec.1`, made from the parser's own option table: the options
-//! clap knows ([`Segment`]: value names and help text, as `--help` prints them), the Hydra
-//! spellings that [`LONG`] maps onto each (`-n`, `-np`; `-f`, `-hostfile`, `-machinefile`),
-//! and the Hydra options that [`IGNORED`] accepts. `libi-mpiexec --man` prints it;
+//! clap knows ([`Segment`], in `cli/schema.rs`: value names and help text, as `--help`
+//! prints them), the Hydra spellings that [`LONG`] maps onto each (`-n`, `-np`; `-f`,
+//! `-hostfile`, `-machinefile`), and the Hydra options that [`IGNORED`] accepts (both in
+//! `cli/hydra.rs`). `libi-mpiexec --man` prints it;
 //! `docs/libi-mpiexec.1` is that output, and `tests/docs.rs` fails when the two differ.
 //!
 //! Regenerate: `cargo run -p libi-mpiexec -- --man > docs/libi-mpiexec.1`.

@@ -2,7 +2,7 @@
 //! placement, the launch tree, and the per-node plans.
 
 use crate::cli::{CommandLine, EnvMode, Rmk};
-use libi::hosts::{self, Host};
+use libi::hosts::{self, Host, HostError};
 use libi::job::{
     process_mapping, AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, RankSlot,
 };
@@ -105,6 +105,49 @@ impl Plan {
     }
 }
 
+/// Why a job cannot be planned, or the resource manager's hosts not found: one line each.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// A host list, a host file or a rank map that does not parse or fit, or LSF's hosts.
+    #[error(transparent)]
+    Hosts(#[from] HostError),
+    /// `HYDRA_HOST_FILE`'s host file.
+    #[error("HYDRA_HOST_FILE: {0}")]
+    EnvHostfile(HostError),
+    /// `PBS_NODEFILE`'s host file.
+    #[error("PBS_NODEFILE: {0}")]
+    PbsNodefile(HostError),
+    /// Slurm's variables do not describe an allocation.
+    #[error("{0}")]
+    Slurm(String),
+    /// `-rmk NAME` (or `HYDRA_RMK`) outside a job of that resource manager.
+    #[error("-rmk {0}: not inside a {0} job")]
+    NotInside(&'static str),
+    #[error(
+        "-launcher slurm needs a Slurm allocation (run inside salloc or sbatch) or a host list"
+    )]
+    SlurmWithoutAllocation,
+    #[error(
+        "-skip-launch-node: every host is this machine; no host is left to run ranks on (give \
+         a host list with other hosts)"
+    )]
+    NoHostLeft,
+    /// A program without `-n` runs one process per slot, and the slots are too many.
+    #[error(
+        "too many processes: the host list has {slots} slots, and a program without -n runs \
+         one process per slot (at most {max})"
+    )]
+    TooManySlots { slots: u64, max: u32 },
+    #[error("too many processes: {size} (at most {max} in a job)")]
+    TooManyProcesses { size: u64, max: u32 },
+    /// A host file's `binding=` for a host that `-map-by` does not fit.
+    #[error("host {host} (its hostfile binding=): {why}")]
+    HostBinding { host: String, why: String },
+    /// The launch tree cannot be built.
+    #[error("{0}")]
+    Tree(String),
+}
+
 /// Settings that do not come from the command line.
 pub struct Context {
     /// Our environment; a value need not be UTF-8.
@@ -137,22 +180,19 @@ pub struct Context {
 pub fn rm_allocation(
     rmk: Option<Rmk>,
     get: &dyn Fn(&str) -> Option<String>,
-) -> Result<(Option<Vec<Host>>, Option<Vec<Host>>), String> {
+) -> Result<(Option<Vec<Host>>, Option<Vec<Host>>), PlanError> {
     let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
-    let pbs = || -> Result<Option<Vec<Host>>, String> {
+    let pbs = || -> Result<Option<Vec<Host>>, PlanError> {
         get("PBS_NODEFILE")
-            .map(|f| hosts::read_hostfile(f.trim()).map_err(|e| format!("PBS_NODEFILE: {e}")))
+            .map(|f| hosts::read_hostfile(f.trim()).map_err(PlanError::PbsNodefile))
             .transpose()
     };
-    let lsf = || -> Result<Option<Vec<Host>>, String> {
-        get("LSB_MCPU_HOSTS")
-            .map(|v| hosts::parse_lsf_hosts(&v).map_err(|e| e.to_string()))
-            .transpose()
+    let lsf = || -> Result<Option<Vec<Host>>, PlanError> {
+        Ok(get("LSB_MCPU_HOSTS").map(|v| hosts::parse_lsf_hosts(&v)).transpose()?)
     };
-    let slurm = || libi::slurm::allocation_from_env(&|k: &str| get(k));
-    let need = |h: Option<Vec<Host>>, what: &str| {
-        h.map(Some).ok_or_else(|| format!("-rmk {what}: not inside a {what} job"))
-    };
+    let slurm = || libi::slurm::allocation_from_env(&|k: &str| get(k)).map_err(PlanError::Slurm);
+    let need =
+        |h: Option<Vec<Host>>, what: &'static str| h.map(Some).ok_or(PlanError::NotInside(what));
     Ok(match rmk {
         Some(Rmk::User) => (None, None),
         Some(Rmk::Slurm) => (need(slurm()?, "slurm")?, None),
@@ -188,7 +228,7 @@ pub const MEMORY_ALLOC_KINDS_KEY: &str = libi::spawn::MEMORY_ALLOC_KINDS_KEY;
 const USE_LOCALHOST: &str = "HYDRA_USE_LOCALHOST";
 
 /// Plan the job, or say in one line why it cannot run.
-pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
+pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, PlanError> {
     let g = &cl.global;
     // Hosts: -hosts, else -f, else the Slurm allocation we run in, else this machine with one
     // slot (Hydra's default localhost: `mpiexec prog` runs one process, `-usize SYSTEM` is 1;
@@ -196,13 +236,15 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     let explicit_hosts = g.hosts.is_some() || g.hostfile.is_some();
     let this_machine = || vec![Host::new(ctx.local_host.clone(), 1)];
     let mut host_list: Vec<Host> = if let Some(h) = &g.hosts {
-        hosts::parse_hosts_arg(h).map_err(|e| e.to_string())?
+        hosts::parse_hosts_arg(h)?
     } else if let Some(f) = &g.hostfile {
         if f == USE_LOCALHOST {
             this_machine()
         } else {
-            let from = if g.hostfile_from_env { "HYDRA_HOST_FILE: " } else { "" };
-            hosts::read_hostfile(f).map_err(|e| format!("{from}{e}"))?
+            hosts::read_hostfile(f).map_err(|e| match g.hostfile_from_env {
+                true => PlanError::EnvHostfile(e),
+                false => PlanError::Hosts(e),
+            })?
         }
     } else if let Some(alloc) = ctx.slurm.as_ref().or(ctx.rm_hosts.as_ref()) {
         alloc.clone()
@@ -210,19 +252,14 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         this_machine()
     };
     if g.launcher == Some(LauncherKind::Slurm) && !explicit_hosts && ctx.slurm.is_none() {
-        return Err(
-            "-launcher slurm needs a Slurm allocation (run inside salloc or sbatch) or a host list"
-                .into(),
-        );
+        return Err(PlanError::SlurmWithoutAllocation);
     }
     if g.skip_launch_node && g.singleton_port.is_none() {
         // As Hydra: the hosts that are this machine run no rank (a batch job's first node
         // keeps its cores for the launcher, or for a tool).
         host_list.retain(|h| !(ctx.is_local)(&h.name));
         if host_list.is_empty() {
-            return Err("-skip-launch-node: every host is this machine; no host is left to \
-                        run ranks on (give a host list with other hosts)"
-                .into());
+            return Err(PlanError::NoHostLeft);
         }
     }
     if let Some(ppn) = g.ppn {
@@ -236,12 +273,8 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     let total_slots: u64 = host_list.iter().map(|h| u64::from(h.slots)).sum();
     let max = libi::job::MAX_JOB_SIZE;
     let default_n = || {
-        libi::job::job_size(total_slots.max(1)).ok_or_else(|| {
-            format!(
-                "too many processes: the host list has {total_slots} slots, and a program \
-                 without -n runs one process per slot (at most {max})"
-            )
-        })
+        libi::job::job_size(total_slots.max(1))
+            .ok_or(PlanError::TooManySlots { slots: total_slots, max })
     };
     let mut apps: Vec<AppSpec> = cl
         .execs
@@ -261,7 +294,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
                 raw_env: raw_env(ctx, mode),
             })
         })
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_, PlanError>>()?;
     if g.singleton_port.is_some() {
         // Singleton init: one rank, the MPI process that started us, on this host. Its spawns
         // get our environment (which is its own) and working directory.
@@ -279,8 +312,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
         }
     }
     let size: u64 = apps.iter().map(|a| a.nprocs as u64).sum();
-    let size = libi::job::job_size(size)
-        .ok_or_else(|| format!("too many processes: {size} (at most {max} in a job)"))?;
+    let size = libi::job::job_size(size).ok_or(PlanError::TooManyProcesses { size, max })?;
     let mut app_of = Vec::with_capacity(size as usize);
     for (i, a) in apps.iter().enumerate() {
         app_of.extend(std::iter::repeat_n(i as u32, a.nprocs as usize));
@@ -288,9 +320,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
 
     // Placement; hosts that get no rank get no NLA.
     let placement = match (&g.rankmap, g.singleton_port) {
-        (Some(map), None) => {
-            hosts::place_by_map(&host_list, map, size).map_err(|e| e.to_string())?
-        }
+        (Some(map), None) => hosts::place_by_map(&host_list, map, size)?,
         _ => hosts::place(&host_list, size),
     };
     let used: Vec<usize> =
@@ -331,7 +361,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, String> {
     };
     for (host, bind) in &binding.hosts {
         let b = libi_binding::Binding { bind: bind.clone(), ..g.binding.clone() };
-        b.check().map_err(|e| format!("host {host} (its hostfile binding=): {e}"))?;
+        b.check().map_err(|why| PlanError::HostBinding { host: host.clone(), why })?;
     }
     let job = JobCommon {
         size,
@@ -410,8 +440,8 @@ pub fn nla_tree(
     model: &LaunchModel,
     max_conn: usize,
     local_host: &str,
-) -> Result<NodePlan, String> {
-    NodePlan::tree(per_node, shape, model, max_conn, local_host)
+) -> Result<NodePlan, PlanError> {
+    NodePlan::tree(per_node, shape, model, max_conn, local_host).map_err(PlanError::Tree)
 }
 
 #[cfg(test)]
@@ -557,7 +587,7 @@ mod tests {
         let line = format!("-hosts {} --tree chain -n 1100 x", hosts.join(","));
         let Err(err) = plan(&cl(&line), &ctx()) else { panic!("a chain of 1100 was planned") };
         assert_eq!(
-            err,
+            err.to_string(),
             "a chain tree of 1100 NLAs is 1100 levels deep; at most 1024 (use --tree greedy, \
              binomial or kary:K)"
         );
@@ -613,7 +643,7 @@ mod tests {
         assert_eq!(p.nodes, 2);
         let p = plan(&cl("-hosts a,b -n 2 x"), &c).expect("plan");
         assert_eq!(p.job.launcher.kind, LauncherKind::Ssh, "an explicit host list wins");
-        let e = plan(&cl("-launcher slurm -n 2 x"), &ctx()).expect_err("no allocation");
+        let e = plan(&cl("-launcher slurm -n 2 x"), &ctx()).expect_err("no allocation").to_string();
         assert!(e.contains("Slurm allocation"), "{e}");
     }
 
@@ -632,13 +662,13 @@ mod tests {
         let lsf = rm_allocation(Some(Rmk::Lsf), &get).expect("lsf").1.expect("hosts");
         assert_eq!(lsf, vec![Host::new("l1", 2)]);
         assert_eq!(rm_allocation(Some(Rmk::User), &get).expect("user"), (None, None));
-        let e = rm_allocation(Some(Rmk::Slurm), &get).expect_err("no slurm");
+        let e = rm_allocation(Some(Rmk::Slurm), &get).expect_err("no slurm").to_string();
         assert!(e.contains("slurm"), "{e}");
         let none = |_: &str| None;
         assert_eq!(rm_allocation(None, &none).expect("none"), (None, None));
         assert!(rm_allocation(Some(Rmk::Pbs), &none).is_err());
         let bad = |k: &str| (k == "PBS_NODEFILE").then(|| "/nonexistent/nf".to_string());
-        let e = rm_allocation(None, &bad).expect_err("missing");
+        let e = rm_allocation(None, &bad).expect_err("missing").to_string();
         assert!(e.starts_with("PBS_NODEFILE: cannot read hostfile /nonexistent/nf"), "{e}");
         // The plan: the PBS hosts, ssh by default.
         let mut c = ctx();
@@ -652,7 +682,7 @@ mod tests {
     /// the slots) is refused before anything is built.
     #[test]
     fn job_size_limits() {
-        let err = |line: &str| plan(&cl(line), &ctx()).expect_err(line);
+        let err = |line: &str| plan(&cl(line), &ctx()).expect_err(line).to_string();
         assert_eq!(
             err("-hosts a:4294967295,b:2 x"),
             "too many processes: the host list has 4294967297 slots, and a program without -n \
@@ -732,7 +762,7 @@ mod tests {
 
     #[test]
     fn bad_hostfile_names_file() {
-        let e = plan(&cl("-f /nonexistent/hosts -n 1 x"), &ctx()).expect_err("missing");
+        let e = plan(&cl("-f /nonexistent/hosts -n 1 x"), &ctx()).expect_err("missing").to_string();
         assert!(e.contains("/nonexistent/hosts"), "{e}");
     }
 
@@ -742,7 +772,8 @@ mod tests {
         let p = plan(&cl("-hosts fe:2,n1,localhost,n2 -skip-launch-node -n 3 x"), &ctx())
             .expect("plan");
         assert_eq!(p.hosts.iter().map(|h| h.name.as_str()).collect::<Vec<_>>(), ["n1", "n2"]);
-        let e = plan(&cl("-skip-launch-node -n 1 x"), &ctx()).expect_err("nothing left");
+        let e =
+            plan(&cl("-skip-launch-node -n 1 x"), &ctx()).expect_err("nothing left").to_string();
         assert!(e.starts_with("-skip-launch-node: every host is this machine"), "{e}");
         // -rankmap: rank r on host map[r % len]; NLAs for the hosts used, in list order.
         let p = plan(&cl("-hosts a,b,c -rankmap 2,0,2 -n 4 x"), &ctx()).expect("plan");
@@ -758,7 +789,8 @@ mod tests {
             p.job.preput,
             kv(&[("PMI_process_mapping", "(vector,(1,1,1),(0,1,1),(1,1,2))")])
         );
-        let e = plan(&cl("-hosts a,b -rankmap 0,5 -n 2 x"), &ctx()).expect_err("node 5");
+        let e =
+            plan(&cl("-hosts a,b -rankmap 0,5 -n 2 x"), &ctx()).expect_err("node 5").to_string();
         assert!(e.contains("names node 5"), "{e}");
         // -memory-alloc-kinds reaches the ranks' KVS; -hybrid-hosts starts remote NLAs by name.
         let p = plan(&cl("-memory-alloc-kinds mpi:alloc_mem -hybrid-hosts -n 1 x"), &ctx())
