@@ -2,6 +2,7 @@
 //! over the NLA tree. Pure code shared by `libi-mpiexec`, `libi-nla` and `libi-tree`; the
 //! `libi-tree` tool itself and its report fitting (`calibrate`) are the `libi-tree` crate.
 
+pub mod clock;
 pub mod hosts;
 pub mod job;
 pub mod launch;

@@ -240,16 +240,16 @@ impl FrontEnd {
     /// node core or launch lifecycle's (then call `handle_timeout`). A deadline already past
     /// wins over waiting events, so that a flood of events never delays a timer.
     async fn next(&self, rx: &mut UnboundedReceiver<Fe>) -> Option<Fe> {
-        // The root core counts from our start; the node cores read the job's clock.
-        let root = self.root.poll_timeout().map(|t| t - self.clock());
-        let tree = self
-            .groups
-            .iter()
-            .flat_map(|g| [g.core.poll_timeout(), g.children.poll_timeout()])
+        // Every core and launch lifecycle is on our one clock (seconds since our start).
+        let now = self.clock();
+        let wait = std::iter::once(self.root.poll_timeout())
+            .chain(
+                self.groups.iter().flat_map(|g| [g.core.poll_timeout(), g.children.poll_timeout()]),
+            )
             .flatten()
             .reduce(f64::min)
-            .map(|t| t - libi::report::now());
-        let Some(wait) = [root, tree].into_iter().flatten().reduce(f64::min) else {
+            .map(|t| t - now);
+        let Some(wait) = wait else {
             return rx.recv().await;
         };
         tokio::select! {
@@ -260,13 +260,23 @@ impl FrontEnd {
     }
 
     async fn handle_timeout(&mut self) {
-        let (now, streams) = (self.clock(), self.streams());
+        let (now, streams) = (self.tick(), self.streams());
         self.root.handle_timeout(now, &streams);
-        let t = libi::report::now();
         for g in &mut self.groups {
-            g.core.handle_timeout(t, &mut g.fx);
-            g.children.handle_timeout(t, &mut g.core, &mut g.fx).await;
+            g.core.handle_timeout(now, &mut g.fx);
+            g.children.handle_timeout(now, &mut g.core, &mut g.fx).await;
         }
+    }
+
+    /// Read our clock for the turn about to serve an event, and tell it to every group's
+    /// core and launch lifecycle (they read none): the turn's deadlines are set from it.
+    fn tick(&mut self) -> f64 {
+        let now = self.clock();
+        for g in &mut self.groups {
+            g.core.set_now(now);
+            g.children.set_now(now);
+        }
+        now
     }
 
     /// While the job runs (and is torn down): until the root core leaves [`Phase::Run`].
@@ -287,6 +297,7 @@ impl FrontEnd {
                 self.handle_timeout().await;
                 continue;
             };
+            self.tick();
             match ev {
                 Fe::Tree(g, TreeEv::Join { host, listen, conn }) => {
                     let Some(gr) = self.groups.get_mut(g) else { continue };
@@ -355,7 +366,9 @@ impl FrontEnd {
                 self.root.launchers_done(self.clock());
                 break;
             }
-            match self.next(rx).await {
+            let ev = self.next(rx).await;
+            self.tick();
+            match ev {
                 None => self.handle_timeout().await,
                 Some(Fe::Tree(g, TreeEv::LauncherExited { idx, .. })) => {
                     let Some(gr) = self.groups.get_mut(g) else { continue };
@@ -429,7 +442,9 @@ impl FrontEnd {
         };
         let report = setup.job.report;
         let mut core = NodeCore::new(setup, true, report);
+        core.set_now(self.clock());
         let mut children = Children::new(&core);
+        children.set_now(self.clock());
         let rendezvous = root::Rendezvous::new(core.plan());
         let (job, root) = (core.job(), core.plan());
         let mut fx = Vec::new();

@@ -42,10 +42,6 @@ use pmi_wire::server::{Action, ConnConfig, Connection, Eof, Phase};
 use pmi_wire::v1::ParseError;
 use std::collections::{HashMap, HashSet};
 
-/// Where the core reads the time: seconds on the job's clock (`libi::report::now` in the
-/// drivers, virtual time in the simulator).
-pub type Clock = std::sync::Arc<dyn Fn() -> f64 + Send + Sync>;
-
 /// What the driver must do.
 #[derive(Debug, PartialEq)]
 pub enum Effect {
@@ -246,7 +242,9 @@ pub struct NodeCore {
     fence_enter: Vec<f64>,
     fences: Vec<FenceRecord>,
     report: bool,
-    clock: Clock,
+    /// The time the driver last told (seconds on its monotonic clock, virtual time in the
+    /// simulator): the core reads no clock; deadlines are set from this.
+    now: f64,
     /// Pending timers, earliest last (a handful at a time: never one per rank at the root).
     timers: Vec<(f64, Timer)>,
     /// The SIGKILL of the teardown was sent; the children were given up on.
@@ -355,7 +353,7 @@ impl NodeCore {
             fence_enter: vec![0.0; n],
             fences: Vec::new(),
             report,
-            clock: std::sync::Arc::new(libi::report::now),
+            now: 0.0,
             timers: Vec::new(),
             killed_hard: false,
             children_given_up: false,
@@ -521,13 +519,14 @@ impl NodeCore {
 
     // ---------------------------------------------------------------- time
 
-    /// Read the time from `clock` from now on.
-    pub fn set_clock(&mut self, clock: Clock) {
-        self.clock = clock;
+    /// The time now (seconds on the driver's monotonic clock, or the simulator's virtual
+    /// clock): the driver tells it once per turn of its loop, before the turn's events.
+    pub fn set_now(&mut self, now: f64) {
+        self.now = now;
     }
 
     fn now(&self) -> f64 {
-        (self.clock)()
+        self.now
     }
 
     fn set_timer(&mut self, after: std::time::Duration, timer: Timer) {
@@ -549,6 +548,7 @@ impl NodeCore {
 
     /// Fire every timer due at `now`, in order.
     pub fn handle_timeout(&mut self, now: f64, fx: &mut Vec<Effect>) {
+        self.now = now;
         while self.timers.last().is_some_and(|(t, _)| *t <= now) {
             let Some((_, timer)) = self.timers.pop() else { break };
             self.fire(timer, fx);

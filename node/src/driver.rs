@@ -225,9 +225,13 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     let report = setup.job.report;
     let mut core = NodeCore::new(setup, false, report);
     let mut fx = Vec::new();
+    // Until the loop runs: the time the setup came (each turn of the loop reads it again).
+    let started = libi::clock::mono();
+    core.set_now(started);
 
     // Children first (the tree's order), then the local ranks.
     let mut children = Children::new(&core);
+    children.set_now(started);
     if !children.is_empty() {
         let tree_ev: EvSink = {
             let tx = ev_tx.clone();
@@ -305,6 +309,13 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     let mut parent_lost_before = false;
     let mut zombies = Zombies::default();
     loop {
+        // The turn's one reading of the clock (monotonic): every deadline set in this turn,
+        // the core's, the launches', the rank streams' and the held ranks', is set from it.
+        let now = libi::clock::mono();
+        core.set_now(now);
+        children.set_now(now);
+        ranks.io.set_now(now);
+        zombies.now = now;
         // The next batch of ranks; once every rank started (or will not), the subtree is
         // reported up. (Before the effects: what a batch brings about, a failed start, goes out
         // this turn.)
@@ -364,7 +375,6 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         // Deadlines that have passed are served here, whether the wait below timed out or
         // events kept coming (a steady stream of events must not hold a timer back): ranks
         // held long enough are reaped, and the core's and the launch lifecycle's timers fire.
-        let now = libi::report::now();
         if zombies.due.is_some_and(|d| d <= now) {
             zombies.reap_all();
         }
@@ -945,14 +955,17 @@ async fn pmgr_writer(
 #[derive(Default)]
 struct Zombies {
     pids: Vec<i32>,
-    /// When the first of them has been held long enough (`libi::report::now` seconds).
+    /// When the first of them has been held long enough (the loop's clock).
     due: Option<f64>,
+    /// The time now (the loop's reading for the turn).
+    now: f64,
 }
 
 impl Zombies {
     fn hold(&mut self, pid: i32) {
         self.pids.push(pid);
-        self.due.get_or_insert_with(|| libi::report::now() + ZOMBIE_HOLD.as_secs_f64());
+        let due = self.now + ZOMBIE_HOLD.as_secs_f64();
+        self.due.get_or_insert(due);
     }
 
     fn reap_all(&mut self) {

@@ -147,7 +147,8 @@ pub struct RankIo {
     slots: Vec<Option<Slot>>,
     /// Sources to read again without an event (see the module's documentation).
     again: Vec<u64>,
-    /// Deadlines (microseconds of [`libi::report::now`]) and the source each is for; an entry
+    /// Deadlines (microseconds of the driver's monotonic clock, [`libi::clock`]) and the
+    /// source each is for; an entry
     /// is live while its source's `timer_at` is its time.
     timers: BinaryHeap<Reverse<(u64, u64)>>,
     budgets: Arc<Budgets>,
@@ -159,6 +160,8 @@ pub struct RankIo {
     /// Of the turn being served: rank output read, and whether anything else was served.
     out_read: usize,
     other: bool,
+    /// The time now, as the driver tells it once per turn ([`RankIo::set_now`]).
+    now: f64,
 }
 
 /// What an event says of a source whose other end is closed or failed.
@@ -259,6 +262,7 @@ impl RankIo {
             ended: Vec::new(),
             pmi_buf: Vec::new(),
             events: Vec::new(),
+            now: 0.0,
             out_read: 0,
             other: false,
         })
@@ -499,7 +503,7 @@ impl RankIo {
             p.out_armed = true;
         }
         if p.stall_due.is_none() {
-            let due = libi::report::now() + STALL_LIMIT.as_secs_f64();
+            let due = self.now + STALL_LIMIT.as_secs_f64();
             p.stall_due = Some(due);
             arm(&mut self.timers, &mut p.timer_at, due, key(local, K_PMI));
         }
@@ -512,7 +516,7 @@ impl RankIo {
         while let Some(front) = p.queue.front_mut() {
             match send_now(&p.sock, front) {
                 Ok(n) => {
-                    p.stall_due = Some(libi::report::now() + STALL_LIMIT.as_secs_f64());
+                    p.stall_due = Some(self.now + STALL_LIMIT.as_secs_f64());
                     if n < front.len() {
                         front.drain(..n);
                         return;
@@ -571,7 +575,7 @@ impl RankIo {
         o.blocked = false;
         // Straight into the stream's line buffer, whose lines go up as slices of it.
         let r = o.lines.read_from(o.fd.as_fd(), READ_CHUNK);
-        let now = libi::report::now();
+        let now = self.now;
         let (n, asked) = match r {
             Ok((0, _)) => return self.finish_out(local, s),
             Ok(r) => r,
@@ -659,7 +663,7 @@ impl RankIo {
             if let Some(o) = o.as_mut().filter(|o| o.blocked) {
                 let k = key(local, 1 + s as u64);
                 if exited {
-                    let due = libi::report::now() + OUTPUT_DRAIN.as_secs_f64();
+                    let due = self.now + OUTPUT_DRAIN.as_secs_f64();
                     o.due = Some(due);
                     arm(&mut self.timers, &mut o.timer_at, due, k);
                 }
@@ -712,7 +716,7 @@ impl RankIo {
         let Some(Some(slot)) = self.slots.get_mut(local) else { return };
         // Its output may still be in the pipes (or held open by its own children: bounded
         // wait).
-        let due = libi::report::now() + OUTPUT_DRAIN.as_secs_f64();
+        let due = self.now + OUTPUT_DRAIN.as_secs_f64();
         for (s, o) in slot.out.iter_mut().enumerate() {
             let Some(o) = o.as_mut() else { continue };
             o.partial_since = None;
@@ -748,7 +752,13 @@ impl RankIo {
         }
     }
 
-    /// The earliest deadline of the reactor (seconds of [`libi::report::now`]), if any.
+    /// The time now, on the driver's monotonic clock ([`libi::clock::mono`]), read once per
+    /// turn of its loop: what this turn's deadlines are set from.
+    pub fn set_now(&mut self, now: f64) {
+        self.now = now;
+    }
+
+    /// The earliest deadline of the reactor (seconds of the driver's clock), if any.
     pub fn poll_timeout(&self) -> Option<f64> {
         self.timers.peek().map(|Reverse((t, _))| *t as f64 / 1e6)
     }
@@ -760,6 +770,7 @@ impl RankIo {
         core: &mut NodeCore,
         fx: &mut Vec<Effect>,
     ) -> Vec<(usize, ProcEnd)> {
+        self.now = now;
         while let Some(&Reverse((t, k))) = self.timers.peek() {
             if t > micros(now) {
                 break;

@@ -956,6 +956,8 @@ pub struct Children {
     ctx: Option<LaunchCtx>,
     /// Every decision of the launch lifecycle (order, batches, deadlines, give-ups).
     life: Launches,
+    /// See [`Children::set_now`].
+    now: f64,
     /// Launch records (for the report).
     pub launches: Vec<LaunchRecord>,
 }
@@ -988,6 +990,7 @@ impl Children {
             ev: None,
             ctx: None,
             life: Launches::new(n, batch, launch_timeout),
+            now: 0.0,
             launches: plan
                 .children
                 .iter()
@@ -1035,8 +1038,15 @@ impl Children {
         self.life.poll_timeout()
     }
 
+    /// The time now, on the driver's monotonic clock (`libi::clock`): what the launch
+    /// lifecycle's deadlines are set from. The driver tells it once per turn of its loop.
+    pub fn set_now(&mut self, now: f64) {
+        self.now = now;
+    }
+
     /// Give up the children whose deadline passed at `now`.
     pub async fn handle_timeout(&mut self, now: f64, core: &mut NodeCore, fx: &mut Vec<Effect>) {
+        self.now = now;
         for g in self.life.handle_timeout(now, |i| core.child_ranks_left(i)) {
             self.gave_up(g, core, fx);
         }
@@ -1065,7 +1075,8 @@ impl Children {
         let (Some(ev), Some(ctx)) = (self.ev.clone(), self.ctx.clone()) else { return };
         let spec = core.job().launcher.clone();
         let verbose = core.job().verbose;
-        while let Some(idx) = self.life.next_launch(now()) {
+        while let Some(idx) = self.life.next_launch(self.now) {
+            // (The report's stamp is wall time: reports of several hosts are compared.)
             self.launches[idx].start = now();
             if spec.kind.joins() {
                 // Slurm's step (or the job's NLAs) starts every NLA; we only hold them to
@@ -1197,7 +1208,7 @@ impl Children {
                 if !stderr_tail.is_empty() {
                     what.push_str(&format!(": {stderr_tail}"));
                 }
-                if let Some(g) = self.life.launcher_exited(idx, what, now()) {
+                if let Some(g) = self.life.launcher_exited(idx, what, self.now) {
                     self.gave_up(g, core, fx);
                 }
             }
@@ -1227,7 +1238,7 @@ impl Children {
         if matches!(msg, Msg::Kill) {
             // Torn down: the children that have not connected are given up now (their
             // launchers killed), not at the end of their launch timeout.
-            self.life.abort(now());
+            self.life.abort(self.now);
             TREE_REJECTS.tearing_down();
         }
         if !(0..self.len()).any(|i| self.writable(i)) {

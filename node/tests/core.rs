@@ -9,8 +9,6 @@ use libi::msg::{codec_with_max, KvsTop, Msg, ProcNode};
 use libi_node::core::{Effect, NodeCore, ProcEnd, Timer};
 use proptest::prelude::*;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// A node holding `local` ranks, with children holding theirs, in a job with one more rank
 /// elsewhere in the tree (so the node is not the fence root; see [`whole_job`]).
@@ -289,12 +287,9 @@ fn rank_ends_are_counted_per_subtree() {
     assert_eq!(ended, 2);
 }
 
-/// A core reading a clock the test moves (seconds).
-fn fake_clock(core: &mut NodeCore) -> Arc<AtomicU64> {
-    let ms = Arc::new(AtomicU64::new(0));
-    let c = ms.clone();
-    core.set_clock(Arc::new(move || c.load(Ordering::Relaxed) as f64 / 1000.0));
-    ms
+/// The core's time, in milliseconds (as the driver tells it).
+fn at_ms(core: &mut NodeCore, ms: u64) {
+    core.set_now(ms as f64 / 1000.0);
 }
 
 /// A rank that closes its PMI connection between init and finalize gets the PMI-close grace
@@ -304,7 +299,7 @@ fn fake_clock(core: &mut NodeCore) -> Arc<AtomicU64> {
 #[test]
 fn pmi_closed_half_way() {
     let mut core = NodeCore::new(setup(&[0, 1, 2, 3], &[], 1 << 20), false, false);
-    let clock = fake_clock(&mut core);
+    at_ms(&mut core, 0);
     for local in 0..3 {
         rank_lines(&mut core, local, INIT);
     }
@@ -317,13 +312,13 @@ fn pmi_closed_half_way() {
     core.rank_eof(2, &mut fx);
     assert!(fx.is_empty(), "{fx:?}");
     assert_eq!(core.timers().collect::<Vec<_>>(), vec![(0.25, &Timer::PmiClose(2))]);
-    clock.store(100, Ordering::Relaxed);
+    at_ms(&mut core, 100);
     core.rank_ended(2, ProcEnd::Signaled(11), &mut fx);
     fx.clear();
     // rank 0 closes and runs on
     core.rank_eof(0, &mut fx);
     assert_eq!(core.poll_timeout(), Some(0.25));
-    clock.store(300, Ordering::Relaxed);
+    at_ms(&mut core, 300);
     core.handle_timeout(0.3, &mut fx);
     assert!(fx.is_empty(), "an exit came for rank 2: judged by it: {fx:?}");
     assert_eq!(core.poll_timeout(), Some(0.35));
@@ -355,7 +350,7 @@ fn kill_escalates_after_the_grace() {
     let mut s = setup(&[0, 1], &[], 1 << 20);
     s.job.kill_grace_ms = 1000;
     let mut core = NodeCore::new(s, false, false);
-    let clock = fake_clock(&mut core);
+    at_ms(&mut core, 0);
     let mut fx = Vec::new();
     core.parent_msg(Msg::Kill, &mut fx);
     assert!(fx.contains(&Effect::KillRanks), "{fx:?}");
@@ -363,14 +358,14 @@ fn kill_escalates_after_the_grace() {
     core.parent_msg(Msg::Kill, &mut fx);
     assert_eq!(core.timers().count(), 1, "a second Kill sets no second timer");
     fx.clear();
-    clock.store(500, Ordering::Relaxed);
+    at_ms(&mut core, 500);
     core.rank_ended(0, ProcEnd::Signaled(15), &mut fx);
     fx.clear();
     core.handle_timeout(1.0, &mut fx);
     assert_eq!(fx, vec![Effect::SignalRanks(libc::SIGKILL)]);
     // every rank gone by then: no SIGKILL
     let mut core = NodeCore::new(setup(&[0], &[], 1 << 20), false, false);
-    fake_clock(&mut core);
+    at_ms(&mut core, 0);
     let mut fx = Vec::new();
     core.parent_msg(Msg::Kill, &mut fx);
     core.rank_ended(0, ProcEnd::Signaled(15), &mut fx);
@@ -384,7 +379,7 @@ fn kill_escalates_after_the_grace() {
 #[test]
 fn lost_or_unreadable_parent_tears_down_once() {
     let mut core = NodeCore::new(setup(&[0, 1], &[&[2]], 1 << 20), false, false);
-    fake_clock(&mut core);
+    at_ms(&mut core, 0);
     let mut fx = Vec::new();
     core.parent_unreadable("bad frame", &mut fx);
     assert!(core.parent_is_lost());
@@ -429,12 +424,12 @@ fn child_output_acknowledged_in_quarter_windows() {
 #[test]
 fn every_rank_ended_children_get_a_bounded_wait() {
     let mut core = NodeCore::new(setup(&[0], &[&[1]], 1 << 20), false, false);
-    let clock = fake_clock(&mut core);
+    at_ms(&mut core, 0);
     let mut fx = Vec::new();
     rank_lines(&mut core, 0, INIT);
     rank_lines(&mut core, 0, "cmd=finalize\n");
     core.child_msg(0, Msg::RanksDone { ends: vec![(2, 1, 0)] }, &mut fx);
-    clock.store(2000, Ordering::Relaxed);
+    at_ms(&mut core, 2000);
     core.rank_ended(0, ProcEnd::Exited(0), &mut fx);
     assert_eq!(core.ranks_left(), 0);
     assert!(!core.finished(), "the child's connection is open");
@@ -1057,7 +1052,7 @@ fn the_topology_file_is_answered_on_the_node_and_waited_for() {
 #[test]
 fn a_full_child_is_paused_then_dropped_at_its_limit() {
     let mut core = NodeCore::new(setup(&[0], &[&[1], &[2]], 1 << 20), false, false);
-    let ms = fake_clock(&mut core);
+    at_ms(&mut core, 0);
     let mut fx = Vec::new();
     core.child_full(0, &mut fx);
     assert_eq!(fx, [Effect::PauseChild(0, true)]);
@@ -1066,7 +1061,7 @@ fn a_full_child_is_paused_then_dropped_at_its_limit() {
     core.child_full(0, &mut fx);
     assert!(fx.is_empty(), "told once: {fx:?}");
     // It reads at 10 s: resumed, no timer left.
-    ms.store(10_000, Ordering::Relaxed);
+    at_ms(&mut core, 10_000);
     core.child_room(0, &mut fx);
     assert_eq!(fx, [Effect::PauseChild(0, false)]);
     assert_eq!(core.poll_timeout(), None);

@@ -511,8 +511,6 @@ struct Node {
 pub struct Cluster {
     cfg: Config,
     queue: crate::queue::RadixQueue<Ev>,
-    /// The virtual time the cores read (ns).
-    clock: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// The shared cores (`None`: every node has its own CPU).
     cpu: Option<Ps>,
     seq: u64,
@@ -806,7 +804,6 @@ impl Cluster {
                 free: Vec::new(),
                 gen: 0,
             }),
-            clock: Default::default(),
             seq: 0,
             now: 0,
             nodes,
@@ -1326,9 +1323,9 @@ impl Cluster {
     /// The core sees the virtual time `t`; its next timer is queued if it is new.
     fn with_core(&mut self, node: u32, t: Time, f: impl FnOnce(&mut NodeCore, &mut Vec<Effect>)) {
         let mut fx = std::mem::take(&mut self.fx);
-        self.clock.store(t, std::sync::atomic::Ordering::Relaxed);
         let group0 = self.nodes[node as usize].group == 0;
         if let Some(core) = self.nodes[node as usize].core.as_mut() {
+            core.set_now(secs(t));
             let before = core.counters().fences;
             f(core, &mut fx);
             // The job's fences are released where its fence root is: the front end, or its
@@ -1375,12 +1372,7 @@ impl Cluster {
     }
 
     fn new_core(&self, setup: NodeSetup, is_root: bool) -> NodeCore {
-        let mut core = NodeCore::new(setup, is_root, false);
-        let clock = self.clock.clone();
-        core.set_clock(std::sync::Arc::new(move || {
-            secs(clock.load(std::sync::atomic::Ordering::Relaxed))
-        }));
-        core
+        NodeCore::new(setup, is_root, false)
     }
 
     // ------------------------------------------------------------------ launch
