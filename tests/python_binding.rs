@@ -154,6 +154,11 @@ fn python_attach_gets_each_daemons_proctab() {
         ]
     );
     assert_eq!(line(out, "subset"), "subset 1 n1 [1]");
+    assert_eq!(
+        line(out, "empty-subset"),
+        "empty-subset ValueError fe_attachAndLaunch: an empty subset of ranks (ranks=None: every \
+         rank)"
+    );
     assert!(line(out, "not-a-job").starts_with("not-a-job LIBI_ESESS "), "{out}");
     assert_eq!(line(out, "finalize"), "finalize ok");
 }

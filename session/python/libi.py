@@ -344,8 +344,13 @@ def fe_launch(dists: Iterable[ProcDist]) -> None:
 def fe_attachAndLaunch(session: int, job_pid: int, daemon: str, args: Sequence[str] = (),
                        env: Optional[Mapping[str, str]] = None,
                        ranks: Optional[Sequence[int]] = None, how: int = ATTACH_LIBI) -> None:
-    """One daemon per host of a running job (of the hosts of ``ranks``); each gets its host's
-    ranks with getMyProctab(). ``how``: ATTACH_LIBI (a libi-mpiexec's pid) or ATTACH_MPIR."""
+    """One daemon per host of a running job (of the hosts of ``ranks``; None: every rank, an
+    empty list is a ValueError); each gets its host's ranks with getMyProctab(). ``how``:
+    ATTACH_LIBI (a libi-mpiexec's pid) or ATTACH_MPIR."""
+    if ranks is not None and len(ranks) == 0:
+        # The C call takes an empty subset (nranks 0) as every rank: say so rather than
+        # attach everywhere.
+        raise ValueError("fe_attachAndLaunch: an empty subset of ranks (ranks=None: every rank)")
     keep: list = []
     argv = _argv(args)
     rk = (ctypes.c_int * len(ranks))(*ranks) if ranks is not None else None

@@ -72,6 +72,10 @@ def attach(python, member, pid):
     libi.fe_attachAndLaunch(s2, pid, python, [member, "proctab"], ranks=[1])
     sub = json.loads(libi.fe_recvUsrData(s2))
     say("subset", len(sub), sub[0]["host"], sub[0]["ranks"])
+    try:
+        libi.fe_attachAndLaunch(s2, pid, python, [member, "proctab"], ranks=[])
+    except ValueError as e:
+        say("empty-subset", "ValueError", e)
     s3 = libi.fe_createSession()
     say("not-a-job", error_of(libi.fe_attachAndLaunch, s3, os.getpid(), python, [member]))
     libi.fe_finalize()
