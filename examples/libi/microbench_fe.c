@@ -4,7 +4,9 @@
  *   microbench_fe MEMBER HOSTS [ITERATIONS]      HOSTS: host:n[,host:n...]
  *
  * Launch options (launcher, tree shape, ...) come from LIBI_MPIEXEC_ARGS. Prints one line:
- * members=N launch_s=... barrier_us=... bcast_gather_us=... scatter_gather_us=... */
+ * launch_s=... finalize_s=... members=N ... barrier_us=... bcast_gather_us=...
+ * scatter_gather_us=... (finalize_s: LIBI_fe_finalize, called once the master's timings
+ * arrived, until it returned: every member, agent and libi-mpiexec of the session gone). */
 #include "hostlist.h"
 #include <libi.h>
 #include <stdio.h>
@@ -43,8 +45,10 @@ int main(int argc, char **argv) {
     void *msg = NULL;
     int len = 0;
     if ((rc = LIBI_fe_recvUsrData(s, &msg, &len)) != LIBI_OK) return die("LIBI_fe_recvUsrData", rc);
-    printf("launch_s=%.4f %.*s\n", launch, len, (char *)msg);
-    free(msg);
+    t0 = now();
     if ((rc = LIBI_fe_finalize()) != LIBI_OK) return die("LIBI_fe_finalize", rc);
+    double finalize = now() - t0;
+    printf("launch_s=%.4f finalize_s=%.4f %.*s\n", launch, finalize, len, (char *)msg);
+    free(msg);
     return 0;
 }

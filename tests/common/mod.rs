@@ -534,3 +534,66 @@ pub fn slow_launcher(tag: &str) -> String {
     let p = dir.join(format!("slow-ssh-{tag}-{}", std::process::id()));
     write_script(&p, "#!/bin/sh\nfor a; do last=$a; done\nsleep 1.5\nexec sh -c \"$last\"\n")
 }
+
+/// The ssh namespace hosts (`ci/with-netns-hosts.sh` sets `LIBI_TEST_HOSTS` and
+/// `LIBI_TEST_SSH`): their names and the ssh wrapper, or None (the test is skipped) when they
+/// are not set; with `LIBI_REQUIRE_SSH_TESTS` (CI) a skip is a failure.
+pub fn ssh_test_hosts() -> Option<(Vec<String>, String)> {
+    match (std::env::var("LIBI_TEST_HOSTS"), std::env::var("LIBI_TEST_SSH")) {
+        (Ok(h), Ok(ssh)) if !h.is_empty() => {
+            Some((h.split(',').map(str::to_string).collect(), ssh))
+        }
+        _ => {
+            assert!(
+                std::env::var("LIBI_REQUIRE_SSH_TESTS").is_err(),
+                "LIBI_REQUIRE_SSH_TESTS is set but LIBI_TEST_HOSTS/LIBI_TEST_SSH are not"
+            );
+            eprintln!("ssh tests skipped: run under ci/with-netns-hosts.sh N -- cargo test");
+            None
+        }
+    }
+}
+
+/// A job left running while a tool looks at it: ended with SIGINT when dropped, then nothing
+/// carrying its marker may be left.
+pub struct Background(pub Live);
+
+impl Background {
+    /// Start libi-mpiexec with `args`; wait until `libi-mpiexec --proctable` shows `n` ranks
+    /// running (panics after 30 s).
+    pub fn start(args: &[&str], n: usize) -> Background {
+        let job = Background(start(args, &[]));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = Command::new(MPIEXEC)
+                .args(["--proctable", &job.0.pid().to_string()])
+                .output()
+                .expect("libi-mpiexec --proctable");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let running = text
+                .lines()
+                .filter(|l| l.split_whitespace().nth(2).is_some_and(|pid| pid != "0"))
+                .count();
+            if out.status.success() && running == n {
+                return job;
+            }
+            assert!(Instant::now() < deadline, "the job never had {n} ranks running: {text}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn pid(&self) -> String {
+        self.0.pid().to_string()
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        signal(self.0.pid(), 2);
+        let _ = self.0.child.wait();
+        let left = leftovers(&self.0.mark, Duration::from_secs(10));
+        if !std::thread::panicking() {
+            assert!(left.is_empty(), "left running by the job: {left:?}");
+        }
+    }
+}
