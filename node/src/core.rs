@@ -739,18 +739,23 @@ impl NodeCore {
         self.child_left.get(idx).copied().unwrap_or(0)
     }
 
+    /// Every local rank has ended (and been judged: a PMGR exit still in its drain is not).
+    pub fn local_ranks_ended(&self) -> bool {
+        self.n_ended >= self.conns.len()
+    }
+
     /// Ranks of this subtree that have not ended yet.
     pub fn ranks_left(&self) -> usize {
         (self.conns.len() - self.n_ended) + self.children_left
     }
 
-    /// Every rank of the subtree ended, every child connection closed, and no failure is
-    /// in its grace.
     /// Whether this node releases the job's fences (see the `fence_root` field).
     pub fn is_fence_root(&self) -> bool {
         self.fence_root
     }
 
+    /// Every rank of the subtree ended, every child connection closed, and no failure is
+    /// in its grace.
     pub fn finished(&self) -> bool {
         self.ranks_left() == 0
             && (self.children_given_up || self.child_closed.iter().all(|c| *c))

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use libi::job::LauncherKind;
 use libi::msg::Msg;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -272,8 +272,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         _ => None,
     };
     let mut pmgr_writers: HashMap<u64, PmgrOut> = HashMap::new();
-    let mut pmgr_swept = false;
-    let mut held: VecDeque<Ev> = VecDeque::new();
+    let mut pmgr_sweep_until: Option<f64> = None;
     // `--bcast`: write the staged executables before any rank starts.
     let stage = match crate::stage::write(core.job(), core.local_count()) {
         Ok(s) => s,
@@ -351,26 +350,16 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         if !fx.is_empty() {
             continue;
         }
-        if core.finished() {
-            // A PMGR client sends its abort record on a connection of its own and may exit
-            // right after: before concluding that the job ended well, let the accept and
-            // reader tasks deliver whatever is still queued on our PMGR port.
-            // Every other event taken meanwhile is kept and served in order below (a child's
-            // launcher that exited during the sweep must still be seen as exited, else the
-            // close phase waits LAUNCHERS_EXIT for it: issue 52).
-            if pmgr_port.is_some() && !pmgr_swept {
-                pmgr_swept = true;
-                tokio::time::sleep(PMGR_FINAL_SWEEP).await;
-                held.extend(sweep_pmgr(&mut ev_rx, |ev| {
-                    pmgr_event(ev, &mut core, &mut pmgr_writers, &ev_tx, &mut fx)
-                }));
-                if !fx.is_empty() {
-                    continue;
-                }
-            }
-            if held.is_empty() {
-                break;
-            }
+        // A PMGR client sends its abort record on a connection of its own and may exit right
+        // after: before concluding that the job ended well, the loop goes on serving what the
+        // PMGR port's tasks still deliver, until PMGR_FINAL_SWEEP after the last local rank
+        // ended (from then, not from the subtree's end: the wait overlaps the children's, and
+        // does not add up level by level in a deep tree).
+        if pmgr_port.is_some() && pmgr_sweep_until.is_none() && core.local_ranks_ended() {
+            pmgr_sweep_until = Some(now + PMGR_FINAL_SWEEP.as_secs_f64());
+        }
+        if core.finished() && pmgr_sweep_until.is_none_or(|at| at <= now) {
+            break;
         }
         // Deadlines that have passed are served here, whether the wait below timed out or
         // events kept coming (a steady stream of events must not hold a timer back): ranks
@@ -395,10 +384,17 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         // event, the ranks' descriptors, or the earliest deadline.
         // Ranks still to start: only what is ready now, then the next batch.
         let more = starting.is_some().then_some(now);
-        let due = [core.poll_timeout(), children.poll_timeout(), zombies.due, rank_due, more]
-            .into_iter()
-            .flatten()
-            .reduce(f64::min);
+        let due = [
+            core.poll_timeout(),
+            children.poll_timeout(),
+            zombies.due,
+            rank_due,
+            more,
+            pmgr_sweep_until,
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::min);
         let deadline = async {
             match due {
                 Some(at) => tokio::time::sleep(Duration::from_secs_f64((at - now).max(0.0))).await,
@@ -406,9 +402,6 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             }
         };
         let ev = tokio::select! {
-            // Events the PMGR sweep held back come first, in the order they came.
-            biased;
-            Some(ev) = async { held.pop_front() } => Some(ev),
             ev = ev_rx.recv() => ev,
             () = ranks.io.ready() => {
                 parent_lost_before = core.parent_is_lost();
@@ -695,19 +688,6 @@ fn start_group_nla(host: &str, front_end: &str, secret: &str, verbose: bool, ret
         }
         Err(e) => warn!("cannot start an NLA for a spawned group on {host}: {e}"),
     }
-}
-
-/// Take every event queued now: the PMGR ones go to `pmgr`, the others are returned in the
-/// order they came (for the loop to serve: they are not PMGR's to drop).
-fn sweep_pmgr(rx: &mut UnboundedReceiver<Ev>, mut pmgr: impl FnMut(Ev)) -> Vec<Ev> {
-    let mut others = Vec::new();
-    while let Ok(ev) = rx.try_recv() {
-        match ev {
-            Ev::PmgrConn(..) | Ev::PmgrData(..) | Ev::PmgrEof(_) | Ev::PmgrStalled(..) => pmgr(ev),
-            ev => others.push(ev),
-        }
-    }
-    others
 }
 
 /// PMGR connection events (and the end of a PMGR failure's grace); others are ignored.
@@ -1313,35 +1293,4 @@ pub fn job_fd_limit() -> Option<libc::rlimit> {
         return None;
     }
     (job < lim.rlim_cur).then_some(libc::rlimit { rlim_cur: job, rlim_max: lim.rlim_max })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The PMGR sweep at the end takes the PMGR events queued and keeps every other one (a
-    /// child's launcher exiting meanwhile) for the loop: dropping it made a node with children
-    /// wait LAUNCHERS_EXIT (5 s) in its close phase under --pmgr (issue 52).
-    #[test]
-    fn the_pmgr_sweep_keeps_other_events() {
-        let (tx, mut rx) = unbounded_channel();
-        let exited = || TreeEv::LauncherExited { idx: 1, status: None, stderr_tail: String::new() };
-        tx.send(Ev::PmgrEof(7)).unwrap();
-        tx.send(Ev::Tree(exited())).unwrap();
-        tx.send(Ev::PmgrData(7, vec![1])).unwrap();
-        tx.send(Ev::Stalled(3)).unwrap();
-        let mut pmgr = Vec::new();
-        let kept = sweep_pmgr(&mut rx, |ev| {
-            pmgr.push(match ev {
-                Ev::PmgrEof(c) | Ev::PmgrData(c, _) => c,
-                _ => u64::MAX,
-            })
-        });
-        assert_eq!(pmgr, vec![7, 7]);
-        assert!(matches!(
-            kept.as_slice(),
-            [Ev::Tree(TreeEv::LauncherExited { idx: 1, .. }), Ev::Stalled(3)]
-        ));
-        assert!(rx.try_recv().is_err());
-    }
 }
