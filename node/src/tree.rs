@@ -696,11 +696,10 @@ pub const CHILD_QUEUE: usize = 2 * libi::msg::FENCE_CHUNK;
 const FRAME_MIN_COST: usize = 256;
 /// Frames written to a child in one `writev`.
 const WRITE_BATCH: usize = 64;
-/// Frames waiting for a child beyond its full queue, over which the child is "behind"
-/// ([`Children::take_behind`]): the core then stops taking in what could flow down to it
-/// (its own parent's messages) until it catches up, so that a stream down the tree (a
-/// pushed fence release, a broadcast's parts) waits upstream rather than piling up here
-/// ([`Children::report`]).
+/// Frames waiting for a child beyond its full queue, over which the child is "far behind"
+/// ([`Children::report`]): the core then stops taking in what could flow down to it (its
+/// own parent's messages) until it catches up, so that a stream down the tree (a pushed
+/// fence release, a broadcast's parts) waits upstream rather than piling up here.
 /// Below it, a full queue delays nothing but that child's own input.
 pub const CHILD_BACKLOG: usize = 4 * CHILD_QUEUE;
 
