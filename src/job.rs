@@ -193,7 +193,7 @@ pub struct JobCommon {
     #[serde(default)]
     pub staged: Vec<Staged>,
     /// `-gpus-per-proc` / `-gpu-subdevs-per-proc`: each NLA gives its local ranks slices of
-    /// its node's GPUs (`libi_node::gpu`).
+    /// its node's GPUs (`libi_node::proc::gpu`).
     #[serde(default)]
     pub gpus: GpuSplit,
 }

@@ -2,7 +2,7 @@
 //! node's device list among its local ranks and writes each rank's part into the GPU
 //! runtime's visibility variable. The list here is a preset `CUDA_VISIBLE_DEVICES` (as a
 //! batch system's allocation sets it), which works on any machine; detection from the
-//! machine itself is unit-tested on fabricated trees (`node/src/gpu.rs`).
+//! machine itself is unit-tested on fabricated trees (`node/src/proc/gpu.rs`).
 
 mod common;
 
@@ -80,7 +80,7 @@ fn auto_sets_nothing() {
 #[test]
 fn no_gpu_found_means_none() {
     let vars = ["CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"];
-    let found = libi_node::gpu::detect(std::path::Path::new("/"), false);
+    let found = libi_node::proc::gpu::detect(std::path::Path::new("/"), false);
     if found.is_some()
         || vars.iter().chain(["ZE_AFFINITY_MASK"].iter()).any(|v| std::env::var_os(v).is_some())
     {

@@ -281,7 +281,7 @@ fn attach_through_mpir() {
         &["-launcher", "fork", "-hosts", "n1:1,n2:2", "-n", "3", "sleep", "1000"],
     );
     // No process table was asked for before: libi-mpiexec filled its MPIR table once the
-    // ranks (which never speak PMI) were up (before node/src/driver.rs sent the agents'
+    // ranks (which never speak PMI) were up (before node/src/io/agent.rs sent the agents'
     // "up" report with the next event only, so the table stayed empty).
     let o = attach(&job, "-launcher fork", "mpir", &[]);
     assert_eq!(o.status, 0, "{}{}", o.stdout, o.stderr);

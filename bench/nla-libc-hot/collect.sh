@@ -154,7 +154,7 @@ def lists(prog, hits, crate, child):
     print(f"collect.sh: {rust_dest}: {len(rust)} patterns", file=sys.stderr)
 
 
-# The agent's ranks: the child side of its clone (node/src/spawn.rs, child_main) before execve.
+# The agent's ranks: the child side of its clone (node/src/proc/start.rs, child_main) before execve.
 lists("libi-nla", "hits", "nla",
       ["_start", "setsid", "prctl", "getppid", "syscall", "sigemptyset", "sigprocmask", "dup2",
        "fcntl", "fcntl64", "chdir", "execve", "_exit", "__errno_location"])

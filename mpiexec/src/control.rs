@@ -80,7 +80,7 @@ pub fn listen(deliver: impl Fn(Request) -> bool + Send + Sync + 'static) {
     };
     let deliver = std::sync::Arc::new(deliver);
     tokio::spawn(async move {
-        let mut backoff = libi_node::guard::AcceptBackoff::default();
+        let mut backoff = libi_node::io::guard::AcceptBackoff::default();
         loop {
             let stream = match listener.accept().await {
                 Ok((s, _)) => s,

@@ -11,19 +11,19 @@
 //! timeout's value and effect is in `nla/src/root.rs`.
 
 use crate::plan::Plan;
-use crate::spawn::Spawner;
 use crate::stdio::{spawn_stdin_reader, Ack, Output, StdinCredit, WriterEvent, Wrote};
 use futures::SinkExt;
 use libi::job::{LauncherKind, NodePlan};
 use libi::job::{NodeSetup, SpawnRequest};
 use libi::msg::{Msg, Stream};
 use libi::report::{now, NodeReport, Report};
-use libi_node::core::{Effect, NodeCore};
-use libi_node::effect::NodeIo;
-use libi_node::root::{self, Join, Phase, RootConfig, RootCore, Streams};
-use libi_node::tree::{
+use libi::spawn::Spawner;
+use libi_node::io::tree::{
     accept_loop, listen, spawn_launcher, Children, EvSink, PendingConn, Spawn, TreeEv, STEP,
 };
+use libi_node::proto::effect::NodeIo;
+use libi_node::proto::node::{Effect, NodeCore};
+use libi_node::proto::root::{self, Join, Phase, RootConfig, RootCore, Streams};
 use std::io::IsTerminal;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -83,7 +83,7 @@ struct Group {
     fx: Vec<Effect>,
 }
 
-/// The I/O of a group's root node ([`libi_node::effect`]): its parent is the root core, its
+/// The I/O of a group's root node ([`libi_node::proto::effect`]): its parent is the root core, its
 /// children are the group's top NLAs; it has no ranks, no PMGR clients and no parent to
 /// start NLAs for, so those effects have nothing to act on.
 struct RootIo<'a> {
@@ -497,7 +497,7 @@ impl FrontEnd {
         let now = self.clock();
         let Some(group) = self.groups.get_mut(g) else { return };
         let mut io = RootIo { root: &mut self.root, children: &mut group.children, g, now };
-        libi_node::effect::apply_one(&mut io, e);
+        libi_node::proto::effect::apply_one(&mut io, e);
         group.children.report(&mut group.core, &mut group.fx);
     }
 
@@ -597,7 +597,7 @@ impl FrontEnd {
             }
             R::WriteReport => {
                 self.write_report();
-                libi_node::guard::flush_rejections();
+                libi_node::io::guard::flush_rejections();
             }
             R::CloseOutput => self.out.close(),
             R::ProcTable { req, nodes, at_launch } => {
@@ -645,7 +645,7 @@ impl FrontEnd {
         let mut me = g0.core.report();
         me.ready = self.t0;
         me.peak_rss_kib = libi::report::peak_rss_kib();
-        (me.cpu_user, me.cpu_sys) = libi_node::report_cpu::own_cpu();
+        (me.cpu_user, me.cpu_sys) = libi_node::sys::report_cpu::own_cpu();
         me.launches = g0.children.launches.clone();
         let mut reports: Vec<NodeReport> = vec![me];
         reports.append(&mut self.root.take_reports());
@@ -718,7 +718,7 @@ impl FrontEnd {
             // onto another host reaches it as Hydra would (ssh), never runs here under its
             // name. (The host check resolves names: off the event loop.)
             let local = tokio::task::spawn_blocking(move || {
-                hosts.iter().all(|h| libi_node::tree::is_local_host(h))
+                hosts.iter().all(|h| libi_node::io::tree::is_local_host(h))
             });
             if !local.await.unwrap_or(false) {
                 job.launcher.kind = remote;
@@ -761,7 +761,7 @@ async fn redirect(mut conn: Box<PendingConn>, node: u32, parent: String) {
 /// say so and end the job as SIGTERM does. Whatever is written to it is read and dropped.
 /// (A thread: our stdin may be a terminal, not to be made non-blocking under its shell.)
 fn spawn_life_line(tx: UnboundedSender<Fe>) {
-    libi_node::driver::stdin_eof_thread("life-line", move || {
+    libi_node::io::agent::stdin_eof_thread("life-line", move || {
         let _ = tx.send(Fe::LifeLineLost);
     });
 }

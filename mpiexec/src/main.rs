@@ -4,6 +4,8 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod cli;
+#[cfg(test)]
+mod comm_spawn;
 mod control;
 mod frontend;
 mod man;
@@ -11,7 +13,6 @@ mod mpir;
 mod nameserver;
 mod plan;
 mod rawargs;
-mod spawn;
 mod stdio;
 
 use std::process::ExitCode;
@@ -127,11 +128,11 @@ fn main() -> ExitCode {
         // Positive, nonzero, different between concurrent jobs on a node (MVAPICH names its
         // shared-memory files after it) and not guessable: pmgr_collective's ranks
         // authenticate their tree connections to each other with it (a v8 client never sends
-        // it to the server, which identifies its ranks otherwise: see `node/src/peer.rs`).
+        // it to the server, which identifies its ranks otherwise: see `node/src/io/peer.rs`).
         job_id: rand::Rng::gen_range(&mut rand::rngs::OsRng, 1..=i32::MAX),
         slurm,
         rm_hosts,
-        is_local: libi_node::tree::is_local_host,
+        is_local: libi_node::io::tree::is_local_host,
     };
     let mut plan = match plan::plan(&cl, &ctx) {
         Ok(p) => p,
@@ -151,8 +152,8 @@ fn main() -> ExitCode {
         let nodes = plan.root.nodes();
         let mut hosts = nodes.iter().filter(|n| n.node != 0).map(|n| n.host.as_str());
         if matches!(plan.job.launcher.kind, Ssh | Rsh)
-            && libi_node::tree::autofork()
-            && hosts.all(libi_node::tree::is_local_host)
+            && libi_node::io::tree::autofork()
+            && hosts.all(libi_node::io::tree::is_local_host)
         {
             tracing::debug!("every host is this machine: NLAs started directly (no ssh or rsh)");
             remote_launcher = Some(plan.job.launcher.kind);
@@ -182,12 +183,12 @@ fn main() -> ExitCode {
     // start later (nor an agent growing with ranks it will never start).
     if plan.job.launcher.kind == libi::job::LauncherKind::Fork {
         let here: usize = plan.root.nodes().iter().map(|n| n.ranks.len()).sum();
-        if let Err(m) = libi_node::spawn::check_rank_count(here, "this machine") {
+        if let Err(m) = libi_node::sys::rlimit::check_rank_count(here, "this machine") {
             eprintln!("libi-mpiexec: {m}");
             return ExitCode::from(2);
         }
         for node in plan.root.nodes().into_iter().filter(|n| !n.ranks.is_empty()) {
-            if let Err(m) = libi_node::bind::node_binding(&plan.job, node) {
+            if let Err(m) = libi_node::proc::bind::node_binding(&plan.job, node) {
                 eprintln!("libi-mpiexec: {m}");
                 return ExitCode::from(2);
             }
@@ -217,18 +218,18 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    libi_node::driver::raise_fd_limit();
+    libi_node::sys::rlimit::raise_fd_limit();
     // Under the fork launcher everything below us is the job's: should an NLA die without
     // cleaning up (SIGKILL), what its ranks left behind is re-parented to us, not to init,
     // and killed here at the end (by pid: our children). Not under ssh or rsh, whose own
     // helpers (a ControlPersist master) are not ours to end.
     let fork = plan.job.launcher.kind == libi::job::LauncherKind::Fork;
     if fork {
-        libi_node::reaper::become_subreaper();
+        libi_node::proc::reaper::become_subreaper();
     }
     let status = rt.block_on(frontend::run(plan, opts));
     if fork {
-        let swept = libi_node::reaper::sweep();
+        let swept = libi_node::proc::reaper::sweep();
         if swept > 0 {
             tracing::debug!(swept, "killed processes the job left behind");
         }
@@ -305,7 +306,7 @@ fn stage_executables(job: &libi::job::JobCommon) -> Result<Vec<libi::job::Staged
     let mut staged: Vec<(std::ffi::OsString, libi::job::Staged)> = Vec::new();
     let mut total = 0u64;
     for (i, app) in job.apps.iter().enumerate() {
-        let mut path = libi_node::spawn::resolve(&app.exe, &app.env);
+        let mut path = libi_node::proc::start::resolve(&app.exe, &app.env);
         if !path.as_encoded_bytes().contains(&b'/') {
             return Err(format!("'{}' is not found on PATH", app.exe));
         }

@@ -400,9 +400,9 @@ impl WriterState {
     }
 
     /// What the root core sees of the stream at `now_ms`.
-    fn state_at(&self, now_ms: u64) -> libi_node::root::StreamState {
+    fn state_at(&self, now_ms: u64) -> libi_node::proto::root::StreamState {
         let idle = now_ms.saturating_sub(self.progress_ms.load(Ordering::Relaxed));
-        libi_node::root::StreamState {
+        libi_node::proto::root::StreamState {
             broken: self.broken.load(Ordering::Relaxed),
             queued: self.queued.load(Ordering::Relaxed) > 0,
             idle: idle as f64 / 1e3,
@@ -867,8 +867,8 @@ impl Output {
     }
 
     /// What the root core needs to know of a stream to decide whether it is being read
-    /// (see [`libi_node::root::StreamState::stuck`]).
-    pub fn state(&self, stream: Stream) -> libi_node::root::StreamState {
+    /// (see [`libi_node::proto::root::StreamState::stuck`]).
+    pub fn state(&self, stream: Stream) -> libi_node::proto::root::StreamState {
         self.writer(stream).state.state_at(self.epoch.elapsed().as_millis() as u64)
     }
 
@@ -1165,7 +1165,7 @@ mod tests {
     /// waited `STALLED_OUTPUT`; a second line queued meanwhile does not restart the clock.
     #[test]
     fn waiting_starts_when_output_is_queued() {
-        let wait_ms = (libi_node::root::STALLED_OUTPUT * 1e3) as u64;
+        let wait_ms = (libi_node::proto::root::STALLED_OUTPUT * 1e3) as u64;
         let st = WriterState::default();
         assert!(!st.state_at(10_000).stuck(), "nothing queued");
         st.enqueue(1, 10_000);

@@ -114,7 +114,7 @@ fn main() -> ExitCode {
         }
     };
     if let Some(ppid) = args.parent_pid {
-        if !libi_node::tree::die_with_parent(ppid) {
+        if !libi_node::io::tree::die_with_parent(ppid) {
             eprintln!("libi-nla: parent process {ppid} is gone");
             return ExitCode::from(1);
         }
@@ -122,12 +122,12 @@ fn main() -> ExitCode {
     if std::env::var_os("LIBI_LOG").is_some() {
         libi_node::init_tracing("libi-nla", args.verbose);
     } else {
-        libi_node::log::init("libi-nla", args.verbose);
+        libi_node::sys::log::init("libi-nla", args.verbose);
     }
     if args.parent_pid.is_none() && args.rendezvous.is_none() {
         // Started by ssh or rsh: no subreaper of the job is above us (under the fork
         // launcher our parent is one; a resource manager's step ends its processes itself).
-        libi_node::reaper::fork_warden();
+        libi_node::proc::reaper::fork_warden();
     }
     libi_node::tune_allocator();
     let mut secret = String::new();
@@ -143,12 +143,12 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    libi_node::driver::raise_fd_limit();
-    let retries = args.retries.unwrap_or(libi_node::tree::CONNECT_RETRIES);
+    libi_node::sys::rlimit::raise_fd_limit();
+    let retries = args.retries.unwrap_or(libi_node::io::tree::CONNECT_RETRIES);
     let parent = match (args.parent, args.node, args.rendezvous) {
-        (Some(addr), Some(node), _) => libi_node::driver::Parent::Direct { addr, node, retries },
+        (Some(addr), Some(node), _) => libi_node::io::agent::Parent::Direct { addr, node, retries },
         (_, _, Some(front_end)) => {
-            libi_node::driver::Parent::Rendezvous { front_end, host: args.host, retries }
+            libi_node::io::agent::Parent::Rendezvous { front_end, host: args.host, retries }
         }
         _ => {
             eprintln!("libi-nla: give --parent ADDR --node ID or --rendezvous ADDR");
@@ -156,7 +156,7 @@ fn main() -> ExitCode {
         }
     };
     let who = args.node.map(|n| format!("node {n}")).unwrap_or_else(|| "joining NLA".into());
-    match rt.block_on(libi_node::driver::run(parent, secret, args.keep_stdin)) {
+    match rt.block_on(libi_node::io::agent::run(parent, secret, args.keep_stdin)) {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
             eprintln!("libi-nla: {who}: {e}");

@@ -2,49 +2,31 @@
 //! Agent (`libi-nla`, one per node: it connects back to its parent, receives its part of the
 //! job, forks the local ranks with one socketpair each as `PMI_FD`, serves PMI to them and
 //! forwards what it cannot answer up the tree) and the front end, which is the tree's root.
-//! The pure parts (`core`, `launch`, `kvs`) are also what `libi-sim` drives.
 //!
-//! * [`bind`]: the cpu set of each local rank (`-bind-to`, `-map-by`);
-//! * [`gpu`]: each local rank's GPUs (`-gpus-per-proc`, `-gpu-subdevs-per-proc`);
-//! * [`core`]: the pure node state machine (KVS, fences, exit classification, every timer);
-//! * [`driver`]: the tokio driver (tree connection, rank processes, stdio, signals, timers);
-//! * [`spawn`]: how a rank process is started (environment, PMI_FD, process group);
-//! * [`launch`]: the child-launch lifecycle (order, batches, deadlines, give-ups), pure;
-//! * [`stdio`]: rank output up the tree and stdin down to rank 0, bounded end to end;
-//! * [`root`]: the front end's job policy (exit status, teardown, spawn groups), pure;
-//! * [`reaper`]: exact cleanup (subreaper, claimed children, orphan reaping and sweep);
-//! * [`singleton`]: serving an MPI process that started `mpiexec -pmi_args` itself.
+//! The layers, each using only the ones below it:
+//!
+//! * [`proto`]: the pure state machines, no I/O and no clock (events and the time in,
+//!   effects out): the node core, the front end's root core, the child-launch lifecycle,
+//!   the KVS, PMGR aggregation, and the effect interpreter that every driver and
+//!   `libi-sim` share;
+//! * [`proc`]: the processes a node starts and ends (ranks, their binding and GPUs, the
+//!   reaper, `--bcast` staging, the hwloc topology file);
+//! * [`io`]: the drivers: the agent's event loop, tree connections and listeners, the rank
+//!   reactor, the up-link, the PMGR port's peer identification, the singleton;
+//! * [`sys`]: small system helpers (limits, errno text, logging, CPU accounting).
 
-pub mod bind;
-pub mod core;
-pub mod driver;
-pub mod effect;
-pub mod gpu;
-pub mod guard;
-pub mod hwloc;
-pub mod kvs;
-pub mod launch;
-pub mod log;
-pub mod peer;
-pub mod pmgr_node;
-pub mod rankio;
-pub mod reaper;
-pub mod report_cpu;
-pub mod root;
-pub mod scratch;
-pub mod singleton;
-pub mod spawn;
-pub mod stage;
-pub mod stdio;
-pub mod tree;
+pub mod io;
+pub mod proc;
+pub mod proto;
+pub mod sys;
 
 /// Tracing on stderr for our binaries: warnings, or everything with `-v`; `LIBI_LOG` takes
 /// a filter of `level` and `target=level` directives, comma-separated (`debug`,
-/// `warn,libi_node::kvs=trace`). A filter that does not parse is reported, and the default
+/// `warn,libi_node::proto::kvs=trace`). A filter that does not parse is reported, and the default
 /// used. (`tracing-subscriber`'s `Targets`, not its regex-based `EnvFilter`: no regex engine
-/// in every agent.) Lines are written as [`log::prefix`] says: `PROGRAM: LEVEL: message`.
+/// in every agent.) Lines are written as [`sys::log::prefix`] says: `PROGRAM: LEVEL: message`.
 pub fn init_tracing(program: &'static str, verbose: bool) {
-    log::set_program(program);
+    sys::log::set_program(program);
     use tracing::level_filters::LevelFilter;
     use tracing_subscriber::filter::Targets;
     use tracing_subscriber::layer::SubscriberExt;
@@ -62,7 +44,7 @@ pub fn init_tracing(program: &'static str, verbose: bool) {
             Targets::new().with_default(level)
         });
     let fmt = tracing_subscriber::fmt::layer()
-        .event_format(log::Prefixed)
+        .event_format(sys::log::Prefixed)
         .with_ansi(false)
         .with_writer(|| StderrWriter);
     tracing_subscriber::registry().with(fmt).with(filter).init();

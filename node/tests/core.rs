@@ -6,7 +6,7 @@ use libi::job::{
     AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, NodeSetup, RankEnd, RankSlot,
 };
 use libi::msg::{codec_with_max, KvsTop, Msg, ProcNode};
-use libi_node::core::{Effect, NodeCore, ProcEnd, Timer};
+use libi_node::proto::node::{Effect, NodeCore, ProcEnd, Timer};
 use proptest::prelude::*;
 use std::collections::HashMap;
 

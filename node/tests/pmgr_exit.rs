@@ -6,7 +6,7 @@ use libi::job::{
     AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, NodeSetup, RankEnd, RankSlot,
 };
 use libi::msg::Msg;
-use libi_node::core::{Effect, NodeCore, ProcEnd, Timer};
+use libi_node::proto::node::{Effect, NodeCore, ProcEnd, Timer};
 
 /// Whether `c` holds a timer matching `f`.
 fn timer(c: &NodeCore, f: impl Fn(&Timer) -> bool) -> bool {

@@ -5,7 +5,7 @@
 
 use libi::job::{AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, NodeSetup, RankSlot};
 use libi::msg::{wire_size, Msg};
-use libi_node::core::{Effect, NodeCore};
+use libi_node::proto::node::{Effect, NodeCore};
 use std::collections::{HashMap, VecDeque};
 
 /// Front end (node 0, no ranks) → n1 (ranks 0, 1) → n3 (rank 2); front end → n2 (rank 3).

@@ -26,9 +26,9 @@ use libi::job::{
 use libi::msg::Msg;
 use libi::spawn::{SpawnBase, Spawner};
 use libi::tree::Shape;
-use libi_node::core::{Effect, NodeCore, ProcEnd};
-use libi_node::launch::{GiveUp, Launches};
-use libi_node::root::{Effect as RootEffect, Phase, RootConfig, RootCore, Streams};
+use libi_node::proto::launch::{GiveUp, Launches};
+use libi_node::proto::node::{Effect, NodeCore, ProcEnd};
+use libi_node::proto::root::{Effect as RootEffect, Phase, RootConfig, RootCore, Streams};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -488,7 +488,7 @@ struct Node {
     never: bool,
     /// When the core's (or the launch lifecycle's) next timer is queued.
     timer_at: Option<Time>,
-    /// The real launch lifecycle (`libi_node::launch`): order, batches, deadlines, give-ups.
+    /// The real launch lifecycle (`libi_node::proto::launch`): order, batches, deadlines, give-ups.
     life: Option<Launches>,
     /// A `drop` fault came before the connection: it breaks as soon as it is made.
     drop_on_connect: bool,
@@ -577,7 +577,7 @@ impl Ps {
 const KILLED_EARLY: &str = "its launcher exited (signal: 9 (SIGKILL))";
 
 /// The front end's exit status for a launch failure (an NLA lost or never started).
-pub use libi_node::root::STATUS_LAUNCH;
+pub use libi_node::proto::root::STATUS_LAUNCH;
 
 /// Most root core lines kept in [`Outcome::prints`].
 const PRINTS_MAX: usize = 100;
@@ -1906,9 +1906,9 @@ impl Cluster {
     // ------------------------------------------------------------------ effects
 
     /// Apply node `node`'s effects at time `t`: the agents' own interpreter
-    /// (`libi_node::effect::apply`), over this cluster's [`SimIo`].
+    /// (`libi_node::proto::effect::apply`), over this cluster's [`SimIo`].
     fn apply(&mut self, node: u32, t: Time, fx: &mut Vec<Effect>) {
-        libi_node::effect::apply(&mut SimIo { c: self, node, t }, fx);
+        libi_node::proto::effect::apply(&mut SimIo { c: self, node, t }, fx);
     }
 
     fn note_memory(&mut self, node: u32) {
@@ -2192,7 +2192,7 @@ impl Cluster {
 }
 
 /// A simulated node's I/O primitives: what the agents' effect interpreter
-/// (`libi_node::effect::apply`) calls, here moving messages in virtual time instead of
+/// (`libi_node::proto::effect::apply`) calls, here moving messages in virtual time instead of
 /// writing to sockets. Links have no write queues to fill here, so no child is ever full:
 /// pausing and dropping a child have nothing to act on.
 struct SimIo<'a> {
@@ -2201,7 +2201,7 @@ struct SimIo<'a> {
     t: Time,
 }
 
-impl libi_node::effect::NodeIo for SimIo<'_> {
+impl libi_node::proto::effect::NodeIo for SimIo<'_> {
     fn to_rank(&mut self, local: usize, bytes: Vec<u8>) {
         let (c, node, t) = (&mut *self.c, self.node, self.t);
         if bytes.starts_with(b"cmd=barrier_out") {

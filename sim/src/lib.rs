@@ -1,4 +1,4 @@
-//! `libi-sim`: the real node cores of libi — every agent's [`libi_node::core::NodeCore`] and the
+//! `libi-sim`: the real node cores of libi — every agent's [`libi_node::proto::node::NodeCore`] and the
 //! front end's root core — in virtual time, on a discrete-event queue, with no sockets and
 //! no processes. It answers what the real code does at sizes we cannot run: 10k or 100k
 //! agents with millions of ranks, on one 2-core machine.

@@ -126,7 +126,7 @@ fn vm_costs_keep_the_logic() {
     assert!(o.message.as_deref().is_some_and(|m| m.contains("n3")), "{:?}", o.message);
 }
 
-/// The front end is the real root core (`libi_node::root::RootCore`): a healthy job prints
+/// The front end is the real root core (`libi_node::proto::root::RootCore`): a healthy job prints
 /// nothing and ends once every tree finished, after the last rank's exit; a lost agent fails
 /// the job with the root core's one line, which is the job's message.
 #[test]

@@ -1,7 +1,7 @@
 //! Starting one rank: environment, `PMI_FD`, own session/process group, parent-death signal.
 
-use crate::reaper;
-use crate::tree::describe;
+use crate::proc::reaper;
+use crate::sys::errno::describe;
 use libi::job::{AppSpec, JobCommon, NodePlan, RankSlot};
 use std::ffi::CString;
 use std::io;
@@ -35,7 +35,7 @@ pub struct StartFailed {
 /// A rank process started by [`start_rank`]: a vfork-style clone and exec (no copy of the
 /// NLA's pages; Rust's `Command` forks). Its exit comes through a pidfd. The stdout and
 /// stderr pipes and the pidfd are plain non-blocking descriptors, for the node's rank
-/// reactor ([`crate::rankio`]); stdin (rank 0's, when it is forwarded) is tokio's.
+/// reactor ([`crate::io::rankio`]); stdin (rank 0's, when it is forwarded) is tokio's.
 pub struct RankProcess {
     pub pid: i32,
     pub stdin: Option<pipe::Sender>,
@@ -298,11 +298,11 @@ pub struct SpawnBatch {
     slots: std::cell::OnceCell<Slots>,
     /// Our pid: a child whose parent is no longer this one exits before exec.
     parent: libc::pid_t,
-    /// The limit on open files the ranks get ([`crate::driver::job_fd_limit`]).
+    /// The limit on open files the ranks get ([`crate::sys::rlimit::job_fd_limit`]).
     nofile: Option<libc::rlimit>,
     /// `-gpus-per-proc`: the GPU variable each rank gets its own value of (replacing the
     /// app's), by local rank.
-    gpus: Option<crate::gpu::Assignment>,
+    gpus: Option<crate::proc::gpu::Assignment>,
 }
 
 impl SpawnBatch {
@@ -333,14 +333,14 @@ impl SpawnBatch {
             dev_null: Default::default(),
             slots: Default::default(),
             parent,
-            nofile: crate::driver::job_fd_limit(),
+            nofile: crate::sys::rlimit::job_fd_limit(),
             gpus: None,
         }
     }
 
     /// Give each rank its GPUs (`-gpus-per-proc`): its value of the assignment's variable
     /// replaces any the app's environment has.
-    pub fn with_gpus(self, gpus: Option<crate::gpu::Assignment>) -> SpawnBatch {
+    pub fn with_gpus(self, gpus: Option<crate::proc::gpu::Assignment>) -> SpawnBatch {
         SpawnBatch { gpus, ..self }
     }
 
@@ -500,41 +500,6 @@ impl Default for SpawnBatch {
     }
 }
 
-/// The most processes this machine lets this user run at once, and what sets it: the
-/// kernel's `pid_max` and `threads-max`, and `RLIMIT_NPROC` (`ulimit -u`) for a user other
-/// than root (whom it does not bind). `None` if none of them can be read.
-pub fn process_limit() -> Option<(u64, &'static str)> {
-    let read = |p: &str| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok();
-    let mut limits = vec![
-        (read("/proc/sys/kernel/pid_max"), "kernel.pid_max"),
-        (read("/proc/sys/kernel/threads-max"), "kernel.threads-max"),
-    ];
-    if !nix::unistd::geteuid().is_root() {
-        let nproc = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NPROC)
-            .ok()
-            .map(|(soft, _)| soft)
-            .filter(|&s| s != nix::sys::resource::RLIM_INFINITY);
-        limits.push((nproc, "the limit on processes, ulimit -u"));
-    }
-    limits.into_iter().filter_map(|(n, what)| Some((n?, what))).min_by_key(|l| l.0)
-}
-
-/// Whether `n` ranks fit on this machine ([`process_limit`]): if not, why, in one line.
-pub fn check_rank_count(n: usize, here: &str) -> Result<(), String> {
-    match process_limit() {
-        Some((max, what)) if n as u64 > max => Err(format!(
-            "{n} ranks on {here} are more processes than it lets us run ({max}, {what})"
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// A failure to start a rank that the next ones would meet too: the machine is out of
-/// processes, memory or descriptors.
-pub fn out_of_resources(errno: i32) -> bool {
-    matches!(errno, libc::EAGAIN | libc::ENOMEM | libc::EMFILE | libc::ENFILE)
-}
-
 /// Start local rank `local` (global `slot.rank`) of this node. When this returns `Ok`, the
 /// rank runs its program (CLONE_VFORK resumes us only after its `execve`).
 pub fn start_rank(
@@ -669,7 +634,10 @@ fn try_start(
     debug_assert!(vars.iter().all(|(k, _)| PER_RANK.contains(k) || PER_RANK_PMGR.contains(k)));
     if let Some(g) = &batch.gpus {
         // Filtered out of `base` (see `SpawnBatch::base_env`).
-        vars.push((g.var, g.values.get(local).cloned().unwrap_or_else(|| crate::gpu::NONE.into())));
+        vars.push((
+            g.var,
+            g.values.get(local).cloned().unwrap_or_else(|| crate::proc::gpu::NONE.into()),
+        ));
     }
 
     // Everything the child needs, prepared before fork (the child may not allocate).

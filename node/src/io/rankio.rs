@@ -6,7 +6,7 @@
 //! A PMI request is read and handed to the core in the same turn of the loop that learnt of
 //! it; a reply is written straight into the socket (queued, and the socket watched for room,
 //! only when it does not fit). Output is read within its stream's budget
-//! ([`crate::stdio::Budgets`]), cut into lines and queued for the parent link (a turn that
+//! ([`crate::io::uplink::Budgets`]), cut into lines and queued for the parent link (a turn that
 //! found a little output and nothing else is followed by a short pause, `GATHER`, so that
 //! ranks writing steadily are read in larger pieces, not a wake-up each). A rank's end is
 //! reported once its output is all read (or, held open by a child of the rank, has been
@@ -22,14 +22,14 @@
 //! each descriptor is ours alone (close-on-exec; the ranks hold the other ends), so closing
 //! it removes it.
 
-use crate::core::limits::STALL_LIMIT;
-use crate::core::{Effect, NodeCore, ProcEnd};
-use crate::reaper::{self, Exit};
-use crate::spawn::RankProcess;
-use crate::stdio::{
+use crate::io::uplink::{
     Budgets, Done, LineBuf, UpLink, OUTPUT_DRAIN, PARTIAL_FLUSH, PARTIAL_MAX_WAIT, READ_CHUNK,
     STREAM_BUDGET,
 };
+use crate::proc::reaper::{self, Exit};
+use crate::proc::start::RankProcess;
+use crate::proto::node::limits::STALL_LIMIT;
+use crate::proto::node::{Effect, NodeCore, ProcEnd};
 use bytes::Bytes;
 use libi::msg::{Msg, Stream};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};

@@ -1,7 +1,7 @@
 //! Rank output and input on a node, bounded end to end.
 //!
 //! * A rank's stdout and stderr are each read by the node's rank reactor
-//!   ([`crate::rankio`]) into a [`LineBuf`]; whole lines go up the tree as `Output`, slices
+//!   ([`crate::io::rankio`]) into a [`LineBuf`]; whole lines go up the tree as `Output`, slices
 //!   of the buffer they were read into (never copied on the node). Each stream may hold at
 //!   most [`STREAM_BUDGET`] bytes that have been read from its pipe but not yet written to
 //!   the parent's socket: past that the reactor stops reading, the pipe fills, and the rank
@@ -154,7 +154,7 @@ impl LineBuf {
 }
 
 /// The budgets of a node's rank streams (see the module's documentation), shared with the
-/// writer of the parent link: the node's rank reactor ([`crate::rankio`]) counts the bytes it
+/// writer of the parent link: the node's rank reactor ([`crate::io::rankio`]) counts the bytes it
 /// reads from a stream's pipe, and each message's [`Release`] gives them back once the
 /// message has been written. A stream out of budget is not read; when bytes come back to it,
 /// `wake` is called with its key.
@@ -266,11 +266,11 @@ pub enum UpEvent {
 /// Frames go out with vectored writes: rank output as the slices it was read into, behind a
 /// head of its own (see `Frames`), never copied into a frame buffer.
 pub fn spawn_up_writer(
-    sink: crate::tree::Sink,
+    sink: crate::io::tree::Sink,
     credit: Arc<Semaphore>,
     stop: CancellationToken,
     report: impl Fn(UpEvent) + Send + Sync + 'static,
-) -> (UpLink, tokio::task::JoinHandle<crate::tree::Writer>) {
+) -> (UpLink, tokio::task::JoinHandle<crate::io::tree::Writer>) {
     let (tx, rx) = unbounded_channel();
     let parts = sink.into_parts();
     let mut frames = Frames::default();
@@ -375,7 +375,7 @@ impl Frames {
 
 /// The writer of a parent link (see [`spawn_up_writer`]).
 struct UpWriter {
-    io: crate::tree::Writer,
+    io: crate::io::tree::Writer,
     codec: MsgCodec,
     frames: Frames,
     credit: Arc<Semaphore>,
@@ -763,8 +763,10 @@ mod tests {
         rt.block_on(async {
             let (a, b) = tokio::net::UnixStream::pair().expect("pair");
             let (_, wr) = a.into_split();
-            let sink =
-                tokio_util::codec::FramedWrite::new(Box::new(wr) as crate::tree::Writer, codec());
+            let sink = tokio_util::codec::FramedWrite::new(
+                Box::new(wr) as crate::io::tree::Writer,
+                codec(),
+            );
             let credit = Arc::new(tokio::sync::Semaphore::new(libi::msg::OUTPUT_WINDOW as usize));
             let stop = tokio_util::sync::CancellationToken::new();
             let passed = Arc::new(Mutex::new(Vec::new()));

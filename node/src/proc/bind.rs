@@ -3,7 +3,7 @@
 //! cpuset: a cgroup or batch system's), mapped by `libi-binding`. The masks and memory
 //! policies are built here; the rank's child applies them between clone and exec.
 
-use crate::spawn::{KernelMemPolicy, RankBinding};
+use crate::proc::start::{KernelMemPolicy, RankBinding};
 use libi::job::{JobCommon, NodePlan};
 use libi_binding::{rank_cpus, rank_mems, CpuSet, MemPolicy, Topology};
 use std::path::Path;

@@ -1,16 +1,16 @@
 //! The one interpreter of the node core's effects.
 //!
-//! Every place that runs a [`NodeCore`](crate::core::NodeCore) — the NLA driver, the front
+//! Every place that runs a [`NodeCore`](crate::proto::node::NodeCore) — the NLA driver, the front
 //! end (each process group's root node), the simulator — turns its effects into I/O the same
 //! way: [`apply`] decides what each effect means, a [`NodeIo`] supplies the primitives (a
 //! write queued for a rank, a signal, a message on a tree link). A driver that has no ranks
 //! (the front end) says so once, in its `NodeIo`, instead of in a match of its own.
 //!
 //! No primitive waits: a write is queued and the call returns. A queue that fills (a child
-//! that does not read) is told to the core afterwards ([`crate::core::NodeCore::child_full`]),
+//! that does not read) is told to the core afterwards ([`crate::proto::node::NodeCore::child_full`]),
 //! which decides what to do about it; nothing else waits for that child.
 
-use crate::core::Effect;
+use crate::proto::node::Effect;
 use libi::msg::Msg;
 use tracing::warn;
 

@@ -3,9 +3,9 @@
 //! its own under `$TMPDIR` (default `/tmp`), `libi-stage-PID-RANDOM`, mode 0700, and its
 //! ranks run them from there. The directory is removed when the NLA ends (dropping
 //! [`Stage`]); one left by a killed NLA is swept by the next one of the same user
-//! ([`crate::scratch`]).
+//! ([`crate::proc::scratch`]).
 
-use crate::scratch::Scratch;
+use crate::proc::scratch::Scratch;
 use libi::job::JobCommon;
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;

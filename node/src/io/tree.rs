@@ -2,10 +2,11 @@
 //! launch them with the job's launcher, authenticate their connections, send them their
 //! setup, route messages to them (queued until they connect).
 
-use crate::core::limits::CHILD_STALL;
-use crate::core::{Effect, NodeCore};
-use crate::guard::{AcceptBackoff, CLOSED_EARLY, MAX_PENDING, TREE_REJECTS};
-use crate::launch::{GiveUp, Launches};
+use crate::io::guard::{AcceptBackoff, CLOSED_EARLY, MAX_PENDING, TREE_REJECTS};
+use crate::proto::launch::{GiveUp, Launches};
+use crate::proto::node::limits::CHILD_STALL;
+use crate::proto::node::{Effect, NodeCore};
+use crate::sys::errno::describe;
 use bytes::{Buf, Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use libi::job::{LauncherKind, LauncherSpec, NodePlan};
@@ -463,9 +464,9 @@ pub async fn spawn_launcher(
     cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped());
     // The limit on open files the job was started with, not ours: set in a launcher before
     // exec; an NLA (or srun's) raises its own limit again and gives its ranks this one.
-    let nofile = crate::driver::job_fd_limit();
+    let nofile = crate::sys::rlimit::job_fd_limit();
     if let Some(lim) = &nofile {
-        cmd.env(crate::driver::NOFILE_ENV, lim.rlim_cur.to_string());
+        cmd.env(crate::sys::rlimit::NOFILE_ENV, lim.rlim_cur.to_string());
     }
     // Own process group: a terminal's Ctrl-C reaches only the front end, which forwards it;
     // and the launcher dies with its parent.
@@ -494,7 +495,7 @@ pub async fn spawn_launcher(
     }
     // Claimed until reaped below: an NLA's orphan sweep leaves it alone, and `give_up`
     // signals its group only while its pid is still ours.
-    let mut child_proc = crate::reaper::spawn_claimed(&mut cmd).map_err(|e| {
+    let mut child_proc = crate::proc::reaper::spawn_claimed(&mut cmd).map_err(|e| {
         io::Error::new(e.kind(), format!("cannot execute '{prog}': {}", describe(&e)))
     })?;
     let mut stdin = child_proc.stdin.take();
@@ -518,7 +519,7 @@ pub async fn spawn_launcher(
         }
         let status = child_proc.wait().await.ok();
         if let Some(pid) = pid {
-            crate::reaper::release(pid as i32);
+            crate::proc::reaper::release(pid as i32);
         }
         drop(stdin);
         let stderr_tail = tail.into_iter().collect::<Vec<_>>().join(" / ");
@@ -674,14 +675,6 @@ async fn first_setup(rd: &mut Source) -> io::Result<Result<libi::job::NodeSetup,
         Ok(Some(Err(e))) => Err(proto(e.to_string())),
         Ok(None) => Err(proto("parent closed the connection before setup".into())),
         Err(_) => Err(proto("no setup from parent within 120 s".into())),
-    }
-}
-
-/// The strerror text of an I/O error, without Rust's "(os error N)" suffix.
-pub fn describe(e: &io::Error) -> String {
-    match e.raw_os_error() {
-        Some(n) => nix::errno::Errno::from_raw(n).desc().to_string(),
-        None => e.to_string(),
     }
 }
 
@@ -1125,7 +1118,7 @@ impl Children {
         // they started — are re-parented to us, and the final sweep must come after that.
         if let Some(pid) = self.pids[idx].filter(|_| kill_launcher).map(|p| p as i32) {
             // Only while the launcher is not reaped: then its group is still the one it made.
-            if crate::reaper::is_claimed(pid) {
+            if crate::proc::reaper::is_claimed(pid) {
                 // SAFETY: kill(2) of the launcher's own process group (setpgid in the child).
                 unsafe {
                     libc::kill(-pid, libc::SIGKILL);

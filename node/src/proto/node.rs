@@ -29,11 +29,11 @@
 //!   upward request.
 //! * `publish_name`/`unpublish_name`/`lookup_name` and `spawn`: passed up the tree with a
 //!   job-unique request id to the front end (which holds the name table and starts spawned
-//!   process groups, see `libi-mpiexec`'s `spawn.rs`); the answer comes back down the same
+//!   process groups, see `libi::spawn`); the answer comes back down the same
 //!   path. A malformed spawn block is answered `rc=-1` by the connection and the job goes on.
 
-use crate::kvs::{Kvs, Written};
-use crate::pmgr_node::{PmgrEffect, PmgrNode};
+use crate::proto::kvs::{Kvs, Written};
+use crate::proto::pmgr::{PmgrEffect, PmgrNode};
 use libi::job::{human_bytes, JobCommon, NodePlan, NodeSetup, RankEnd, SpawnCmd, SpawnRequest};
 use libi::msg::{pair_cost, Key, KvsTop, Msg, NameOp, ProcNode, Value, FENCE_CHUNK, PAIR_OVERHEAD};
 use libi::report::{Counters, FenceRecord, NodeReport};

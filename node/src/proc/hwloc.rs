@@ -5,8 +5,8 @@
 //! claimed child of the NLA: waited for, given a bounded time ([`TOOL_LIMIT`]), and
 //! killed and reaped if it overstays, or if the job ends first and it takes longer still.
 
-use crate::core::NodeCore;
-use crate::reaper;
+use crate::proc::reaper;
+use crate::proto::node::NodeCore;
 use libi::job::JobCommon;
 use libi_hwloc_xml::{disabled, Cache, Skip, STEERING, TOOL_ARGS, TOOL_LIMIT};
 use std::ffi::OsString;
@@ -44,8 +44,8 @@ fn ranks_env(job: &JobCommon, name: &str) -> Option<OsString> {
 /// `scratch` (keep it until the ranks are gone).
 pub fn offer(
     core: &mut NodeCore,
-    fx: &mut Vec<crate::core::Effect>,
-    scratch: &mut Option<crate::scratch::Scratch>,
+    fx: &mut Vec<crate::proto::node::Effect>,
+    scratch: &mut Option<crate::proc::scratch::Scratch>,
     ready: impl FnOnce(Option<String>) + Send + 'static,
 ) -> Option<Writing> {
     if core.local_count() < 2 {
@@ -62,7 +62,7 @@ pub fn offer(
         // act on, so nothing said beyond the debug level.
         Err(Skip::Dir(why)) => {
             debug!("hwloc topology file in a directory of this agent's own: {why}");
-            let opened = crate::scratch::Scratch::new("hwloc")
+            let opened = crate::proc::scratch::Scratch::new("hwloc")
                 .map_err(|e| Skip::Dir(e.to_string()))
                 .and_then(|s| Cache::open_in(s.dir().to_path_buf()).map(|c| (c, s)));
             match opened {

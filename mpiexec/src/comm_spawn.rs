@@ -1,15 +1,12 @@
-//! `MPI_Comm_spawn` at the front end: the planning is [`libi::spawn`] (pure, shared with
-//! `libi-sim`); these tests check it from the command line's plan.
+//! `MPI_Comm_spawn` planned from a command line's plan: the planning is [`libi::spawn`]
+//! (pure, shared with `libi-sim`); these tests check it as the front end uses it.
 
-pub use libi::spawn::Spawner;
-
-#[cfg(test)]
 mod tests {
-    use super::*;
     use crate::cli::parse;
     use crate::plan::{plan, Context, Plan};
     use libi::job::SpawnCmd;
     use libi::job::{AppSpec, NodePlan, SpawnRequest};
+    use libi::spawn::Spawner;
 
     fn base(args: &str) -> Plan {
         let ctx = Context {

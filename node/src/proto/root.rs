@@ -1,7 +1,7 @@
 //! The root core: the front end's job policy as a pure state machine.
 //!
 //! The front end (`libi-mpiexec`) is the root of every process group's NLA tree. Each group
-//! has a root [`NodeCore`](crate::core::NodeCore) of its own (the same node state machine as
+//! has a root [`NodeCore`](crate::proto::node::NodeCore) of its own (the same node state machine as
 //! every NLA, run by the front end); what reaches the top of those trees — a rank that
 //! ended, an `MPI_Abort`, a lost NLA, a spawn or name request, output — is handed to this
 //! core, which decides what the job does about it: the exit status, what is said (one line
@@ -34,7 +34,7 @@
 //! the last write), and the policy about it (what counts as stalled, what is dropped then)
 //! is here.
 
-use crate::core::Effect as NodeEffect;
+use crate::proto::node::Effect as NodeEffect;
 use bytes::Bytes;
 use libi::job::{combined_status, NodePlan, RankEnd, SpawnRequest};
 use libi::msg::{Msg, NameOp, ProcNode, Stream, OUTPUT_WINDOW};
@@ -103,7 +103,7 @@ pub enum Effect {
     Terminal(String),
     /// Text for our stdout (`-print-all-exitcodes`).
     Stdout(String),
-    /// Tear group `g`'s tree down ([`NodeCore::kill`](crate::core::NodeCore::kill)).
+    /// Tear group `g`'s tree down ([`NodeCore::kill`](crate::proto::node::NodeCore::kill)).
     KillGroup(usize),
     /// Give group `g`'s root node this message as from its parent (a spawn or name answer,
     /// a [`Msg::StartNla`]).

@@ -1,17 +1,17 @@
 //! The tokio driver around [`NodeCore`]: the parent connection, the child NLAs, the rank
 //! processes (their PMI sockets, stdio and exits through the rank reactor,
-//! [`crate::rankio`], which this loop serves itself). No decisions are made here: the core
+//! [`crate::io::rankio`], which this loop serves itself). No decisions are made here: the core
 //! decides, and its timers (`NodeCore::poll_timeout`) wake this loop.
 
-use crate::core::{Effect, NodeCore, ProcEnd};
-use crate::effect::NodeIo;
-use crate::guard::{AcceptBackoff, MAX_PENDING, PMGR_REJECTS};
-use crate::peer::{tcp_peer, Sessions};
-use crate::rankio::RankIo;
-use crate::reaper;
-use crate::spawn::{start_rank, SpawnBatch, StartFailed, Started};
-use crate::stdio::{spawn_up_writer, Done, UpEvent, UpLink};
-use crate::tree::{accept_loop, listen, Children, EvSink, TreeEv};
+use crate::io::guard::{AcceptBackoff, MAX_PENDING, PMGR_REJECTS};
+use crate::io::peer::{tcp_peer, Sessions};
+use crate::io::rankio::RankIo;
+use crate::io::tree::{accept_loop, listen, Children, EvSink, TreeEv};
+use crate::io::uplink::{spawn_up_writer, Done, UpEvent, UpLink};
+use crate::proc::reaper;
+use crate::proc::start::{start_rank, SpawnBatch, StartFailed, Started};
+use crate::proto::effect::NodeIo;
+use crate::proto::node::{Effect, NodeCore, ProcEnd};
 use bytes::Bytes;
 use futures::StreamExt;
 use libi::job::LauncherKind;
@@ -26,8 +26,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-// Every timeout's value and what it bounds: `crate::core::limits`.
-use crate::core::limits::{
+// Every timeout's value and what it bounds: `crate::proto::node::limits`.
+use crate::proto::node::limits::{
     FINAL_SEND, LAUNCHERS_EXIT, PMGR_FINAL_SWEEP, SETUP_WAIT, STALL_LIMIT, START_BATCH, ZOMBIE_HOLD,
 };
 
@@ -36,7 +36,7 @@ enum Ev {
     /// Bytes from the singleton's PMI connection.
     Pmi(usize, Vec<u8>),
     /// Bytes of a local rank's output came back to its budget (see
-    /// [`crate::stdio::Budgets`]): the stream may be read again.
+    /// [`crate::io::uplink::Budgets`]): the stream may be read again.
     OutputRoom(usize),
     /// The singleton's PMI connection closed.
     PmiEof(usize),
@@ -82,7 +82,7 @@ where
 }
 
 /// Where an NLA finds its parent. Either way a failed connection is tried again up to
-/// `retries` times ([`crate::tree::connect`]).
+/// `retries` times ([`crate::io::tree::connect`]).
 pub enum Parent {
     /// Started by its parent (ssh, rsh, fork): connect there as node `node`.
     Direct { addr: String, node: u32, retries: u32 },
@@ -107,7 +107,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 host: hostname(),
                 pid: std::process::id(),
             };
-            let connecting = crate::tree::connect_for_setup(&addr, hello, retries, SETUP_WAIT);
+            let connecting = crate::io::tree::connect_for_setup(&addr, hello, retries, SETUP_WAIT);
             unless_launcher_gone(keep_stdin, connecting).await?
         }
         Parent::Rendezvous { front_end, host, retries } => {
@@ -118,13 +118,13 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             // The resource manager's name for this node is what the front end planned with.
             let host =
                 host.or_else(|| std::env::var("SLURMD_NODENAME").ok()).unwrap_or_else(hostname);
-            let joining = crate::tree::join(&front_end, &secret, &host, &addr, retries);
+            let joining = crate::io::tree::join(&front_end, &secret, &host, &addr, retries);
             unless_launcher_gone(keep_stdin, joining).await?
         }
     };
     let node = setup.plan.node;
     // From now on this agent's diagnostics say which host they come from.
-    crate::log::set_host(&setup.plan.host);
+    crate::sys::log::set_host(&setup.plan.host);
     let ready = libi::report::now();
     debug!(node, ranks = setup.plan.ranks.len(), children = setup.plan.children.len(), "setup");
 
@@ -261,20 +261,24 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     // processes of the ranks it runs (`rank_pids`: global rank and pid, until reaped).
     let rank_pids: RankPids = Arc::new(Mutex::new(Vec::new()));
     let pmgr_port = match (core.job().pmgr, core.local_count()) {
-        (Some(_), n) if n > 0 => match crate::tree::bind_in_range([127, 0, 0, 1].into()).await {
-            Ok(l) => {
-                let port = l.local_addr().map(|a| a.port()).unwrap_or(0);
-                spawn_pmgr_accept(l, ev_tx.clone(), rank_pids.clone());
-                Some(port)
+        (Some(_), n) if n > 0 => {
+            match crate::io::tree::bind_in_range([127, 0, 0, 1].into()).await {
+                Ok(l) => {
+                    let port = l.local_addr().map(|a| a.port()).unwrap_or(0);
+                    spawn_pmgr_accept(l, ev_tx.clone(), rank_pids.clone());
+                    Some(port)
+                }
+                Err(e) => {
+                    return Err(io::Error::new(e.kind(), format!("cannot listen for PMGR: {e}")))
+                }
             }
-            Err(e) => return Err(io::Error::new(e.kind(), format!("cannot listen for PMGR: {e}"))),
-        },
+        }
         _ => None,
     };
     let mut pmgr_writers: HashMap<u64, PmgrOut> = HashMap::new();
     let mut pmgr_sweep_until: Option<f64> = None;
     // `--bcast`: write the staged executables before any rank starts.
-    let stage = match crate::stage::write(core.job(), core.local_count()) {
+    let stage = match crate::proc::stage::write(core.job(), core.local_count()) {
         Ok(s) => s,
         Err(e) => return Err(io::Error::new(e.kind(), format!("--bcast: {e}"))),
     };
@@ -290,7 +294,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     let mut hwloc_dir = None;
     let mut hwloc_writing = {
         let tx = ev_tx.clone();
-        crate::hwloc::offer(&mut core, &mut fx, &mut hwloc_dir, move |path| {
+        crate::proc::hwloc::offer(&mut core, &mut fx, &mut hwloc_dir, move |path| {
             let _ = tx.send(Ev::HwlocXml(path));
         })
     };
@@ -342,7 +346,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 verbose: core.job().verbose,
                 retries: core.job().launcher.connect_retries,
             };
-            crate::effect::apply(&mut io, &mut fx);
+            crate::proto::effect::apply(&mut io, &mut fx);
         }
         // Children whose queue filled meanwhile: the core decides (it stops reading them,
         // and drops one that does not read within its limit); nothing waits for them.
@@ -454,11 +458,11 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         let mut r = core.report();
         r.ready = ready;
         r.peak_rss_kib = libi::report::peak_rss_kib();
-        (r.cpu_user, r.cpu_sys) = crate::report_cpu::own_cpu();
+        (r.cpu_user, r.cpu_sys) = crate::sys::report_cpu::own_cpu();
         r.launches = children.launches.clone();
         up.send(Msg::Report(Box::new(r)));
     }
-    crate::guard::flush_rejections();
+    crate::io::guard::flush_rejections();
     up.close();
     // The connection stays open until the sweep below is done: the parent (the front end
     // under the fork launcher) may end as soon as it closes, and take us with it.
@@ -563,7 +567,7 @@ async fn watch_to_eof(stdin: tokio::io::unix::AsyncFd<std::fs::File>) {
     }
 }
 
-/// The NLA's I/O for the node core's effects ([`crate::effect`]).
+/// The NLA's I/O for the node core's effects ([`crate::proto::effect`]).
 struct NlaIo<'a> {
     ranks: &'a mut Ranks,
     children: &'a mut Children,
@@ -976,7 +980,7 @@ struct Starting {
     next: usize,
     /// Every rank's affinity mask and memory policy, built before any clone (the child only
     /// applies them).
-    bound: Vec<crate::bind::KernelBinding>,
+    bound: Vec<crate::proc::bind::KernelBinding>,
     batch: SpawnBatch,
     pmgr_port: Option<u16>,
     /// None of the ranks will start (the first's failure says why).
@@ -1018,31 +1022,33 @@ impl Ranks {
         };
         // More ranks than this machine can run: the first fails the job with why, and none
         // starts (the front end checks this too, for the nodes on its own machine).
-        if let Err(why) = crate::spawn::check_rank_count(n, &plan.host) {
+        if let Err(why) = crate::sys::rlimit::check_rank_count(n, &plan.host) {
             let rank = plan.ranks.first().map_or(0, |s| s.rank);
             let reason = format!("cannot start rank {rank}: {why}");
             node.failed_starts.push((0, ProcEnd::SpawnFailed { errno: libc::EAGAIN, reason }));
             return Ok((node, Starting { next: 1, ..Starting::refused(pmgr_port) }));
         }
-        let bound: Vec<crate::bind::KernelBinding> = match crate::bind::node_binding(job, plan) {
-            Ok(b) => {
-                if job.verbose || job.binding.report {
-                    crate::bind::report(job, plan, &b);
+        let bound: Vec<crate::proc::bind::KernelBinding> =
+            match crate::proc::bind::node_binding(job, plan) {
+                Ok(b) => {
+                    if job.verbose || job.binding.report {
+                        crate::proc::bind::report(job, plan, &b);
+                    }
+                    b.kernel(n)
                 }
-                b.kernel(n)
-            }
-            Err(reason) => {
-                for local in 0..n {
-                    let end = ProcEnd::SpawnFailed { errno: libc::EINVAL, reason: reason.clone() };
-                    node.failed_starts.push((local, end));
+                Err(reason) => {
+                    for local in 0..n {
+                        let end =
+                            ProcEnd::SpawnFailed { errno: libc::EINVAL, reason: reason.clone() };
+                        node.failed_starts.push((local, end));
+                    }
+                    return Ok((node, Starting { next: n, ..Starting::refused(pmgr_port) }));
                 }
-                return Ok((node, Starting { next: n, ..Starting::refused(pmgr_port) }));
-            }
-        };
+            };
         // Each rank's GPUs (`-gpus-per-proc`): one variable, a value per local rank.
-        let gpus = crate::gpu::node_gpus(job, plan);
+        let gpus = crate::proc::gpu::node_gpus(job, plan);
         if let (Some(a), true) = (&gpus, job.verbose) {
-            crate::gpu::report(plan, a);
+            crate::proc::gpu::report(plan, a);
         }
         let batch = SpawnBatch::new().with_gpus(gpus);
         Ok((node, Starting { next: 0, bound, batch, pmgr_port, refused: false }))
@@ -1073,7 +1079,8 @@ impl Ranks {
                 self.singleton = Some(local);
                 continue;
             }
-            let b = st.bound.get(local).map(crate::bind::KernelBinding::rank).unwrap_or_default();
+            let b =
+                st.bound.get(local).map(crate::proc::bind::KernelBinding::rank).unwrap_or_default();
             match start_rank(job, plan, local, slot, st.pmgr_port, b, &st.batch) {
                 Ok(Started { mut child, pmi }) => {
                     let (pid, stdin) = (child.pid, child.stdin.take());
@@ -1084,7 +1091,7 @@ impl Ranks {
                             "cannot start rank {} on {}: cannot watch its descriptors: {e}",
                             slot.rank, plan.host
                         );
-                        stop = crate::spawn::out_of_resources(errno);
+                        stop = crate::sys::errno::out_of_resources(errno);
                         self.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
                         continue;
                     }
@@ -1100,7 +1107,7 @@ impl Ranks {
                     }
                 }
                 Err(StartFailed { errno, reason }) => {
-                    stop = crate::spawn::out_of_resources(errno);
+                    stop = crate::sys::errno::out_of_resources(errno);
                     self.failed_starts.push((local, ProcEnd::SpawnFailed { errno, reason }));
                 }
             }
@@ -1115,10 +1122,10 @@ impl Ranks {
         st.next >= n
     }
 
-    /// Connect to the singleton (see [`crate::singleton`]) and serve it as its local rank.
+    /// Connect to the singleton (see [`crate::io::singleton`]) and serve it as its local rank.
     async fn serve_singleton(&mut self, port: u16, kvsname: &str, ev: &UnboundedSender<Ev>) {
         let Some(local) = self.singleton else { return };
-        match crate::singleton::connect(port, kvsname).await {
+        match crate::io::singleton::connect(port, kvsname).await {
             Ok(stream) => {
                 let (tx, rx) = unbounded_channel();
                 self.to_singleton = Some(tx);
@@ -1204,7 +1211,7 @@ async fn stdin_task(
     // dropping `stdin` closes the pipe: EOF for rank 0
 }
 
-/// The singleton's PMI connection (see [`crate::singleton`]). It is the process, as far as we
+/// The singleton's PMI connection (see [`crate::io::singleton`]). It is the process, as far as we
 /// can see: its end is the connection's end (clean after `finalize`). Closed by us for a
 /// teardown, it counts as ended by the teardown's SIGTERM.
 async fn singleton_task(
@@ -1252,45 +1259,4 @@ fn hostname() -> String {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "localhost".into())
-}
-
-/// Carries the soft limit on open files the job was started with from the front end to the
-/// NLAs it starts itself (fork launcher) and to launchers that pass the environment on (srun).
-pub const NOFILE_ENV: &str = "LIBI_NOFILE_SOFT";
-
-/// The soft limit on open files the job's processes get (see [`raise_fd_limit`]).
-static JOB_NOFILE: std::sync::OnceLock<libc::rlim_t> = std::sync::OnceLock::new();
-
-/// Raise the soft limit on open files to the hard limit: an NLA holds a few descriptors per
-/// local rank and one per child; the front end one per child. The limit the user set is
-/// remembered ([`NOFILE_ENV`] when a parent passed it on, else our own at start): ranks and
-/// launchers get it back ([`job_fd_limit`]), as under Hydra, which does not raise it.
-pub fn raise_fd_limit() {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit on a valid struct.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return;
-    }
-    let job = std::env::var(NOFILE_ENV)
-        .ok()
-        .and_then(|v| v.trim().parse::<libc::rlim_t>().ok())
-        .map_or(lim.rlim_cur, |v| v.min(lim.rlim_max));
-    let _ = JOB_NOFILE.set(job);
-    if lim.rlim_cur < lim.rlim_max {
-        lim.rlim_cur = lim.rlim_max;
-        // SAFETY: setrlimit on a valid struct.
-        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
-    }
-}
-
-/// The limit on open files to give a process we start (soft, hard), when it differs from
-/// ours: the soft limit the job was started with, under our hard limit.
-pub fn job_fd_limit() -> Option<libc::rlimit> {
-    let job = *JOB_NOFILE.get()?;
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit on a valid struct.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return None;
-    }
-    (job < lim.rlim_cur).then_some(libc::rlimit { rlim_cur: job, rlim_max: lim.rlim_max })
 }
