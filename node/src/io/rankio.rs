@@ -12,8 +12,9 @@
 //! reported once its output is all read (or, held open by a child of the rank, has been
 //! silent for [`OUTPUT_DRAIN`] since the rank exited), so the end follows the output up the
 //! tree. The deadlines (a line without its newline, the drain, a reply the rank does not
-//! read for [`STALL_LIMIT`]) are served by [`RankIo::handle_timeout`]; the loop learns the
-//! next one from [`RankIo::poll_timeout`].
+//! read for [`STALL_LIMIT`]) and what they mean are the policy's, [`RankStreams`], which the
+//! reactor tells what happens to the descriptors; the loop learns the next one from
+//! [`RankIo::poll_timeout`] and serves it with [`RankIo::handle_timeout`].
 //!
 //! Every descriptor is registered edge-triggered: a source is read until it says EAGAIN (or
 //! a short read drains it), and a source left readable (a stream out of budget, a PMI socket
@@ -21,20 +22,19 @@
 //! remembered and read again when it may be. None is ever removed from the set by hand:
 //! each descriptor is ours alone (close-on-exec; the ranks hold the other ends), so closing
 //! it removes it.
+//!
+//! [`OUTPUT_DRAIN`]: crate::proto::node::limits::OUTPUT_DRAIN
+//! [`STALL_LIMIT`]: crate::proto::node::limits::STALL_LIMIT
 
-use crate::io::uplink::{
-    Budgets, Done, LineBuf, UpLink, OUTPUT_DRAIN, PARTIAL_FLUSH, PARTIAL_MAX_WAIT, READ_CHUNK,
-    STREAM_BUDGET,
-};
+use crate::io::uplink::{Budgets, Done, LineBuf, UpLink, READ_CHUNK, STREAM_BUDGET};
 use crate::proc::reaper::{self, Exit};
 use crate::proc::start::RankProcess;
-use crate::proto::node::limits::STALL_LIMIT;
 use crate::proto::node::{Effect, NodeCore, ProcEnd};
+use crate::proto::streams::{Due, Probe, RankStreams};
 use bytes::Bytes;
 use libi::msg::{Msg, Stream};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
@@ -106,9 +106,6 @@ struct Pmi {
     read_closed: bool,
     /// Nothing more is written: the rank stalled, or its process is gone.
     dead: bool,
-    /// When a queued reply that made no progress counts as not read ([`STALL_LIMIT`]).
-    stall_due: Option<f64>,
-    timer_at: Option<f64>,
 }
 
 /// A rank's stdout or stderr pipe.
@@ -124,11 +121,6 @@ struct Out {
     held: usize,
     /// Out of budget: read again once bytes come back.
     blocked: bool,
-    /// Before the rank's exit: when the line held goes up without its newline, and when it
-    /// began. After the exit: when the stream, silent since, is given up ([`OUTPUT_DRAIN`]).
-    due: Option<f64>,
-    partial_since: Option<f64>,
-    timer_at: Option<f64>,
 }
 
 struct Slot {
@@ -147,10 +139,8 @@ pub struct RankIo {
     slots: Vec<Option<Slot>>,
     /// Sources to read again without an event (see the module's documentation).
     again: Vec<u64>,
-    /// Deadlines (microseconds of the driver's monotonic clock, [`libi::clock`]) and the
-    /// source each is for; an entry
-    /// is live while its source's `timer_at` is its time.
-    timers: BinaryHeap<Reverse<(u64, u64)>>,
+    /// The streams' deadlines and what they mean: the policy, told what happens here.
+    streams: RankStreams,
     budgets: Arc<Budgets>,
     up: UpLink,
     /// Ranks that ended, with everything of theirs read, for the driver.
@@ -167,29 +157,6 @@ pub struct RankIo {
 /// What an event says of a source whose other end is closed or failed.
 fn hup_flags() -> EpollFlags {
     EpollFlags::EPOLLHUP | EpollFlags::EPOLLRDHUP | EpollFlags::EPOLLERR
-}
-
-fn micros(t: f64) -> u64 {
-    (t.max(0.0) * 1e6) as u64
-}
-
-/// Arm `timer_at` for `due` (pushing an entry unless one at or before it is live).
-fn arm(timers: &mut BinaryHeap<Reverse<(u64, u64)>>, timer_at: &mut Option<f64>, due: f64, k: u64) {
-    if timer_at.is_none_or(|t| due < t) {
-        *timer_at = Some(due);
-        timers.push(Reverse((micros(due), k)));
-    }
-}
-
-/// Whether the timer entry of time `t` is the live one of a source whose entry is
-/// `timer_at` (then it is taken: the source has no entry left), or one superseded by an
-/// earlier entry.
-fn fired(timer_at: &mut Option<f64>, t: u64) -> bool {
-    let live = timer_at.is_some_and(|a| micros(a) == t);
-    if live {
-        *timer_at = None;
-    }
-    live
 }
 
 /// Whether a rank's pipe holds bytes not read yet (the event saying so may be waiting).
@@ -238,6 +205,23 @@ fn send_now(sock: &UnixStream, b: &[u8]) -> io::Result<usize> {
     send(sock.as_raw_fd(), b, flags).map_err(io::Error::from)
 }
 
+/// What the streams' policy asks of the descriptors.
+struct Facts<'a> {
+    slots: &'a [Option<Slot>],
+}
+
+impl Probe for Facts<'_> {
+    fn unread(&mut self, local: usize, s: usize) -> bool {
+        let o =
+            self.slots.get(local).and_then(Option::as_ref).and_then(|slot| slot.out[s].as_ref());
+        o.is_some_and(|o| o.readable || unread(&o.fd))
+    }
+
+    fn busy(&mut self, local: usize) -> bool {
+        self.slots.get(local).and_then(Option::as_ref).is_some_and(|slot| busy(slot.pid))
+    }
+}
+
 impl RankIo {
     /// A reactor for `n` local ranks, whose output goes up `up`; `room` is called (with the
     /// local rank) when a stream out of budget may be read again: the driver then calls
@@ -256,7 +240,7 @@ impl RankIo {
             }?,
             slots: (0..n).map(|_| None).collect(),
             again: Vec::new(),
-            timers: BinaryHeap::new(),
+            streams: RankStreams::new(n),
             budgets: Budgets::new(2 * n, move |k| room(k / 2)),
             up,
             ended: Vec::new(),
@@ -296,9 +280,6 @@ impl RankIo {
             outstanding: 0,
             held: 0,
             blocked: false,
-            due: None,
-            partial_since: None,
-            timer_at: None,
         };
         self.slots[local] = Some(Slot {
             rank,
@@ -312,13 +293,12 @@ impl RankIo {
                 out_armed: false,
                 read_closed: false,
                 dead: false,
-                stall_due: None,
-                timer_at: None,
             },
             out: [Some(out(child.stdout)), Some(out(child.stderr))],
             pidfd: Some(child.pidfd),
             end: None,
         });
+        self.streams.started(local);
         Ok(())
     }
 
@@ -502,11 +482,7 @@ impl RankIo {
             let _ = self.set.get_ref().0.modify(p.sock.as_fd(), &mut ev);
             p.out_armed = true;
         }
-        if p.stall_due.is_none() {
-            let due = self.now + STALL_LIMIT.as_secs_f64();
-            p.stall_due = Some(due);
-            arm(&mut self.timers, &mut p.timer_at, due, key(local, K_PMI));
-        }
+        self.streams.reply_queued(local, self.now);
     }
 
     /// Write what is queued for rank `local` while there is room.
@@ -516,7 +492,7 @@ impl RankIo {
         while let Some(front) = p.queue.front_mut() {
             match send_now(&p.sock, front) {
                 Ok(n) => {
-                    p.stall_due = Some(self.now + STALL_LIMIT.as_secs_f64());
+                    self.streams.reply_progress(local, self.now);
                     if n < front.len() {
                         front.drain(..n);
                         return;
@@ -531,7 +507,7 @@ impl RankIo {
             }
         }
         // All written.
-        p.stall_due = None;
+        self.streams.replies_done(local);
         if p.close_queued {
             p.close_queued = false;
             p.read_closed = true;
@@ -553,7 +529,6 @@ impl RankIo {
     /// Read rank `local`'s stream `s` (0 stdout, 1 stderr) while it has bytes and budget.
     fn read_out(&mut self, local: usize, s: usize) {
         let Some(Some(slot)) = self.slots.get_mut(local) else { return };
-        let exited = slot.end.is_some();
         let (rank, bk) = (slot.rank, 2 * local + s);
         let Some(o) = &mut slot.out[s] else { return };
         if !o.readable {
@@ -568,7 +543,7 @@ impl RankIo {
                 // rank is not silent, we are not reading it (the line held waits for the
                 // rest of it; a drain does not count the wait). The read after sets it.
                 o.blocked = true;
-                o.due = None;
+                self.streams.out_blocked(local, s);
                 return;
             }
         }
@@ -601,25 +576,7 @@ impl RankIo {
             Self::emit(&self.up, &self.budgets, bk, o, rank, s, data);
         }
         let k = key(local, 1 + s as u64);
-        if exited {
-            // Drained: given up once silent for OUTPUT_DRAIN.
-            let due = now + OUTPUT_DRAIN.as_secs_f64();
-            o.due = Some(due);
-            arm(&mut self.timers, &mut o.timer_at, due, k);
-        } else if o.lines.pending() == 0 {
-            o.due = None;
-            o.partial_since = None;
-        } else {
-            let since = match o.partial_since {
-                Some(t) if !sent => t,
-                _ => now,
-            };
-            o.partial_since = Some(since);
-            let due =
-                (now + PARTIAL_FLUSH.as_secs_f64()).min(since + PARTIAL_MAX_WAIT.as_secs_f64());
-            o.due = Some(due);
-            arm(&mut self.timers, &mut o.timer_at, due, k);
-        }
+        self.streams.out_read(local, s, now, o.lines.pending(), sent);
         if o.readable {
             self.again.push(k);
         }
@@ -649,6 +606,7 @@ impl RankIo {
         let Some(Some(slot)) = self.slots.get_mut(local) else { return };
         let rank = slot.rank;
         let Some(mut o) = slot.out[s].take() else { return };
+        self.streams.out_closed(local, s);
         if let Some(data) = o.lines.finish() {
             Self::emit(&self.up, &self.budgets, 2 * local + s, &mut o, rank, s, data);
         }
@@ -658,16 +616,10 @@ impl RankIo {
     /// A stream out of budget may be read again (bytes came back to it).
     pub fn resume(&mut self, local: usize) {
         let Some(Some(slot)) = self.slots.get_mut(local) else { return };
-        let exited = slot.end.is_some();
         for (s, o) in slot.out.iter_mut().enumerate() {
-            if let Some(o) = o.as_mut().filter(|o| o.blocked) {
-                let k = key(local, 1 + s as u64);
-                if exited {
-                    let due = self.now + OUTPUT_DRAIN.as_secs_f64();
-                    o.due = Some(due);
-                    arm(&mut self.timers, &mut o.timer_at, due, k);
-                }
-                self.again.push(k);
+            if o.as_ref().is_some_and(|o| o.blocked) {
+                self.streams.out_resumed(local, s, self.now);
+                self.again.push(key(local, 1 + s as u64));
             }
         }
     }
@@ -697,7 +649,6 @@ impl RankIo {
         let p = &mut slot.pmi;
         p.dead = true;
         p.queue.clear();
-        p.stall_due = None;
         if !p.read_closed {
             p.readable = true;
             // Read what there is (bounded: a child of the rank may hold the socket and go on
@@ -715,19 +666,9 @@ impl RankIo {
         }
         let Some(Some(slot)) = self.slots.get_mut(local) else { return };
         // Its output may still be in the pipes (or held open by its own children: bounded
-        // wait).
-        let due = self.now + OUTPUT_DRAIN.as_secs_f64();
-        for (s, o) in slot.out.iter_mut().enumerate() {
-            let Some(o) = o.as_mut() else { continue };
-            o.partial_since = None;
-            if o.blocked {
-                // Its drain starts once bytes come back (`resume`); until then no deadline
-                // (not the held line's: it would give the stream up, its rest unread).
-                o.due = None;
-            } else {
-                o.due = Some(due);
-                arm(&mut self.timers, &mut o.timer_at, due, key(local, 1 + s as u64));
-                // Whatever is left is read now.
+        // wait): whatever is left is read now.
+        for s in self.streams.exited(local, self.now) {
+            if let Some(o) = slot.out[s].as_mut() {
                 o.readable = true;
                 self.again.push(key(local, 1 + s as u64));
             }
@@ -745,6 +686,7 @@ impl RankIo {
             .is_some_and(|s| s.end.is_some() && s.out.iter().all(Option::is_none));
         if done {
             if let Some(Some(slot)) = self.slots.get_mut(local).map(Option::take) {
+                self.streams.removed(local);
                 if let Some(end) = slot.end {
                     self.ended.push((local, end));
                 }
@@ -760,7 +702,7 @@ impl RankIo {
 
     /// The earliest deadline of the reactor (seconds of the driver's clock), if any.
     pub fn poll_timeout(&self) -> Option<f64> {
-        self.timers.peek().map(|Reverse((t, _))| *t as f64 / 1e6)
+        self.streams.poll_timeout()
     }
 
     /// Serve the deadlines that have passed by `now`. Returns the ranks that ended.
@@ -771,91 +713,36 @@ impl RankIo {
         fx: &mut Vec<Effect>,
     ) -> Vec<(usize, ProcEnd)> {
         self.now = now;
-        while let Some(&Reverse((t, k))) = self.timers.peek() {
-            if t > micros(now) {
-                break;
-            }
-            self.timers.pop();
-            let local = (k >> 2) as usize;
-            let Some(Some(slot)) = self.slots.get_mut(local) else { continue };
-            let exited = slot.end.is_some();
-            match k & 3 {
-                K_PMI => {
+        let mut facts = Facts { slots: &self.slots };
+        for due in self.streams.handle_timeout(now, &mut facts) {
+            match due {
+                Due::Stalled(local) => {
+                    let Some(Some(slot)) = self.slots.get_mut(local) else { continue };
+                    // The rank does not read its replies: nothing more is written to it or
+                    // read from it.
                     let p = &mut slot.pmi;
-                    if !fired(&mut p.timer_at, t) {
-                        continue;
-                    }
-                    match p.stall_due {
-                        Some(d) if micros(d) <= micros(now) => {
-                            // The rank does not read its replies: nothing more is written
-                            // to it or read from it.
-                            p.dead = true;
-                            p.read_closed = true;
-                            p.queue.clear();
-                            p.stall_due = None;
-                            core.rank_stalled(local, fx);
-                        }
-                        Some(d) => arm(&mut self.timers, &mut p.timer_at, d, k),
-                        None => {}
-                    }
+                    p.dead = true;
+                    p.read_closed = true;
+                    p.queue.clear();
+                    core.rank_stalled(local, fx);
                 }
-                K_OUT | K_ERR => {
-                    let s = (k & 3) as usize - 1;
+                Due::ReadAgain(local, s) => {
+                    let Some(Some(slot)) = self.slots.get_mut(local) else { continue };
                     let Some(o) = &mut slot.out[s] else { continue };
-                    if !fired(&mut o.timer_at, t) {
-                        continue;
-                    }
-                    match o.due {
-                        Some(d) if micros(d) <= micros(now) => {
-                            o.due = None;
-                            if exited {
-                                // Silent since the rank's exit for OUTPUT_DRAIN: held open by a
-                                // child of the rank; given up.
-                                self.finish_out(local, s);
-                            } else if o.readable || unread(&o.fd) {
-                                // Not silent: the rank wrote more, which waits in its pipe,
-                                // not read yet (its event perhaps not even taken: we were
-                                // not running). The line is not cut; the read sets its
-                                // deadline again.
-                                if !o.readable {
-                                    o.readable = true;
-                                    self.again.push(k);
-                                }
-                                let due = now + PARTIAL_FLUSH.as_secs_f64();
-                                o.due = Some(due);
-                                arm(&mut self.timers, &mut o.timer_at, due, k);
-                            } else if let Some(max) = o
-                                .partial_since
-                                .map(|t| t + PARTIAL_MAX_WAIT.as_secs_f64())
-                                .filter(|&max| now < max && busy(slot.pid))
-                            {
-                                // Not silent either: still at work, or waiting for a CPU
-                                // (the rest of the line may be on its way). The line waits
-                                // for its newline up to PARTIAL_MAX_WAIT.
-                                let due = (now + PARTIAL_FLUSH.as_secs_f64()).min(max);
-                                o.due = Some(due);
-                                arm(&mut self.timers, &mut o.timer_at, due, k);
-                            } else {
-                                o.partial_since = None;
-                                if let Some(data) = o.lines.finish() {
-                                    let rank = slot.rank;
-                                    Self::emit(
-                                        &self.up,
-                                        &self.budgets,
-                                        2 * local + s,
-                                        o,
-                                        rank,
-                                        s,
-                                        data,
-                                    );
-                                }
-                            }
-                        }
-                        Some(d) => arm(&mut self.timers, &mut o.timer_at, d, k),
-                        None => {}
+                    if !o.readable {
+                        o.readable = true;
+                        self.again.push(key(local, 1 + s as u64));
                     }
                 }
-                _ => {}
+                Due::FlushLine(local, s) => {
+                    let Some(Some(slot)) = self.slots.get_mut(local) else { continue };
+                    let rank = slot.rank;
+                    let Some(o) = &mut slot.out[s] else { continue };
+                    if let Some(data) = o.lines.finish() {
+                        Self::emit(&self.up, &self.budgets, 2 * local + s, o, rank, s, data);
+                    }
+                }
+                Due::GiveUp(local, s) => self.finish_out(local, s),
             }
         }
         std::mem::take(&mut self.ended)

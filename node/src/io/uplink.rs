@@ -48,19 +48,8 @@ const MERGE_MAX: usize = 256 << 10;
 /// not one per line, and the parent wakes once per batch. Anything else sent (a rank's end,
 /// a fence, an abort) goes at once, with the output before it.
 pub const OUTPUT_LINGER: Duration = Duration::from_millis(1);
-/// A line a rank has begun but not ended (a prompt) is sent up as it is once the rank has
-/// written nothing more for this long, and none of its processes is running (a prompt's
-/// writer waits for input; one still at work, or waiting for a CPU on a loaded machine, is
-/// not silent: its line waits up to [`PARTIAL_MAX_WAIT`]): short enough that nobody waits
-/// for a prompt, long enough that a line written in several pieces goes up whole.
-pub const PARTIAL_FLUSH: Duration = Duration::from_millis(50);
-/// ... or once the line has waited this long for its newline, however steadily the rank
-/// goes on writing it (progress dots still show; a long line written piece by piece on a
-/// loaded machine still goes up whole).
-pub const PARTIAL_MAX_WAIT: Duration = Duration::from_secs(1);
-/// After a rank exits, how long its stdout/stderr may stay open and silent (held by its own
-/// children) before the node stops waiting for their EOF.
-pub const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
+/// The rank streams' deadlines (their policy: [`crate::proto::streams`]).
+pub use crate::proto::node::limits::{OUTPUT_DRAIN, PARTIAL_FLUSH, PARTIAL_MAX_WAIT};
 
 /// Splits a byte stream into whole lines, and lines longer than `cap` bytes into pieces of
 /// `cap` bytes; the bytes themselves are left as they are (nothing added, nothing dropped),

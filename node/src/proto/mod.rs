@@ -9,6 +9,8 @@
 //! * [`launch`]: the child-launch lifecycle (order, batches, deadlines, give-ups);
 //! * [`kvs`]: the key-value space and its cache;
 //! * [`pmgr`]: PMGR collectives over the tree;
+//! * [`streams`]: the deadlines of the ranks' PMI sockets and output streams (stall, partial
+//!   line, drain);
 //! * [`effect`]: the effects' meaning, over the I/O primitives a driver offers.
 
 #![deny(unsafe_code)]
@@ -19,3 +21,4 @@ pub mod launch;
 pub mod node;
 pub mod pmgr;
 pub mod root;
+pub mod streams;

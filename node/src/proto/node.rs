@@ -120,6 +120,19 @@ pub mod limits {
     /// A rank that reads neither its PMI replies nor its stdin for this long is stalled
     /// (driver: the write gives up and the core is told, [`super::NodeCore::rank_stalled`]).
     pub const STALL_LIMIT: Duration = Duration::from_secs(5);
+    /// A line a rank has begun but not ended (a prompt) is sent up as it is once the rank has
+    /// written nothing more for this long, and none of its processes is running (a prompt's
+    /// writer waits for input; one still at work, or waiting for a CPU on a loaded machine, is
+    /// not silent: its line waits up to [`PARTIAL_MAX_WAIT`]): short enough that nobody waits
+    /// for a prompt, long enough that a line written in several pieces goes up whole.
+    pub const PARTIAL_FLUSH: Duration = Duration::from_millis(50);
+    /// ... or once the line has waited this long for its newline, however steadily the rank
+    /// goes on writing it (progress dots still show; a long line written piece by piece on a
+    /// loaded machine still goes up whole).
+    pub const PARTIAL_MAX_WAIT: Duration = Duration::from_secs(1);
+    /// After a rank exits, how long its stdout/stderr may stay open and silent (held by its own
+    /// children) before the node stops waiting for their EOF.
+    pub const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
     /// A child whose link stays full this long (it reads nothing of what it is sent) is
     /// dropped and its subtree lost ([`super::Timer::ChildStall`]); meanwhile its own input
     /// is not read, and nothing else waits for it.
