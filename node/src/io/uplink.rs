@@ -18,8 +18,9 @@
 //!   (half a window), so that a child waiting for credit to send one is always sent it
 //!   (a larger one, after a little unacknowledged output, would wait forever).
 
+use crate::proto::upqueue::{Next, UpQueue};
 use bytes::{Buf, Bytes, BytesMut};
-use libi::msg::{Msg, MsgCodec, Stream, OUTPUT_WINDOW};
+use libi::msg::{Msg, MsgCodec, Stream};
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -30,9 +31,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-/// Largest `Output` message a node sends up: half the output window (see the module's
-/// documentation).
-pub const OUTPUT_MSG_MAX: usize = (OUTPUT_WINDOW / 2) as usize;
+pub use crate::proto::upqueue::OUTPUT_MSG_MAX;
 /// Longest line forwarded in one message; a longer one goes up in pieces of this size (the
 /// bytes as they are: the front end keeps them together unless another rank's output comes
 /// between).
@@ -41,15 +40,10 @@ pub const LINE_CAP: usize = OUTPUT_MSG_MAX;
 pub const READ_CHUNK: usize = 64 << 10;
 /// Bytes one rank stream may hold between its pipe and the parent's socket.
 pub const STREAM_BUDGET: usize = LINE_CAP + READ_CHUNK;
-/// Output of one rank stream queued together is sent as one message up to this size.
-const MERGE_MAX: usize = 256 << 10;
-/// Rank output written to the parent link waits at most this long for more to travel with
-/// it (in the same socket write): a node whose ranks print a line each sends a few frames,
-/// not one per line, and the parent wakes once per batch. Anything else sent (a rank's end,
-/// a fence, an abort) goes at once, with the output before it.
-pub const OUTPUT_LINGER: Duration = Duration::from_millis(1);
 /// The rank streams' deadlines (their policy: [`crate::proto::streams`]).
-pub use crate::proto::node::limits::{OUTPUT_DRAIN, PARTIAL_FLUSH, PARTIAL_MAX_WAIT};
+pub use crate::proto::node::limits::{
+    OUTPUT_DRAIN, OUTPUT_LINGER, PARTIAL_FLUSH, PARTIAL_MAX_WAIT,
+};
 
 /// Splits a byte stream into whole lines, and lines longer than `cap` bytes into pieces of
 /// `cap` bytes; the bytes themselves are left as they are (nothing added, nothing dropped),
@@ -270,11 +264,8 @@ pub fn spawn_up_writer(
         frames,
         credit,
         rx,
-        queue: VecDeque::new(),
+        queue: UpQueue::default(),
         written: VecDeque::new(),
-        parts: Vec::new(),
-        linger: None,
-        urgent: false,
     };
     let task = tokio::spawn(async move {
         tokio::select! {
@@ -362,167 +353,89 @@ impl Frames {
     }
 }
 
-/// The writer of a parent link (see [`spawn_up_writer`]).
+/// The writer of a parent link (see [`spawn_up_writer`]): the rules are the queue's
+/// ([`UpQueue`]); this does what it says.
 struct UpWriter {
     io: crate::io::tree::Writer,
     codec: MsgCodec,
     frames: Frames,
     credit: Arc<Semaphore>,
     rx: UnboundedReceiver<UpItem>,
-    /// Taken from `rx`, not encoded yet, in order.
-    queue: VecDeque<(Msg, Done)>,
+    queue: UpQueue<Done>,
     /// Encoded messages, to be settled once written: where each ends (see [`Frames::end`]).
     written: VecDeque<(u64, Done)>,
-    /// The output of one frame being gathered.
-    parts: Vec<(Bytes, Done)>,
-    /// Only output was fed since the last flush: flush by then ([`OUTPUT_LINGER`]).
-    linger: Option<tokio::time::Instant>,
-    /// Something else was fed since the last flush: flush as soon as the queue is empty.
-    urgent: bool,
-}
-
-/// Messages that may overtake output waiting for the window: requests of the PMI and PMGR
-/// services, which no rank's output has to precede. Everything else (a rank's end, an
-/// abort, a failure) stays behind the output queued before it. A fence's parts overtake
-/// with its `FenceIn` (overtaking keeps their order): the parent needs them first.
-fn may_overtake(m: &Msg) -> bool {
-    matches!(
-        m,
-        Msg::FenceIn { .. }
-            | Msg::FenceInPart { .. }
-            | Msg::Get { .. }
-            | Msg::PmgrUp(_)
-            | Msg::PmgrUpPart { .. }
-            | Msg::Name { .. }
-            | Msg::Spawn { .. }
-            | Msg::StdinAck { .. }
-    )
 }
 
 impl UpWriter {
     /// Until the queue is closed and written, or the connection fails.
     async fn run(&mut self, report: &impl Fn(UpEvent)) {
-        let mut closing = false;
         loop {
-            if self.queue.is_empty() {
-                if let (Some(at), false) = (self.linger, self.urgent || closing) {
-                    // Only output since the last flush: wait a little for more to go with it.
-                    match tokio::time::timeout_at(at, self.rx.recv()).await {
-                        Ok(Some(item)) => {
-                            closing |= self.take(item);
-                            continue;
-                        }
-                        Ok(None) => closing = true,
-                        Err(_) => {}
-                    }
-                }
-                if !self.flush(report).await || closing {
-                    return;
-                }
-                match self.rx.recv().await {
-                    Some(item) => closing |= self.take(item),
-                    None => return,
+            // What came, and the credit the parent gave back, without waiting.
+            while !self.queue.closed() {
+                match self.rx.try_recv() {
+                    Ok(item) => self.take(item),
+                    Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
+                    Err(_) => self.queue.close(),
                 }
             }
-            while let Ok(item) = self.rx.try_recv() {
-                closing |= self.take(item);
+            let n = self.credit.available_permits().min(u32::MAX as usize);
+            if let Ok(p) = self.credit.try_acquire_many(n as u32) {
+                p.forget();
+                self.queue.add_credit(n as u64);
             }
-            let Some((msg, done)) = self.queue.pop_front() else { continue };
-            let Msg::Output { rank, stream, data } = msg else {
-                if !self.feed(msg, done, report).await {
-                    return;
+            // The one clock reading of the turn.
+            let now = libi::clock::mono();
+            let ok = match self.queue.next(now) {
+                Next::Message(msg, done) => self.feed(msg, done, report).await,
+                Next::Output { rank, stream, len, parts } => {
+                    self.feed_output(rank, stream, len, parts, report).await
                 }
-                continue;
+                Next::Flush => self.write(report).await,
+                Next::Done => return,
+                Next::Wait => {
+                    self.wait(now).await;
+                    true
+                }
             };
-            // Output of the same rank and stream queued right behind travels in the same
-            // frame (fewer, larger frames when the parent is the bottleneck).
-            let mut len = data.len();
-            self.parts.push((data, done));
-            while len < MERGE_MAX {
-                match self.queue.front() {
-                    Some((Msg::Output { rank: r, stream: s, data: d }, _))
-                        if *r == rank && *s == stream && len + d.len() <= OUTPUT_MSG_MAX => {}
-                    _ => break,
-                }
-                if let Some((Msg::Output { data: d, .. }, dn)) = self.queue.pop_front() {
-                    len += d.len();
-                    self.parts.push((d, dn));
-                }
-            }
-            let need = len.clamp(1, OUTPUT_WINDOW as usize) as u32;
-            if self.credit.available_permits() < need as usize
-                && !self.wait_for_credit(need, &mut closing, report).await
-            {
-                return;
-            }
-            match self.credit.try_acquire_many(need) {
-                Ok(p) => p.forget(),
-                Err(_) => return,
-            }
-            if !self.feed_output(rank, stream, len, report).await {
+            if !ok {
                 return;
             }
         }
     }
 
-    /// Queue an item; true for the end of the queue.
-    fn take(&mut self, item: UpItem) -> bool {
+    /// Wait for what the queue waits for: a message, credit, or its deadline.
+    async fn wait(&mut self, now: f64) {
+        let starved = self.queue.starved();
+        let closed = self.queue.closed();
+        let due = self.queue.poll_timeout();
+        let credit = self.credit.clone();
+        let deadline = async {
+            match due {
+                Some(at) => tokio::time::sleep(Duration::from_secs_f64((at - now).max(0.0))).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            item = self.rx.recv(), if !closed => match item {
+                Some(item) => self.take(item),
+                None => self.queue.close(),
+            },
+            // Taken at the top of the next turn.
+            p = credit.acquire_many(1), if starved => drop(p),
+            () = deadline => {}
+        }
+    }
+
+    /// Queue an item.
+    fn take(&mut self, item: UpItem) {
         match item {
-            UpItem::Msg(m, d) => {
-                self.queue.push_back((m, d));
-                false
-            }
-            UpItem::Close => true,
-        }
-    }
-
-    /// Wait until the window has `need` bytes; meanwhile send what may overtake output.
-    /// False when the connection failed (or the credit is gone).
-    async fn wait_for_credit(
-        &mut self,
-        need: u32,
-        closing: &mut bool,
-        report: &impl Fn(UpEvent),
-    ) -> bool {
-        loop {
-            let mut i = 0;
-            while i < self.queue.len() {
-                if may_overtake(&self.queue[i].0) {
-                    if let Some((m, d)) = self.queue.remove(i) {
-                        if !self.feed(m, d, report).await {
-                            return false;
-                        }
-                    }
-                } else {
-                    i += 1;
-                }
-            }
-            if !self.flush(report).await {
-                return false;
-            }
-            let credit = self.credit.clone();
-            tokio::select! {
-                p = credit.acquire_many(need) => {
-                    return match p {
-                        Ok(p) => {
-                            // Released again for the caller's try_acquire.
-                            drop(p);
-                            true
-                        }
-                        Err(_) => false,
-                    };
-                }
-                item = self.rx.recv(), if !*closing => match item {
-                    Some(item) => *closing |= self.take(item),
-                    None => *closing = true,
-                },
-            }
+            UpItem::Msg(m, d) => self.queue.push(m, d),
+            UpItem::Close => self.queue.close(),
         }
     }
 
     /// Encode a message other than output. False when the connection failed.
     async fn feed(&mut self, msg: Msg, done: Done, report: &impl Fn(UpEvent)) -> bool {
-        self.urgent = true;
         self.frames.room(SMALL_ROOM / 4);
         let before = self.frames.small.len();
         match self.codec.encode_ref(&msg, &mut self.frames.small) {
@@ -536,30 +449,26 @@ impl UpWriter {
         self.write_if_full(report).await
     }
 
-    /// Queue the frame of the output gathered in `parts` (`len` bytes of rank `rank`'s
-    /// `stream`). False when the connection failed.
+    /// Queue the frame of the output in `parts` (`len` bytes of rank `rank`'s `stream`).
+    /// False when the connection failed.
     async fn feed_output(
         &mut self,
         rank: u32,
         stream: Stream,
         len: usize,
+        parts: Vec<(Bytes, Done)>,
         report: &impl Fn(UpEvent),
     ) -> bool {
-        if self.linger.is_none() {
-            self.linger = Some(tokio::time::Instant::now() + OUTPUT_LINGER);
-        }
         match self.codec.output_head(rank, stream, len) {
             Ok(head) => {
                 self.frames.copy(&head);
-                for (data, done) in self.parts.drain(..) {
+                for (data, done) in parts {
                     self.frames.piece(data);
                     self.written.push_back((self.frames.end, done));
                 }
             }
-            Err(e) => {
-                self.parts.clear();
-                report(UpEvent::Unsendable(e.to_string()));
-            }
+            // Dropped (their `done`s settled now); the job must fail.
+            Err(e) => report(UpEvent::Unsendable(e.to_string())),
         }
         self.write_if_full(report).await
     }
@@ -606,29 +515,13 @@ impl UpWriter {
         }
         true
     }
-
-    /// Write everything queued now. False when the connection failed.
-    async fn flush(&mut self, report: &impl Fn(UpEvent)) -> bool {
-        (self.linger, self.urgent) = (None, false);
-        self.write(report).await
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::LineBuf;
     use bytes::Bytes;
-    use libi::msg::{KvsTop, Msg};
-
-    /// A fence's parts must reach the parent before its FenceIn: they overtake output alike.
-    #[test]
-    fn fence_parts_overtake_with_the_fence() {
-        let top = KvsTop::default();
-        let part = Msg::FenceInPart { epoch: 1, pairs: vec![], top };
-        let close = Msg::FenceIn { epoch: 1, pairs: vec![], top };
-        assert!(super::may_overtake(&close));
-        assert!(super::may_overtake(&part));
-    }
+    use libi::msg::Msg;
 
     /// Bytes given back reach the stream's count; a stream waiting for them is woken once,
     /// one that is not waiting is not.

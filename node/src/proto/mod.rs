@@ -22,3 +22,4 @@ pub mod node;
 pub mod pmgr;
 pub mod root;
 pub mod streams;
+pub mod upqueue;

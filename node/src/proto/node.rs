@@ -120,6 +120,12 @@ pub mod limits {
     /// A rank that reads neither its PMI replies nor its stdin for this long is stalled
     /// (driver: the write gives up and the core is told, [`super::NodeCore::rank_stalled`]).
     pub const STALL_LIMIT: Duration = Duration::from_secs(5);
+    /// Rank output written to the parent link waits at most this long for more to travel
+    /// with it (in the same socket write): a node whose ranks print a line each sends a few
+    /// frames, not one per line, and the parent wakes once per batch. Anything else sent (a
+    /// rank's end, a fence, an abort) goes at once, with the output before it
+    /// ([`crate::proto::upqueue`]).
+    pub const OUTPUT_LINGER: Duration = Duration::from_millis(1);
     /// A line a rank has begun but not ended (a prompt) is sent up as it is once the rank has
     /// written nothing more for this long, and none of its processes is running (a prompt's
     /// writer waits for input; one still at work, or waiting for a CPU on a loaded machine, is
