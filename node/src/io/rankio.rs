@@ -6,9 +6,10 @@
 //! A PMI request is read and handed to the core in the same turn of the loop that learnt of
 //! it; a reply is written straight into the socket (queued, and the socket watched for room,
 //! only when it does not fit). Output is read within its stream's budget
-//! ([`crate::io::uplink::Budgets`]), cut into lines and queued for the parent link (a turn that
-//! found a little output and nothing else is followed by a short pause, `GATHER`, so that
-//! ranks writing steadily are read in larger pieces, not a wake-up each). A rank's end is
+//! ([`crate::io::uplink::Budgets`]), cut into lines and queued for the parent link (after a
+//! turn that found a little output and nothing else, the set is not looked at again for
+//! [`GATHER`], a timer of the set's own, so that ranks writing steadily are read in larger
+//! pieces, not a wake-up each; the loop serves everything else meanwhile). A rank's end is
 //! reported once its output is all read (or, held open by a child of the rank, has been
 //! silent for [`OUTPUT_DRAIN`] since the rank exited), so the end follows the output up the
 //! tree. The deadlines (a line without its newline, the drain, a reply the rank does not
@@ -30,7 +31,7 @@ use crate::io::uplink::{Budgets, Done, LineBuf, UpLink, READ_CHUNK, STREAM_BUDGE
 use crate::proc::reaper::{self, Exit};
 use crate::proc::start::RankProcess;
 use crate::proto::node::{Effect, NodeCore, ProcEnd};
-use crate::proto::streams::{Due, Probe, RankStreams};
+use crate::proto::streams::{gather, Due, Probe, RankStreams, GATHER};
 use bytes::Bytes;
 use libi::msg::{Msg, Stream};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
@@ -45,20 +46,6 @@ use tokio::io::unix::AsyncFd;
 /// say is read again after the other sources that are ready.
 const PMI_READS: usize = 4;
 const PMI_BUF: usize = 16 * 1024;
-/// After a turn that found nothing but rank output, [`GATHER_FROM`] to [`GATHER_BELOW`]
-/// bytes of it (ranks writing steadily, in blocks of a few KiB, read as fast as they write
-/// them: the agent woken, and the ranks waking it, for each block), the agent sleeps this
-/// long before it waits again: the blocks written meanwhile are read together, without a
-/// wake-up each. Nothing else waits longer than that (the sleep is that of the whole
-/// agent); a turn that served anything else (a PMI request, a rank's end), or read less
-/// (a line now and then) or more, is not followed by one.
-///
-/// Measured (release, `-n 4 sh -c 'seq 1 10000000' | wc -l`, 15 alternating runs):
-/// the process manager's CPU 373 -> 313 ms (Hydra 327); 25 us: 312, 150 us: 320 but the
-/// wall time longer (pipes full, ranks waiting).
-const GATHER: std::time::Duration = std::time::Duration::from_micros(50);
-const GATHER_FROM: usize = 4 << 10;
-const GATHER_BELOW: usize = 32 << 10;
 /// Events taken from the set at a time.
 const EVENTS: usize = 64;
 
@@ -133,9 +120,22 @@ struct Slot {
     end: Option<ProcEnd>,
 }
 
+/// A one-shot timer (CLOCK_MONOTONIC) of microsecond precision, as a descriptor tokio
+/// watches: the end of a [`GATHER`] hold (tokio's own timers count milliseconds).
+struct HoldTimer(nix::sys::timerfd::TimerFd);
+
+impl AsRawFd for HoldTimer {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
 /// The local ranks' descriptors on one epoll set (see the module's documentation).
 pub struct RankIo {
     set: AsyncFd<Set>,
+    /// Armed while the set is not looked at ([`GATHER`]); `holding` says so.
+    hold: AsyncFd<HoldTimer>,
+    holding: bool,
     slots: Vec<Option<Slot>>,
     /// Sources to read again without an event (see the module's documentation).
     again: Vec<u64>,
@@ -232,7 +232,16 @@ impl RankIo {
         room: impl Fn(usize) + Send + Sync + 'static,
     ) -> io::Result<RankIo> {
         let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?;
+        use nix::sys::timerfd::{ClockId, TimerFd, TimerFlags};
+        let flags = TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC;
+        let timer = TimerFd::new(ClockId::CLOCK_MONOTONIC, flags).map_err(io::Error::from)?;
         Ok(RankIo {
+            // SAFETY: `HoldTimer` owns the timer descriptor, which stays open and the same
+            // while the AsyncFd owns it; the AsyncFd deregisters it before closing it.
+            hold: unsafe {
+                AsyncFd::register_with_interest(HoldTimer(timer), tokio::io::Interest::READABLE)
+            }?,
+            holding: false,
             // SAFETY: `Set` owns the epoll descriptor, which stays open and the same while the
             // AsyncFd owns it; the AsyncFd deregisters it before closing it.
             set: unsafe {
@@ -302,8 +311,17 @@ impl RankIo {
         Ok(())
     }
 
-    /// Wait until there is something to serve ([`RankIo::serve`]). Cancel-safe.
-    pub async fn ready(&self) {
+    /// Wait until there is something to serve ([`RankIo::serve`]): after a [`GATHER`] hold
+    /// has ended. Cancel-safe.
+    pub async fn ready(&mut self) {
+        if self.holding {
+            if let Ok(mut g) = self.hold.readable().await {
+                // Expired (a read takes the expiry count; nothing else to learn from it).
+                let _ = g.get_inner().0.wait();
+                g.clear_ready();
+            }
+            self.holding = false;
+        }
         if !self.again.is_empty() {
             return;
         }
@@ -339,11 +357,12 @@ impl RankIo {
         for k in again {
             self.read(k, core, fx);
         }
-        if !self.other
-            && self.again.is_empty()
-            && (GATHER_FROM..GATHER_BELOW).contains(&self.out_read)
-        {
-            std::thread::sleep(GATHER);
+        if gather(self.out_read, self.other || !self.again.is_empty()) {
+            use nix::sys::time::TimeSpec;
+            use nix::sys::timerfd::{Expiration, TimerSetTimeFlags};
+            let once = Expiration::OneShot(TimeSpec::from_duration(GATHER));
+            // Should it fail, nothing is held.
+            self.holding = self.hold.get_ref().0.set(once, TimerSetTimeFlags::empty()).is_ok();
         }
         std::mem::take(&mut self.ended)
     }

@@ -23,6 +23,30 @@ use super::node::limits::{OUTPUT_DRAIN, PARTIAL_FLUSH, PARTIAL_MAX_WAIT, STALL_L
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+/// After a turn that found nothing but rank output, [`GATHER_FROM`] to [`GATHER_BELOW`]
+/// bytes of it (ranks writing steadily, in blocks of a few KiB, read as fast as they write
+/// them: the agent woken, and the ranks waking it, for each block), the ranks' descriptors
+/// are not looked at again for this long ([`gather`]): the blocks written meanwhile are
+/// read together, without a wake-up each. The agent's loop serves everything else
+/// meanwhile; a turn that served anything else (a PMI request, a rank's end), or read less
+/// (a line now and then) or more, is not followed by a hold.
+///
+/// Measured (release, `-n 4 sh -c 'seq 1 10000000' | wc -l`, 15 alternating runs), when
+/// this was a sleep of the whole agent: the process manager's CPU 373 -> 313 ms (Hydra
+/// 327); 25 us: 312, 150 us: 320 but the wall time longer (pipes full, ranks waiting).
+pub const GATHER: std::time::Duration = std::time::Duration::from_micros(50);
+/// See [`GATHER`].
+pub const GATHER_FROM: usize = 4 << 10;
+/// See [`GATHER`].
+pub const GATHER_BELOW: usize = 32 << 10;
+
+/// Whether a turn of the rank reactor that read `out_read` bytes of rank output, and
+/// served something else too (`other`: a PMI request, an end, a source left to read
+/// again), is followed by a [`GATHER`] hold.
+pub fn gather(out_read: usize, other: bool) -> bool {
+    !other && (GATHER_FROM..GATHER_BELOW).contains(&out_read)
+}
+
 /// What a deadline that passed asks of the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Due {
@@ -340,6 +364,15 @@ mod tests {
 
     fn approx(a: Option<f64>, b: f64) -> bool {
         a.is_some_and(|a| (a - b).abs() < 1e-6)
+    }
+
+    #[test]
+    fn only_a_turn_of_a_little_output_and_nothing_else_is_held() {
+        assert!(!gather(100, false), "a line now and then");
+        assert!(gather(GATHER_FROM, false));
+        assert!(gather(GATHER_BELOW - 1, false));
+        assert!(!gather(GATHER_BELOW, false), "a flood: read on");
+        assert!(!gather(8 << 10, true), "a PMI request served");
     }
 
     #[test]
