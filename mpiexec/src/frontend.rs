@@ -766,25 +766,14 @@ fn spawn_life_line(tx: UnboundedSender<Fe>) {
     });
 }
 
-/// Forward the signals the root core decides about as events. SIGHUP and SIGQUIT only when
-/// not ignored (under `nohup`, or as a script's background job, they stay ignored).
+/// Pass the signals the front end watches
+/// ([`front_end_signals`](libi_node::proto::signals::front_end_signals): which, decided with
+/// what is ignored in this process) to the event loop as they come; the root core decides
+/// what each means.
 fn spawn_signal_watch(tx: UnboundedSender<Fe>) {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut kinds = vec![
-        (SignalKind::interrupt(), libc::SIGINT),
-        (SignalKind::terminate(), libc::SIGTERM),
-        (SignalKind::user_defined1(), libc::SIGUSR1),
-        (SignalKind::user_defined2(), libc::SIGUSR2),
-        (SignalKind::alarm(), libc::SIGALRM),
-    ];
-    if !ignored(libc::SIGHUP) {
-        kinds.push((SignalKind::hangup(), libc::SIGHUP));
-    }
-    if !ignored(libc::SIGQUIT) {
-        kinds.push((SignalKind::quit(), libc::SIGQUIT));
-    }
-    for (kind, num) in kinds {
-        let Ok(mut s) = signal(kind) else { continue };
+    for num in libi_node::proto::signals::front_end_signals(ignored) {
+        let Ok(mut s) = signal(SignalKind::from_raw(num)) else { continue };
         let tx = tx.clone();
         tokio::spawn(async move {
             while s.recv().await.is_some() {

@@ -12,6 +12,7 @@ use crate::proc::reaper;
 use crate::proc::start::{start_rank, SpawnBatch, StartFailed, Started};
 use crate::proto::effect::NodeIo;
 use crate::proto::node::{Effect, NodeCore, ProcEnd};
+use crate::proto::signals::{AgentSignals, Meaning, AGENT_SIGNALS};
 use bytes::Bytes;
 use futures::StreamExt;
 use libi::job::LauncherKind;
@@ -59,6 +60,8 @@ enum Ev {
     /// A PMGR connection's client read nothing of its replies for [`STALL_LIMIT`]: its
     /// owner (global rank).
     PmgrStalled(u64, u32),
+    /// A signal we watch ([`AGENT_SIGNALS`]) arrived.
+    Signal(i32),
     /// This node's hwloc topology file is written (`None`: it could not be): answer the
     /// ranks that asked for it, and those that will.
     HwlocXml(Option<String>),
@@ -129,31 +132,22 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     debug!(node, ranks = setup.plan.ranks.len(), children = setup.plan.children.len(), "setup");
 
     let (ev_tx, mut ev_rx) = unbounded_channel::<Ev>();
-    // SIGHUP (an ssh session's end, a user's `kill -HUP`): as the loss of the parent, the
-    // ranks are torn down and nothing of theirs is left. SIGTERM (a batch system stopping
-    // the job, a user's `kill`, our parent-death signal under the fork launcher) is passed
-    // on to the ranks and the NLAs below, as the front end passes on its own: they get
-    // the time they take to stop (when the parent is gone, its lost link tears them down
-    // anyway). A second SIGTERM tears them down.
-    if let Ok(mut sig) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        let tx = ev_tx.clone();
-        tokio::spawn(async move {
-            if sig.recv().await.is_some() {
-                let _ = tx.send(Ev::ParentGone("killed by SIGHUP".into()));
-            }
-        });
+    // The signals an agent watches: each is passed to the loop as it comes, and its meaning
+    // (the loss of the parent, or a signal for the ranks) is `AgentSignals`'s to decide.
+    for sig in AGENT_SIGNALS {
+        let kind = tokio::signal::unix::SignalKind::from_raw(sig);
+        if let Ok(mut watch) = tokio::signal::unix::signal(kind) {
+            let tx = ev_tx.clone();
+            tokio::spawn(async move {
+                while watch.recv().await.is_some() {
+                    if tx.send(Ev::Signal(sig)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
     }
-    if let Ok(mut sig) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        let tx = ev_tx.clone();
-        tokio::spawn(async move {
-            if sig.recv().await.is_some() {
-                let _ = tx.send(Ev::Parent(Msg::Signal { signal: libc::SIGTERM }));
-            }
-            if sig.recv().await.is_some() {
-                let _ = tx.send(Ev::ParentGone("killed by a second SIGTERM".into()));
-            }
-        });
-    }
+    let mut signals = AgentSignals::default();
     // Everything for the parent goes through one queue and one writer task; the parent's
     // `OutputAck`s feed the output window.
     let credit = Arc::new(Semaphore::new(libi::msg::OUTPUT_WINDOW as usize));
@@ -434,6 +428,11 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             Ev::Parent(msg) => core.parent_msg(msg, &mut fx),
             Ev::ParentBroken(why) => core.parent_unreadable(&why, &mut fx),
             Ev::ParentGone(why) => core.parent_lost(&why, &mut fx),
+            Ev::Signal(sig) => match signals.on_signal(sig) {
+                Meaning::ParentLost(why) => core.parent_lost(&why, &mut fx),
+                Meaning::Forward(signal) => core.parent_msg(Msg::Signal { signal }, &mut fx),
+                Meaning::Ignore => {}
+            },
             Ev::Tree(TreeEv::Msg(idx, m @ Msg::Output { .. })) => {
                 // Passed on as it came; acknowledged to the child once written upward.
                 let n = match &m {

@@ -9,6 +9,7 @@
 //! * [`launch`]: the child-launch lifecycle (order, batches, deadlines, give-ups);
 //! * [`kvs`]: the key-value space and its cache;
 //! * [`pmgr`]: PMGR collectives over the tree;
+//! * [`signals`]: which signals the drivers watch, and what each means to an agent;
 //! * [`effect`]: the effects' meaning, over the I/O primitives a driver offers.
 
 #![deny(unsafe_code)]
@@ -19,3 +20,4 @@ pub mod launch;
 pub mod node;
 pub mod pmgr;
 pub mod root;
+pub mod signals;
