@@ -10,11 +10,14 @@
 //! * [`kvs`]: the key-value space and its cache;
 //! * [`pmgr`]: PMGR collectives over the tree;
 //! * [`signals`]: which signals the drivers watch, and what each means to an agent;
+//! * [`ending`]: how an agent's ranks and loop end (ranks held unreaped, the last PMGR
+//!   sweep);
 //! * [`effect`]: the effects' meaning, over the I/O primitives a driver offers.
 
 #![deny(unsafe_code)]
 
 pub mod effect;
+pub mod ending;
 pub mod kvs;
 pub mod launch;
 pub mod node;

@@ -103,13 +103,13 @@ pub mod limits {
     /// Once every rank of the subtree ended, the children get this long to close their
     /// connections before the NLA stops waiting for them ([`super::Timer::ChildrenWait`]).
     pub const CHILDREN_EXIT: Duration = Duration::from_secs(5);
-    /// An NLA serving PMGR waits this long, once every rank ended, for PMGR input still
-    /// queued in its reader tasks (driver).
+    /// An NLA serving PMGR waits this long, once every local rank ended, for PMGR input
+    /// still queued in its reader tasks ([`crate::proto::ending::FinalSweep`]).
     pub const PMGR_FINAL_SWEEP: Duration = Duration::from_millis(30);
     /// A rank that ended stays unreaped (a zombie, its pid and group still ours) until every
-    /// local rank has ended, or at most this long (driver): the kernel drops a process's
-    /// `/proc` entries when it is reaped, which costs more while the rank's peers still run
-    /// (MPICH ranks look one another up there).
+    /// local rank has ended, or at most this long ([`crate::proto::ending::HeldRanks`]): the
+    /// kernel drops a process's `/proc` entries when it is reaped, which costs more while the
+    /// rank's peers still run (MPICH ranks look one another up there).
     pub const ZOMBIE_HOLD: Duration = Duration::from_millis(250);
     /// An NLA waits this long for its setup after saying hello (driver).
     pub const SETUP_WAIT: Duration = Duration::from_secs(120);
