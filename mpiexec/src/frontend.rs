@@ -116,6 +116,9 @@ impl NodeIo for RootIo<'_> {
     fn to_pmgr(&mut self, _: u64, _: bytes::Bytes) {}
     fn close_pmgr(&mut self, _: u64) {}
     fn start_nla(&mut self, _: &str, _: &str) {}
+    fn abort_launches(&mut self) {
+        self.children.abort_launches()
+    }
 }
 
 /// Everything the front end's driver holds while the job runs.

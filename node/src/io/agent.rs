@@ -651,6 +651,10 @@ impl NodeIo for NlaIo<'_> {
     fn start_nla(&mut self, host: &str, front_end: &str) {
         start_group_nla(host, front_end, self.secret, self.verbose, self.retries)
     }
+
+    fn abort_launches(&mut self) {
+        self.children.abort_launches()
+    }
 }
 
 /// Start the NLA of a spawned process group on this host (this binary, `--rendezvous`): it

@@ -9,6 +9,8 @@
 //! * [`launch`]: the child-launch lifecycle (order, batches, deadlines, give-ups);
 //! * [`kvs`]: the key-value space and its cache;
 //! * [`pmgr`]: PMGR collectives over the tree;
+//! * [`tree`]: the tree connections' policies (connection retries, the first message of a
+//!   connection not authenticated yet);
 //! * [`signals`]: which signals the drivers watch, and what each means to an agent;
 //! * [`ending`]: how an agent's ranks and loop end (ranks held unreaped, the last PMGR
 //!   sweep);
@@ -24,3 +26,4 @@ pub mod node;
 pub mod pmgr;
 pub mod root;
 pub mod signals;
+pub mod tree;
