@@ -1,6 +1,9 @@
 //! The tree side of a node, shared by `libi-nla` and the front end: listen for children,
 //! launch them with the job's launcher, authenticate their connections, send them their
-//! setup, route messages to them (queued until they connect).
+//! setup, route messages to them (queued until they connect), connect to the parent. What
+//! is decided about those connections (when to try one again, what a first message is
+//! worth) is [`crate::proto::tree`]'s; the launches' lifecycle is
+//! [`crate::proto::launch`]'s.
 
 use crate::io::guard::{AcceptBackoff, CLOSED_EARLY, MAX_PENDING, TREE_REJECTS};
 use crate::proto::launch::{GiveUp, Launches};
