@@ -1140,3 +1140,22 @@ fn a_kill_aborts_the_launches_once() {
     core.parent_msg(Msg::Kill, &mut fx);
     assert!(fx.is_empty(), "{fx:?}");
 }
+
+/// Stdin goes to global rank 0 only: delivered on the node that runs it, passed to the
+/// child whose subtree runs it, and dropped anywhere else; its end (empty data) the same way.
+#[test]
+fn stdin_goes_to_rank_0_only() {
+    let mut fx = Vec::new();
+    let mut here = NodeCore::new(setup(&[0, 1], &[&[2]], 1 << 20), false, false);
+    here.stdin(Msg::Stdin { data: b"in".to_vec() }, &mut fx);
+    here.stdin(Msg::Stdin { data: Vec::new() }, &mut fx);
+    assert_eq!(fx, [Effect::Stdin(b"in".to_vec()), Effect::Stdin(Vec::new())]);
+    fx.clear();
+    let mut above = NodeCore::new(setup(&[3], &[&[1], &[0, 2]], 1 << 20), false, false);
+    above.stdin(Msg::Stdin { data: b"in".to_vec() }, &mut fx);
+    assert_eq!(fx, [Effect::ToChild(1, Msg::Stdin { data: b"in".to_vec() })]);
+    fx.clear();
+    let mut elsewhere = NodeCore::new(setup(&[3], &[&[1], &[2]], 1 << 20), false, false);
+    elsewhere.stdin(Msg::Stdin { data: b"in".to_vec() }, &mut fx);
+    assert!(fx.is_empty(), "{fx:?}");
+}
