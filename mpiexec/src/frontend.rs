@@ -5,10 +5,18 @@
 //! on our stdout/stderr, one line naming what failed, the exit status, teardown and its
 //! timers, spawn groups, the name table.
 //!
-//! This file holds no policy: it reads sockets, signals and stdin, writes output, starts
-//! processes, turns the root core's next deadline into a sleep, and applies the effects of
-//! the root core ([`root::Effect`]) and of each group's root node ([`Effect`]). Every
-//! timeout's value and effect is in `nla/src/root.rs`.
+//! This file reads sockets, signals and stdin, writes output, starts processes, turns the
+//! cores' next deadline into a sleep, and applies the effects of the root core
+//! ([`root::Effect`]) and of each group's root node ([`Effect`]). What it does is decided in
+//! `libi_node::proto`: every timeout's value and effect in `root.rs` (and `node.rs`'s
+//! `limits`), and the choices this driver acts on are pure functions there: which signals
+//! are watched (`signals::front_end_signals`), where rank 0's stdin comes from
+//! ([`root::stdin_source`]), what a failed write to our stdout or stderr means
+//! ([`RootCore::our_output_failed`]), which launcher a spawned group gets
+//! ([`root::spawn_launcher`]) and which host file a spawn's info names
+//! ([`root::spawn_hostfile`]). Two choices stay with the tools they serve: whether the
+//! process table is built at launch (MPIR's rule, `mpir.rs`) and how many control-socket
+//! requests may wait (`control.rs`).
 
 use crate::plan::Plan;
 use crate::stdio::{spawn_stdin_reader, Ack, Output, StdinCredit, WriterEvent, Wrote};
@@ -23,7 +31,9 @@ use libi_node::io::tree::{
 };
 use libi_node::proto::effect::NodeIo;
 use libi_node::proto::node::{Effect, NodeCore};
-use libi_node::proto::root::{self, Join, Phase, RootConfig, RootCore, Streams};
+use libi_node::proto::root::{
+    self, Join, Phase, RootConfig, RootCore, SpawnLauncher, StdinSource, Streams,
+};
 use std::io::IsTerminal;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -48,8 +58,8 @@ pub struct Options {
     pub nameserver: Option<libi::nameserver::Address>,
     /// `--end-on-stdin-eof`: our stdin is the life line of whoever started us.
     pub end_on_stdin_eof: bool,
-    /// The launcher of spawned groups on hosts that are not this machine, when the job's
-    /// fork launcher was not asked for (see `main`).
+    /// The launcher of spawned groups on hosts that are not this machine
+    /// ([`root::Launchers::remote`], decided in `main`).
     pub remote_launcher: Option<LauncherKind>,
 }
 
@@ -116,6 +126,9 @@ impl NodeIo for RootIo<'_> {
     fn to_pmgr(&mut self, _: u64, _: bytes::Bytes) {}
     fn close_pmgr(&mut self, _: u64) {}
     fn start_nla(&mut self, _: &str, _: &str) {}
+    fn abort_launches(&mut self) {
+        self.children.abort_launches()
+    }
 }
 
 /// Everything the front end's driver holds while the job runs.
@@ -206,14 +219,17 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
             let kvsname = g.core.job().kvsname.clone();
             fe.groups.push(g);
             fe.root.job_started(fe.clock(), nodes, kvsname);
-            if opts.end_on_stdin_eof {
-                // Rank 0's stdin is at its end at once, as under `< /dev/null`.
-                let _ = tx.send(Fe::Stdin(Vec::new()));
-                spawn_life_line(tx.clone());
-            } else if fe.plan.job.singleton.is_none() {
-                // (A singleton keeps its own stdin; ours is not the user's.)
-                let tx = tx.clone();
-                spawn_stdin_reader(fe.stdin_credit.clone(), move |d| tx.send(Fe::Stdin(d)).is_ok());
+            match root::stdin_source(opts.end_on_stdin_eof, fe.plan.job.singleton.is_some()) {
+                StdinSource::LifeLine => {
+                    let _ = tx.send(Fe::Stdin(Vec::new()));
+                    spawn_life_line(tx.clone());
+                }
+                StdinSource::Ours => {
+                    let tx = tx.clone();
+                    let credit = fe.stdin_credit.clone();
+                    spawn_stdin_reader(credit, move |d| tx.send(Fe::Stdin(d)).is_ok());
+                }
+                StdinSource::Nothing => {}
             }
             spawn_signal_watch(tx.clone());
         }
@@ -339,13 +355,7 @@ impl FrontEnd {
                     g.core.stdin(Msg::Stdin { data }, &mut g.fx)
                 }
                 Fe::Signal(sig) => self.root.signal(self.clock(), sig),
-                Fe::LifeLineLost => {
-                    self.out.line(
-                        "the program that started this job is gone (end of file on stdin, \
-                         --end-on-stdin-eof): ending the job",
-                    );
-                    self.root.signal(self.clock(), libc::SIGTERM)
-                }
+                Fe::LifeLineLost => self.root.life_line_lost(self.clock()),
                 Fe::Control(r) => self.control(r),
                 Fe::Name(g, req, answer) => self.root.name_server_answered(g, req, answer),
             }
@@ -405,17 +415,12 @@ impl FrontEnd {
         }
     }
 
-    /// Writing our stdout or stderr failed. EPIPE: nobody reads it any more, the job ends
-    /// silently with 141 (see [`RootCore::output_broken`]). Anything else (a full disk, an I/O
-    /// error) loses rank output: said, and the job fails with 255, as Hydra's does.
+    /// Writing our stdout or stderr failed: the root core decides what that means
+    /// ([`RootCore::our_output_failed`]).
     fn our_output_failed(&mut self, stream: Stream, e: std::io::Error) {
         debug!(?stream, "cannot write our output: {e}");
-        if e.raw_os_error() == Some(libc::EPIPE) {
-            self.root.output_broken(self.clock());
-        } else {
-            let name = stream.name();
-            self.root.output_file_failed(self.clock(), format!("cannot write our {name}: {e}"));
-        }
+        let now = self.clock();
+        self.root.our_output_failed(now, stream, e.raw_os_error(), &e.to_string());
     }
 
     fn writer_event(&mut self, ev: WriterEvent) {
@@ -674,21 +679,10 @@ impl FrontEnd {
         // The info key `hostfile` (as Hydra reads it, at the front end): the file's hosts
         // as a `hosts` list, unless `host` or `hosts` says where. Read off the event loop.
         for c in &mut spawn.cmds {
-            let has = |k: &str| c.info.iter().any(|(ik, v)| ik == k && !v.is_empty());
-            let Some(path) = c.info.iter().find(|(k, _)| k == "hostfile").map(|(_, v)| v.clone())
-            else {
-                continue;
-            };
-            if path.is_empty() || has("host") || has("hosts") {
-                continue;
-            }
+            let Some(path) = root::spawn_hostfile(&c.info).map(str::to_string) else { continue };
             let read = tokio::task::spawn_blocking(move || libi::hosts::read_hostfile(&path));
             match read.await.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| e.to_string())) {
-                Ok(list) => {
-                    let hosts: Vec<String> =
-                        list.iter().map(|h| format!("{}:{}", h.name, h.slots)).collect();
-                    c.info.push(("hosts".into(), hosts.join(",")));
-                }
+                Ok(list) => c.info.push(("hosts".into(), root::hosts_info(&list))),
                 Err(e) => {
                     let m = format!("info key hostfile: {e}");
                     return self.root.spawn_refused(g, req, &who, &m);
@@ -710,19 +704,18 @@ impl FrontEnd {
         let hosts = all_hosts(&group.root);
         let agents = self.root.spawn_agents(&hosts);
         let mut job = group.job;
-        if agents.is_some() {
-            job.launcher.kind = LauncherKind::Joined;
-        } else if let (LauncherKind::Fork, Some(remote)) = (job.launcher.kind, self.remote_launcher)
-        {
-            // The job runs under fork only because its hosts are all this machine: a spawn
-            // onto another host reaches it as Hydra would (ssh), never runs here under its
-            // name. (The host check resolves names: off the event loop.)
-            let local = tokio::task::spawn_blocking(move || {
-                hosts.iter().all(|h| libi_node::io::tree::is_local_host(h))
-            });
-            if !local.await.unwrap_or(false) {
-                job.launcher.kind = remote;
+        match root::spawn_launcher(job.launcher.kind, self.remote_launcher, agents.is_some()) {
+            SpawnLauncher::Joined => job.launcher.kind = LauncherKind::Joined,
+            SpawnLauncher::Remote(remote) => {
+                // (The host check resolves names: off the event loop.)
+                let local = tokio::task::spawn_blocking(move || {
+                    hosts.iter().all(|h| libi_node::io::tree::is_local_host(h))
+                });
+                if !local.await.unwrap_or(false) {
+                    job.launcher.kind = remote;
+                }
             }
+            SpawnLauncher::Job => {}
         }
         let setup = NodeSetup { job, plan: group.root };
         self.out.place(self.groups.len(), &setup.plan);
@@ -756,35 +749,24 @@ async fn redirect(mut conn: Box<PendingConn>, node: u32, parent: String) {
     }
 }
 
-/// `--end-on-stdin-eof`: when our stdin ends (whoever started us and holds its other end is
-/// gone, however it ended: a LIBI front end that exited without finalizing, or was killed),
-/// say so and end the job as SIGTERM does. Whatever is written to it is read and dropped.
-/// (A thread: our stdin may be a terminal, not to be made non-blocking under its shell.)
+/// `--end-on-stdin-eof` ([`StdinSource::LifeLine`]): tell the loop when our stdin ends
+/// ([`RootCore::life_line_lost`] decides what that means). Whatever is written to it is read
+/// and dropped. (A thread: our stdin may be a terminal, not to be made non-blocking under its
+/// shell.)
 fn spawn_life_line(tx: UnboundedSender<Fe>) {
     libi_node::io::agent::stdin_eof_thread("life-line", move || {
         let _ = tx.send(Fe::LifeLineLost);
     });
 }
 
-/// Forward the signals the root core decides about as events. SIGHUP and SIGQUIT only when
-/// not ignored (under `nohup`, or as a script's background job, they stay ignored).
+/// Pass the signals the front end watches
+/// ([`front_end_signals`](libi_node::proto::signals::front_end_signals): which, decided with
+/// what is ignored in this process) to the event loop as they come; the root core decides
+/// what each means.
 fn spawn_signal_watch(tx: UnboundedSender<Fe>) {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut kinds = vec![
-        (SignalKind::interrupt(), libc::SIGINT),
-        (SignalKind::terminate(), libc::SIGTERM),
-        (SignalKind::user_defined1(), libc::SIGUSR1),
-        (SignalKind::user_defined2(), libc::SIGUSR2),
-        (SignalKind::alarm(), libc::SIGALRM),
-    ];
-    if !ignored(libc::SIGHUP) {
-        kinds.push((SignalKind::hangup(), libc::SIGHUP));
-    }
-    if !ignored(libc::SIGQUIT) {
-        kinds.push((SignalKind::quit(), libc::SIGQUIT));
-    }
-    for (kind, num) in kinds {
-        let Ok(mut s) = signal(kind) else { continue };
+    for num in libi_node::proto::signals::front_end_signals(ignored) {
+        let Ok(mut s) = signal(SignalKind::from_raw(num)) else { continue };
         let tx = tx.clone();
         tokio::spawn(async move {
             while s.recv().await.is_some() {

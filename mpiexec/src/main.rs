@@ -142,26 +142,24 @@ fn main() -> ExitCode {
         }
     };
     // Every host is this machine (a host file naming it, a one-node PBS or LSF job): as
-    // Hydra, no ssh or rsh; the fork launcher starts the NLAs (see `tree::autofork`).
-    // `remote_launcher`: what a spawn then uses for hosts that are not this machine (the
-    // launcher asked for, or Hydra's ssh when none was and no host was named). An explicit
-    // `-launcher fork` keeps fork: host names are labels then (simulated nodes).
-    let mut remote_launcher = None;
-    {
-        use libi::job::LauncherKind::{Fork, Rsh, Ssh};
+    // Hydra, no ssh or rsh; the fork launcher starts the NLAs (see `tree::autofork`). What a
+    // spawn then uses for other hosts: `remote_launcher` (the rules: `root::job_launcher`).
+    let remote_launcher = {
         let nodes = plan.root.nodes();
         let mut hosts = nodes.iter().filter(|n| n.node != 0).map(|n| n.host.as_str());
-        if matches!(plan.job.launcher.kind, Ssh | Rsh)
-            && libi_node::io::tree::autofork()
-            && hosts.all(libi_node::io::tree::is_local_host)
-        {
+        let planned = plan.job.launcher.kind;
+        let launchers = libi_node::proto::root::job_launcher(
+            planned,
+            cl.global.launcher.is_some(),
+            libi_node::io::tree::autofork(),
+            || hosts.all(libi_node::io::tree::is_local_host),
+        );
+        if launchers.job != planned {
             tracing::debug!("every host is this machine: NLAs started directly (no ssh or rsh)");
-            remote_launcher = Some(plan.job.launcher.kind);
-            plan.job.launcher.kind = Fork;
-        } else if plan.job.launcher.kind == Fork && cl.global.launcher.is_none() {
-            remote_launcher = Some(Ssh);
         }
-    }
+        plan.job.launcher.kind = launchers.job;
+        launchers.remote
+    };
     if cl.global.bcast && cl.global.singleton_port.is_none() {
         match stage_executables(&plan.job) {
             Ok(staged) => plan.job.staged = staged,

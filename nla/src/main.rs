@@ -144,7 +144,7 @@ fn main() -> ExitCode {
         }
     };
     libi_node::sys::rlimit::raise_fd_limit();
-    let retries = args.retries.unwrap_or(libi_node::io::tree::CONNECT_RETRIES);
+    let retries = args.retries.unwrap_or(libi_node::proto::node::limits::CONNECT_RETRIES);
     let parent = match (args.parent, args.node, args.rendezvous) {
         (Some(addr), Some(node), _) => libi_node::io::agent::Parent::Direct { addr, node, retries },
         (_, _, Some(front_end)) => {

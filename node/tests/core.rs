@@ -1090,3 +1090,72 @@ fn a_full_child_is_paused_then_dropped_at_its_limit() {
     core.child_full(1, &mut fx);
     assert!(fx.is_empty(), "{fx:?}");
 }
+
+/// The stall limit counts from the latest fill: a child full at 0 s that reads at 20 s and
+/// fills again at 25 s is dropped at 55 s, not at 30 s; one that is gone before its limit
+/// is not dropped (nothing fires for it).
+#[test]
+fn a_child_stall_runs_from_the_latest_fill_and_ends_with_the_child() {
+    let mut core = NodeCore::new(setup(&[0], &[&[1], &[2]], 1 << 20), false, false);
+    let mut fx = Vec::new();
+    at_ms(&mut core, 0);
+    core.child_full(0, &mut fx);
+    at_ms(&mut core, 20_000);
+    core.child_room(0, &mut fx);
+    at_ms(&mut core, 25_000);
+    core.child_full(0, &mut fx);
+    fx.clear();
+    assert_eq!(core.timers().collect::<Vec<_>>(), vec![(55.0, &Timer::ChildStall(0))]);
+    core.handle_timeout(30.0, &mut fx);
+    core.handle_timeout(54.9, &mut fx);
+    assert!(fx.is_empty(), "{fx:?}");
+    core.handle_timeout(55.0, &mut fx);
+    assert_eq!(fx, [Effect::DropChild(0, "it read nothing of what it was sent for 30 s".into())]);
+    fx.clear();
+    // Child 1 fills at 60 s and its connection closes at 70 s: nothing at 90 s.
+    at_ms(&mut core, 60_000);
+    core.child_full(1, &mut fx);
+    assert_eq!(fx, [Effect::PauseChild(1, true)]);
+    fx.clear();
+    at_ms(&mut core, 70_000);
+    core.child_gone(1, "connection closed", &mut fx);
+    fx.clear();
+    assert!(!core.timers().any(|(_, t)| *t == Timer::ChildStall(1)));
+    core.handle_timeout(90.0, &mut fx);
+    assert!(!fx.iter().any(|e| matches!(e, Effect::DropChild(..))), "{fx:?}");
+}
+
+/// A teardown gives up the children's launches at once (before the children are told to
+/// stop), once: a second Kill changes nothing.
+#[test]
+fn a_kill_aborts_the_launches_once() {
+    let mut core = NodeCore::new(setup(&[0], &[&[1], &[2]], 1 << 20), false, false);
+    at_ms(&mut core, 0);
+    let mut fx = Vec::new();
+    core.parent_msg(Msg::Kill, &mut fx);
+    let abort = fx.iter().position(|e| *e == Effect::AbortLaunches);
+    let kill = fx.iter().position(|e| *e == Effect::ToChildren(Msg::Kill));
+    assert!(abort.is_some() && abort < kill, "{fx:?}");
+    fx.clear();
+    core.parent_msg(Msg::Kill, &mut fx);
+    assert!(fx.is_empty(), "{fx:?}");
+}
+
+/// Stdin goes to global rank 0 only: delivered on the node that runs it, passed to the
+/// child whose subtree runs it, and dropped anywhere else; its end (empty data) the same way.
+#[test]
+fn stdin_goes_to_rank_0_only() {
+    let mut fx = Vec::new();
+    let mut here = NodeCore::new(setup(&[0, 1], &[&[2]], 1 << 20), false, false);
+    here.stdin(Msg::Stdin { data: b"in".to_vec() }, &mut fx);
+    here.stdin(Msg::Stdin { data: Vec::new() }, &mut fx);
+    assert_eq!(fx, [Effect::Stdin(b"in".to_vec()), Effect::Stdin(Vec::new())]);
+    fx.clear();
+    let mut above = NodeCore::new(setup(&[3], &[&[1], &[0, 2]], 1 << 20), false, false);
+    above.stdin(Msg::Stdin { data: b"in".to_vec() }, &mut fx);
+    assert_eq!(fx, [Effect::ToChild(1, Msg::Stdin { data: b"in".to_vec() })]);
+    fx.clear();
+    let mut elsewhere = NodeCore::new(setup(&[3], &[&[1], &[2]], 1 << 20), false, false);
+    elsewhere.stdin(Msg::Stdin { data: b"in".to_vec() }, &mut fx);
+    assert!(fx.is_empty(), "{fx:?}");
+}

@@ -11,7 +11,9 @@ use crate::io::uplink::{spawn_up_writer, Done, UpEvent, UpLink};
 use crate::proc::reaper;
 use crate::proc::start::{start_rank, SpawnBatch, StartFailed, Started};
 use crate::proto::effect::NodeIo;
+use crate::proto::ending::{FinalSweep, HeldRanks};
 use crate::proto::node::{Effect, NodeCore, ProcEnd};
+use crate::proto::signals::{AgentSignals, Meaning, AGENT_SIGNALS};
 use bytes::Bytes;
 use futures::StreamExt;
 use libi::job::LauncherKind;
@@ -28,7 +30,7 @@ use tracing::{debug, warn};
 
 // Every timeout's value and what it bounds: `crate::proto::node::limits`.
 use crate::proto::node::limits::{
-    FINAL_SEND, LAUNCHERS_EXIT, PMGR_FINAL_SWEEP, SETUP_WAIT, STALL_LIMIT, START_BATCH, ZOMBIE_HOLD,
+    FINAL_SEND, LAUNCHERS_EXIT, SETUP_WAIT, STALL_LIMIT, START_BATCH,
 };
 
 /// Events reaching the central loop.
@@ -59,6 +61,8 @@ enum Ev {
     /// A PMGR connection's client read nothing of its replies for [`STALL_LIMIT`]: its
     /// owner (global rank).
     PmgrStalled(u64, u32),
+    /// A signal we watch ([`AGENT_SIGNALS`]) arrived.
+    Signal(i32),
     /// This node's hwloc topology file is written (`None`: it could not be): answer the
     /// ranks that asked for it, and those that will.
     HwlocXml(Option<String>),
@@ -129,31 +133,22 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     debug!(node, ranks = setup.plan.ranks.len(), children = setup.plan.children.len(), "setup");
 
     let (ev_tx, mut ev_rx) = unbounded_channel::<Ev>();
-    // SIGHUP (an ssh session's end, a user's `kill -HUP`): as the loss of the parent, the
-    // ranks are torn down and nothing of theirs is left. SIGTERM (a batch system stopping
-    // the job, a user's `kill`, our parent-death signal under the fork launcher) is passed
-    // on to the ranks and the NLAs below, as the front end passes on its own: they get
-    // the time they take to stop (when the parent is gone, its lost link tears them down
-    // anyway). A second SIGTERM tears them down.
-    if let Ok(mut sig) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        let tx = ev_tx.clone();
-        tokio::spawn(async move {
-            if sig.recv().await.is_some() {
-                let _ = tx.send(Ev::ParentGone("killed by SIGHUP".into()));
-            }
-        });
+    // The signals an agent watches: each is passed to the loop as it comes, and its meaning
+    // (the loss of the parent, or a signal for the ranks) is `AgentSignals`'s to decide.
+    for sig in AGENT_SIGNALS {
+        let kind = tokio::signal::unix::SignalKind::from_raw(sig);
+        if let Ok(mut watch) = tokio::signal::unix::signal(kind) {
+            let tx = ev_tx.clone();
+            tokio::spawn(async move {
+                while watch.recv().await.is_some() {
+                    if tx.send(Ev::Signal(sig)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
     }
-    if let Ok(mut sig) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        let tx = ev_tx.clone();
-        tokio::spawn(async move {
-            if sig.recv().await.is_some() {
-                let _ = tx.send(Ev::Parent(Msg::Signal { signal: libc::SIGTERM }));
-            }
-            if sig.recv().await.is_some() {
-                let _ = tx.send(Ev::ParentGone("killed by a second SIGTERM".into()));
-            }
-        });
-    }
+    let mut signals = AgentSignals::default();
     // Everything for the parent goes through one queue and one writer task; the parent's
     // `OutputAck`s feed the output window.
     let credit = Arc::new(Semaphore::new(libi::msg::OUTPUT_WINDOW as usize));
@@ -276,7 +271,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         _ => None,
     };
     let mut pmgr_writers: HashMap<u64, PmgrOut> = HashMap::new();
-    let mut pmgr_sweep_until: Option<f64> = None;
+    let mut sweep = FinalSweep::new(pmgr_port.is_some());
     // `--bcast`: write the staged executables before any rank starts.
     let stage = match crate::proc::stage::write(core.job(), core.local_count()) {
         Ok(s) => s,
@@ -310,7 +305,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     // while the tree link still works: the ranks this node kills must not be reported up
     // as the teardown's own kills — the link's close tells the parent the node is lost.)
     let mut parent_lost_before = false;
-    let mut zombies = Zombies::default();
+    let mut zombies = HeldRanks::default();
     loop {
         // The turn's one reading of the clock (monotonic): every deadline set in this turn,
         // the core's, the launches', the rank streams' and the held ranks', is set from it.
@@ -318,7 +313,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         core.set_now(now);
         children.set_now(now);
         ranks.io.set_now(now);
-        zombies.now = now;
+        zombies.set_now(now);
         // The next batch of ranks; once every rank started (or will not), the subtree is
         // reported up. (Before the effects: what a batch brings about, a failed start, goes out
         // this turn.)
@@ -354,23 +349,22 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         if !fx.is_empty() {
             continue;
         }
-        // A PMGR client sends its abort record on a connection of its own and may exit right
-        // after: before concluding that the job ended well, the loop goes on serving what the
-        // PMGR port's tasks still deliver, until PMGR_FINAL_SWEEP after the last local rank
-        // ended (from then, not from the subtree's end: the wait overlaps the children's, and
-        // does not add up level by level in a deep tree).
-        if pmgr_port.is_some() && pmgr_sweep_until.is_none() && core.local_ranks_ended() {
-            pmgr_sweep_until = Some(now + PMGR_FINAL_SWEEP.as_secs_f64());
+        // The loop ends once the core finished and the last sweep for PMGR input (see
+        // `FinalSweep`) is over.
+        if core.local_ranks_ended() {
+            sweep.local_ranks_ended(now);
         }
-        if core.finished() && pmgr_sweep_until.is_none_or(|at| at <= now) {
+        if core.finished() && sweep.may_end(now) {
             break;
         }
         // Deadlines that have passed are served here, whether the wait below timed out or
         // events kept coming (a steady stream of events must not hold a timer back): ranks
-        // held long enough are reaped, and the core's and the launch lifecycle's timers fire.
-        if zombies.due.is_some_and(|d| d <= now) {
-            zombies.reap_all();
+        // held long enough are reaped, a PMGR sweep whose time came is over, and the core's
+        // and the launch lifecycle's timers fire.
+        for pid in zombies.handle_timeout(now) {
+            reaper::reap(pid);
         }
+        sweep.handle_timeout(now);
         let rank_due = ranks.io.poll_timeout();
         if [core.poll_timeout(), children.poll_timeout(), rank_due]
             .into_iter()
@@ -391,10 +385,10 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         let due = [
             core.poll_timeout(),
             children.poll_timeout(),
-            zombies.due,
+            zombies.poll_timeout(),
             rank_due,
             more,
-            pmgr_sweep_until,
+            sweep.poll_timeout(),
         ]
         .into_iter()
         .flatten()
@@ -434,6 +428,11 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             Ev::Parent(msg) => core.parent_msg(msg, &mut fx),
             Ev::ParentBroken(why) => core.parent_unreadable(&why, &mut fx),
             Ev::ParentGone(why) => core.parent_lost(&why, &mut fx),
+            Ev::Signal(sig) => match signals.on_signal(sig) {
+                Meaning::ParentLost(why) => core.parent_lost(&why, &mut fx),
+                Meaning::Forward(signal) => core.parent_msg(Msg::Signal { signal }, &mut fx),
+                Meaning::Ignore => {}
+            },
             Ev::Tree(TreeEv::Msg(idx, m @ Msg::Output { .. })) => {
                 // Passed on as it came; acknowledged to the child once written upward.
                 let n = match &m {
@@ -453,7 +452,9 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
             }
         }
     }
-    zombies.reap_all();
+    for pid in zombies.release_all() {
+        reaper::reap(pid);
+    }
     if report && !core.parent_is_lost() {
         let mut r = core.report();
         r.ready = ready;
@@ -649,6 +650,10 @@ impl NodeIo for NlaIo<'_> {
 
     fn start_nla(&mut self, host: &str, front_end: &str) {
         start_group_nla(host, front_end, self.secret, self.verbose, self.retries)
+    }
+
+    fn abort_launches(&mut self) {
+        self.children.abort_launches()
     }
 }
 
@@ -934,32 +939,6 @@ async fn pmgr_writer(
     let _ = wr.shutdown().await;
 }
 
-/// Ranks that ended, not reaped yet ([`ZOMBIE_HOLD`]): claimed still, so their pids (and
-/// groups) cannot be reused meanwhile, and never signalled (they are out of `Ranks::pids`).
-#[derive(Default)]
-struct Zombies {
-    pids: Vec<i32>,
-    /// When the first of them has been held long enough (the loop's clock).
-    due: Option<f64>,
-    /// The time now (the loop's reading for the turn).
-    now: f64,
-}
-
-impl Zombies {
-    fn hold(&mut self, pid: i32) {
-        self.pids.push(pid);
-        let due = self.now + ZOMBIE_HOLD.as_secs_f64();
-        self.due.get_or_insert(due);
-    }
-
-    fn reap_all(&mut self) {
-        for pid in self.pids.drain(..) {
-            reaper::reap(pid);
-        }
-        self.due = None;
-    }
-}
-
 /// The driver's view of the local ranks.
 struct Ranks {
     /// The forked ranks' PMI sockets, stdio and exits.
@@ -1161,7 +1140,7 @@ impl Ranks {
         local: usize,
         end: ProcEnd,
         rank_pids: &RankPids,
-        zombies: &mut Zombies,
+        zombies: &mut HeldRanks,
         core: &mut NodeCore,
         fx: &mut Vec<Effect>,
     ) {
@@ -1169,9 +1148,10 @@ impl Ranks {
             if let Ok(mut pids) = rank_pids.lock() {
                 pids.retain(|(_, p)| *p != pid);
             }
-            zombies.hold(pid);
-            if self.pids.iter().all(Option::is_none) {
-                zombies.reap_all();
+            // Held unreaped, or reaped now with every one held if it was the last to run.
+            let last = self.pids.iter().all(Option::is_none);
+            for pid in zombies.hold(pid, last) {
+                reaper::reap(pid);
             }
         }
         core.rank_ended(local, end, fx);

@@ -1,17 +1,21 @@
 //! The tree side of a node, shared by `libi-nla` and the front end: listen for children,
 //! launch them with the job's launcher, authenticate their connections, send them their
-//! setup, route messages to them (queued until they connect).
+//! setup, route messages to them (queued until they connect), connect to the parent. What
+//! is decided about those connections (when to try one again, what a first message is
+//! worth) is [`crate::proto::tree`]'s; the launches' lifecycle is
+//! [`crate::proto::launch`]'s.
 
 use crate::io::guard::{AcceptBackoff, CLOSED_EARLY, MAX_PENDING, TREE_REJECTS};
 use crate::proto::launch::{GiveUp, Launches};
-use crate::proto::node::limits::CHILD_STALL;
+use crate::proto::node::limits::{CHILD_STALL, HELLO_TIMEOUT, SETUP_WAIT};
 use crate::proto::node::{Effect, NodeCore};
+use crate::proto::tree::{first_msg, FirstMsg, Retry};
 use crate::sys::errno::describe;
 use bytes::{Buf, Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use libi::job::{LauncherKind, LauncherSpec, NodePlan};
 use libi::launch::nla_command;
-use libi::msg::{codec, codec_with_max, secret_eq, Msg, MsgCodec, MAX_FRAME};
+use libi::msg::{codec, codec_with_max, Msg, MsgCodec, MAX_FRAME};
 use libi::preauth::PreAuth;
 use libi::report::{now, LaunchRecord};
 use std::collections::VecDeque;
@@ -81,8 +85,6 @@ pub struct PendingConn {
 /// (the srun step).
 pub const STEP: usize = usize::MAX;
 
-/// How long an accepted connection may take to say hello (an NLA sends it as it connects).
-pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest first frame (`Hello`, `Join`: a secret, a host name, an address) read from a
 /// connection before it is authenticated: what an unauthenticated peer can make us buffer.
 pub const HELLO_MAX_FRAME: usize = 4 << 10;
@@ -301,33 +303,18 @@ async fn handshake(
         .map_err(|_| format!("no hello within {} s", HELLO_TIMEOUT.as_secs()))?;
     // Authenticated or not, it waits no longer; once out of the pool it cannot be evicted.
     lock(pool).done(ticket).ok_or(EVICTED)?;
-    let (node, host) = match first {
-        Some(Ok(Msg::Hello { node, secret: s, host, .. })) => {
-            if !secret_eq(&s, secret) {
-                return Err("wrong job secret".into());
-            }
-            (node, host)
-        }
-        Some(Ok(Msg::Join { host, secret: s, listen, .. })) => {
-            if !secret_eq(&s, secret) {
-                return Err("wrong job secret".into());
-            }
-            rd.decoder_mut().set_max_frame(MAX_FRAME);
-            let conn = Box::new(PendingConn { rd, wr: FramedWrite::new(wr, codec()) });
-            ev(TreeEv::Join { host, listen, conn });
-            return Ok(());
-        }
-        Some(Ok(_)) => return Err("first message is not a hello".into()),
+    let msg = match first {
+        Some(Ok(msg)) => msg,
         Some(Err(e)) => return Err(first_frame_error(e)),
         None => return Err(CLOSED_EARLY.into()),
     };
-    let idx = children
-        .iter()
-        .position(|c| *c == node)
-        .ok_or_else(|| format!("node {node} is not a child here"))?;
+    let first = first_msg(msg, secret, children)?;
     rd.decoder_mut().set_max_frame(MAX_FRAME);
     let conn = Box::new(PendingConn { rd, wr: FramedWrite::new(wr, codec()) });
-    ev(TreeEv::Hello { idx, host, conn, at: now() });
+    ev(match first {
+        FirstMsg::Join { host, listen } => TreeEv::Join { host, listen, conn },
+        FirstMsg::Child { idx, host } => TreeEv::Hello { idx, host, conn, at: now() },
+    });
     Ok(())
 }
 
@@ -567,39 +554,37 @@ pub async fn join(
     }
 }
 
-/// How often a new NLA tries its connection to its parent again when it fails, unless its
-/// command line says otherwise (`--retries`, from `HYDRA_PROXY_RETRY_COUNT`): Hydra's
-/// default for its proxies.
-pub const CONNECT_RETRIES: u32 = 10;
-/// The wait before the first retry; it doubles at each one, up to [`RETRY_WAIT_MAX`]. The
-/// default's ten retries span 1.3 s: a brief fault is ridden out, a lasting one (a wrong
-/// address, a firewall) is still reported at once, as a human sees it.
-const RETRY_WAIT: Duration = Duration::from_millis(10);
-const RETRY_WAIT_MAX: Duration = Duration::from_millis(200);
-
 /// [`connect_once`], tried again up to `retries` times when it fails (a parent that has
 /// not listened yet, a refused or reset connection, an unreachable network, no local port
-/// left), waiting a little longer each time. The error names the address and, after
-/// retries, how many tries were made. An address that cannot be one is not retried.
+/// left), waiting a little longer each time ([`Retry`]). The error names the address and,
+/// after retries, how many tries were made. An address that cannot be one is not retried.
 pub async fn connect(addr: &str, retries: u32) -> io::Result<(Source, Sink)> {
-    let (mut wait, mut tries) = (RETRY_WAIT, 1u32);
+    let mut retry = Retry::new(retries);
     loop {
-        match connect_once(addr).await {
+        let e = match connect_once(addr).await {
             Ok(c) => return Ok(c),
-            Err(e) if tries > retries || e.kind() == io::ErrorKind::InvalidInput => {
-                return Err(match tries {
-                    1 => e,
-                    n => io::Error::new(e.kind(), format!("{e} ({n} tries)")),
-                });
-            }
-            Err(e) => {
-                tracing::debug!(tries, error = %e, "retrying the connection");
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(RETRY_WAIT_MAX);
-                tries += 1;
-            }
-        }
+            Err(e) => e,
+        };
+        let tries = retry.tries();
+        let next = match e.kind() {
+            io::ErrorKind::InvalidInput => None,
+            _ => retry.failed(libi::clock::mono()),
+        };
+        let Some(at) = next else {
+            return Err(match tries {
+                1 => e,
+                n => io::Error::new(e.kind(), format!("{e} ({n} tries)")),
+            });
+        };
+        tracing::debug!(tries, error = %e, "retrying the connection");
+        sleep_until(at).await;
     }
+}
+
+/// Sleep until `at` on the monotonic clock (`libi::clock::mono`).
+async fn sleep_until(at: f64) {
+    let wait = (at - libi::clock::mono()).max(0.0);
+    tokio::time::sleep(Duration::from_secs_f64(wait)).await;
 }
 
 /// Connect to a tree peer: `HOST:PORT`, or `unix:@NAME` (an abstract Unix socket).
@@ -635,46 +620,50 @@ pub async fn connect_for_setup(
     wait: Duration,
 ) -> io::Result<(Source, Sink, libi::job::NodeSetup)> {
     let proto = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
-    let deadline = tokio::time::Instant::now() + wait;
-    let (mut again, mut pause) = (0u32, RETRY_WAIT);
+    let deadline = libi::clock::mono() + wait.as_secs_f64();
+    let mut retry = Retry::new(retries).until(deadline);
     loop {
         let (mut rd, mut wr) = connect(addr, retries).await?;
         let closed = match wr.send(hello()).await {
             Err(e) => e.to_string(),
-            Ok(()) => match tokio::time::timeout_at(deadline, rd.next()).await {
-                Ok(Some(Ok(Msg::Setup(s)))) => return Ok((rd, wr, *s)),
-                Ok(Some(Ok(other))) => return Err(proto(format!("expected setup, got {other:?}"))),
-                Ok(Some(Err(libi::msg::CodecError::Io(e)))) => e.to_string(),
-                Ok(Some(Err(e))) => return Err(proto(e.to_string())),
-                Ok(None) => "closed".into(),
-                Err(_) => {
-                    return Err(proto(format!("no setup from parent within {} s", wait.as_secs())))
+            Ok(()) => {
+                let left = Duration::from_secs_f64((deadline - libi::clock::mono()).max(0.0));
+                match tokio::time::timeout(left, rd.next()).await {
+                    Ok(Some(Ok(Msg::Setup(s)))) => return Ok((rd, wr, *s)),
+                    Ok(Some(Ok(other))) => {
+                        return Err(proto(format!("expected setup, got {other:?}")))
+                    }
+                    Ok(Some(Err(libi::msg::CodecError::Io(e)))) => e.to_string(),
+                    Ok(Some(Err(e))) => return Err(proto(e.to_string())),
+                    Ok(None) => "closed".into(),
+                    Err(_) => {
+                        let secs = wait.as_secs();
+                        return Err(proto(format!("no setup from parent within {secs} s")));
+                    }
                 }
-            },
+            }
         };
-        if again >= retries || tokio::time::Instant::now() + pause >= deadline {
+        let tries = retry.tries();
+        let Some(at) = retry.failed(libi::clock::mono()) else {
             return Err(proto(format!(
-                "parent closed the connection before setup ({closed}; {} tries)",
-                again + 1
+                "parent closed the connection before setup ({closed}; {tries} tries)"
             )));
-        }
-        debug!(again, why = %closed, "the parent closed the connection before setup: again");
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(RETRY_WAIT_MAX);
-        again += 1;
+        };
+        debug!(again = tries - 1, why = %closed, "the parent closed the connection before setup: again");
+        sleep_until(at).await;
     }
 }
 
 /// The parent's first message: our setup, or a redirect `(node, parent address)`.
 async fn first_setup(rd: &mut Source) -> io::Result<Result<libi::job::NodeSetup, (u32, String)>> {
     let proto = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
-    match tokio::time::timeout(Duration::from_secs(120), rd.next()).await {
+    match tokio::time::timeout(SETUP_WAIT, rd.next()).await {
         Ok(Some(Ok(Msg::Setup(s)))) => Ok(Ok(*s)),
         Ok(Some(Ok(Msg::Redirect { node, parent }))) => Ok(Err((node, parent))),
         Ok(Some(Ok(other))) => Err(proto(format!("expected setup, got {other:?}"))),
         Ok(Some(Err(e))) => Err(proto(e.to_string())),
         Ok(None) => Err(proto("parent closed the connection before setup".into())),
-        Err(_) => Err(proto("no setup from parent within 120 s".into())),
+        Err(_) => Err(proto(format!("no setup from parent within {} s", SETUP_WAIT.as_secs()))),
     }
 }
 
@@ -1227,12 +1216,6 @@ impl Children {
 
     /// Send one message to every child: encoded once, the same bytes queued on every link.
     pub fn broadcast(&mut self, msg: &Msg) {
-        if matches!(msg, Msg::Kill) {
-            // Torn down: the children that have not connected are given up now (their
-            // launchers killed), not at the end of their launch timeout.
-            self.life.abort(self.now);
-            TREE_REJECTS.tearing_down();
-        }
         if !(0..self.len()).any(|i| self.writable(i)) {
             return;
         }
@@ -1252,6 +1235,15 @@ impl Children {
                 }
             }
         }
+    }
+
+    /// The node is torn down (the core's [`Effect::AbortLaunches`]): the children that have
+    /// not connected are given up at the next [`Children::handle_timeout`] (their launchers
+    /// killed), not at the end of their launch timeout, and none is launched any more; the
+    /// connections their launches leave half-made are expected from now on.
+    pub fn abort_launches(&mut self) {
+        self.life.abort(self.now);
+        TREE_REJECTS.tearing_down();
     }
 
     /// Child `idx` is connected, or will be (what is sent to it is queued).

@@ -45,6 +45,9 @@ pub trait NodeIo {
     fn close_pmgr(&mut self, conn: u64);
     /// Start the NLA of a spawned process group on `host`, joining `front_end`.
     fn start_nla(&mut self, host: &str, front_end: &str);
+    /// Launch no more children, and give up those not connected yet now, their launchers
+    /// killed (nothing to do where children are not launched).
+    fn abort_launches(&mut self) {}
     /// A diagnostic line (the default: the log's warning).
     fn warn(&mut self, line: &str) {
         warn!("{line}");
@@ -69,6 +72,7 @@ pub fn apply_one(io: &mut impl NodeIo, e: Effect) {
         Effect::PauseChild(idx, pause) => io.pause_child(idx, pause),
         Effect::DropChild(idx, why) => io.drop_child(idx, &why),
         Effect::PauseParent(pause) => io.pause_parent(pause),
+        Effect::AbortLaunches => io.abort_launches(),
     }
 }
 
@@ -130,6 +134,9 @@ mod tests {
         fn warn(&mut self, line: &str) {
             self.0.push(format!("warn {line}"))
         }
+        fn abort_launches(&mut self) {
+            self.0.push("abort launches".into())
+        }
     }
 
     fn run(fx: Vec<Effect>) -> Vec<String> {
@@ -158,6 +165,7 @@ mod tests {
             Effect::PauseChild(3, true),
             Effect::DropChild(3, "gone".into()),
             Effect::PauseParent(true),
+            Effect::AbortLaunches,
         ]);
         let want = [
             "rank 1 cmd=barrier_out\n".to_string(),
@@ -175,6 +183,7 @@ mod tests {
             "pause 3 true".into(),
             "drop 3 gone".into(),
             "pause parent true".into(),
+            "abort launches".into(),
         ];
         assert_eq!(got, want);
     }

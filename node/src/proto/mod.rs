@@ -10,16 +10,26 @@
 //! * [`kvs`]: the key-value space and its cache;
 //! * [`pmgr`]: PMGR collectives over the tree;
 //! * [`streams`]: the deadlines of the ranks' PMI sockets and output streams (stall, partial
-//!   line, drain);
+//!   line, drain, the gathering hold);
+//! * [`upqueue`]: the rules of the link to the parent (order, credit, overtaking, merging,
+//!   linger);
+//! * [`tree`]: the tree connections' policies (connection retries, the first message of a
+//!   connection not authenticated yet);
+//! * [`signals`]: which signals the drivers watch, and what each means to an agent;
+//! * [`ending`]: how an agent's ranks and loop end (ranks held unreaped, the last PMGR
+//!   sweep);
 //! * [`effect`]: the effects' meaning, over the I/O primitives a driver offers.
 
 #![deny(unsafe_code)]
 
 pub mod effect;
+pub mod ending;
 pub mod kvs;
 pub mod launch;
 pub mod node;
 pub mod pmgr;
 pub mod root;
+pub mod signals;
 pub mod streams;
+pub mod tree;
 pub mod upqueue;

@@ -80,6 +80,11 @@ pub enum Effect {
     /// Stop (`true`) or go back to (`false`) reading the parent's connection: a child is far
     /// behind ([`NodeCore::child_behind`]), and what comes from above would pile up here.
     PauseParent(bool),
+    /// The node is torn down: launch no more children, and give up every child that has not
+    /// connected now (its launcher killed) rather than at the end of its launch timeout
+    /// ([`crate::proto::launch::Launches::abort`]). Connections that close before their
+    /// hello are expected from now on (those children's).
+    AbortLaunches,
 }
 
 /// Every timeout of an NLA and of the front end's root core, with what it bounds. The
@@ -103,16 +108,30 @@ pub mod limits {
     /// Once every rank of the subtree ended, the children get this long to close their
     /// connections before the NLA stops waiting for them ([`super::Timer::ChildrenWait`]).
     pub const CHILDREN_EXIT: Duration = Duration::from_secs(5);
-    /// An NLA serving PMGR waits this long, once every rank ended, for PMGR input still
-    /// queued in its reader tasks (driver).
+    /// An NLA serving PMGR waits this long, once every local rank ended, for PMGR input
+    /// still queued in its reader tasks ([`crate::proto::ending::FinalSweep`]).
     pub const PMGR_FINAL_SWEEP: Duration = Duration::from_millis(30);
     /// A rank that ended stays unreaped (a zombie, its pid and group still ours) until every
-    /// local rank has ended, or at most this long (driver): the kernel drops a process's
-    /// `/proc` entries when it is reaped, which costs more while the rank's peers still run
-    /// (MPICH ranks look one another up there).
+    /// local rank has ended, or at most this long ([`crate::proto::ending::HeldRanks`]): the
+    /// kernel drops a process's `/proc` entries when it is reaped, which costs more while the
+    /// rank's peers still run (MPICH ranks look one another up there).
     pub const ZOMBIE_HOLD: Duration = Duration::from_millis(250);
-    /// An NLA waits this long for its setup after saying hello (driver).
+    /// An NLA waits this long for its setup after saying hello, or after its join (driver).
     pub const SETUP_WAIT: Duration = Duration::from_secs(120);
+    /// How often a new NLA tries its connection to its parent again when it fails, unless
+    /// its command line says otherwise (`--retries`, from `HYDRA_PROXY_RETRY_COUNT`): Hydra's
+    /// default for its proxies.
+    pub const CONNECT_RETRIES: u32 = 10;
+    /// The wait before the first retry of a connection to the parent; it doubles at each
+    /// one, up to [`RETRY_WAIT_MAX`] ([`crate::proto::tree::Retry`]). The default's ten retries
+    /// span 1.3 s: a brief fault is ridden out, a lasting one (a wrong address, a firewall) is
+    /// still reported at once, as a human sees it.
+    pub const RETRY_WAIT: Duration = Duration::from_millis(10);
+    /// The longest wait between two tries of a connection to the parent.
+    pub const RETRY_WAIT_MAX: Duration = Duration::from_millis(200);
+    /// How long a connection accepted on a tree port may take to say hello (driver: an NLA
+    /// sends it as it connects).
+    pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
     /// An NLA's last messages up (reports) get this long to be written (driver).
     pub const FINAL_SEND: Duration = Duration::from_secs(60);
     /// An NLA (or the front end) waits this long at exit for the launchers it started.
@@ -1478,6 +1497,7 @@ impl NodeCore {
                     let grace = std::time::Duration::from_millis(self.job.kill_grace_ms);
                     self.set_timer(grace, Timer::KillHard);
                 }
+                fx.push(Effect::AbortLaunches);
                 fx.push(Effect::ToChildren(Msg::Kill));
             }
             Msg::ProcTableReq { req } => self.proc_table_req(req, fx),

@@ -8,7 +8,10 @@
 //! each), when and in which order the job is torn down, which spawn is answered how, when
 //! the front end stops waiting. The driver (`mpiexec/src/frontend.rs`) only reads sockets,
 //! signals and stdin, writes output, starts processes, and applies this core's [`Effect`]s;
-//! a simulator drives the same core in virtual time.
+//! a simulator drives the same core in virtual time. The choices the driver makes before
+//! and around the job's events are pure functions here too: where rank 0's stdin comes from
+//! ([`stdin_source`]), the job's launchers ([`job_launcher`]), a spawned group's
+//! ([`spawn_launcher`]) and the host file a spawn names ([`spawn_hostfile`]).
 //!
 //! # Time
 //!
@@ -36,7 +39,8 @@
 
 use crate::proto::node::Effect as NodeEffect;
 use bytes::Bytes;
-use libi::job::{combined_status, NodePlan, RankEnd, SpawnRequest};
+use libi::hosts::Host;
+use libi::job::{combined_status, LauncherKind, NodePlan, RankEnd, SpawnRequest};
 use libi::msg::{Msg, NameOp, ProcNode, Stream, OUTPUT_WINDOW};
 use libi::report::NodeReport;
 use std::collections::HashMap;
@@ -914,6 +918,36 @@ impl RootCore {
         }
     }
 
+    /// Writing our `stream` failed at `now` with `error` (`errno`, if the system gave one).
+    /// EPIPE: nobody reads it any more, the job ends silently with
+    /// [`STATUS_BROKEN_OUTPUT`] ([`output_broken`](Self::output_broken)). Anything else (a
+    /// full disk, an I/O error) loses rank output: said, and the job fails with
+    /// [`STATUS_LAUNCH`], as Hydra's does ([`output_file_failed`](Self::output_file_failed)).
+    pub fn our_output_failed(&mut self, now: f64, stream: Stream, errno: Option<i32>, error: &str) {
+        if errno == Some(libc::EPIPE) {
+            self.output_broken(now);
+        } else {
+            let name = stream.name();
+            self.output_file_failed(now, format!("cannot write our {name}: {error}"));
+        }
+    }
+
+    /// `--end-on-stdin-eof` ([`StdinSource::LifeLine`]): our stdin ended at `now`, so
+    /// whoever started us and held its other end is gone (however it ended: a LIBI front
+    /// end that exited without finalizing, or was killed). Said, and the job is ended as
+    /// SIGTERM ends it. Only while the job runs.
+    pub fn life_line_lost(&mut self, now: f64) {
+        if self.phase != Phase::Run {
+            return;
+        }
+        self.fx.push(Effect::Print(
+            "the program that started this job is gone (end of file on stdin, \
+             --end-on-stdin-eof): ending the job"
+                .into(),
+        ));
+        self.signal(now, libc::SIGTERM);
+    }
+
     /// An output file (`-outfile-pattern`, `-errfile-pattern`) could not be opened or
     /// written: rank output is being lost. Said (`message`); during the run the job is torn
     /// down as Hydra's is then, with [`STATUS_LAUNCH`]; after it, a job that succeeded ends
@@ -1278,6 +1312,113 @@ impl<C> Rendezvous<C> {
         }
         out
     }
+}
+
+/// Where rank 0's stdin comes from ([`stdin_source`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdinSource {
+    /// Our stdin, read within rank 0's credit ([`Effect::StdinCredit`]); its end is rank 0's.
+    Ours,
+    /// `--end-on-stdin-eof`: rank 0's stdin is at its end at once, as under `< /dev/null`;
+    /// ours is the life line of whoever started us, and its end ends the job
+    /// ([`RootCore::life_line_lost`]).
+    LifeLine,
+    /// Nowhere: a singleton keeps its own stdin (ours is not the user's).
+    Nothing,
+}
+
+/// Where rank 0's stdin comes from, by `--end-on-stdin-eof` and whether the job is a
+/// singleton (`--end-on-stdin-eof` decides first).
+pub fn stdin_source(end_on_stdin_eof: bool, singleton: bool) -> StdinSource {
+    if end_on_stdin_eof {
+        StdinSource::LifeLine
+    } else if singleton {
+        StdinSource::Nothing
+    } else {
+        StdinSource::Ours
+    }
+}
+
+/// The launchers of a job ([`job_launcher`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Launchers {
+    /// What starts the job's NLAs.
+    pub job: LauncherKind,
+    /// What starts a spawned group's NLAs on hosts that are not this machine, when the job's
+    /// launcher is fork for want of other hosts ([`spawn_launcher`]); `None`: the job's.
+    pub remote: Option<LauncherKind>,
+}
+
+/// The launchers of a job planned for `planned` (the `-launcher` asked for, or its default),
+/// `asked`: whether the command line named one. When every host of the job is this machine
+/// (`all_local`, asked only then: it resolves names) ssh or rsh is not used: the fork
+/// launcher starts the NLAs, as Hydra's autofork does (`autofork`: not turned off by
+/// `HYDRA_LAUNCHER_AUTOFORK`), and a spawn onto another host uses the launcher planned. The
+/// default fork launcher (no host named) spawns onto other hosts with ssh, as Hydra; an
+/// explicit `-launcher fork` keeps fork for every spawn (host names are labels then:
+/// simulated nodes).
+pub fn job_launcher(
+    planned: LauncherKind,
+    asked: bool,
+    autofork: bool,
+    all_local: impl FnOnce() -> bool,
+) -> Launchers {
+    let remote = matches!(planned, LauncherKind::Ssh | LauncherKind::Rsh);
+    if remote && autofork && all_local() {
+        Launchers { job: LauncherKind::Fork, remote: Some(planned) }
+    } else if planned == LauncherKind::Fork && !asked {
+        Launchers { job: LauncherKind::Fork, remote: Some(LauncherKind::Ssh) }
+    } else {
+        Launchers { job: planned, remote: None }
+    }
+}
+
+/// What starts a spawned group's NLAs ([`spawn_launcher`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpawnLauncher {
+    /// The job's NLAs start them, and they join the front end (`LauncherKind::Joined`).
+    Joined,
+    /// The job's own launcher.
+    Job,
+    /// The job's launcher (fork) if every host of the group is this machine, else this one:
+    /// the driver checks the hosts (which resolves names).
+    Remote(LauncherKind),
+}
+
+/// What starts a spawned group's NLAs, for a job whose NLAs are started by `job`, with
+/// `remote` for other hosts ([`Launchers::remote`]); `agents`: the job's NLAs start them
+/// ([`RootCore::spawn_agents`] said so). A job that runs under fork only because its hosts
+/// are all this machine reaches another host as Hydra would, never runs there under its name.
+pub fn spawn_launcher(
+    job: LauncherKind,
+    remote: Option<LauncherKind>,
+    agents: bool,
+) -> SpawnLauncher {
+    match (agents, job, remote) {
+        (true, _, _) => SpawnLauncher::Joined,
+        (false, LauncherKind::Fork, Some(remote)) => SpawnLauncher::Remote(remote),
+        _ => SpawnLauncher::Job,
+    }
+}
+
+/// The host file to read for a spawn command whose `MPI_Info` is `info`: the key `hostfile`
+/// (read at the front end, as Hydra does), unless it is empty or `host` or `hosts` (not
+/// empty) says where the ranks go. Its hosts are then given as `hosts`
+/// ([`hosts_info`]).
+pub fn spawn_hostfile(info: &[(String, String)]) -> Option<&str> {
+    let has = |k: &str| info.iter().any(|(ik, v)| ik == k && !v.is_empty());
+    let path = info.iter().find(|(k, _)| k == "hostfile").map(|(_, v)| v.as_str())?;
+    if path.is_empty() || has("host") || has("hosts") {
+        return None;
+    }
+    Some(path)
+}
+
+/// The value of the info key `hosts` for the hosts of a host file: `NAME:SLOTS`,
+/// comma-separated.
+pub fn hosts_info(hosts: &[Host]) -> String {
+    let hosts: Vec<String> = hosts.iter().map(|h| format!("{}:{}", h.name, h.slots)).collect();
+    hosts.join(",")
 }
 
 /// `rank N` in the job, `rank N of spawn G` in a spawned group.
@@ -2216,5 +2357,114 @@ mod tests {
         // n2 already has a link (it connected directly): a join is dropped.
         let out = r.join("n2".into(), "n2:1".into(), "c2", |n| n == 2);
         assert!(matches!(out.as_slice(), [Join::Drop(_)]));
+    }
+
+    /// EPIPE on our stdout or stderr: nobody reads it, the job is torn down silently with
+    /// 141. Any other write error is said, naming the stream, and fails the job with 255.
+    #[test]
+    fn a_failed_write_of_ours_is_judged_by_its_errno() {
+        let mut c = started(cfg());
+        c.our_output_failed(1.0, Stream::Stdout, Some(libc::EPIPE), "Broken pipe (os error 32)");
+        let fx = c.take_effects();
+        assert_eq!((prints(&fx).len(), kills(&fx)), (0, vec![0]));
+        assert_eq!(c.status(), 141);
+        for (errno, stream) in [(Some(libc::ENOSPC), Stream::Stderr), (None, Stream::Stdout)] {
+            let mut c = started(cfg());
+            c.our_output_failed(1.0, stream, errno, "it failed");
+            let fx = c.take_effects();
+            let want = format!("cannot write our {}: it failed", stream.name());
+            assert_eq!((prints(&fx), kills(&fx)), (vec![want], vec![0]));
+            assert_eq!(c.status(), STATUS_LAUNCH);
+        }
+    }
+
+    /// `--end-on-stdin-eof`: the end of our stdin is said, then ends the job as SIGTERM
+    /// does (passed on to the ranks, status 143); a second one kills the job. Outside the
+    /// run it changes nothing.
+    #[test]
+    fn the_life_line_ends_the_job_as_sigterm() {
+        let mut c = started(cfg());
+        c.root_msg(0.5, 0, Msg::SubtreeUp { nodes: 2, ranks: 4 });
+        c.take_effects();
+        c.life_line_lost(3.0);
+        let fx = c.take_effects();
+        assert_eq!(
+            prints(&fx),
+            [
+                "the program that started this job is gone (end of file on stdin, \
+                 --end-on-stdin-eof): ending the job",
+                "received SIGTERM: forwarded to every rank; the job ends when they do (a second \
+                 SIGTERM kills it)"
+            ]
+        );
+        assert_eq!(forwarded(&fx), [(0, libc::SIGTERM)]);
+        assert_eq!(c.status(), 143);
+        let mut c = started(cfg());
+        finish(&mut c, 2.0);
+        c.life_line_lost(3.0);
+        assert!(c.take_effects().is_empty());
+        assert_eq!(c.status(), 0);
+    }
+
+    /// Rank 0's acknowledgements of its stdin become credit for our stdin's reader.
+    #[test]
+    fn stdin_acknowledged_by_rank_0_is_credit_for_more() {
+        let mut c = started(cfg());
+        c.root_msg(1.0, 0, Msg::StdinAck { bytes: 4096 });
+        let fx = c.take_effects();
+        assert!(matches!(fx.as_slice(), [Effect::StdinCredit(4096)]), "{fx:?}");
+    }
+
+    #[test]
+    fn stdin_comes_from_ours_the_life_line_or_nowhere() {
+        assert_eq!(stdin_source(false, false), StdinSource::Ours);
+        assert_eq!(stdin_source(true, false), StdinSource::LifeLine);
+        assert_eq!(stdin_source(true, true), StdinSource::LifeLine);
+        assert_eq!(stdin_source(false, true), StdinSource::Nothing);
+    }
+
+    /// ssh or rsh to hosts that are all this machine: fork (unless autofork is off), with
+    /// the planned launcher for a spawn's other hosts. The default fork (no host named)
+    /// spawns onto other hosts with ssh; an explicit fork keeps fork. The hosts are looked
+    /// at only for ssh and rsh under autofork.
+    #[test]
+    fn the_job_launcher_and_the_remote_one() {
+        use LauncherKind::{Fork, Rsh, Slurm, Ssh};
+        let never = || -> bool { panic!("the hosts are not looked at") };
+        let l = |job, remote| Launchers { job, remote };
+        assert_eq!(job_launcher(Ssh, false, true, || true), l(Fork, Some(Ssh)));
+        assert_eq!(job_launcher(Rsh, true, true, || true), l(Fork, Some(Rsh)));
+        assert_eq!(job_launcher(Ssh, false, true, || false), l(Ssh, None));
+        assert_eq!(job_launcher(Ssh, false, false, never), l(Ssh, None));
+        assert_eq!(job_launcher(Fork, false, true, never), l(Fork, Some(Ssh)));
+        assert_eq!(job_launcher(Fork, true, true, never), l(Fork, None));
+        assert_eq!(job_launcher(Slurm, true, true, never), l(Slurm, None));
+    }
+
+    #[test]
+    fn a_spawned_group_is_started_by_the_agents_the_job_launcher_or_the_remote_one() {
+        use LauncherKind::{Fork, Rsh, Slurm, Ssh};
+        assert_eq!(spawn_launcher(Fork, Some(Ssh), true), SpawnLauncher::Joined);
+        assert_eq!(spawn_launcher(Slurm, None, true), SpawnLauncher::Joined);
+        assert_eq!(spawn_launcher(Fork, Some(Rsh), false), SpawnLauncher::Remote(Rsh));
+        assert_eq!(spawn_launcher(Fork, None, false), SpawnLauncher::Job);
+        assert_eq!(spawn_launcher(Ssh, None, false), SpawnLauncher::Job);
+    }
+
+    #[test]
+    fn a_spawn_reads_its_hostfile_unless_told_where() {
+        let info = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        assert_eq!(spawn_hostfile(&info(&[("hostfile", "/h")])), Some("/h"));
+        assert_eq!(spawn_hostfile(&info(&[("wdir", "/w"), ("hostfile", "/h")])), Some("/h"));
+        assert_eq!(spawn_hostfile(&info(&[("hostfile", "/h"), ("hosts", "")])), Some("/h"));
+        assert_eq!(spawn_hostfile(&info(&[("hostfile", "")])), None);
+        assert_eq!(spawn_hostfile(&info(&[("hostfile", "/h"), ("host", "n1")])), None);
+        assert_eq!(spawn_hostfile(&info(&[("hosts", "n1:2"), ("hostfile", "/h")])), None);
+        assert_eq!(spawn_hostfile(&info(&[])), None);
+        let host = |name: &str, slots| Host { name: name.into(), slots, user: None, binding: None };
+        assert_eq!(hosts_info(&[host("n1", 2), host("n2", 1)]), "n1:2,n2:1");
+        assert_eq!(hosts_info(&[]), "");
     }
 }
