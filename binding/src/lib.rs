@@ -3,6 +3,7 @@
 //!
 //! Pure except for [`Topology::from_sysfs`], which reads files under a given root (tests
 //! point it at recorded fixture trees of bigger machines). Applying a set is the NLA's job.
+#![forbid(unsafe_code)]
 
 pub mod cpus;
 pub mod devices;

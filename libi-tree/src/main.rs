@@ -12,6 +12,7 @@
 //! `N` counts every node of the tree, the root (the front end) included. `FILE.json` is a
 //! launch report of `libi-mpiexec --report`. Bad input gets a one-line error on stderr and
 //! exit status 2.
+#![forbid(unsafe_code)]
 
 use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};

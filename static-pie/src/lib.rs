@@ -35,6 +35,7 @@
 //! link dynamically: `LIBI_NLA_DYNAMIC=1` (the agent), `LIBI_MPIEXEC_DYNAMIC=1` (the front
 //! end). Where an archive or the static start file is missing (no `libc6-dev`, another C
 //! library), the binary is linked dynamically and the build says so.
+#![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

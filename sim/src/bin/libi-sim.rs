@@ -9,6 +9,7 @@
 //!
 //! Lists (comma-separated) in `--nodes`, `--ppn`, `--tree`, `--kvs-push-max` and `--batch`
 //! make a sweep: every combination is run, one table row each.
+#![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
 use libi::tree::Shape;
