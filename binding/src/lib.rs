@@ -7,6 +7,7 @@
 
 pub mod cpus;
 pub mod devices;
+pub mod error;
 pub mod map;
 pub mod membind;
 pub mod spec;
@@ -14,6 +15,7 @@ pub mod topology;
 
 pub use cpus::CpuSet;
 pub use devices::{Device, Devices};
+pub use error::{ListError, OptionError, PlacementError, TopologyError};
 pub use map::rank_cpus;
 pub use membind::{parse_membind, parse_membind_or_none, rank_mems, MemBind, MemPolicy, NodeSet};
 pub use spec::{
@@ -149,7 +151,7 @@ mod tests {
     }
 
     fn err(t: &Topology, bind: &str, map: Option<&str>) -> String {
-        rank_cpus(t, &binding(bind, map), 4, "h").unwrap_err()
+        rank_cpus(t, &binding(bind, map), 4, "h").unwrap_err().to_string()
     }
 
     #[test]
@@ -570,7 +572,7 @@ mod tests {
 
     #[test]
     fn missing_sysfs_is_an_error() {
-        let e = Topology::from_sysfs(Path::new("/nonexistent"), None).unwrap_err();
+        let e = Topology::from_sysfs(Path::new("/nonexistent"), None).unwrap_err().to_string();
         assert!(e.starts_with("cannot read /nonexistent/devices/system/cpu/online"), "{e}");
     }
 }

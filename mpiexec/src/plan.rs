@@ -142,7 +142,7 @@ pub enum PlanError {
     TooManyProcesses { size: u64, max: u32 },
     /// A host file's `binding=` for a host that `-map-by` does not fit.
     #[error("host {host} (its hostfile binding=): {why}")]
-    HostBinding { host: String, why: String },
+    HostBinding { host: String, why: libi_binding::OptionError },
     /// The launch tree cannot be built.
     #[error("{0}")]
     Tree(String),
