@@ -223,7 +223,7 @@ pub fn launch_tree(report: &Report) -> Result<LaunchTree, String> {
     if nodes.len() != by_child.len() + 1 {
         return Err("the launch records form a cycle: some nodes do not reach the root".into());
     }
-    let tree = Tree::from_parents(&parents)?;
+    let tree = Tree::from_parents(&parents).map_err(|e| e.to_string())?;
     Ok(LaunchTree { tree, nodes, records })
 }
 

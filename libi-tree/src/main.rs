@@ -270,7 +270,7 @@ fn parse_model(a: &ModelArgs) -> Result<LaunchModel, String> {
         .with_shared(cores, cpu)
         .with_hold(a.hold)
         .with_accept(parse_time("--accept", a.accept.as_deref(), 0.0)?);
-    m.validate()?;
+    m.validate().map_err(|e| e.to_string())?;
     Ok(m)
 }
 
@@ -345,7 +345,7 @@ fn plan(a: &PlanArgs) -> Result<String, String> {
 
 fn show(a: &ShowArgs) -> Result<String, String> {
     let n = parse_nodes(&a.nodes)?;
-    let shape: Shape = a.tree.parse()?;
+    let shape: Shape = a.tree.parse().map_err(|e: libi::tree::ShapeError| e.to_string())?;
     let model = parse_model(&a.model)?;
     let dot = match a.format.as_str() {
         "text" => false,

@@ -130,6 +130,7 @@ impl Config {
             .collect();
         let plan_model = self.plan_model.unwrap_or(model);
         NodePlan::tree(per_node, &self.shape, &plan_model, self.max_conn, "fe")
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -664,7 +665,7 @@ impl Cluster {
         let size = cfg.nodes as u64 * cfg.ppn as u64;
         let size32 = u32::try_from(size).map_err(|_| format!("{size} ranks is too many"))?;
         let model = cfg.costs.launch_model(cfg.batch);
-        model.validate()?;
+        model.validate().map_err(|e| e.to_string())?;
         let plan_model = cfg.plan_model.unwrap_or(model);
         let root = cfg.plan(cfg.ppn)?;
         let kvs = KvsNames::new(1, 1, "fe");

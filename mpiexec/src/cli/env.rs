@@ -9,6 +9,9 @@ pub enum EnvError {
     /// A `HYDRA_*` variable whose value does not parse: its name, and why.
     #[error("{var}: {why}")]
     Value { var: &'static str, why: String },
+    /// `HYDRA_LAUNCHER` (`HYDRA_BOOTSTRAP`) names no launcher we know: the variable, and why.
+    #[error("{var}: {why}")]
+    Launcher { var: &'static str, why: libi::job::UnknownLauncher },
     /// `HYDRA_BINDING`, `HYDRA_MAPPING` or `HYDRA_MEMBIND` does not parse: its name, and why.
     #[error("{var}: {why}")]
     BindingValue { var: &'static str, why: libi_binding::OptionError },
@@ -50,7 +53,8 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
     }
     if g.launcher.is_none() {
         if let Some((name, v)) = first(&["HYDRA_LAUNCHER", "HYDRA_BOOTSTRAP"]) {
-            g.launcher = Some(v.trim().parse().map_err(bad(name))?);
+            let launcher = v.trim().parse().map_err(|why| EnvError::Launcher { var: name, why })?;
+            g.launcher = Some(launcher);
         }
     }
     if g.launcher_exec.is_none() {

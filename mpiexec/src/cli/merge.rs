@@ -132,16 +132,15 @@ fn merge_global(
     global.bcast |= s.bcast;
     global.launch_batch = s.launch_batch.or(global.launch_batch.take());
     if let Some(b) = &s.bind_to {
-        global.binding.bind = libi_binding::parse_bind(b).map_err(|e| usage(e.to_string()))?;
+        global.binding.bind = libi_binding::parse_bind(b).map_err(usage)?;
         global.bind_given = true;
     }
     if let Some(m) = &s.map_by {
-        global.binding.map = Some(libi_binding::parse_map(m).map_err(|e| usage(e.to_string()))?);
+        global.binding.map = Some(libi_binding::parse_map(m).map_err(usage)?);
         global.map_given = true;
     }
     if let Some(m) = &s.membind {
-        global.binding.mem =
-            libi_binding::parse_membind_or_none(m).map_err(|e| usage(e.to_string()))?;
+        global.binding.mem = libi_binding::parse_membind_or_none(m).map_err(usage)?;
         global.membind_given = true;
     }
     if let Some(o) = &s.order_nodes {

@@ -200,8 +200,10 @@ fn run(a: &Args) -> Result<u8, String> {
     let ppns = list(&a.ppn, "ppn", |x| {
         x.parse::<u32>().ok().filter(|n| (1..=4096).contains(n)).ok_or("not a rank count".into())
     })?;
-    let shapes = list(&a.tree, "tree", |x| x.parse::<Shape>())?;
-    let pushes = list(&a.push_max, "kvs-push-max", libi::job::parse_bytes)?;
+    let shapes = list(&a.tree, "tree", |x| x.parse::<Shape>().map_err(|e| e.to_string()))?;
+    let pushes = list(&a.push_max, "kvs-push-max", |x| {
+        libi::job::parse_bytes(x).map_err(|e| e.to_string())
+    })?;
     let batches = list(&a.batch, "batch", |x| match x {
         "none" | "0" => Ok(None),
         b => b.parse::<u32>().map(Some).map_err(|_| "not a batch size".into()),
@@ -222,7 +224,7 @@ fn run(a: &Args) -> Result<u8, String> {
                 x.trim().parse::<f64>().map_err(|_| format!("--plan-model '{m}': not a number"))
             };
             let model = libi::tree::LaunchModel::new(num(s)?, num(r)?);
-            model.validate()?;
+            model.validate().map_err(|e| e.to_string())?;
             Some(model)
         }
     };
