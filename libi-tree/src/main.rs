@@ -494,7 +494,7 @@ fn calibrate_cmd(a: &CalibrateArgs) -> Result<String, String> {
     let Some(line) = line else {
         return Err("no launch reports given".to_string());
     };
-    let fit = fit_model(&runs, cores, hold, accept)?;
+    let fit = fit_model(&runs, cores, hold, accept).map_err(|e| e.to_string())?;
     let model = fit.model();
     let line_model = line.model(0.0);
     let (line_r2, _, _) = libi_tree::calibrate::goodness(&runs, &line_model);
