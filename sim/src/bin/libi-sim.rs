@@ -166,7 +166,9 @@ fn costs_named(name: &str, opt: &str) -> Result<Costs, String> {
         "fork" => Costs::default(),
         "ssh" => Costs::ssh_lan(),
         "vm" => Costs::this_vm(),
-        path if std::path::Path::new(path).exists() => Costs::load(path)?,
+        path if std::path::Path::new(path).exists() => {
+            Costs::load(path).map_err(|e| e.to_string())?
+        }
         c => return Err(format!("--{opt} '{c}': expected fork, vm, ssh or a cost file")),
     })
 }
@@ -190,7 +192,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(a: &Args) -> Result<u8, String> {
+/// Why a command failed: one line, printed after `libi-sim: error: `.
+type Failure = Box<dyn std::error::Error>;
+
+fn run(a: &Args) -> Result<u8, Failure> {
     let nodes = list(&a.nodes, "nodes", |x| {
         x.parse::<usize>()
             .ok()
@@ -224,7 +229,7 @@ fn run(a: &Args) -> Result<u8, String> {
                 x.trim().parse::<f64>().map_err(|_| format!("--plan-model '{m}': not a number"))
             };
             let model = libi::tree::LaunchModel::new(num(s)?, num(r)?);
-            model.validate().map_err(|e| e.to_string())?;
+            model.validate()?;
             Some(model)
         }
     };
@@ -340,7 +345,7 @@ fn run(a: &Args) -> Result<u8, String> {
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// `libi-sim calibrate`: measure, fit, write the cost file, check on the held-out cases.
-fn calibrate(a: &CalArgs) -> Result<u8, String> {
+fn calibrate(a: &CalArgs) -> Result<u8, Failure> {
     use libi_sim::calibrate::{self as cal, Case, Setup};
     let counts = |s: &str, what: &str| -> Result<Vec<u32>, String> {
         if s == "none" {
@@ -484,7 +489,7 @@ fn measure_here(
     let result = (|| {
         let replay = match &a.replay {
             Some(p) => std::path::PathBuf::from(p),
-            None => cal::build_replay(&dir)?,
+            None => cal::build_replay(&dir).map_err(|e| e.to_string())?,
         };
         let trace = match libi_sim::workload::BUILTIN.iter().find(|(n, _)| *n == a.workload) {
             Some((_, text)) => {
@@ -501,7 +506,8 @@ fn measure_here(
         for &(k, r) in fit.iter().chain(check) {
             let mut runs = Vec::new();
             for i in 1..=a.runs {
-                let got = cal::real_run(&programs, &a.tree, &a.push_max, k, r, &report)?;
+                let got = cal::real_run(&programs, &a.tree, &a.push_max, k, r, &report)
+                    .map_err(|e| e.to_string())?;
                 eprintln!(
                     "libi-sim calibrate: {k} x {r}, run {i}/{}: launch {:.4} s, fence1 {:.4} s, \
                      total {:.4} s",
