@@ -252,14 +252,19 @@ pub enum NodeOrder {
     Descending,
 }
 
+/// `-order-nodes` that is neither order: the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("-order-nodes: expected ascending or descending, got '{0}'")]
+pub struct NodeOrderError(pub String);
+
 impl std::str::FromStr for NodeOrder {
-    type Err = String;
+    type Err = NodeOrderError;
     /// As Hydra, in any case (`ASCENDING`).
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, NodeOrderError> {
         match s.to_ascii_lowercase().as_str() {
             "ascending" => Ok(NodeOrder::Ascending),
             "descending" => Ok(NodeOrder::Descending),
-            _ => Err(format!("-order-nodes: expected ascending or descending, got '{s}'")),
+            _ => Err(NodeOrderError(s.to_string())),
         }
     }
 }
@@ -505,9 +510,10 @@ mod tests {
         assert_eq!(place(&v, 4).per_host, vec![vec![0, 1, 2], vec![3]]);
         assert_eq!("DESCENDING".parse::<NodeOrder>(), Ok(NodeOrder::Descending));
         assert_eq!("ascending".parse::<NodeOrder>(), Ok(NodeOrder::Ascending));
+        assert_eq!("up".parse::<NodeOrder>(), Err(NodeOrderError("up".into())),);
         assert_eq!(
-            "up".parse::<NodeOrder>(),
-            Err("-order-nodes: expected ascending or descending, got 'up'".to_string())
+            "up".parse::<NodeOrder>().unwrap_err().to_string(),
+            "-order-nodes: expected ascending or descending, got 'up'"
         );
     }
 

@@ -68,15 +68,20 @@ impl LauncherKind {
     }
 }
 
+/// A launcher name we do not know: the name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown launcher '{0}' (expected ssh, rsh, slurm or fork)")]
+pub struct UnknownLauncher(pub String);
+
 impl std::str::FromStr for LauncherKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownLauncher;
+    fn from_str(s: &str) -> Result<Self, UnknownLauncher> {
         match s {
             "fork" => Ok(LauncherKind::Fork),
             "ssh" => Ok(LauncherKind::Ssh),
             "rsh" => Ok(LauncherKind::Rsh),
             "slurm" | "srun" => Ok(LauncherKind::Slurm),
-            other => Err(format!("unknown launcher '{other}' (expected ssh, rsh, slurm or fork)")),
+            other => Err(UnknownLauncher(other.to_string())),
         }
     }
 }
@@ -326,6 +331,18 @@ pub fn job_size(n: u64) -> Option<u32> {
 /// that grow this deep (`chain`, `kary:1`) are refused beyond it with a message.
 pub const MAX_TREE_DEPTH: usize = 1024;
 
+/// An NLA tree deeper than [`MAX_TREE_DEPTH`]: its shape, its NLAs and its depth.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "a {shape} tree of {nlas} NLAs is {depth} levels deep; at most {MAX_TREE_DEPTH} (use --tree \
+     greedy, binomial or kary:K)"
+)]
+pub struct TooDeep {
+    pub shape: crate::tree::Shape,
+    pub nlas: usize,
+    pub depth: usize,
+}
+
 impl NodePlan {
     /// The NLA tree of a job: the front end (node 0, no ranks, `local_host`) and one NLA per
     /// entry of `per_node` (nodes 1.., in order), shaped by the launch tree; an error when
@@ -336,7 +353,7 @@ impl NodePlan {
         model: &crate::tree::LaunchModel,
         max_conn: usize,
         local_host: &str,
-    ) -> Result<NodePlan, String> {
+    ) -> Result<NodePlan, TooDeep> {
         let n_nlas = per_node.len();
         let tree = crate::tree::Tree::build(shape, n_nlas + 1, model);
         let mut nodes: Vec<Option<NodePlan>> = std::iter::once(NodePlan {
@@ -359,12 +376,7 @@ impl NodePlan {
         // tree when nothing exceeds the cap).
         let comm = crate::tree::CommTree::from_launch(&tree, max_conn);
         if comm.depth() > MAX_TREE_DEPTH {
-            return Err(format!(
-                "a {shape} tree of {} NLAs is {} levels deep; at most {MAX_TREE_DEPTH} \
-                 (use --tree greedy, binomial or kary:K)",
-                n_nlas,
-                comm.depth()
-            ));
+            return Err(TooDeep { shape: shape.clone(), nlas: n_nlas, depth: comm.depth() });
         }
         fn build(
             comm: &crate::tree::CommTree,
@@ -578,13 +590,18 @@ pub fn human_bytes(n: u64) -> String {
     format!("{text} {}", UNITS[unit])
 }
 
+/// A byte count that does not parse (or does not fit 64 bits): the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected a byte count such as 1048576, 64K, 512M or 1G, got '{0}'")]
+pub struct BytesError(pub String);
+
 /// A byte count on the command line: a number, optionally followed by `K`, `M`, `G` or `T`
 /// (powers of 1024; `KiB`, `KB`, `k` … are accepted too).
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
+pub fn parse_bytes(s: &str) -> Result<u64, BytesError> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let bad = || format!("expected a byte count such as 1048576, 64K, 512M or 1G, got '{s}'");
+    let bad = || BytesError(s.to_string());
     let n: u64 = num.parse().map_err(|_| bad())?;
     let shift = match unit.trim().to_ascii_uppercase().as_str() {
         "" | "B" => 0,

@@ -22,17 +22,23 @@ pub const PORT_RANGE_VARS: [&str; 11] = [
     "MPIEXEC_PORT_RANGE",
 ];
 
+/// A port range variable that is not a range: its name and value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{var} must be MIN:MAX (ports 1..65535, MIN <= MAX) or 0:0 (any), got '{value}'")]
+pub struct PortRangeError {
+    pub var: &'static str,
+    pub value: String,
+}
+
 /// The port range `MIN:MAX` our listeners (tree, PMGR) must bind in, if one is set: the
 /// variable's name and the range. `0:0` (the CVAR's default, MPICH's "any port") is no range;
 /// it still wins over the variables after it. `get` looks a variable up.
 pub fn port_range(
     get: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<(&'static str, u16, u16)>, String> {
+) -> Result<Option<(&'static str, u16, u16)>, PortRangeError> {
     for var in PORT_RANGE_VARS {
         let Some(v) = get(var).filter(|v| !v.trim().is_empty()) else { continue };
-        let bad = || {
-            format!("{var} must be MIN:MAX (ports 1..65535, MIN <= MAX) or 0:0 (any), got '{v}'")
-        };
+        let bad = || PortRangeError { var, value: v.clone() };
         let (a, b) = v.trim().split_once(':').ok_or_else(bad)?;
         let (a, b) = (a.parse::<u16>().map_err(|_| bad())?, b.parse::<u16>().map_err(|_| bad())?);
         if (a, b) == (0, 0) {
@@ -221,7 +227,7 @@ mod tests {
         let any = vec![("MPIR_CVAR_CH3_PORT_RANGE", " 0:0 "), ("MPIEXEC_PORT_RANGE", "10:5")];
         assert_eq!(port_range(&env(any)), Ok(None));
         for bad in ["5000", "10:5", "0:10", "a:b", "1:70000", ":", "0", "0:0:0"] {
-            let e = port_range(&env(vec![("MPIEXEC_PORT_RANGE", bad)])).expect_err(bad);
+            let e = port_range(&env(vec![("MPIEXEC_PORT_RANGE", bad)])).expect_err(bad).to_string();
             assert!(e.contains("MPIEXEC_PORT_RANGE"), "{e}");
         }
     }

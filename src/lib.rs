@@ -1,6 +1,7 @@
 //! libi: the job model, hosts, launch trees and the launch model, and the messages that travel
 //! over the NLA tree. Pure code shared by `libi-mpiexec`, `libi-nla` and `libi-tree`; the
 //! `libi-tree` tool itself and its report fitting (`calibrate`) are the `libi-tree` crate.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod clock;
 pub mod hosts;

@@ -28,16 +28,58 @@ impl std::fmt::Display for Address {
     }
 }
 
+/// `-nameserver`'s value that is not an address: the value, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("-nameserver {value}: {why} (expected HOST or HOST:PORT)")]
+pub struct AddressError {
+    pub value: String,
+    pub why: AddressFault,
+}
+
+/// What is wrong with a name server's address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressFault {
+    #[error("no closing ']'")]
+    NoClosingBracket,
+    #[error("junk after ']'")]
+    AfterBracket,
+    #[error("no host name")]
+    NoHost,
+    /// The port is not a number in 1..65535: the text.
+    #[error("'{0}' is not a port number")]
+    Port(String),
+}
+
+/// A name server's request or answer that cannot be sent or understood (one line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    /// A word of a request that holds a NUL or is too long.
+    #[error("cannot send '{}' to a name server", .0.escape_debug())]
+    Unsendable(String),
+    /// An answer's length out of bounds.
+    #[error("an answer of {0} bytes is not a name server's")]
+    Length(i32),
+    #[error("an answer that is not text")]
+    NotText,
+    #[error("an answer with a NUL inside")]
+    Nul,
+    /// An answer to a publish or unpublish that is neither `SUCCESS` nor `FAILURE`.
+    #[error("an unknown answer '{}'", .0.escape_debug())]
+    Unknown(String),
+}
+
 /// Parse `-nameserver`'s value.
-pub fn parse_address(s: &str) -> Result<Address, String> {
-    let bad = |why: &str| Err(format!("-nameserver {s}: {why} (expected HOST or HOST:PORT)"));
+pub fn parse_address(s: &str) -> Result<Address, AddressError> {
+    let bad = |why: AddressFault| Err(AddressError { value: s.to_string(), why });
     let (host, port) = if let Some(rest) = s.strip_prefix('[') {
-        let Some((host, after)) = rest.split_once(']') else { return bad("no closing ']'") };
+        let Some((host, after)) = rest.split_once(']') else {
+            return bad(AddressFault::NoClosingBracket);
+        };
         match after {
             "" => (host, None),
             _ => match after.strip_prefix(':') {
                 Some(p) => (host, Some(p)),
-                None => return bad("junk after ']'"),
+                None => return bad(AddressFault::AfterBracket),
             },
         }
     } else {
@@ -47,13 +89,13 @@ pub fn parse_address(s: &str) -> Result<Address, String> {
         }
     };
     if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return bad("no host name");
+        return bad(AddressFault::NoHost);
     }
     let port = match port {
         None => DEFAULT_PORT,
         Some(p) => match p.parse::<u16>() {
             Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => n,
-            _ => return bad(&format!("'{p}' is not a port number")),
+            _ => return bad(AddressFault::Port(p.to_string())),
         },
     };
     Ok(Address { host: host.to_string(), port })
@@ -63,7 +105,7 @@ pub fn parse_address(s: &str) -> Result<Address, String> {
 /// with its terminating NUL and its bytes with that NUL; integers are 4-byte, in this host's
 /// byte order (the server reads them so, whatever machine it runs on). An error if a string
 /// holds a NUL (the server would cut it there).
-pub fn encode_request(op: &NameOp) -> Result<Vec<u8>, String> {
+pub fn encode_request(op: &NameOp) -> Result<Vec<u8>, WireError> {
     let words: Vec<&str> = match op {
         NameOp::Publish { service, port } => vec!["PUBLISH", service, port],
         NameOp::Unpublish { service } => vec!["UNPUBLISH", service],
@@ -73,7 +115,7 @@ pub fn encode_request(op: &NameOp) -> Result<Vec<u8>, String> {
     out.extend_from_slice(&(words.len() as i32).to_ne_bytes());
     for w in words {
         if w.contains('\0') || w.len() >= ANSWER_MAX {
-            return Err(format!("cannot send '{}' to a name server", w.escape_debug()));
+            return Err(WireError::Unsendable(w.to_string()));
         }
         out.extend_from_slice(&((w.len() + 1) as i32).to_ne_bytes());
         out.extend_from_slice(w.as_bytes());
@@ -84,22 +126,22 @@ pub fn encode_request(op: &NameOp) -> Result<Vec<u8>, String> {
 
 /// The answer's length, from its 4-byte header: an error if it is out of bounds (a server
 /// that is not a name server, or a hostile one).
-pub fn answer_len(header: [u8; 4]) -> Result<usize, String> {
+pub fn answer_len(header: [u8; 4]) -> Result<usize, WireError> {
     let len = i32::from_ne_bytes(header);
     match usize::try_from(len) {
         Ok(n) if n <= ANSWER_MAX => Ok(n),
-        _ => Err(format!("an answer of {len} bytes is not a name server's")),
+        _ => Err(WireError::Length(len)),
     }
 }
 
 /// What an answer of `body` (the bytes after the length) means for `op`: whether it succeeded
 /// and, for a lookup, the value. Publish and unpublish answer `SUCCESS` or `FAILURE`; a lookup
 /// answers the value, or an empty string for an unknown name.
-pub fn decode_answer(op: &NameOp, body: &[u8]) -> Result<(bool, Option<String>), String> {
+pub fn decode_answer(op: &NameOp, body: &[u8]) -> Result<(bool, Option<String>), WireError> {
     let text = body.strip_suffix(&[0]).unwrap_or(body);
-    let text = std::str::from_utf8(text).map_err(|_| "an answer that is not text".to_string())?;
+    let text = std::str::from_utf8(text).map_err(|_| WireError::NotText)?;
     if text.contains('\0') {
-        return Err("an answer with a NUL inside".into());
+        return Err(WireError::Nul);
     }
     Ok(match op {
         NameOp::Lookup { .. } if text.is_empty() => (false, None),
@@ -107,7 +149,7 @@ pub fn decode_answer(op: &NameOp, body: &[u8]) -> Result<(bool, Option<String>),
         _ => match text {
             "SUCCESS" => (true, None),
             "FAILURE" => (false, None),
-            other => return Err(format!("an unknown answer '{}'", other.escape_debug())),
+            other => return Err(WireError::Unknown(other.to_string())),
         },
     })
 }
@@ -133,7 +175,7 @@ mod tests {
         for bad in
             ["", ":7000", "n1:", "n1:0", "n1:70000", "n1:+7", "n1:x", "[::1", "[::1]x", "a b"]
         {
-            let e = parse_address(bad).unwrap_err();
+            let e = parse_address(bad).unwrap_err().to_string();
             assert!(e.starts_with(&format!("-nameserver {bad}: ")), "{e}");
         }
     }

@@ -35,8 +35,74 @@ fn shown(expr: &str) -> String {
     }
 }
 
-fn bad_hostlist(expr: &str, why: impl std::fmt::Display) -> String {
-    format!("bad host list {}: {why}", shown(expr))
+/// A host list that does not parse: the list, and why (one line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad host list {}: {why}", shown(.list))]
+pub struct HostlistError {
+    pub list: String,
+    pub why: String,
+}
+
+fn bad_hostlist(expr: &str, why: impl std::fmt::Display) -> HostlistError {
+    HostlistError { list: expr.to_string(), why: why.to_string() }
+}
+
+/// A tasks-per-node list that does not parse: the list, and why (one line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad tasks-per-node list {}: {why}", shown(.list))]
+pub struct TasksError {
+    pub list: String,
+    pub why: String,
+}
+
+/// Slurm's variables that do not describe an allocation: each names the variable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllocationError {
+    /// A job id but no node list.
+    #[error("inside Slurm job {job} but neither SLURM_JOB_NODELIST nor SLURM_NODELIST is set")]
+    NoNodelist { job: String },
+    /// The node list does not parse.
+    #[error("{var}: {error}")]
+    Hostlist { var: &'static str, error: HostlistError },
+    /// The node list names a node twice.
+    #[error("{var}: host list {} names {name} twice", shown(.list))]
+    Twice { var: &'static str, list: String, name: String },
+    /// The node count is not a number: its value.
+    #[error("{var}: '{value}' is not a number")]
+    NodeCount { var: &'static str, value: String },
+    /// The node count is not the node list's.
+    #[error(
+        "{var}={count} but {list_var} {} names {names} node{}",
+        shown(.list),
+        if *.names == 1 { "" } else { "s" }
+    )]
+    NodeCountDiffers {
+        var: &'static str,
+        count: usize,
+        list_var: &'static str,
+        list: String,
+        names: usize,
+    },
+    /// The tasks per node do not parse.
+    #[error("{var}: {error}")]
+    Tasks { var: &'static str, error: TasksError },
+    /// The tasks per node give another number of counts than the node list names nodes.
+    #[error(
+        "{var}={value} gives {counts} counts but {list_var} {} names {names} node{}",
+        shown(.list),
+        if *.names == 1 { "" } else { "s" }
+    )]
+    TaskCounts {
+        var: &'static str,
+        value: String,
+        counts: usize,
+        list_var: &'static str,
+        list: String,
+        names: usize,
+    },
+    /// The tasks per node give a node no task.
+    #[error("{var}={value} gives node {node} no task")]
+    NoTask { var: &'static str, value: String, node: String },
 }
 
 /// One `lo-hi` range (or a single number, lo == hi) of a bracket group.
@@ -181,12 +247,12 @@ fn split_items(expr: &str) -> Result<Vec<&str>, String> {
 }
 
 /// Expand a Slurm host list (`node[01-04,07],gpu[1-2]`) into names, in order.
-pub fn expand_hostlist(expr: &str) -> Result<Vec<String>, String> {
+pub fn expand_hostlist(expr: &str) -> Result<Vec<String>, HostlistError> {
     expand_hostlist_max(expr, MAX_HOSTS)
 }
 
 /// [`expand_hostlist`] with an explicit cap on the number of names.
-pub fn expand_hostlist_max(expr: &str, max: usize) -> Result<Vec<String>, String> {
+pub fn expand_hostlist_max(expr: &str, max: usize) -> Result<Vec<String>, HostlistError> {
     let items = split_items(expr).map_err(|e| bad_hostlist(expr, e))?;
     if items.is_empty() {
         return Err(bad_hostlist(expr, "names no host"));
@@ -236,13 +302,13 @@ fn expand_parts(parts: &[Part<'_>], prefix: &mut String, out: &mut Vec<String>) 
 }
 
 /// Expand a tasks-per-node list (`2(x3),1` = [2, 2, 2, 1]).
-pub fn parse_tasks_per_node(s: &str) -> Result<Vec<u32>, String> {
+pub fn parse_tasks_per_node(s: &str) -> Result<Vec<u32>, TasksError> {
     parse_tasks_per_node_max(s, MAX_HOSTS)
 }
 
-fn parse_tasks_per_node_max(s: &str, max: usize) -> Result<Vec<u32>, String> {
-    let bad = |why: String| format!("bad tasks-per-node list {}: {why}", shown(s));
-    let count = |t: &str| -> Result<u32, String> {
+fn parse_tasks_per_node_max(s: &str, max: usize) -> Result<Vec<u32>, TasksError> {
+    let bad = |why: String| TasksError { list: s.to_string(), why };
+    let count = |t: &str| -> Result<u32, TasksError> {
         if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad(format!("'{t}' is not a number")));
         }
@@ -286,49 +352,50 @@ fn parse_tasks_per_node_max(s: &str, max: usize) -> Result<Vec<u32>, String> {
 /// `env` looks a variable up (`&|k| std::env::var(k).ok()` in production).
 pub fn allocation_from_env(
     env: &impl Fn(&str) -> Option<String>,
-) -> Result<Option<Vec<Host>>, String> {
-    let get = |names: &[&str]| -> Option<(String, String)> {
-        names.iter().find_map(|n| {
-            env(n).filter(|v| !v.trim().is_empty()).map(|v| (n.to_string(), v.trim().to_string()))
+) -> Result<Option<Vec<Host>>, AllocationError> {
+    let get = |names: &[&'static str]| -> Option<(&'static str, String)> {
+        names.iter().find_map(|&n| {
+            env(n).filter(|v| !v.trim().is_empty()).map(|v| (n, v.trim().to_string()))
         })
     };
     let Some((_, job)) = get(&["SLURM_JOB_ID", "SLURM_JOBID"]) else {
         return Ok(None);
     };
-    let (list_var, list) = get(&["SLURM_JOB_NODELIST", "SLURM_NODELIST"]).ok_or_else(|| {
-        format!("inside Slurm job {job} but neither SLURM_JOB_NODELIST nor SLURM_NODELIST is set")
-    })?;
-    let names = expand_hostlist(&list).map_err(|e| format!("{list_var}: {e}"))?;
+    let (list_var, list) = get(&["SLURM_JOB_NODELIST", "SLURM_NODELIST"])
+        .ok_or(AllocationError::NoNodelist { job })?;
+    let names = expand_hostlist(&list)
+        .map_err(|error| AllocationError::Hostlist { var: list_var, error })?;
     let mut seen = HashSet::new();
     if let Some(dup) = names.iter().find(|n| !seen.insert(n.as_str())) {
-        return Err(format!("{list_var}: host list {} names {dup} twice", shown(&list)));
+        return Err(AllocationError::Twice { var: list_var, list, name: dup.clone() });
     }
-    if let Some((var, v)) = get(&["SLURM_JOB_NUM_NODES", "SLURM_NNODES"]) {
-        let n: usize = v.parse().map_err(|_| format!("{var}: '{v}' is not a number"))?;
-        if n != names.len() {
-            return Err(format!(
-                "{var}={n} but {list_var} {} names {} node{}",
-                shown(&list),
-                names.len(),
-                if names.len() == 1 { "" } else { "s" }
-            ));
+    if let Some((var, value)) = get(&["SLURM_JOB_NUM_NODES", "SLURM_NNODES"]) {
+        let Ok(count) = value.parse::<usize>() else {
+            return Err(AllocationError::NodeCount { var, value });
+        };
+        if count != names.len() {
+            let names = names.len();
+            return Err(AllocationError::NodeCountDiffers { var, count, list_var, list, names });
         }
     }
     let slots = match get(&["SLURM_TASKS_PER_NODE", "SLURM_JOB_CPUS_PER_NODE"]) {
         None => vec![1; names.len()],
-        Some((var, v)) => {
-            let slots = parse_tasks_per_node(&v).map_err(|e| format!("{var}: {e}"))?;
+        Some((var, value)) => {
+            let slots = parse_tasks_per_node(&value)
+                .map_err(|error| AllocationError::Tasks { var, error })?;
             if slots.len() != names.len() {
-                return Err(format!(
-                    "{var}={v} gives {} counts but {list_var} {} names {} node{}",
-                    slots.len(),
-                    shown(&list),
-                    names.len(),
-                    if names.len() == 1 { "" } else { "s" }
-                ));
+                let (counts, names) = (slots.len(), names.len());
+                return Err(AllocationError::TaskCounts {
+                    var,
+                    value,
+                    counts,
+                    list_var,
+                    list,
+                    names,
+                });
             }
             if let Some(i) = slots.iter().position(|&s| s == 0) {
-                return Err(format!("{var}={v} gives node {} no task", names[i]));
+                return Err(AllocationError::NoTask { var, value, node: names[i].clone() });
             }
             slots
         }
@@ -394,7 +461,7 @@ mod tests {
     fn err(s: &str) -> String {
         match expand_hostlist(s) {
             Ok(v) => panic!("{s:?} should be rejected, expanded to {v:?}"),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         }
     }
 
@@ -446,7 +513,10 @@ mod tests {
         // A product of groups, and a sum of items, count towards the cap too.
         assert!(err("a[1-100000]b[1-100000]").contains("more than"));
         assert!(err("a[1-999999999999999999]b[1-999999999999999999]").contains("more than"));
-        assert!(expand_hostlist_max("a[1-3],b[1-3]", 5).expect_err("over").contains("more than 5"));
+        assert!(expand_hostlist_max("a[1-3],b[1-3]", 5)
+            .expect_err("over")
+            .to_string()
+            .contains("more than 5"));
         assert_eq!(expand_hostlist_max("a[1-3],b[1-2]", 5).expect("at cap").len(), 5);
     }
 
@@ -468,12 +538,15 @@ mod tests {
             ("-1", "'-1' is not a number"),
             ("99999999999", "too large"),
         ] {
-            let e = parse_tasks_per_node(s).expect_err(s);
+            let e = parse_tasks_per_node(s).expect_err(s).to_string();
             assert!(e.contains(&format!("{s:?}")) && e.contains(why), "{s:?}: {e}");
         }
-        let e = parse_tasks_per_node_max("1(x3),1(x3)", 5).expect_err("cap");
+        let e = parse_tasks_per_node_max("1(x3),1(x3)", 5).expect_err("cap").to_string();
         assert!(e.contains("more than 5"), "{e}");
-        assert!(parse_tasks_per_node("1(x4294967295)").expect_err("cap").contains("more than"));
+        assert!(parse_tasks_per_node("1(x4294967295)")
+            .expect_err("cap")
+            .to_string()
+            .contains("more than"));
     }
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
@@ -536,7 +609,7 @@ mod tests {
         let with = |extra: &[(&str, &str)]| {
             let mut v = base.to_vec();
             v.extend_from_slice(extra);
-            allocation_from_env(&env_of(&v)).expect_err("inconsistent")
+            allocation_from_env(&env_of(&v)).expect_err("inconsistent").to_string()
         };
         let e = with(&[("SLURM_NNODES", "2")]);
         assert!(
@@ -551,14 +624,18 @@ mod tests {
         assert!(e.contains("node n2 no task"), "{e}");
         let e = with(&[("SLURM_TASKS_PER_NODE", "1(y3)")]);
         assert!(e.starts_with("SLURM_TASKS_PER_NODE: bad tasks-per-node list \"1(y3)\""), "{e}");
-        let e = allocation_from_env(&env_of(&[("SLURM_JOB_ID", "9")])).expect_err("no list");
+        let e = allocation_from_env(&env_of(&[("SLURM_JOB_ID", "9")]))
+            .expect_err("no list")
+            .to_string();
         assert!(e.contains("SLURM_JOB_NODELIST") && e.contains("job 9"), "{e}");
         let e =
             allocation_from_env(&env_of(&[("SLURM_JOB_ID", "9"), ("SLURM_JOB_NODELIST", "n[1-")]))
-                .expect_err("bad list");
+                .expect_err("bad list")
+                .to_string();
         assert!(e.starts_with("SLURM_JOB_NODELIST: bad host list \"n[1-\""), "{e}");
         let e = allocation_from_env(&env_of(&[("SLURM_JOB_ID", "9"), ("SLURM_NODELIST", "a,b,a")]))
-            .expect_err("dup");
+            .expect_err("dup")
+            .to_string();
         assert!(e.contains("names a twice"), "{e}");
     }
 
@@ -637,6 +714,7 @@ mod tests {
             match expand_hostlist(&s) {
                 Ok(v) => prop_assert!(v.iter().all(|n| !n.is_empty() && !n.contains([',', '[', ']', ' ']))),
                 Err(e) => {
+                    let e = e.to_string();
                     let named = e.contains(&format!("{s:?}"));
                     prop_assert!(named, "{}", e);
                     prop_assert!(!e.contains('\n'));

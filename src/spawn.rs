@@ -192,7 +192,8 @@ impl Spawner {
             ..parent.clone()
         };
         let root =
-            NodePlan::tree(per_node, &base.shape, &base.model, base.max_conn, &base.root_host)?;
+            NodePlan::tree(per_node, &base.shape, &base.model, base.max_conn, &base.root_host)
+                .map_err(|e| e.to_string())?;
         Ok(Group { job, root })
     }
 }

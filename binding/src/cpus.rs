@@ -1,5 +1,6 @@
 //! Sets of logical cpus (the kernel's OS numbers) and their list syntax, `0-3,8,10-11`.
 
+use crate::error::ListError;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -59,22 +60,22 @@ impl CpuSet {
 
     /// Parse the kernel's list syntax (`0-3,8`; empty string = empty set); `sep` also
     /// joins cpus (`+` in Hydra's `user:0+2`).
-    pub fn parse_with(s: &str, sep: char) -> Result<CpuSet, String> {
+    pub fn parse_with(s: &str, sep: char) -> Result<CpuSet, ListError> {
         CpuSet::parse_items(s, sep, "cpu")
     }
 
     /// Parse the list syntax for numbered things other than cpus (NUMA nodes: `0,2-3`);
     /// `what` names them in errors.
-    pub fn parse_items(s: &str, sep: char, what: &str) -> Result<CpuSet, String> {
+    pub fn parse_items(s: &str, sep: char, what: &str) -> Result<CpuSet, ListError> {
         let s = s.trim();
         let mut cpus = Vec::new();
         if s.is_empty() {
             return Ok(CpuSet(cpus));
         }
-        let num = |t: &str| -> Result<u32, String> {
+        let num = |t: &str| -> Result<u32, ListError> {
             match t.trim().parse::<u32>() {
                 Ok(n) if n <= MAX_CPU => Ok(n),
-                _ => Err(format!("'{t}' is not a {what} number")),
+                _ => Err(ListError::Number { entry: t.to_string(), what: what.to_string() }),
             }
         };
         for part in s.split(sep) {
@@ -82,7 +83,8 @@ impl CpuSet {
                 Some((a, b)) => {
                     let (a, b) = (num(a)?, num(b)?);
                     if a > b {
-                        return Err(format!("'{part}' is not a {what} range"));
+                        let (range, what) = (part.to_string(), what.to_string());
+                        return Err(ListError::Range { range, what });
                     }
                     cpus.extend(a..=b);
                 }
@@ -93,7 +95,7 @@ impl CpuSet {
     }
 
     /// Parse the kernel's list syntax (`0-3,8`).
-    pub fn parse(s: &str) -> Result<CpuSet, String> {
+    pub fn parse(s: &str) -> Result<CpuSet, ListError> {
         CpuSet::parse_with(s, ',')
     }
 }

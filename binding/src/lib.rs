@@ -3,9 +3,11 @@
 //!
 //! Pure except for [`Topology::from_sysfs`], which reads files under a given root (tests
 //! point it at recorded fixture trees of bigger machines). Applying a set is the NLA's job.
+#![forbid(unsafe_code)]
 
 pub mod cpus;
 pub mod devices;
+pub mod error;
 pub mod map;
 pub mod membind;
 pub mod spec;
@@ -13,6 +15,7 @@ pub mod topology;
 
 pub use cpus::CpuSet;
 pub use devices::{Device, Devices};
+pub use error::{ListError, OptionError, PlacementError, TopologyError};
 pub use map::rank_cpus;
 pub use membind::{parse_membind, parse_membind_or_none, rank_mems, MemBind, MemPolicy, NodeSet};
 pub use spec::{
@@ -148,7 +151,7 @@ mod tests {
     }
 
     fn err(t: &Topology, bind: &str, map: Option<&str>) -> String {
-        rank_cpus(t, &binding(bind, map), 4, "h").unwrap_err()
+        rank_cpus(t, &binding(bind, map), 4, "h").unwrap_err().to_string()
     }
 
     #[test]
@@ -569,7 +572,7 @@ mod tests {
 
     #[test]
     fn missing_sysfs_is_an_error() {
-        let e = Topology::from_sysfs(Path::new("/nonexistent"), None).unwrap_err();
+        let e = Topology::from_sysfs(Path::new("/nonexistent"), None).unwrap_err().to_string();
         assert!(e.starts_with("cannot read /nonexistent/devices/system/cpu/online"), "{e}");
     }
 }

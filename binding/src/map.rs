@@ -7,6 +7,7 @@
 //! as in Hydra 4 and 5, the ranks beyond it are not bound.
 
 use crate::cpus::CpuSet;
+use crate::error::PlacementError;
 use crate::spec::{BindTo, Binding, Object, Objects};
 use crate::topology::Topology;
 
@@ -18,18 +19,16 @@ pub fn rank_cpus(
     binding: &Binding,
     nlocal: usize,
     host: &str,
-) -> Result<Option<Vec<Option<CpuSet>>>, String> {
+) -> Result<Option<Vec<Option<CpuSet>>>, PlacementError> {
     let entries = match &binding.bind {
         BindTo::None => return Ok(None),
         BindTo::RoundRobin => topo.all().cpus().iter().map(|&c| CpuSet::new(vec![c])).collect(),
         BindTo::User(list) => {
             let all = topo.all();
             for e in list {
-                if let Some(c) = e.cpus().iter().find(|&&c| !all.contains(c)) {
-                    return Err(format!(
-                        "-bind-to {}: cpu {c} is not usable on {host} (its cpus: {all})",
-                        binding.bind
-                    ));
+                if let Some(&cpu) = e.cpus().iter().find(|&&c| !all.contains(c)) {
+                    let (bind, host) = (binding.bind.clone(), host.to_string());
+                    return Err(PlacementError::UserCpu { bind, cpu, host, usable: all });
                 }
             }
             // Hydra leaves the ranks beyond the list unbound (they keep the launcher's
@@ -43,7 +42,8 @@ pub fn rank_cpus(
         }
     };
     if entries.is_empty() {
-        return Err(format!("-bind-to {}: nothing to bind to on {host}", binding.bind));
+        let (bind, host) = (binding.bind.clone(), host.to_string());
+        return Err(PlacementError::Nothing { bind, host });
     }
     Ok(Some((0..nlocal).map(|i| Some(entries[i % entries.len()].clone())).collect()))
 }
@@ -60,17 +60,17 @@ fn objects(
     bind: &Objects,
     map: &Objects,
     host: &str,
-) -> Result<Vec<CpuSet>, String> {
+) -> Result<Vec<CpuSet>, PlacementError> {
     let bobjs = topo.objects(bind.obj.clone());
     let mobjs = topo.objects(map.obj.clone());
     let need = bind.count as usize;
     if need > bobjs.len() {
-        return Err(format!(
-            "-bind-to {bind}: {host} has only {} {} object(s) (cpus {})",
-            bobjs.len(),
-            bind.obj,
-            topo.all()
-        ));
+        return Err(PlacementError::FewObjects {
+            bind: bind.clone(),
+            host: host.to_string(),
+            have: bobjs.len(),
+            usable: topo.all(),
+        });
     }
     let mut buckets: Vec<Vec<CpuSet>> = vec![Vec::new(); mobjs.len()];
     for b in &bobjs {
@@ -94,10 +94,8 @@ fn objects(
         .filter(|c: &std::collections::VecDeque<CpuSet>| !c.is_empty())
         .collect();
     if chunks.is_empty() {
-        return Err(format!(
-            "-bind-to {bind} -map-by {map}: no {} of {host} holds {need} {} objects",
-            map.obj, bind.obj
-        ));
+        let (bind, map, host) = (bind.clone(), map.clone(), host.to_string());
+        return Err(PlacementError::NoMapObject { bind, map, host });
     }
     let mut out = Vec::new();
     while chunks.iter().any(|c| !c.is_empty()) {
@@ -118,25 +116,25 @@ fn objects(
 fn io_objects(
     topo: &Topology,
     obj: &Object,
-    what: &str,
+    options: &str,
     host: &str,
-) -> Result<Vec<CpuSet>, String> {
+) -> Result<Vec<CpuSet>, PlacementError> {
     let devs = topo.devices();
+    let (options, host) = (options.to_string(), host.to_string());
     match obj {
         Object::Pci(a) => match devs.pci.get(a) {
             Some(cpus) => Ok(vec![cpus.clone()]),
-            None => Err(format!("{what}: {host} has no PCI device {a}")),
+            None => Err(PlacementError::NoPciDevice { options, host, address: *a }),
         },
         Object::Device { kind, id } => {
-            let all = devs.of_kind(*kind);
-            let desc = kind.describe();
+            let (all, kind) = (devs.of_kind(*kind), *kind);
             if all.is_empty() {
-                return Err(format!("{what}: {host} has no {desc} device"));
+                return Err(PlacementError::NoDevice { options, host, kind });
             }
             let Some(id) = id else {
                 return Ok(all.iter().map(|d| d.cpus.clone()).collect());
             };
-            match devs.named(*kind, id) {
+            match devs.named(kind, id) {
                 Some(d) => Ok(vec![d.cpus.clone()]),
                 None => {
                     let names: Vec<String> = all
@@ -149,11 +147,8 @@ fn io_objects(
                             }
                         })
                         .collect();
-                    Err(format!(
-                        "{what}: {host} has no {desc} device {}{id} (its {desc} devices: {})",
-                        kind.prefix(),
-                        names.join(", ")
-                    ))
+                    let (id, devices) = (id.clone(), names.join(", "));
+                    Err(PlacementError::NoNamedDevice { options, host, kind, id, devices })
                 }
             }
         }
@@ -174,21 +169,22 @@ fn devices(
     binding: &Binding,
     bind: &Objects,
     host: &str,
-) -> Result<Vec<CpuSet>, String> {
-    let what = match &binding.map {
+) -> Result<Vec<CpuSet>, PlacementError> {
+    let options = match &binding.map {
         Some(m) => format!("-bind-to {} -map-by {m}", binding.bind),
         None => format!("-bind-to {}", binding.bind),
     };
-    let list = io_objects(topo, &bind.obj, &what, host)?;
+    let list = io_objects(topo, &bind.obj, &options, host)?;
     let n = list.len();
     let b = bind.count as usize;
     let m = binding.map.as_ref().map_or(b, |m| m.count as usize).max(b);
     if m > n {
-        let desc = match &bind.obj {
+        let what = match &bind.obj {
             Object::Device { kind, .. } => kind.describe(),
             _ => "PCI",
         };
-        return Err(format!("{what}: {host} has only {n} {desc} device(s) for {m}"));
+        let host = host.to_string();
+        return Err(PlacementError::FewDevices { options, host, have: n, what, want: m });
     }
     let lcm = |a: usize, b: usize| a / gcd(a, b) * b;
     let groups = lcm(n, m) / m;

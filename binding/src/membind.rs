@@ -8,6 +8,7 @@
 //! the policy is set whether or not the ranks are bound to cpus, and NODES is honoured.
 
 use crate::cpus::CpuSet;
+use crate::error::{OptionError, PlacementError};
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -26,12 +27,10 @@ pub enum MemBind {
     Interleave(Option<NodeSet>),
 }
 
-const POLICIES: &str = "none, firsttouch, nexttouch, bind[:NODES] or interleave[:NODES]";
-
 /// Parse `-membind` (`HYDRA_MEMBIND`) where `none` may be given: no policy set (the
 /// default), as `-bind-to none` binds nothing. Hydra takes any word here and sets nothing for
 /// one it does not know; we refuse those by name, but scripts written for Hydra say `none`.
-pub fn parse_membind_or_none(s: &str) -> Result<Option<MemBind>, String> {
+pub fn parse_membind_or_none(s: &str) -> Result<Option<MemBind>, OptionError> {
     match s {
         "none" => Ok(None),
         _ => parse_membind(s).map(Some),
@@ -39,7 +38,7 @@ pub fn parse_membind_or_none(s: &str) -> Result<Option<MemBind>, String> {
 }
 
 /// Parse a `-membind` policy (not `none`: see [`parse_membind_or_none`]).
-pub fn parse_membind(s: &str) -> Result<MemBind, String> {
+pub fn parse_membind(s: &str) -> Result<MemBind, OptionError> {
     match s {
         "firsttouch" => return Ok(MemBind::FirstTouch),
         "nexttouch" => return Ok(MemBind::NextTouch),
@@ -52,12 +51,13 @@ pub fn parse_membind(s: &str) -> Result<MemBind, String> {
     let make: fn(Option<NodeSet>) -> MemBind = match word {
         "bind" => MemBind::Bind,
         "interleave" => MemBind::Interleave,
-        _ => return Err(format!("-membind: unknown policy '{s}' (expected {POLICIES})")),
+        _ => return Err(OptionError::UnknownPolicy(s.to_string())),
     };
     let nodes = match nodes.filter(|n| !n.trim().is_empty()) {
         None => None,
         Some(n) => Some(
-            CpuSet::parse_items(n, ',', "NUMA node").map_err(|e| format!("-membind {s}: {e}"))?,
+            CpuSet::parse_items(n, ',', "NUMA node")
+                .map_err(|list| OptionError::MemNodes { value: s.to_string(), list })?,
         ),
     };
     Ok(make(nodes))
@@ -111,7 +111,7 @@ pub fn rank_mems(
     cpus: Option<&[Option<CpuSet>]>,
     nlocal: usize,
     host: &str,
-) -> Result<Option<Vec<MemPolicy>>, String> {
+) -> Result<Option<Vec<MemPolicy>>, PlacementError> {
     let Some(mem) = mem else { return Ok(None) };
     let mems = topo.mems().cloned().unwrap_or_else(|| CpuSet::new(vec![0]));
     let given = match mem {
@@ -122,19 +122,15 @@ pub fn rank_mems(
     if let Some(nodes) = given {
         let bad: CpuSet = nodes.cpus().iter().copied().filter(|&n| !mems.contains(n)).collect();
         if !bad.is_empty() {
-            let (noun, verb) = if bad.len() == 1 { ("node", "is") } else { ("nodes", "are") };
-            return Err(format!(
-                "-membind {mem}: NUMA {noun} {bad} {verb} not usable on {host} (its NUMA nodes \
-                 with memory: {})",
-                if mems.is_empty() { "none".to_string() } else { mems.to_string() }
-            ));
+            let (mem, host, usable) = (mem.clone(), host.to_string(), mems);
+            return Err(PlacementError::MemNodes { mem, bad, host, usable });
         }
     }
     if topo.mems().is_none() {
         return Ok(None);
     }
     if mems.is_empty() {
-        return Err(format!("-membind {mem}: no NUMA node with memory is usable on {host}"));
+        return Err(PlacementError::NoMemNode { mem: mem.clone(), host: host.to_string() });
     }
     // Without NODES: the nodes of the rank's cpus that have memory, else every usable node.
     let own = |local: usize| -> NodeSet {
@@ -219,7 +215,7 @@ mod tests {
             ("interleave:3-1", "-membind interleave:3-1: '3-1' is not a NUMA node range"),
             ("bind:0,,1", "-membind bind:0,,1: '' is not a NUMA node number"),
         ] {
-            let e = parse_membind(s).unwrap_err();
+            let e = parse_membind(s).unwrap_err().to_string();
             assert!(e.starts_with(msg), "{s}: {e}");
             assert!(!e.contains('\n'));
         }
@@ -266,17 +262,19 @@ mod tests {
         let t = two_by_two();
         let err = |m: &str| rank_mems(&t, Some(&parse_membind(m).unwrap()), None, 1, "n7");
         assert_eq!(
-            err("bind:7").unwrap_err(),
+            err("bind:7").unwrap_err().to_string(),
             "-membind bind:7: NUMA node 7 is not usable on n7 (its NUMA nodes with memory: 0-2)"
         );
         assert_eq!(
-            err("interleave:1-4").unwrap_err(),
+            err("interleave:1-4").unwrap_err().to_string(),
             "-membind interleave:1-4: NUMA nodes 3-4 are not usable on n7 (its NUMA nodes with \
              memory: 0-2)"
         );
         // Restricted to the NLA's cpuset's memory nodes.
         let r = two_by_two().restrict_mems(Some(&set("1")));
-        let e = rank_mems(&r, Some(&parse_membind("bind:0").unwrap()), None, 1, "h").unwrap_err();
+        let e = rank_mems(&r, Some(&parse_membind("bind:0").unwrap()), None, 1, "h")
+            .unwrap_err()
+            .to_string();
         assert!(e.ends_with("NUMA node 0 is not usable on h (its NUMA nodes with memory: 1)"));
         let p = rank_mems(&r, Some(&MemBind::Bind(None)), Some(&[Some(set("0"))]), 1, "h");
         assert_eq!(p.unwrap(), Some(vec![MemPolicy::Bind(set("1"))]));
@@ -295,7 +293,9 @@ mod tests {
             let p = rank_mems(&t, Some(&parse_membind(m).unwrap()), None, 2, "h").unwrap();
             assert_eq!(p, None, "{m}");
         }
-        let e = rank_mems(&t, Some(&parse_membind("bind:1").unwrap()), None, 1, "h").unwrap_err();
+        let e = rank_mems(&t, Some(&parse_membind("bind:1").unwrap()), None, 1, "h")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("NUMA node 1 is not usable on h (its NUMA nodes with memory: 0)"),
             "{e}"

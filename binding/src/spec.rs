@@ -1,6 +1,7 @@
 //! The `-bind-to` and `-map-by` options, in Hydra's spelling.
 
 use crate::cpus::CpuSet;
+use crate::error::OptionError;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -246,7 +247,7 @@ impl Binding {
     /// Whether `-bind-to` and `-map-by` go together, as Hydra has it: an I/O binding maps
     /// only by its own devices (the same kind and id, any count: `gpu -map-by gpu:2`), and
     /// only an I/O binding maps by devices. Without a binding the mapping is not used.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), OptionError> {
         let (BindTo::Objects(b), Some(m)) = (&self.bind, &self.map) else {
             return Ok(());
         };
@@ -260,22 +261,13 @@ impl Binding {
         if same {
             return Ok(());
         }
-        let why = if let Object::Pci(_) = b.obj {
-            format!("an I/O binding maps only by its own devices ({})", b.obj)
-        } else if b.obj.is_io() {
-            format!("an I/O binding maps only by its own devices ({}[:N])", b.obj)
-        } else {
-            "only an I/O binding (pci:, gpu, ib, hfi, eth, en) maps by I/O devices".to_string()
-        };
-        Err(format!("-bind-to {} -map-by {m}: {why}", self.bind))
+        Err(OptionError::Mismatch { bind: b.clone(), map: m.clone() })
     }
 }
 
-const OBJECTS: &str = "hwthread, core, l1cache, l2cache, l3cache, numa, socket, machine, gpu, \
-                       ib, hfi, eth or en (optionally :N), or pci:ADDRESS";
-
-/// `gpuID`, `ibID`, ...: an I/O device kind and the id after it, if any; `Err` for a bad id.
-fn device(s: &str) -> Option<Result<Object, String>> {
+/// `gpuID`, `ibID`, ...: an I/O device kind and the id after it, if any; `Err` for a bad id
+/// (`option` and `value`: the option and its value, for the message).
+fn device(s: &str, option: &'static str, value: &str) -> Option<Result<Object, OptionError>> {
     let kind = [DeviceKind::Gpu, DeviceKind::Ib, DeviceKind::Hfi, DeviceKind::Eth, DeviceKind::En]
         .into_iter()
         .find(|k| s.starts_with(k.prefix()))?;
@@ -288,17 +280,13 @@ fn device(s: &str) -> Option<Result<Object, String>> {
     } else {
         s.len() <= MAX_NAME && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
     };
+    let (value, id) = (value.to_string(), id.to_string());
     Some(if ok {
-        Ok(Object::Device { kind, id: Some(id.to_string()) })
+        Ok(Object::Device { kind, id: Some(id) })
     } else if kind == DeviceKind::Gpu {
-        Err(format!("'{id}' is not a GPU number (gpu, gpuN or gpu:N)"))
+        Err(OptionError::GpuNumber { option, value, id })
     } else {
-        Err(format!(
-            "'{id}' is not a device name or number ({}, {}ID or {}:N)",
-            kind.prefix(),
-            kind.prefix(),
-            kind.prefix()
-        ))
+        Err(OptionError::DeviceName { option, value, kind, id })
     })
 }
 
@@ -329,37 +317,33 @@ fn object(s: &str) -> Option<Object> {
     })
 }
 
-/// `obj[:N]`, or `pci:ADDRESS`.
-fn objects(s: &str, what: &str) -> Result<Objects, String> {
+/// `obj[:N]`, or `pci:ADDRESS`, the value of `option` (`-bind-to`, `-map-by`).
+fn objects(s: &str, option: &'static str) -> Result<Objects, OptionError> {
+    let value = || s.to_string();
     if let Some(a) = s.strip_prefix("pci:") {
         return match PciAddr::parse(a) {
             Some(a) => Ok(Objects { obj: Object::Pci(a), count: 1 }),
-            None => Err(format!(
-                "{what} {s}: '{a}' is not a PCI address ([domain:]bus:device.function in hex, \
-                 as 0000:41:00.0)"
-            )),
+            None => Err(OptionError::PciAddress { option, value: value(), address: a.to_string() }),
         };
     }
     let (name, count) = match s.split_once(':') {
         Some((n, c)) => match c.parse::<u32>() {
             Ok(c) if c >= 1 => (n, c),
-            _ => return Err(format!("{what} {s}: '{c}' is not a positive count")),
+            _ => return Err(OptionError::Count { option, value: value(), count: c.to_string() }),
         },
         None => (s, 1),
     };
-    if let Some(obj) = device(name) {
-        return obj.map(|obj| Objects { obj, count }).map_err(|e| format!("{what} {s}: {e}"));
+    if let Some(obj) = device(name, option, s) {
+        return obj.map(|obj| Objects { obj, count });
     }
     match object(name) {
         Some(obj) => Ok(Objects { obj, count }),
-        None => Err(format!(
-            "{what}: unknown object '{name}' (expected none, rr, user:LIST, {OBJECTS})"
-        )),
+        None => Err(OptionError::UnknownObject { option, name: name.to_string() }),
     }
 }
 
 /// Parse `-bind-to`.
-pub fn parse_bind(s: &str) -> Result<BindTo, String> {
+pub fn parse_bind(s: &str) -> Result<BindTo, OptionError> {
     match s {
         "none" => return Ok(BindTo::None),
         "rr" => return Ok(BindTo::RoundRobin),
@@ -369,10 +353,10 @@ pub fn parse_bind(s: &str) -> Result<BindTo, String> {
         let entries = list
             .split(',')
             .map(|e| {
-                let set =
-                    CpuSet::parse_with(e, '+').map_err(|err| format!("-bind-to {s}: {err}"))?;
+                let set = CpuSet::parse_with(e, '+')
+                    .map_err(|list| OptionError::UserEntry { value: s.to_string(), list })?;
                 if set.is_empty() {
-                    return Err(format!("-bind-to {s}: empty entry"));
+                    return Err(OptionError::EmptyUserEntry(s.to_string()));
                 }
                 Ok(set)
             })
@@ -383,8 +367,8 @@ pub fn parse_bind(s: &str) -> Result<BindTo, String> {
 }
 
 /// Parse `-map-by`.
-pub fn parse_map(s: &str) -> Result<Objects, String> {
-    objects(s, "-map-by").map_err(|e| e.replace("none, rr, user:LIST, ", ""))
+pub fn parse_map(s: &str) -> Result<Objects, OptionError> {
+    objects(s, "-map-by")
 }
 
 impl fmt::Display for BindTo {
@@ -511,7 +495,7 @@ mod tests {
             ("core", "gpu", "-bind-to core -map-by gpu: only an I/O binding (pci:, gpu, ib, hfi, eth, en) maps by I/O devices"),
             ("socket", "pci:0000:41:00.0", "only an I/O binding"),
         ] {
-            let e = b(bind, Some(map)).check().unwrap_err();
+            let e = b(bind, Some(map)).check().unwrap_err().to_string();
             assert!(e.contains(msg), "{bind} {map}: {e}");
             assert!(e.starts_with(&format!("-bind-to {bind} -map-by {map}: ")), "{e}");
         }
@@ -544,12 +528,15 @@ mod tests {
             ("pci:00:03.0:2", "'00:03.0:2' is not a PCI address"),
             ("pci:0:0:0:3.0", "is not a PCI address"),
         ] {
-            let e = parse_bind(s).unwrap_err();
+            let e = parse_bind(s).unwrap_err().to_string();
             assert!(e.contains(msg), "{s}: {e}");
             assert!(!e.contains('\n'));
         }
         assert!(parse_map("user:1").is_err());
-        assert!(parse_map("none").unwrap_err().starts_with("-map-by: unknown object 'none'"));
+        assert!(parse_map("none")
+            .unwrap_err()
+            .to_string()
+            .starts_with("-map-by: unknown object 'none'"));
         assert_eq!(parse_map("socket").unwrap().obj, Object::Socket);
     }
 }

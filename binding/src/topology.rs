@@ -12,6 +12,7 @@
 
 use crate::cpus::CpuSet;
 use crate::devices::Devices;
+use crate::error::TopologyError;
 use crate::spec::{CacheKind, Object};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -83,12 +84,12 @@ impl Topology {
     /// Read the topology of the machine whose sysfs is mounted at `sys` (normally `/sys`),
     /// keeping only the cpus in `allowed` (the NLA's own affinity: a cgroup or batch
     /// system's cpuset), when given.
-    pub fn from_sysfs(sys: &Path, allowed: Option<&CpuSet>) -> Result<Topology, String> {
+    pub fn from_sysfs(sys: &Path, allowed: Option<&CpuSet>) -> Result<Topology, TopologyError> {
         let cpu_dir = sys.join("devices/system/cpu");
-        let online = read(&cpu_dir.join("online"))
-            .ok_or_else(|| format!("cannot read {}", cpu_dir.join("online").display()))?;
-        let mut online = CpuSet::parse(&online)
-            .map_err(|e| format!("{}: {e}", cpu_dir.join("online").display()))?;
+        let path = cpu_dir.join("online");
+        let Some(online) = read(&path) else { return Err(TopologyError::Unreadable(path)) };
+        let mut online =
+            CpuSet::parse(&online).map_err(|list| TopologyError::Online { path, list })?;
         if let Some(a) = allowed {
             online = online.intersect(a);
         }
@@ -146,7 +147,7 @@ impl Topology {
             pus.push(Pu { os, package, core, numa: numa_of.get(&os).copied(), caches });
         }
         if pus.is_empty() {
-            return Err("no usable cpu".into());
+            return Err(TopologyError::NoCpu);
         }
         // Sibling lists name offline or disallowed cpus too: keep to the usable ones.
         for pu in &mut pus {

@@ -36,6 +36,7 @@
 //!
 //! Pure but for the file system: the NLA's driver runs the tool and tells its node core the
 //! path.
+#![forbid(unsafe_code)]
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};

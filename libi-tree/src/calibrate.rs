@@ -42,7 +42,58 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::Serialize;
 
 use libi::report::{LaunchRecord, Report};
-use libi::tree::{evaluate, LaunchModel, Tree};
+use libi::tree::{evaluate, LaunchModel, ParentsError, Tree};
+
+/// A report the model cannot be fitted to or compared with, or a fit that cannot be made
+/// (one line).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CalibrateError {
+    #[error("no samples to fit")]
+    NoSamples,
+    #[error("a sample is not a finite number")]
+    SampleNotFinite,
+    #[error("the report has no launch records")]
+    NoRecords,
+    /// A launch record whose parent has no node report.
+    #[error("launch of node {node} names parent {parent}, which has no node report")]
+    NoParentReport { node: u32, parent: u32 },
+    #[error("node {0} is launched more than once")]
+    LaunchedTwice(u32),
+    #[error("the launch records form a cycle: no node is the root")]
+    NoRoot,
+    /// More than one node is a parent without being launched: those nodes.
+    #[error(
+        "the launch records have several roots (nodes {}): not one tree",
+        .0.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    SeveralRoots(Vec<u32>),
+    #[error("the launch records form a cycle: some nodes do not reach the root")]
+    Unreachable,
+    /// The rebuilt parent array is not a tree.
+    #[error(transparent)]
+    Tree(ParentsError),
+    #[error("no launched nodes to fit")]
+    NoLaunchedNodes,
+    /// [`Cores::Fixed`] with a count that is not positive.
+    #[error("shared cores must be a positive number, got {0}")]
+    Cores(f64),
+    #[error("node {0}: ready is not a finite number")]
+    ReadyNotFinite(u32),
+    #[error("node {0} has more than one node report")]
+    TwoReports(u32),
+    #[error("launch of node {node} (parent {parent}): a time is not a finite number")]
+    TimeNotFinite { node: u32, parent: u32 },
+    #[error("launch of node {node} (parent {parent}): order must be 1-based, got 0")]
+    OrderZero { node: u32, parent: u32 },
+    #[error("node {0} is its own parent")]
+    OwnParent(u32),
+    /// A launch that "connected" before it started: the child never connected back.
+    #[error(
+        "launch of node {node} (parent {parent}) connected at {connected} s, before it started \
+         at {start} s: the child never connected back"
+    )]
+    ConnectedBeforeStart { node: u32, parent: u32, connected: f64, start: f64 },
+}
 
 /// A least-squares fit of the launch model's constants.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -78,16 +129,13 @@ impl Fit {
 /// Errors (one line) when a record names a parent with no [`NodeReport`](libi::report::NodeReport),
 /// when two node reports share a node id, when a time is not finite, when `order` is 0, or
 /// when a launch "connected" before it started (the child never connected back).
-pub fn samples(report: &Report) -> Result<Vec<(f64, f64)>, String> {
+pub fn samples(report: &Report) -> Result<Vec<(f64, f64)>, CalibrateError> {
     let ready = ready_by_node(report)?;
     let mut out = Vec::new();
     for rec in launch_records(report) {
         check_record(rec)?;
         let Some(&r) = ready.get(&rec.parent) else {
-            return Err(format!(
-                "launch of node {} names parent {}, which has no node report",
-                rec.node, rec.parent
-            ));
+            return Err(CalibrateError::NoParentReport { node: rec.node, parent: rec.parent });
         };
         out.push((f64::from(rec.order - 1), rec.connected - r));
     }
@@ -96,12 +144,12 @@ pub fn samples(report: &Report) -> Result<Vec<(f64, f64)>, String> {
 
 /// Fits `y = REM + SEQ*x` to `points` by least squares. Errors when `points` is empty or
 /// holds a non-finite value.
-pub fn fit_line(points: &[(f64, f64)]) -> Result<Fit, String> {
+pub fn fit_line(points: &[(f64, f64)]) -> Result<Fit, CalibrateError> {
     if points.is_empty() {
-        return Err("no samples to fit".to_string());
+        return Err(CalibrateError::NoSamples);
     }
     if points.iter().any(|(x, y)| !x.is_finite() || !y.is_finite()) {
-        return Err("a sample is not a finite number".to_string());
+        return Err(CalibrateError::SampleNotFinite);
     }
     let n = points.len();
     let nf = n as f64;
@@ -154,10 +202,10 @@ pub fn fit_line(points: &[(f64, f64)]) -> Result<Fit, String> {
 
 /// Fits SEQ and REM to the launch records of `report` (see the [module docs](self)).
 /// Errors (one line) when the report has no launch records or an inconsistent one.
-pub fn calibrate(report: &Report) -> Result<Fit, String> {
+pub fn calibrate(report: &Report) -> Result<Fit, CalibrateError> {
     let pts = samples(report)?;
     if pts.is_empty() {
-        return Err("the report has no launch records".to_string());
+        return Err(CalibrateError::NoRecords);
     }
     fit_line(&pts)
 }
@@ -177,30 +225,24 @@ pub struct LaunchTree {
 /// Rebuilds the launch tree from the launch records: every record is an edge
 /// `parent -> node`, and a parent's children are ordered by `order` (then node id). The root
 /// is the one parent that was never launched.
-pub fn launch_tree(report: &Report) -> Result<LaunchTree, String> {
+pub fn launch_tree(report: &Report) -> Result<LaunchTree, CalibrateError> {
     let mut by_child: HashMap<u32, &LaunchRecord> = HashMap::new();
     let mut kids: BTreeMap<u32, Vec<&LaunchRecord>> = BTreeMap::new();
     for rec in launch_records(report) {
         check_record(rec)?;
         if by_child.insert(rec.node, rec).is_some() {
-            return Err(format!("node {} is launched more than once", rec.node));
+            return Err(CalibrateError::LaunchedTwice(rec.node));
         }
         kids.entry(rec.parent).or_default().push(rec);
     }
     if by_child.is_empty() {
-        return Err("the report has no launch records".to_string());
+        return Err(CalibrateError::NoRecords);
     }
     let roots: BTreeSet<u32> = kids.keys().copied().filter(|p| !by_child.contains_key(p)).collect();
     let root = match roots.len() {
         1 => roots.iter().copied().next().unwrap_or(0),
-        0 => return Err("the launch records form a cycle: no node is the root".to_string()),
-        _ => {
-            let list: Vec<String> = roots.iter().map(u32::to_string).collect();
-            return Err(format!(
-                "the launch records have several roots (nodes {}): not one tree",
-                list.join(", ")
-            ));
-        }
+        0 => return Err(CalibrateError::NoRoot),
+        _ => return Err(CalibrateError::SeveralRoots(roots.into_iter().collect())),
     };
     for list in kids.values_mut() {
         list.sort_by_key(|r| (r.order, r.node));
@@ -221,9 +263,9 @@ pub fn launch_tree(report: &Report) -> Result<LaunchTree, String> {
         head += 1;
     }
     if nodes.len() != by_child.len() + 1 {
-        return Err("the launch records form a cycle: some nodes do not reach the root".into());
+        return Err(CalibrateError::Unreachable);
     }
-    let tree = Tree::from_parents(&parents)?;
+    let tree = Tree::from_parents(&parents).map_err(CalibrateError::Tree)?;
     Ok(LaunchTree { tree, nodes, records })
 }
 
@@ -241,7 +283,7 @@ pub struct NodeTimes {
 
 /// Every launched node's measured and modeled launch time under `model`, in the rebuilt
 /// tree's breadth-first order (see [`launch_tree`]).
-pub fn compare(report: &Report, model: &LaunchModel) -> Result<Vec<NodeTimes>, String> {
+pub fn compare(report: &Report, model: &LaunchModel) -> Result<Vec<NodeTimes>, CalibrateError> {
     Ok(Run::new(report)?.times(model))
 }
 
@@ -273,7 +315,7 @@ pub struct Run {
 
 impl Run {
     /// The run of one report (see [`launch_tree`] for what makes a report unusable).
-    pub fn new(report: &Report) -> Result<Run, String> {
+    pub fn new(report: &Report) -> Result<Run, CalibrateError> {
         let lt = launch_tree(report)?;
         let t0 = ready_by_node(report)?.get(&lt.nodes[0]).copied().unwrap_or(0.0);
         let measured = lt.records.iter().map(|r| r.as_ref().map_or(t0, |r| r.connected)).collect();
@@ -484,12 +526,17 @@ fn nelder_mead(f: &dyn Fn(&[f64]) -> f64, x0: &[f64], step: &[f64], iters: usize
 /// held (not fitted: it is how the driver works or not). When the extensions do not fit
 /// better than the base model (less than 0.1 % less squared error), the base model is
 /// returned (`cores = 0`). Errors when there are no samples.
-pub fn fit_model(runs: &[Run], cores: Cores, hold: bool, accept: bool) -> Result<ModelFit, String> {
+pub fn fit_model(
+    runs: &[Run],
+    cores: Cores,
+    hold: bool,
+    accept: bool,
+) -> Result<ModelFit, CalibrateError> {
     let (bseq, brem) = fit_base(runs);
     let base = LaunchModel::new(bseq, brem);
     let (base_r2, base_rms, samples) = goodness(runs, &base);
     if samples == 0 {
-        return Err("no launched nodes to fit".to_string());
+        return Err(CalibrateError::NoLaunchedNodes);
     }
     let mut out = ModelFit {
         seq: bseq,
@@ -510,9 +557,7 @@ pub fn fit_model(runs: &[Run], cores: Cores, hold: bool, accept: bool) -> Result
     let fixed = match cores {
         Cores::Off if !hold && !accept => return Ok(out),
         Cores::Off => Some(0.0),
-        Cores::Fixed(c) if !(c.is_finite() && c > 0.0) => {
-            return Err(format!("shared cores must be a positive number, got {c}"))
-        }
+        Cores::Fixed(c) if !(c.is_finite() && c > 0.0) => return Err(CalibrateError::Cores(c)),
         Cores::Fixed(c) => Some(c),
         Cores::Fit => None,
     };
@@ -575,41 +620,33 @@ fn launch_records(report: &Report) -> impl Iterator<Item = &LaunchRecord> {
     report.reports.iter().flat_map(|r| r.launches.iter())
 }
 
-fn ready_by_node(report: &Report) -> Result<HashMap<u32, f64>, String> {
+fn ready_by_node(report: &Report) -> Result<HashMap<u32, f64>, CalibrateError> {
     let mut ready = HashMap::new();
     for r in &report.reports {
         if !r.ready.is_finite() {
-            return Err(format!("node {}: ready is not a finite number", r.node));
+            return Err(CalibrateError::ReadyNotFinite(r.node));
         }
         if ready.insert(r.node, r.ready).is_some() {
-            return Err(format!("node {} has more than one node report", r.node));
+            return Err(CalibrateError::TwoReports(r.node));
         }
     }
     Ok(ready)
 }
 
-fn check_record(rec: &LaunchRecord) -> Result<(), String> {
+fn check_record(rec: &LaunchRecord) -> Result<(), CalibrateError> {
+    let (node, parent) = (rec.node, rec.parent);
     if !rec.start.is_finite() || !rec.connected.is_finite() {
-        return Err(format!(
-            "launch of node {} (parent {}): a time is not a finite number",
-            rec.node, rec.parent
-        ));
+        return Err(CalibrateError::TimeNotFinite { node, parent });
     }
     if rec.order == 0 {
-        return Err(format!(
-            "launch of node {} (parent {}): order must be 1-based, got 0",
-            rec.node, rec.parent
-        ));
+        return Err(CalibrateError::OrderZero { node, parent });
     }
-    if rec.node == rec.parent {
-        return Err(format!("node {} is its own parent", rec.node));
+    if node == parent {
+        return Err(CalibrateError::OwnParent(node));
     }
     if rec.connected < rec.start {
-        return Err(format!(
-            "launch of node {} (parent {}) connected at {} s, before it started at {} s: \
-             the child never connected back",
-            rec.node, rec.parent, rec.connected, rec.start
-        ));
+        let (connected, start) = (rec.connected, rec.start);
+        return Err(CalibrateError::ConnectedBeforeStart { node, parent, connected, start });
     }
     Ok(())
 }
@@ -843,23 +880,23 @@ mod tests {
     #[test]
     fn bad_reports_are_errors() {
         let empty = Report::default();
-        assert!(calibrate(&empty).unwrap_err().contains("no launch records"));
+        assert!(calibrate(&empty).unwrap_err().to_string().contains("no launch records"));
         assert!(launch_tree(&empty).is_err());
 
         let good = synthetic(&Shape::Kary(2), 7, 0.01, 0.1, 0.0, &|_| 0.0);
         // Parent without a node report.
         let mut r = good.clone();
         r.reports[1].node = 99;
-        assert!(calibrate(&r).unwrap_err().contains("parent 1"));
+        assert!(calibrate(&r).unwrap_err().to_string().contains("parent 1"));
         // Duplicate node report.
         let mut r = good.clone();
         let dup = r.reports[3].clone();
         r.reports.push(dup);
-        assert!(calibrate(&r).unwrap_err().contains("more than one"));
+        assert!(calibrate(&r).unwrap_err().to_string().contains("more than one"));
         // Never connected (connected = 0 rebased to a large negative time).
         let mut r = good.clone();
         r.reports[0].launches[1].connected = -1.7e9;
-        assert!(calibrate(&r).unwrap_err().contains("never connected"));
+        assert!(calibrate(&r).unwrap_err().to_string().contains("never connected"));
         assert!(launch_tree(&r).is_err());
         // Order 0.
         let mut r = good.clone();
@@ -870,7 +907,7 @@ mod tests {
         let mut again = r.reports[0].launches[0].clone();
         again.parent = 2;
         r.reports[2].launches.push(again);
-        assert!(launch_tree(&r).unwrap_err().contains("more than once"));
+        assert!(launch_tree(&r).unwrap_err().to_string().contains("more than once"));
         // A cycle detached from the root: 5 -> 6 -> 5.
         let mut r = good;
         r.reports[5].launches.push(LaunchRecord {
@@ -890,7 +927,7 @@ mod tests {
             start: 1.0,
             connected: 1.1,
         });
-        assert!(launch_tree(&r).unwrap_err().contains("cycle"));
+        assert!(launch_tree(&r).unwrap_err().to_string().contains("cycle"));
     }
 
     #[test]

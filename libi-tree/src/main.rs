@@ -12,6 +12,7 @@
 //! `N` counts every node of the tree, the root (the front end) included. `FILE.json` is a
 //! launch report of `libi-mpiexec --report`. Bad input gets a one-line error on stderr and
 //! exit status 2.
+#![forbid(unsafe_code)]
 
 use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
@@ -269,7 +270,7 @@ fn parse_model(a: &ModelArgs) -> Result<LaunchModel, String> {
         .with_shared(cores, cpu)
         .with_hold(a.hold)
         .with_accept(parse_time("--accept", a.accept.as_deref(), 0.0)?);
-    m.validate()?;
+    m.validate().map_err(|e| e.to_string())?;
     Ok(m)
 }
 
@@ -344,7 +345,7 @@ fn plan(a: &PlanArgs) -> Result<String, String> {
 
 fn show(a: &ShowArgs) -> Result<String, String> {
     let n = parse_nodes(&a.nodes)?;
-    let shape: Shape = a.tree.parse()?;
+    let shape: Shape = a.tree.parse().map_err(|e: libi::tree::ShapeError| e.to_string())?;
     let model = parse_model(&a.model)?;
     let dot = match a.format.as_str() {
         "text" => false,
@@ -493,7 +494,7 @@ fn calibrate_cmd(a: &CalibrateArgs) -> Result<String, String> {
     let Some(line) = line else {
         return Err("no launch reports given".to_string());
     };
-    let fit = fit_model(&runs, cores, hold, accept)?;
+    let fit = fit_model(&runs, cores, hold, accept).map_err(|e| e.to_string())?;
     let model = fit.model();
     let line_model = line.model(0.0);
     let (line_r2, _, _) = libi_tree::calibrate::goodness(&runs, &line_model);

@@ -11,6 +11,7 @@
 //! is caught and reported as `PMI_FAIL`, the state is behind a mutex.
 
 #![allow(clippy::missing_safety_doc)] // C API: the contract is in include/pmi.h
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int};

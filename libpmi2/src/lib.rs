@@ -13,6 +13,7 @@
 //! panic is caught and reported as `PMI2_FAIL`, the state is behind a mutex.
 
 #![allow(clippy::missing_safety_doc)] // C API: the contract is in include/pmi2.h
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};

@@ -22,16 +22,16 @@ pub async fn ask(addr: &Address, op: &NameOp) -> Result<(bool, Option<String>), 
         NameOp::Lookup { service } => format!("look up '{service}'"),
     };
     let exchange = async {
-        let request = encode_request(op)?;
+        let request = encode_request(op).map_err(|e| e.to_string())?;
         let mut s = TcpStream::connect((addr.host.as_str(), addr.port))
             .await
             .map_err(|e| format!("cannot connect: {e}"))?;
         s.write_all(&request).await.map_err(|e| format!("cannot send: {e}"))?;
         let mut header = [0u8; 4];
         s.read_exact(&mut header).await.map_err(|e| format!("no answer: {e}"))?;
-        let mut body = vec![0u8; answer_len(header)?];
+        let mut body = vec![0u8; answer_len(header).map_err(|e| e.to_string())?];
         s.read_exact(&mut body).await.map_err(|e| format!("a cut answer: {e}"))?;
-        decode_answer(op, &body)
+        decode_answer(op, &body).map_err(|e| e.to_string())
     };
     match tokio::time::timeout(REQUEST_LIMIT, exchange).await {
         Ok(r) => r,

@@ -118,8 +118,8 @@ pub enum PlanError {
     #[error("PBS_NODEFILE: {0}")]
     PbsNodefile(HostError),
     /// Slurm's variables do not describe an allocation.
-    #[error("{0}")]
-    Slurm(String),
+    #[error(transparent)]
+    Slurm(libi::slurm::AllocationError),
     /// `-rmk NAME` (or `HYDRA_RMK`) outside a job of that resource manager.
     #[error("-rmk {0}: not inside a {0} job")]
     NotInside(&'static str),
@@ -142,10 +142,10 @@ pub enum PlanError {
     TooManyProcesses { size: u64, max: u32 },
     /// A host file's `binding=` for a host that `-map-by` does not fit.
     #[error("host {host} (its hostfile binding=): {why}")]
-    HostBinding { host: String, why: String },
+    HostBinding { host: String, why: libi_binding::OptionError },
     /// The launch tree cannot be built.
-    #[error("{0}")]
-    Tree(String),
+    #[error(transparent)]
+    Tree(libi::job::TooDeep),
 }
 
 /// Settings that do not come from the command line.

@@ -4,6 +4,7 @@
 //! Its command line is machine-made (by `libi::launch`): it is parsed by hand, and tracing
 //! is a minimal subscriber unless `LIBI_LOG` asks for filters; both keep clap, regex and
 //! `tracing-subscriber` off the start-up path of every NLA.
+#![forbid(unsafe_code)]
 
 use std::io::BufRead;
 use std::process::ExitCode;

@@ -14,6 +14,7 @@
 //! * [`io`]: the drivers: the agent's event loop, tree connections and listeners, the rank
 //!   reactor, the up-link, the PMGR port's peer identification, the singleton;
 //! * [`sys`]: small system helpers (limits, errno text, logging, CPU accounting).
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod io;
 pub mod proc;

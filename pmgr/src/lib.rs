@@ -9,6 +9,7 @@
 //!   C ABI (`libpmgr_collective.so`) is the `pmgr-capi` crate in `capi/`.
 //!
 //! See `docs/spec/pmgr-wire.md`.
+#![forbid(unsafe_code)]
 
 pub mod client;
 pub mod collective;

@@ -117,8 +117,9 @@ mod tests {
         // SAFETY: 4 writable bytes.
         assert!(!unsafe { put_cstr(buf.as_mut_ptr(), 4, "abcd") });
         assert_eq!(buf[0], 0);
-        // SAFETY: null is allowed; cap 0 writes nothing.
+        // SAFETY: null is allowed.
         assert!(!unsafe { put_cstr(std::ptr::null_mut(), 4, "a") });
+        // SAFETY: cap 0 writes nothing.
         assert!(!unsafe { put_cstr(buf.as_mut_ptr(), 0, "") });
     }
 
@@ -129,8 +130,9 @@ mod tests {
         assert_eq!(unsafe { put_cstr_trunc(buf.as_mut_ptr(), 4, "abcdef") }, 3);
         // SAFETY: NUL-terminated above.
         assert_eq!(unsafe { cstr(buf.as_ptr()) }.as_deref(), Some("abc"));
-        // SAFETY: null and cap 0 write nothing.
+        // SAFETY: null writes nothing.
         assert_eq!(unsafe { put_cstr_trunc(std::ptr::null_mut(), 4, "a") }, 0);
+        // SAFETY: cap 0 writes nothing.
         assert_eq!(unsafe { put_cstr_trunc(buf.as_mut_ptr(), 0, "a") }, 0);
     }
 
@@ -142,8 +144,9 @@ mod tests {
         // SAFETY: a valid C string; invalid UTF-8 is replaced, not an error.
         assert_eq!(unsafe { cstr(s.as_ptr()) }.as_deref(), Some("a\u{fffd}"));
         let mut v = 0;
-        // SAFETY: null is allowed; &mut v is valid.
+        // SAFETY: null is allowed.
         assert!(!unsafe { put_int(std::ptr::null_mut(), 1) });
+        // SAFETY: &mut v is a valid int.
         assert!(unsafe { put_int(&mut v, 7) });
         assert_eq!(v, 7);
         assert_eq!(guard(-1, || panic!("inside a C call")), -1);

@@ -11,6 +11,7 @@
 //!   codes written back.
 //!
 //! The wire codecs themselves are `pmi-wire`'s; this crate only moves bytes and C strings.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod cutil;
 pub mod mapping;

@@ -12,6 +12,7 @@
 //! * [`server`]: the per-connection server state machine (PMI-1 and PMI-2 on one socket).
 //!
 //! Wire facts come from `docs/spec/pmi-wire.md`; section numbers there are cited in the docs.
+#![forbid(unsafe_code)]
 
 pub mod server;
 pub mod v1;

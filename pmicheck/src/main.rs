@@ -9,6 +9,7 @@
 //! Every collective step (fence) is executed by every rank whatever happened before, so that
 //! one failed check does not desynchronise the job; every read has a deadline, so a server
 //! that does not answer produces `FAIL … hung`, not a hang.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 /// A line on stdout or stderr (`outln!`, `errln!`) that cannot panic: a closed pipe
 /// (`--list | head -1`) or a full disk loses the line, not the run.

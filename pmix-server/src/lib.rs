@@ -44,6 +44,7 @@
 //!
 //! Building this crate needs `pkg-config pmix` (the build fails with one line saying so when
 //! it is missing); only the binary links libpmix.
+#![forbid(unsafe_code)]
 
 pub mod frame;
 pub mod jobinfo;

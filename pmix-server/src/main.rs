@@ -12,6 +12,7 @@
 //!
 //! It exits 0 after `Finalize` or when the agent closes the socket, 1 when it cannot serve
 //! (the reason on stderr in one line, prefixed `libi-pmix:`), 2 on a bad command line.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 #[cfg(not(no_pmix))]
 mod ffi;

@@ -1345,7 +1345,7 @@ fn check_placement(sid: u32, dists: &[&ProcDist]) -> Result<()> {
 
 /// A listener on `ip` (only: members reach us there), on a port of the configured range.
 fn bind(ip: IpAddr) -> std::result::Result<TcpListener, String> {
-    match libi::launch::port_range(&|k| std::env::var(k).ok())? {
+    match libi::launch::port_range(&|k| std::env::var(k).ok()).map_err(|e| e.to_string())? {
         None => TcpListener::bind(SocketAddr::new(ip, 0)).map_err(|e| e.to_string()),
         Some((var, lo, hi)) => (lo..=hi)
             .find_map(|p| TcpListener::bind(SocketAddr::new(ip, p)).ok())

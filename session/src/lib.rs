@@ -14,6 +14,7 @@
 //!   answers down the tree (never a star at the master);
 //! * the master connects to the front end over TCP (address and a per-session key in its
 //!   environment) once every member is in `LIBI_init`; that connection carries user data.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod fe;
 mod frame;

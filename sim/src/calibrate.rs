@@ -11,8 +11,8 @@
 //! shared by every process (`cores`) and launches on the event loop (`loop_launch`), as the
 //! real driver does. The simulations run in this process.
 
-use crate::cluster::{Cluster, Config};
-use crate::model::Costs;
+use crate::cluster::{Cluster, Config, ConfigError};
+use crate::model::{CostError, Costs};
 use crate::workload::Trace;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -54,9 +54,52 @@ pub struct Setup {
     pub push_max: u64,
 }
 
+/// A calibration step that failed (one line).
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrationError {
+    /// A simulation's configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A cost tried.
+    #[error(transparent)]
+    Cost(#[from] CostError),
+    #[error("cannot write {}: {error}", .path.display())]
+    Write { path: PathBuf, error: std::io::Error },
+    /// The C compiler `cc` cannot be run.
+    #[error("cannot run the C compiler '{cc}' (set CC, or give --replay): {error}")]
+    Compiler { cc: String, error: std::io::Error },
+    /// The replay client does not build: the compiler's first line of errors.
+    #[error("building the replay client with '{cc}' failed: {first}")]
+    Build { cc: String, first: String },
+    /// `libi-mpiexec` cannot be run.
+    #[error("cannot run {}: {error}", .program.display())]
+    Run { program: PathBuf, error: std::io::Error },
+    /// A real run that failed or whose ranks did not all succeed: its exit status, how many
+    /// of its `n` ranks succeeded, and the first line of its error output.
+    #[error("real run {agents} x {ppn} failed ({status}, {ok} of {n} ranks ok): {first}")]
+    RealRun {
+        agents: u32,
+        ppn: u32,
+        status: std::process::ExitStatus,
+        ok: usize,
+        n: u32,
+        first: String,
+    },
+    /// A real run's launch report cannot be read.
+    #[error("no launch report {}: {error}", .path.display())]
+    NoReport { path: PathBuf, error: std::io::Error },
+    /// A real run's launch report does not parse.
+    #[error("launch report {}: {error}", .path.display())]
+    Report { path: PathBuf, error: serde_json::Error },
+}
+
 /// Launch, first fence and end of a simulation of `case` with `costs`; `None` for a figure
 /// the run did not reach.
-pub fn simulate(setup: &Setup, case: &Case, costs: &Costs) -> Result<[Option<f64>; 3], String> {
+pub fn simulate(
+    setup: &Setup,
+    case: &Case,
+    costs: &Costs,
+) -> Result<[Option<f64>; 3], ConfigError> {
     let mut cfg = Config::new(case.agents as usize, case.ppn, setup.trace.clone());
     cfg.shape = setup.shape.clone();
     cfg.costs = *costs;
@@ -70,7 +113,7 @@ pub fn simulate(setup: &Setup, case: &Case, costs: &Costs) -> Result<[Option<f64
 
 /// The squared log errors of the simulated figures against the measured ones, summed over
 /// `cases` (a figure the simulation did not reach counts as 1 µs).
-pub fn loss(setup: &Setup, cases: &[Case], costs: &Costs) -> Result<f64, String> {
+pub fn loss(setup: &Setup, cases: &[Case], costs: &Costs) -> Result<f64, ConfigError> {
     let mut err = 0.0;
     for c in cases {
         let sim = simulate(setup, c, costs)?;
@@ -90,7 +133,7 @@ pub fn fit(
     start: Costs,
     rounds: u32,
     progress: &mut dyn FnMut(&str),
-) -> Result<(Costs, f64), String> {
+) -> Result<(Costs, f64), CalibrationError> {
     let figure = |c: &Costs, name: &str| {
         c.figures().into_iter().find(|(n, _)| *n == name).map_or(0.0, |(_, v)| v)
     };
@@ -137,23 +180,23 @@ const REPLAY_C: &str = include_str!("../../tests/programs/pmi_replay.c");
 const REPLAY_H: &str = include_str!("../../tests/programs/pmi_raw.h");
 
 /// Build the replay client in `dir` with `$CC` (or `cc`).
-pub fn build_replay(dir: &Path) -> Result<PathBuf, String> {
+pub fn build_replay(dir: &Path) -> Result<PathBuf, CalibrationError> {
     let src = dir.join("pmi_replay.c");
-    let write = |p: PathBuf, text: &str| {
-        std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))
+    let write = |path: PathBuf, text: &str| {
+        std::fs::write(&path, text).map_err(|error| CalibrationError::Write { path, error })
     };
     write(src.clone(), REPLAY_C)?;
     write(dir.join("pmi_raw.h"), REPLAY_H)?;
     let out = dir.join("pmi_replay");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let st =
-        Command::new(&cc).args(["-O2", "-o"]).arg(&out).arg(&src).output().map_err(|e| {
-            format!("cannot run the C compiler '{cc}' (set CC, or give --replay): {e}")
-        })?;
+    let st = match Command::new(&cc).args(["-O2", "-o"]).arg(&out).arg(&src).output() {
+        Ok(st) => st,
+        Err(error) => return Err(CalibrationError::Compiler { cc, error }),
+    };
     if !st.status.success() {
         let err = String::from_utf8_lossy(&st.stderr);
-        let first = err.lines().next().unwrap_or("");
-        return Err(format!("building the replay client with '{cc}' failed: {first}"));
+        let first = err.lines().next().unwrap_or("").to_string();
+        return Err(CalibrationError::Build { cc, first });
     }
     Ok(out)
 }
@@ -167,7 +210,7 @@ pub fn real_run(
     agents: u32,
     ppn: u32,
     report: &Path,
-) -> Result<[f64; 3], String> {
+) -> Result<[f64; 3], CalibrationError> {
     let hosts: Vec<String> = (1..=agents).map(|i| format!("n{i}:{ppn}")).collect();
     let n = agents * ppn;
     let _ = std::fs::remove_file(report);
@@ -179,20 +222,19 @@ pub fn real_run(
         .arg(&p.replay)
         .arg(&p.trace)
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", p.mpiexec.display()))?;
+        .map_err(|error| CalibrationError::Run { program: p.mpiexec.clone(), error })?;
     let ok = String::from_utf8_lossy(&out.stdout).matches(&format!(" of {n} ok ")).count();
     if !out.status.success() || ok != n as usize {
         let err = String::from_utf8_lossy(&out.stderr);
-        let first = err.lines().next().unwrap_or("");
-        return Err(format!(
-            "real run {agents} x {ppn} failed ({}, {ok} of {n} ranks ok): {first}",
-            out.status
-        ));
+        let first = err.lines().next().unwrap_or("").to_string();
+        let status = out.status;
+        return Err(CalibrationError::RealRun { agents, ppn, status, ok, n, first });
     }
+    let path = || report.to_path_buf();
     let text = std::fs::read_to_string(report)
-        .map_err(|e| format!("no launch report {}: {e}", report.display()))?;
+        .map_err(|error| CalibrationError::NoReport { path: path(), error })?;
     let rep: libi::report::Report = serde_json::from_str(&text)
-        .map_err(|e| format!("launch report {}: {e}", report.display()))?;
+        .map_err(|error| CalibrationError::Report { path: path(), error })?;
     // The first fence: the epoch first completed; its last rank out.
     let first_epoch = rep.reports.iter().flat_map(|r| &r.fences).map(|f| f.epoch).min();
     let fence1 = (rep.reports.iter().flat_map(|r| &r.fences))
@@ -231,7 +273,7 @@ pub fn table(
     fitted: &[Case],
     held: &[Case],
     costs: &Costs,
-) -> Result<(String, f64), String> {
+) -> Result<(String, f64), ConfigError> {
     let mut out = format!(
         "{:>6} {:>4} {:>8} | {:>11} {:>8} {:>6} | {:>11} {:>8} {:>6} | {:>10} {:>8} {:>6}\n",
         "agents",

@@ -120,7 +120,7 @@ impl Config {
 impl Config {
     /// The job's plan (the tree launched: its shape, with fan-outs above `max_conn`
     /// re-parented) with `ppn` ranks on each agent.
-    pub fn plan(&self, ppn: u32) -> Result<NodePlan, String> {
+    pub fn plan(&self, ppn: u32) -> Result<NodePlan, libi::job::TooDeep> {
         let model = self.costs.launch_model(self.batch);
         let per_node: Vec<(String, Vec<RankSlot>)> = (0..self.nodes as u32)
             .map(|i| {
@@ -656,13 +656,32 @@ fn plan_nodes(root: &NodePlan, base: u32, group: u32, first_rank: u32) -> (Vec<N
     (nodes, depth)
 }
 
+/// A configuration the simulator cannot run (one line).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("need at least one node and one rank per node")]
+    Empty,
+    /// More ranks than a job has: their number.
+    #[error("{0} ranks is too many")]
+    TooManyRanks(u64),
+    /// The launch model of the costs is not meaningful.
+    #[error(transparent)]
+    Model(#[from] libi::tree::ModelError),
+    /// The tree would be too deep.
+    #[error(transparent)]
+    Tree(#[from] libi::job::TooDeep),
+    /// A fault on a node the job does not have (`nodes`: how many it has).
+    #[error("fault {fault:?}: there is no node {node} (1..={nodes})")]
+    NoSuchNode { fault: Fault, node: u32, nodes: usize },
+}
+
 impl Cluster {
-    pub fn new(cfg: Config) -> Result<Cluster, String> {
+    pub fn new(cfg: Config) -> Result<Cluster, ConfigError> {
         if cfg.nodes == 0 || cfg.ppn == 0 {
-            return Err("need at least one node and one rank per node".into());
+            return Err(ConfigError::Empty);
         }
         let size = cfg.nodes as u64 * cfg.ppn as u64;
-        let size32 = u32::try_from(size).map_err(|_| format!("{size} ranks is too many"))?;
+        let size32 = u32::try_from(size).map_err(|_| ConfigError::TooManyRanks(size))?;
         let model = cfg.costs.launch_model(cfg.batch);
         model.validate()?;
         let plan_model = cfg.plan_model.unwrap_or(model);
@@ -732,7 +751,8 @@ impl Cluster {
                 | Fault::Never { node } => *node,
             };
             if node as usize >= n {
-                return Err(format!("fault {f:?}: there is no node {node} (1..={})", cfg.nodes));
+                let (fault, nodes) = (f.clone(), cfg.nodes);
+                return Err(ConfigError::NoSuchNode { fault, node, nodes });
             }
         }
         let out = Outcome {
@@ -2078,7 +2098,7 @@ impl Cluster {
         let exe = spawn.cmds.first().map(|c| c.exe.as_str()).unwrap_or("");
         let src = match exe {
             "self" => Ok(self.groups[g].src.clone()),
-            name => Trace::load(name).map(Rc::new),
+            name => Trace::load(name).map(Rc::new).map_err(|e| e.to_string()),
         };
         let src = src.and_then(|s| {
             if s.uses_pmgr() {

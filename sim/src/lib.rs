@@ -10,6 +10,7 @@
 //! * [`memory`]: the memory a run will take, estimated before it starts;
 //! * [`queue`]: the event queue (a radix heap);
 //! * [`report`]: tables, JSON and the SVG plot.
+#![forbid(unsafe_code)]
 
 pub mod calibrate;
 pub mod cluster;

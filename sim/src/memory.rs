@@ -117,12 +117,19 @@ fn subtrees(cfg: &Config) -> (Vec<u64>, u32) {
     (size, comm.depth() as u32)
 }
 
+/// A size the simulator cannot run (no node, or more ranks than a job has): the ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{ranks} ranks is not a job the simulator can run")]
+pub struct NotAJob {
+    pub ranks: u64,
+}
+
 /// The estimate for `cfg` (its workload as given: `--skip-slice` already applied).
-pub fn estimate(cfg: &Config) -> Result<Estimate, String> {
+pub fn estimate(cfg: &Config) -> Result<Estimate, NotAJob> {
     let (nodes, ppn) = (cfg.nodes as u64, u64::from(cfg.ppn));
     let ranks = nodes * ppn;
     if ranks > u64::from(u32::MAX) || cfg.nodes == 0 {
-        return Err(format!("{ranks} ranks is not a job the simulator can run"));
+        return Err(NotAJob { ranks });
     }
     let (subtree, depth) = subtrees(cfg);
     let nodes32 = cfg.nodes as u32;
@@ -200,7 +207,7 @@ pub struct Run<'a> {
 /// "available"); else the line refusing it: the estimate, the limit, and what would fit:
 /// other options at the same size (`--skip-slice`, `--kvs-push-max`), the most nodes, the
 /// most ranks per node.
-pub fn refusal(run: &Run, limit: u64, what: &str) -> Result<Option<String>, String> {
+pub fn refusal(run: &Run, limit: u64, what: &str) -> Result<Option<String>, NotAJob> {
     let need = estimate(run.cfg)?.bytes;
     if need <= limit {
         return Ok(None);

@@ -157,16 +157,15 @@ impl Costs {
     /// A cost file (`--costs FILE`, written by `libi-sim calibrate`): `name = value` lines
     /// (the names of `--cost`), `#` comments and blank lines. Figures it does not name keep
     /// [`Costs::default`]'s values.
-    pub fn parse_file(text: &str) -> Result<Costs, (usize, String)> {
+    pub fn parse_file(text: &str) -> Result<Costs, (usize, CostError)> {
         let mut costs = Costs::default();
         for (i, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or("").trim();
             if line.is_empty() {
                 continue;
             }
-            let (k, v) = line
-                .split_once('=')
-                .ok_or_else(|| (i + 1, format!("'{line}': expected name = value")))?;
+            let (k, v) =
+                line.split_once('=').ok_or_else(|| (i + 1, CostError::Syntax(line.to_string())))?;
             costs.set(k.trim(), v.trim()).map_err(|e| (i + 1, e))?;
         }
         Ok(costs)
@@ -174,9 +173,14 @@ impl Costs {
 
     /// [`Self::parse_file`] of the file at `path`; the error is one line naming the file
     /// and, for a bad line, its number.
-    pub fn load(path: &str) -> Result<Costs, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cost file {path}: {e}"))?;
-        Costs::parse_file(&text).map_err(|(line, e)| format!("cost file {path}:{line}: {e}"))
+    pub fn load(path: &str) -> Result<Costs, CostFileError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| CostFileError::Read { path: path.to_string(), error })?;
+        Costs::parse_file(&text).map_err(|(line, error)| CostFileError::Line {
+            path: path.to_string(),
+            line,
+            error,
+        })
     }
 
     /// These costs as a cost file, after `header` (each of its lines made a comment).
@@ -192,11 +196,16 @@ impl Costs {
     }
 
     /// Set one figure by name (`--cost name=value`).
-    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
-        let v: f64 =
-            value.parse().map_err(|_| format!("cost {name}: '{value}' is not a number"))?;
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), CostError> {
+        // The name and the value, for an error.
+        let n = || (name.to_string(), value.to_string());
+        let v: f64 = value.parse().map_err(|_| {
+            let (name, value) = n();
+            CostError::NotANumber { name, value }
+        })?;
         if !(v.is_finite() && v >= 0.0) {
-            return Err(format!("cost {name}: {value} must be a finite number >= 0"));
+            let (name, value) = n();
+            return Err(CostError::OutOfRange { name, value });
         }
         match name {
             "seq" => self.seq = v,
@@ -218,10 +227,40 @@ impl Costs {
             "jitter" if v < 1.0 => self.jitter = v,
             "cores" => self.cores = v as u32,
             "fe_start" => self.fe_start = v,
-            _ => return Err(format!("unknown or invalid cost '{name}={value}'")),
+            _ => {
+                let (name, value) = n();
+                return Err(CostError::Unknown { name, value });
+            }
         }
         Ok(())
     }
+}
+
+/// A cost that cannot be set, or a cost file's line that does not parse (one line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CostError {
+    /// The value is not a number.
+    #[error("cost {name}: '{value}' is not a number")]
+    NotANumber { name: String, value: String },
+    /// The value is negative, or not finite.
+    #[error("cost {name}: {value} must be a finite number >= 0")]
+    OutOfRange { name: String, value: String },
+    /// A name no cost has, or a value that cost does not take.
+    #[error("unknown or invalid cost '{name}={value}'")]
+    Unknown { name: String, value: String },
+    /// A cost file's line that is not `name = value`.
+    #[error("'{0}': expected name = value")]
+    Syntax(String),
+}
+
+/// A cost file that cannot be read or does not parse: its path (one line).
+#[derive(Debug, thiserror::Error)]
+pub enum CostFileError {
+    #[error("cost file {path}: {error}")]
+    Read { path: String, error: std::io::Error },
+    /// A line that does not parse: its number, and why.
+    #[error("cost file {path}:{line}: {error}")]
+    Line { path: String, line: usize, error: CostError },
 }
 
 /// Virtual time: nanoseconds since the job started.
@@ -253,7 +292,7 @@ mod tests {
         let bad = |t: &str| Costs::parse_file(t).expect_err(t);
         assert_eq!(bad("seq = 1\nrem 2\n").0, 2);
         assert_eq!(bad("seq = 1\n\nwarp = 9\n").0, 3);
-        assert!(bad("fork = -1").1.contains("fork"));
-        assert!(bad("fork = x").1.contains("not a number"));
+        assert!(bad("fork = -1").1.to_string().contains("fork"));
+        assert!(bad("fork = x").1.to_string().contains("not a number"));
     }
 }

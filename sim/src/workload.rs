@@ -171,23 +171,40 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("libi-microbench", include_str!("../workloads/libi-microbench.pmitrace")),
 ];
 
+/// A workload that cannot be read or does not parse (one line).
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// Neither a built-in workload nor a file that can be read: the name, and why.
+    #[error("workload '{name}': {error} (built-in: {})", builtin_names())]
+    Read { name: String, error: std::io::Error },
+    /// A line that does not parse: the workload, the line's number, and why.
+    #[error("{name}:{line}: {why}")]
+    Line { name: String, line: usize, why: String },
+    /// A workload without a request: its name.
+    #[error("{0}: no request in the workload")]
+    Empty(String),
+}
+
+/// The built-in workloads' names, for a message.
+fn builtin_names() -> String {
+    BUILTIN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+}
+
 impl Trace {
     /// A built-in workload by name, or a `.pmitrace` file.
-    pub fn load(name: &str) -> Result<Trace, String> {
+    pub fn load(name: &str) -> Result<Trace, TraceError> {
         if let Some((n, text)) = BUILTIN.iter().find(|(n, _)| *n == name) {
             return Trace::parse(n, text);
         }
-        let text = std::fs::read_to_string(name).map_err(|e| {
-            let known: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
-            format!("workload '{name}': {e} (built-in: {})", known.join(", "))
-        })?;
+        let text = std::fs::read_to_string(name)
+            .map_err(|error| TraceError::Read { name: name.to_string(), error })?;
         Trace::parse(name, &text)
     }
 
-    pub fn parse(name: &str, text: &str) -> Result<Trace, String> {
+    pub fn parse(name: &str, text: &str) -> Result<Trace, TraceError> {
         let mut steps: Vec<Step> = Vec::new();
         for (no, line) in text.lines().enumerate() {
-            let at = |m: String| format!("{name}:{}: {m}", no + 1);
+            let at = |why: String| TraceError::Line { name: name.to_string(), line: no + 1, why };
             let line = line.trim_end();
             if line.is_empty() || line.starts_with('#') {
                 continue;
@@ -237,7 +254,7 @@ impl Trace {
                             };
                             Ok((cond, neg))
                         })
-                        .collect::<Result<Vec<_>, String>>()?;
+                        .collect::<Result<Vec<_>, TraceError>>()?;
                     (when, rest)
                 }
                 None => (Vec::new(), line),
@@ -297,7 +314,7 @@ impl Trace {
             });
         }
         if steps.is_empty() {
-            return Err(format!("{name}: no request in the workload"));
+            return Err(TraceError::Empty(name.to_string()));
         }
         let fixed = vec![None; steps.len()];
         Ok(Trace { name: name.to_string(), steps, fixed, fixed_kvsname: String::new() })

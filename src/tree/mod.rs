@@ -24,6 +24,6 @@ mod shared;
 mod tests;
 
 pub use comm::{CommTree, DEFAULT_MAX_CONN};
-pub use model::{evaluate, Evaluation, LaunchModel};
+pub use model::{evaluate, Evaluation, LaunchModel, ModelError};
 pub use plan::{rank_shapes, ShapeCost};
-pub use shapes::{Shape, Tree};
+pub use shapes::{ParentsError, Shape, ShapeError, Tree};

@@ -217,20 +217,20 @@ impl LaunchModel {
     /// Checks that both times are finite and non-negative, `slots >= 1` and `batch != Some(0)`.
     /// The builders and the evaluator do not require this (they clamp `slots`/`batch`), but a
     /// negative or NaN time makes the model meaningless.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ModelError> {
         check_time("SEQ", self.seq)?;
         check_time("REM", self.rem)?;
         if self.slots == 0 {
-            return Err("slots must be at least 1".to_string());
+            return Err(ModelError::NoSlots);
         }
         if self.batch == Some(0) {
-            return Err("batch size must be at least 1".to_string());
+            return Err(ModelError::EmptyBatch);
         }
         check_time("cores", self.cores)?;
         check_time("cpu", self.cpu)?;
         check_time("accept", self.accept)?;
         if self.cpu > self.rem {
-            return Err(format!("cpu ({}) must not exceed REM ({})", self.cpu, self.rem));
+            return Err(ModelError::CpuAboveRem { cpu: self.cpu, rem: self.rem });
         }
         Ok(())
     }
@@ -298,28 +298,63 @@ impl Default for LaunchModel {
     }
 }
 
-fn check_time(what: &str, v: f64) -> Result<(), String> {
-    if !v.is_finite() {
-        return Err(format!("{what} must be a finite number of seconds, got {v}"));
+/// A launch model that does not parse or is not meaningful (one line).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    /// A time (`SEQ`, `REM`, `cores`, `cpu`, `accept`) that is NaN or infinite.
+    #[error("{what} must be a finite number of seconds, got {value}")]
+    NotFinite { what: &'static str, value: f64 },
+    /// A negative time.
+    #[error("{what} must not be negative, got {value}")]
+    Negative { what: &'static str, value: f64 },
+    /// A time that is not a number: the text.
+    #[error("{what} must be a number of seconds, got '{text}'")]
+    NotANumber { what: &'static str, text: String },
+    #[error("slots must be at least 1")]
+    NoSlots,
+    #[error("batch size must be at least 1")]
+    EmptyBatch,
+    /// `cpu`, the CPU part of `REM`, above `REM`.
+    #[error("cpu ({cpu}) must not exceed REM ({rem})")]
+    CpuAboveRem { cpu: f64, rem: f64 },
+    /// Not `SEQ,REM`: the text.
+    #[error(
+        "launch model must be SEQ,REM in seconds (e.g. 0.007,0.172), got '{}'",
+        .0.escape_debug()
+    )]
+    Syntax(String),
+    /// Something after `SEQ,REM` that is none of the extensions: the text.
+    #[error(
+        "launch model: expected cores=C, cpu=W, accept=A or hold=0|1 after SEQ,REM, got '{}'",
+        .0.escape_debug()
+    )]
+    Extension(String),
+    /// A parsed model that is not meaningful (`cpu` above `REM`).
+    #[error("launch model: {0}")]
+    Parsed(Box<ModelError>),
+}
+
+fn check_time(what: &'static str, value: f64) -> Result<(), ModelError> {
+    if !value.is_finite() {
+        return Err(ModelError::NotFinite { what, value });
     }
-    if v < 0.0 {
-        return Err(format!("{what} must not be negative, got {v}"));
+    if value < 0.0 {
+        return Err(ModelError::Negative { what, value });
     }
     Ok(())
 }
 
-/// Parses a time in seconds for `what`; one-line error.
-pub(crate) fn parse_time(what: &str, s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("{what} must be a number of seconds, got '{}'", s.trim()))?;
-    check_time(what, v)?;
-    Ok(v)
+/// Parses a time in seconds for `what`.
+pub(crate) fn parse_time(what: &'static str, s: &str) -> Result<f64, ModelError> {
+    let text = s.trim();
+    let value: f64 =
+        text.parse().map_err(|_| ModelError::NotANumber { what, text: text.to_string() })?;
+    check_time(what, value)?;
+    Ok(value)
 }
 
 impl FromStr for LaunchModel {
-    type Err = String;
+    type Err = ModelError;
 
     /// Parses `"SEQ,REM"` in seconds, e.g. `"0.007,0.172"` (one lane, no batching),
     /// optionally followed by `,cores=C,cpu=W` (shared cores) and `,hold=1` (see the
@@ -327,10 +362,7 @@ impl FromStr for LaunchModel {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut parts = s.split(',');
         let (Some(seq), Some(rem)) = (parts.next(), parts.next()) else {
-            return Err(format!(
-                "launch model must be SEQ,REM in seconds (e.g. 0.007,0.172), got '{}'",
-                s.escape_debug()
-            ));
+            return Err(ModelError::Syntax(s.to_string()));
         };
         let mut m = LaunchModel::new(parse_time("SEQ", seq)?, parse_time("REM", rem)?);
         for extra in parts {
@@ -340,16 +372,12 @@ impl FromStr for LaunchModel {
                 Some(("accept", v)) => m.accept = parse_time("accept", v)?,
                 Some(("hold", "1")) => m.hold = true,
                 Some(("hold", "0")) => m.hold = false,
-                _ => {
-                    return Err(format!(
-                        "launch model: expected cores=C, cpu=W, accept=A or hold=0|1 after SEQ,REM, got '{}'",
-                        extra.escape_debug()
-                    ))
-                }
+                _ => return Err(ModelError::Extension(extra.to_string())),
             }
         }
         if m.cpu > m.rem {
-            return Err(format!("launch model: cpu ({}) must not exceed REM ({})", m.cpu, m.rem));
+            let cpu_above_rem = ModelError::CpuAboveRem { cpu: m.cpu, rem: m.rem };
+            return Err(ModelError::Parsed(Box::new(cpu_above_rem)));
         }
         Ok(m)
     }

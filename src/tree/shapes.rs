@@ -34,8 +34,22 @@ impl Shape {
     }
 }
 
+/// A tree shape that does not parse: the text (one line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShapeError {
+    #[error("k-ary shape needs k >= 1, got kary:0")]
+    KaryZero,
+    #[error("k-ary shape needs a whole number k >= 1, got '{}'", .0.escape_debug())]
+    KaryNumber(String),
+    #[error(
+        "unknown tree shape '{}' (expected greedy, kary:K, binomial, flat or chain)",
+        .0.escape_debug()
+    )]
+    Unknown(String),
+}
+
 impl FromStr for Shape {
-    type Err = String;
+    type Err = ShapeError;
 
     /// `greedy`, `kary:K` (K ≥ 1), `binomial`, `flat` or `chain`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -49,18 +63,12 @@ impl FromStr for Shape {
         }
         if let Some(k) = s.strip_prefix("kary:") {
             return match k.parse::<u32>() {
-                Ok(0) => Err("k-ary shape needs k >= 1, got kary:0".to_string()),
+                Ok(0) => Err(ShapeError::KaryZero),
                 Ok(k) => Ok(Shape::Kary(k)),
-                Err(_) => Err(format!(
-                    "k-ary shape needs a whole number k >= 1, got '{}'",
-                    s.escape_debug()
-                )),
+                Err(_) => Err(ShapeError::KaryNumber(s.to_string())),
             };
         }
-        Err(format!(
-            "unknown tree shape '{}' (expected greedy, kary:K, binomial, flat or chain)",
-            s.escape_debug()
-        ))
+        Err(ShapeError::Unknown(s.to_string()))
     }
 }
 
@@ -74,6 +82,22 @@ impl fmt::Display for Shape {
             Shape::Chain => f.write_str("chain"),
         }
     }
+}
+
+/// A parent array that is not a tree (see [`Tree::from_parents`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParentsError {
+    #[error("too many nodes: {0}")]
+    TooMany(usize),
+    #[error("node 0 must be the root")]
+    RootHasParent,
+    /// A node other than the root without a parent.
+    #[error("node {0} has no parent (only node 0 may)")]
+    NoParent(usize),
+    #[error("node {node} has parent {parent}, out of range")]
+    OutOfRange { node: usize, parent: usize },
+    #[error("the parent array has a cycle: not every node reaches node 0")]
+    Cycle,
 }
 
 /// A rooted, ordered launch tree over nodes `0..len()`; node 0 is the root.
@@ -170,19 +194,19 @@ impl Tree {
     /// Any ordered tree, from a parent array: `parents[0]` must be `None` (node 0 is the
     /// root), every other entry `Some(p)` with `p < parents.len()`, and every node must reach
     /// the root. A node's children are ordered (launched) by increasing id.
-    pub fn from_parents(parents: &[Option<usize>]) -> Result<Tree, String> {
+    pub fn from_parents(parents: &[Option<usize>]) -> Result<Tree, ParentsError> {
         let n = parents.len();
         if n >= NO_PARENT as usize {
-            return Err(format!("too many nodes: {n}"));
+            return Err(ParentsError::TooMany(n));
         }
         let mut parent = Vec::with_capacity(n);
         for (v, p) in parents.iter().enumerate() {
             match (v, p) {
                 (0, None) => parent.push(NO_PARENT),
-                (0, Some(_)) => return Err("node 0 must be the root".to_string()),
-                (_, None) => return Err(format!("node {v} has no parent (only node 0 may)")),
+                (0, Some(_)) => return Err(ParentsError::RootHasParent),
+                (_, None) => return Err(ParentsError::NoParent(v)),
                 (_, Some(p)) if *p >= n => {
-                    return Err(format!("node {v} has parent {p}, out of range"))
+                    return Err(ParentsError::OutOfRange { node: v, parent: *p })
                 }
                 (_, Some(p)) => parent.push(*p as u32),
             }
@@ -194,7 +218,7 @@ impl Tree {
         let mut tree = Tree::from_parent_array(parent);
         let order = tree.bfs_order();
         if order.len() != n {
-            return Err("the parent array has a cycle: not every node reaches node 0".into());
+            return Err(ParentsError::Cycle);
         }
         tree.depth = depth_by(&tree.parent, order.iter().map(|&v| v as usize));
         tree.order = Some(order);

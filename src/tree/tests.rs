@@ -231,10 +231,10 @@ fn shape_parse_and_display() {
     }
     assert_eq!("kary:8".parse::<Shape>(), Ok(Shape::Kary(8)));
     for bad in ["", "kary", "kary:", "kary:0", "kary:-1", "kary:x", "tree", "Greedy"] {
-        let err = bad.parse::<Shape>().unwrap_err();
+        let err = bad.parse::<Shape>().unwrap_err().to_string();
         assert!(!err.contains('\n') && !err.is_empty(), "{bad}: {err}");
     }
-    assert!("kary:0".parse::<Shape>().unwrap_err().contains("k >= 1"));
+    assert!("kary:0".parse::<Shape>().unwrap_err().to_string().contains("k >= 1"));
     let names: Vec<String> = Shape::candidates().iter().map(|s| s.to_string()).collect();
     assert_eq!(names[..4], ["greedy", "flat", "chain", "binomial"]);
     assert_eq!(names.last().map(String::as_str), Some("kary:512"));
@@ -248,11 +248,11 @@ fn model_parse() {
     assert_eq!(m.batch, None);
     assert_eq!(" 1 , 2 ".parse::<LaunchModel>(), Ok(LaunchModel::new(1.0, 2.0)));
     for bad in ["", "1", "1,2,3", "a,1", "1,b", "-1,1", "1,-0.5", "nan,1", "1,inf"] {
-        let err = bad.parse::<LaunchModel>().unwrap_err();
+        let err = bad.parse::<LaunchModel>().unwrap_err().to_string();
         assert!(!err.contains('\n') && !err.is_empty(), "{bad}: {err}");
     }
-    assert!("-1,1".parse::<LaunchModel>().unwrap_err().contains("SEQ"));
-    assert!("1,x".parse::<LaunchModel>().unwrap_err().contains("REM"));
+    assert!("-1,1".parse::<LaunchModel>().unwrap_err().to_string().contains("SEQ"));
+    assert!("1,x".parse::<LaunchModel>().unwrap_err().to_string().contains("REM"));
     assert_eq!(LaunchModel::default(), LaunchModel::DEFAULT);
     assert!(LaunchModel::DEFAULT.validate().is_ok());
     assert!(LaunchModel::new(1.0, 1.0).with_slots(0).validate().is_err());

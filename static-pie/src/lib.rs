@@ -35,6 +35,7 @@
 //! link dynamically: `LIBI_NLA_DYNAMIC=1` (the agent), `LIBI_MPIEXEC_DYNAMIC=1` (the front
 //! end). Where an archive or the static start file is missing (no `libc6-dev`, another C
 //! library), the binary is linked dynamically and the build says so.
+#![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -204,14 +205,22 @@ pub fn section_size(elf: &[u8], name: &str) -> Option<u64> {
     })
 }
 
+/// An ELF image whose [`HOT_SECTION`] is missing or smaller than a 64 kB fault-around
+/// window: its size, if it has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{HOT_SECTION}: {size:?} bytes")]
+pub struct NotHot {
+    pub size: Option<u64>,
+}
+
 /// The size of [`HOT_SECTION`] in the ELF image `elf`, when the functions a program runs are
 /// laid out there: at least one 64 kB fault-around window of them. Otherwise an error saying
 /// what is there (a list out of step with the code matches nothing, and the linker leaves the
 /// section out). For the tests of the programs linked with the layout.
-pub fn hot_section(elf: &[u8]) -> Result<u64, String> {
+pub fn hot_section(elf: &[u8]) -> Result<u64, NotHot> {
     match section_size(elf, HOT_SECTION) {
         Some(n) if n >= 64 << 10 => Ok(n),
-        found => Err(format!("{HOT_SECTION}: {found:?} bytes")),
+        size => Err(NotHot { size }),
     }
 }
 
@@ -301,7 +310,7 @@ mod tests {
     fn hot_section_missing_is_an_error() {
         // This test binary is not linked with the layout.
         let me = std::fs::read("/proc/self/exe").expect("read /proc/self/exe");
-        let e = super::hot_section(&me).expect_err("no hot section in a test binary");
+        let e = super::hot_section(&me).expect_err("no hot section in a test binary").to_string();
         assert!(e.contains(super::HOT_SECTION) && e.contains("None"), "{e}");
     }
 

@@ -9,6 +9,7 @@
 //!
 //! Dev-only (`publish = false`): these servers panic on their own setup failures, which is
 //! what a test wants and what a library must not do.
+#![forbid(unsafe_code)]
 
 pub mod pmgr;
 pub mod pmi;

@@ -9,9 +9,15 @@ pub enum EnvError {
     /// A `HYDRA_*` variable whose value does not parse: its name, and why.
     #[error("{var}: {why}")]
     Value { var: &'static str, why: String },
+    /// `HYDRA_LAUNCHER` (`HYDRA_BOOTSTRAP`) names no launcher we know: the variable, and why.
+    #[error("{var}: {why}")]
+    Launcher { var: &'static str, why: libi::job::UnknownLauncher },
+    /// `HYDRA_BINDING`, `HYDRA_MAPPING` or `HYDRA_MEMBIND` does not parse: its name, and why.
+    #[error("{var}: {why}")]
+    BindingValue { var: &'static str, why: libi_binding::OptionError },
     /// The binding and the mapping (options or variables) do not go together.
     #[error("{0}")]
-    Binding(String),
+    Binding(libi_binding::OptionError),
     /// `MPIEXEC_TIMEOUT` is not a number of seconds: its value.
     #[error("MPIEXEC_TIMEOUT must be a number of seconds (0 or -1: none), got '{0}'")]
     Timeout(String),
@@ -20,6 +26,11 @@ pub enum EnvError {
 /// The error for variable `var`, given why.
 fn bad(var: &'static str) -> impl Fn(String) -> EnvError {
     move |why| EnvError::Value { var, why }
+}
+
+/// The error for binding variable `var`, given why.
+fn bad_binding(var: &'static str) -> impl Fn(libi_binding::OptionError) -> EnvError {
+    move |why| EnvError::BindingValue { var, why }
 }
 
 /// The most `HYDRA_PROXY_RETRY_COUNT` asks of an NLA (a bigger count is taken as this).
@@ -42,7 +53,8 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
     }
     if g.launcher.is_none() {
         if let Some((name, v)) = first(&["HYDRA_LAUNCHER", "HYDRA_BOOTSTRAP"]) {
-            g.launcher = Some(v.trim().parse().map_err(bad(name))?);
+            let launcher = v.trim().parse().map_err(|why| EnvError::Launcher { var: name, why })?;
+            g.launcher = Some(launcher);
         }
     }
     if g.launcher_exec.is_none() {
@@ -82,18 +94,20 @@ pub fn apply_env(g: &mut Global, get: &dyn Fn(&str) -> Option<String>) -> Result
     }
     if !g.bind_given {
         if let Some(v) = get("HYDRA_BINDING") {
-            g.binding.bind = libi_binding::parse_bind(v.trim()).map_err(bad("HYDRA_BINDING"))?;
+            g.binding.bind =
+                libi_binding::parse_bind(v.trim()).map_err(bad_binding("HYDRA_BINDING"))?;
         }
     }
     if !g.map_given {
         if let Some(v) = get("HYDRA_MAPPING") {
-            g.binding.map = Some(libi_binding::parse_map(v.trim()).map_err(bad("HYDRA_MAPPING"))?);
+            g.binding.map =
+                Some(libi_binding::parse_map(v.trim()).map_err(bad_binding("HYDRA_MAPPING"))?);
         }
     }
     if !g.membind_given {
         if let Some(v) = get("HYDRA_MEMBIND") {
-            g.binding.mem =
-                libi_binding::parse_membind_or_none(v.trim()).map_err(bad("HYDRA_MEMBIND"))?;
+            g.binding.mem = libi_binding::parse_membind_or_none(v.trim())
+                .map_err(bad_binding("HYDRA_MEMBIND"))?;
         }
     }
     if g.binding.mem == Some(libi_binding::MemBind::NextTouch) {

@@ -288,8 +288,8 @@ pub enum CliError {
     JobLauncher(u32),
 }
 
-fn usage(m: impl Into<String>) -> CliError {
-    CliError::Usage(m.into())
+fn usage(m: impl std::fmt::Display) -> CliError {
+    CliError::Usage(m.to_string())
 }
 
 /// Parse `argv` (without the program name).

@@ -74,8 +74,9 @@ pub fn node_binding(job: &JobCommon, plan: &NodePlan) -> Result<NodeBinding, Str
         .map_err(|e| format!("cannot bind ranks on {}: {e}", plan.host))?
         .restrict_mems(allowed_mems().as_ref());
     let n = plan.ranks.len();
-    let cpus = rank_cpus(&topo, b, n, &plan.host)?;
-    let mems = rank_mems(&topo, b.mem.as_ref(), cpus.as_deref(), n, &plan.host)?;
+    let cpus = rank_cpus(&topo, b, n, &plan.host).map_err(|e| e.to_string())?;
+    let mems = rank_mems(&topo, b.mem.as_ref(), cpus.as_deref(), n, &plan.host)
+        .map_err(|e| e.to_string())?;
     Ok(NodeBinding { cpus, mems })
 }
 

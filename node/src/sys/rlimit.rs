@@ -62,12 +62,46 @@ pub fn process_limit() -> Option<(u64, &'static str)> {
     limits.into_iter().filter_map(|(n, what)| Some((n?, what))).min_by_key(|l| l.0)
 }
 
-/// Whether `n` ranks fit on this machine ([`process_limit`]): if not, why, in one line.
-pub fn check_rank_count(n: usize, here: &str) -> Result<(), String> {
+/// More ranks than a machine lets us run: how many, where, the limit and which it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{ranks} ranks on {here} are more processes than it lets us run ({max}, {what})")]
+pub struct TooManyRanks {
+    pub ranks: usize,
+    /// The machine, for the message ("this machine", a host name).
+    pub here: String,
+    pub max: u64,
+    /// Which limit ([`process_limit`]'s name of it).
+    pub what: &'static str,
+}
+
+/// Whether `n` ranks fit on this machine ([`process_limit`]): if not, why.
+pub fn check_rank_count(n: usize, here: &str) -> Result<(), TooManyRanks> {
     match process_limit() {
-        Some((max, what)) if n as u64 > max => Err(format!(
-            "{n} ranks on {here} are more processes than it lets us run ({max}, {what})"
-        )),
+        Some((max, what)) if n as u64 > max => {
+            Err(TooManyRanks { ranks: n, here: here.to_string(), max, what })
+        }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn too_many_ranks_says_where_and_which_limit() {
+        let e = TooManyRanks {
+            ranks: 5000,
+            here: "this machine".into(),
+            max: 4096,
+            what: "the limit on processes, ulimit -u",
+        };
+        assert_eq!(
+            e.to_string(),
+            "5000 ranks on this machine are more processes than it lets us run (4096, the \
+             limit on processes, ulimit -u)"
+        );
+        // Ranks within every limit pass.
+        assert_eq!(check_rank_count(1, "h"), Ok(()));
     }
 }

@@ -8,6 +8,7 @@
 //! different sessions, and a send and a receive on one session, run at the same time from
 //! different threads. Member calls are serialized (one lock).
 #![allow(non_snake_case, clippy::missing_safety_doc)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use libi_session::fe::{
     FrontEnd, HostDist, Options, Output, PollFlags, ProcDist, SessionId, Status,
@@ -135,6 +136,8 @@ fn with_member(f: impl FnOnce(&mut Member) -> Result<(), Error>) -> Code {
 
 /// The directory of this library (where `libi-mpiexec` is looked for first).
 fn library_dir() -> Option<std::path::PathBuf> {
+    // SAFETY: `Dl_info` holds pointers and integers only, for which all-zero bytes (NULL, 0) are
+    // valid values.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr reads our own code address and fills `info`.
     let found = unsafe { libc::dladdr(LIBI_fe_init as *const c_void, &mut info) };
@@ -217,7 +220,15 @@ unsafe fn text(p: *const c_char, what: &str) -> Result<String, Error> {
 /// At most this many list entries are read (a cyclic list is an error, not a hang).
 const LIST_MAX: usize = 1 << 20;
 
+/// Distribution `i` read from C.
+///
+/// # Safety
+///
+/// `d`'s pointers are NULL or as `libi.h` describes them: `proc_path` a NUL-terminated
+/// string, `proc_argv` a NULL-terminated array of such strings, `hd` and `env` lists ending
+/// with a NULL `next` whose strings are NULL or NUL-terminated.
 unsafe fn dist(i: usize, d: &proc_dist_req_t) -> Result<ProcDist, Error> {
+    // SAFETY: `proc_path` is NULL or a NUL-terminated string (this function's contract).
     let exe = unsafe { text(d.proc_path, &format!("distribution {i}'s proc_path"))? };
     let mut args = Vec::new();
     if !d.proc_argv.is_null() {
@@ -227,6 +238,8 @@ unsafe fn dist(i: usize, d: &proc_dist_req_t) -> Result<ProcDist, Error> {
             if a.is_null() {
                 break;
             }
+            // SAFETY: `a` is not NULL, and an entry of a NULL-terminated array of NUL-terminated
+            // strings (this function's contract).
             args.push(unsafe { text(a, "an argument")? });
         }
     }
@@ -235,6 +248,8 @@ unsafe fn dist(i: usize, d: &proc_dist_req_t) -> Result<ProcDist, Error> {
     while !h.is_null() && hosts.len() < LIST_MAX {
         // SAFETY: a list of host_dist_t ending with a NULL next.
         let e = unsafe { &*h };
+        // SAFETY: `e` is an entry of the host list, whose `hostname` is NULL or a NUL-terminated
+        // string (this function's contract).
         let host = unsafe { text(e.hostname, &format!("distribution {i}: a hostname"))? };
         hosts.push(HostDist { host, procs: e.nproc });
         h = e.next;
@@ -244,6 +259,8 @@ unsafe fn dist(i: usize, d: &proc_dist_req_t) -> Result<ProcDist, Error> {
     while !v.is_null() && env.len() < LIST_MAX {
         // SAFETY: a list of libi_env_t ending with a NULL next.
         let e = unsafe { &*v };
+        // SAFETY: `e` is an entry of the variable list, whose `name` and `value` are NULL or NUL-
+        // terminated strings (this function's contract).
         env.push(unsafe { (text(e.name, "a variable name")?, text(e.value, "a variable value")?) });
         v = e.next;
     }
@@ -322,6 +339,8 @@ unsafe fn give(data: Vec<u8>, buf: *mut *mut c_void, len: *mut c_int) -> Result<
 
 #[no_mangle]
 pub unsafe extern "C" fn LIBI_fe_sendUsrData(sess: c_int, buf: *const c_void, len: c_int) -> Code {
+    // SAFETY: `buf` is NULL or holds `len` bytes (libi.h's contract); `bytes` refuses NULL and a
+    // negative length.
     let Some(data) = (unsafe { bytes(buf, len) }) else { return arg("the message") };
     let Ok(s) = u32::try_from(sess) else {
         return fail(Error::new(Code::ESess, format!("no session {sess}")));
@@ -345,6 +364,8 @@ pub unsafe extern "C" fn LIBI_fe_recvUsrData(
     };
     with_fe(|fe| {
         let d = fe.recv_usr_data(SessionId(s))?;
+        // SAFETY: `buf` and `len` were checked not NULL; they are the caller's `void *` and `int`
+        // (libi.h).
         unsafe { give(d, buf, len) }
     })
 }
@@ -374,6 +395,8 @@ pub unsafe extern "C" fn LIBI_fe_recvUsrDataTimeout(
         return arg("the message pointers");
     }
     with_fe(|fe| match fe.recv_timeout(sid(sess)?, millis(timeout_ms))? {
+        // SAFETY: `buf` and `len` were checked not NULL; they are the caller's `void *` and `int`
+        // (libi.h).
         Some(d) => unsafe { give(d, buf, len) },
         None => Err(Error::new(
             Code::ETimeout,
@@ -406,10 +429,11 @@ pub unsafe extern "C" fn LIBI_fe_poll(
     if (items.is_null() && count > 0) || nready.is_null() {
         return arg("the poll items or nready");
     }
-    // SAFETY: the caller's array of `n` items.
     let items = if count == 0 {
         &mut [][..]
     } else {
+        // SAFETY: `items` is not NULL (checked, as `count > 0`) and is the caller's array of
+        // `n` items (libi.h).
         unsafe { std::slice::from_raw_parts_mut(items, count) }
     };
     with_fe(|fe| {
@@ -484,6 +508,8 @@ pub type libi_status_cb_t = Option<
 struct CbArg(*mut c_void);
 // SAFETY: the pointer is only handed back to the tool's callback, as libi.h documents.
 unsafe impl Send for CbArg {}
+// SAFETY: `CbArg` gives no access to what the pointer points to: a shared one only copies the
+// pointer's value.
 unsafe impl Sync for CbArg {}
 
 /// Call `cb(session, status, message, arg)` when a session ends (`LIBI_STATUS_ENDED`) or
@@ -625,7 +651,9 @@ pub struct libi_proc_desc_t {
 }
 
 /// One malloc'ed block: `n` entries of `T`, then the NUL-terminated strings they point to.
-unsafe fn block<T>(n: usize, strings: &[&str]) -> Result<(*mut T, Vec<*const c_char>), Error> {
+/// It writes only the strings: the caller writes the `n` entries (the block is aligned for
+/// any `T` no more aligned than malloc's) and hands the block to C, which frees it.
+fn block<T>(n: usize, strings: &[&str]) -> Result<(*mut T, Vec<*const c_char>), Error> {
     let head = std::mem::size_of::<T>() * n;
     let total = head + strings.iter().map(|s| s.len() + 1).sum::<usize>();
     // SAFETY: malloc, checked for NULL; T's alignment is at most malloc's.
@@ -656,7 +684,7 @@ unsafe fn give_table(
     size: *mut c_int,
 ) -> Result<(), Error> {
     let strings: Vec<&str> = t.iter().flat_map(|e| [e.host.as_str(), e.exe.as_str()]).collect();
-    let (p, ptrs) = unsafe { block::<libi_proc_desc_t>(t.len(), &strings)? };
+    let (p, ptrs) = block::<libi_proc_desc_t>(t.len(), &strings)?;
     for (i, e) in t.iter().enumerate() {
         // SAFETY: p has room for t.len() entries.
         unsafe {
@@ -687,6 +715,8 @@ pub unsafe extern "C" fn LIBI_fe_getJobProcTable(
     if table.is_null() || size.is_null() || job_pid <= 0 {
         return arg("the job pid or the table pointers");
     }
+    // SAFETY: `table` and `size` were checked not NULL; they are the caller's pointer and `int`
+    // (libi.h).
     with_fe(|fe| unsafe { give_table(&fe.job_table(job_pid as u32)?, table, size) })
 }
 
@@ -701,6 +731,8 @@ pub unsafe extern "C" fn LIBI_fe_getMPIRProcTable(
     if table.is_null() || size.is_null() || starter_pid <= 0 {
         return arg("the starter pid or the table pointers");
     }
+    // SAFETY: `table` and `size` were checked not NULL; they are the caller's pointer and `int`
+    // (libi.h).
     with_fe(|_| unsafe {
         give_table(&libi_session::fe::mpir_table(starter_pid as u32)?, table, size)
     })
@@ -795,10 +827,11 @@ pub unsafe extern "C" fn LIBI_fe_getJobHosts(job_pid: c_int, hd: *mut *mut host_
             ));
         }
         let names: Vec<&str> = hosts.iter().map(|h| h.host.as_str()).collect();
-        let (p, ptrs) = unsafe { block::<host_dist_t>(hosts.len(), &names)? };
+        let (p, ptrs) = block::<host_dist_t>(hosts.len(), &names)?;
         for (i, name) in ptrs.iter().enumerate() {
+            // The next entry, within the block (`i + 1 < hosts.len()`).
             let next =
-                if i + 1 < hosts.len() { unsafe { p.add(i + 1) } } else { std::ptr::null_mut() };
+                if i + 1 < hosts.len() { p.wrapping_add(i + 1) } else { std::ptr::null_mut() };
             // SAFETY: p has room for hosts.len() entries.
             unsafe { p.add(i).write(host_dist_t { hostname: *name, nproc: 1, next }) };
         }
@@ -867,8 +900,8 @@ pub unsafe extern "C" fn LIBI_getMyRank(rank: *mut c_int) -> Code {
     if rank.is_null() {
         return arg("the rank pointer");
     }
-    // SAFETY: checked non-null.
     with_member(|m| {
+        // SAFETY: checked non-null.
         unsafe { *rank = m.rank() as c_int };
         Ok(())
     })
@@ -879,8 +912,8 @@ pub unsafe extern "C" fn LIBI_getSize(size: *mut c_int) -> Code {
     if size.is_null() {
         return arg("the size pointer");
     }
-    // SAFETY: checked non-null.
     with_member(|m| {
+        // SAFETY: checked non-null.
         unsafe { *size = m.size() as c_int };
         Ok(())
     })
@@ -957,6 +990,8 @@ pub unsafe extern "C" fn LIBI_broadcast(buf: *mut c_void, len: c_int) -> Code {
             return Ok(());
         }
         libi_session::member::check_len("broadcast", n)?;
+        // SAFETY: `buf` is NULL or holds `len` bytes, `n` of them (libi.h); `bytes_mut` refuses
+        // NULL.
         let b = unsafe { bytes_mut(buf, n) }.ok_or_else(|| null("broadcast", "buf"))?;
         m.broadcast(b)
     })
@@ -977,7 +1012,11 @@ pub unsafe extern "C" fn LIBI_scatter(
             return Ok(());
         }
         let total = if m.is_master() { total } else { 0 };
+        // SAFETY: the master's `sendbuf` holds size × `len` bytes, `total` (libi.h); the others' is
+        // not read (0 bytes). `bytes_n` refuses NULL.
         let send = unsafe { bytes_n(sendbuf, total) }.ok_or_else(|| null("scatter", "sendbuf"))?;
+        // SAFETY: every member's `recvbuf` holds `len` bytes, `n` (libi.h); `bytes_mut` refuses
+        // NULL.
         let recv = unsafe { bytes_mut(recvbuf, n) }.ok_or_else(|| null("scatter", "recvbuf"))?;
         m.scatter(send, recv)
     })
@@ -997,8 +1036,11 @@ pub unsafe extern "C" fn LIBI_gather(
         if n == 0 {
             return Ok(());
         }
+        // SAFETY: every member's `sendbuf` holds `len` bytes, `n` (libi.h); `bytes_n` refuses NULL.
         let send = unsafe { bytes_n(sendbuf, n) }.ok_or_else(|| null("gather", "sendbuf"))?;
         let total = if m.is_master() { total } else { 0 };
+        // SAFETY: the master's `recvbuf` holds size × `len` bytes, `total` (libi.h); the others' is
+        // not written (0 bytes). `bytes_mut` refuses NULL.
         let recv = unsafe { bytes_mut(recvbuf, total) }.ok_or_else(|| null("gather", "recvbuf"))?;
         m.gather(send, recv)
     })
@@ -1018,7 +1060,10 @@ pub unsafe extern "C" fn LIBI_allgather(
         if n == 0 {
             return Ok(());
         }
+        // SAFETY: every member's `sendbuf` holds `len` bytes, `n` (libi.h); `bytes_n` refuses NULL.
         let send = unsafe { bytes_n(sendbuf, n) }.ok_or_else(|| null("allgather", "sendbuf"))?;
+        // SAFETY: every member's `recvbuf` holds size × `len` bytes, `total` (libi.h); `bytes_mut`
+        // refuses NULL.
         let recv =
             unsafe { bytes_mut(recvbuf, total) }.ok_or_else(|| null("allgather", "recvbuf"))?;
         m.allgather(send, recv)
@@ -1040,6 +1085,7 @@ pub unsafe extern "C" fn LIBI_gatherv(
         let me = m.rank();
         let send = match usize::try_from(sendcount) {
             Err(_) => Err(Refusal::Negative { member: me, count: i64::from(sendcount) }),
+            // SAFETY: `sendbuf` holds `sendcount` bytes, `n` (libi.h); `bytes_n` refuses NULL.
             Ok(n) => unsafe { bytes_n(sendbuf, n) }.ok_or(Refusal::NoBuffer { member: me }),
         };
         let can_receive = !recvbuf.is_null() && !recvcounts.is_null();
@@ -1080,6 +1126,8 @@ pub unsafe extern "C" fn LIBI_scatterv(
             let raw = unsafe { std::slice::from_raw_parts(sendcounts, n) };
             let raw: Vec<i64> = raw.iter().map(|&c| i64::from(c)).collect();
             check_counts(&raw).and_then(|(counts, total)| {
+                // SAFETY: the master's `sendbuf` holds the sum of `sendcounts`, `total` (libi.h);
+                // `bytes_n` refuses NULL.
                 let b =
                     unsafe { bytes_n(sendbuf, total) }.ok_or(Refusal::NoBuffer { member: 0 })?;
                 Ok((b, counts))
@@ -1114,6 +1162,8 @@ fn fe_link() -> Result<Arc<libi_session::member::FeLink>, Error> {
 
 #[no_mangle]
 pub unsafe extern "C" fn LIBI_sendUsrData(buf: *const c_void, len: c_int) -> Code {
+    // SAFETY: `buf` is NULL or holds `len` bytes (libi.h's contract); `bytes` refuses NULL and a
+    // negative length.
     let Some(data) = (unsafe { bytes(buf, len) }) else { return arg("the message") };
     done(fe_link().and_then(|l| l.send(data)))
 }
@@ -1124,6 +1174,8 @@ pub unsafe extern "C" fn LIBI_recvUsrData(buf: *mut *mut c_void, len: *mut c_int
     if buf.is_null() || len.is_null() {
         return arg("the message pointers");
     }
+    // SAFETY: `buf` and `len` were checked not NULL; they are the caller's `void *` and `int`
+    // (libi.h).
     done(fe_link().and_then(|l| l.recv()).and_then(|d| unsafe { give(d, buf, len) }))
 }
 
@@ -1138,6 +1190,8 @@ pub unsafe extern "C" fn LIBI_getMyProctab(
     if table.is_null() || size.is_null() {
         return arg("the table pointers");
     }
+    // SAFETY: `table` and `size` were checked not NULL; they are the caller's pointer and `int`
+    // (libi.h).
     with_member(|m| unsafe { give_table(m.proctab(), table, size) })
 }
 

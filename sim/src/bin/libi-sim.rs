@@ -9,6 +9,7 @@
 //!
 //! Lists (comma-separated) in `--nodes`, `--ppn`, `--tree`, `--kvs-push-max` and `--batch`
 //! make a sweep: every combination is run, one table row each.
+#![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
 use libi::tree::Shape;
@@ -165,7 +166,9 @@ fn costs_named(name: &str, opt: &str) -> Result<Costs, String> {
         "fork" => Costs::default(),
         "ssh" => Costs::ssh_lan(),
         "vm" => Costs::this_vm(),
-        path if std::path::Path::new(path).exists() => Costs::load(path)?,
+        path if std::path::Path::new(path).exists() => {
+            Costs::load(path).map_err(|e| e.to_string())?
+        }
         c => return Err(format!("--{opt} '{c}': expected fork, vm, ssh or a cost file")),
     })
 }
@@ -189,7 +192,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(a: &Args) -> Result<u8, String> {
+/// Why a command failed: one line, printed after `libi-sim: error: `.
+type Failure = Box<dyn std::error::Error>;
+
+fn run(a: &Args) -> Result<u8, Failure> {
     let nodes = list(&a.nodes, "nodes", |x| {
         x.parse::<usize>()
             .ok()
@@ -199,8 +205,10 @@ fn run(a: &Args) -> Result<u8, String> {
     let ppns = list(&a.ppn, "ppn", |x| {
         x.parse::<u32>().ok().filter(|n| (1..=4096).contains(n)).ok_or("not a rank count".into())
     })?;
-    let shapes = list(&a.tree, "tree", |x| x.parse::<Shape>())?;
-    let pushes = list(&a.push_max, "kvs-push-max", libi::job::parse_bytes)?;
+    let shapes = list(&a.tree, "tree", |x| x.parse::<Shape>().map_err(|e| e.to_string()))?;
+    let pushes = list(&a.push_max, "kvs-push-max", |x| {
+        libi::job::parse_bytes(x).map_err(|e| e.to_string())
+    })?;
     let batches = list(&a.batch, "batch", |x| match x {
         "none" | "0" => Ok(None),
         b => b.parse::<u32>().map(Some).map_err(|_| "not a batch size".into()),
@@ -337,7 +345,7 @@ fn run(a: &Args) -> Result<u8, String> {
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// `libi-sim calibrate`: measure, fit, write the cost file, check on the held-out cases.
-fn calibrate(a: &CalArgs) -> Result<u8, String> {
+fn calibrate(a: &CalArgs) -> Result<u8, Failure> {
     use libi_sim::calibrate::{self as cal, Case, Setup};
     let counts = |s: &str, what: &str| -> Result<Vec<u32>, String> {
         if s == "none" {
@@ -481,7 +489,7 @@ fn measure_here(
     let result = (|| {
         let replay = match &a.replay {
             Some(p) => std::path::PathBuf::from(p),
-            None => cal::build_replay(&dir)?,
+            None => cal::build_replay(&dir).map_err(|e| e.to_string())?,
         };
         let trace = match libi_sim::workload::BUILTIN.iter().find(|(n, _)| *n == a.workload) {
             Some((_, text)) => {
@@ -498,7 +506,8 @@ fn measure_here(
         for &(k, r) in fit.iter().chain(check) {
             let mut runs = Vec::new();
             for i in 1..=a.runs {
-                let got = cal::real_run(&programs, &a.tree, &a.push_max, k, r, &report)?;
+                let got = cal::real_run(&programs, &a.tree, &a.push_max, k, r, &report)
+                    .map_err(|e| e.to_string())?;
                 eprintln!(
                     "libi-sim calibrate: {k} x {r}, run {i}/{}: launch {:.4} s, fence1 {:.4} s, \
                      total {:.4} s",
