@@ -51,7 +51,13 @@ fn big_fence_across_4_nodes() {
         }
         let prog = prog("bigfence");
         args.extend(["-n", "4", &prog, "32M", "1500"]);
+        let wall = || {
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            t.map(|d| d.as_secs_f64()).unwrap_or(0.0)
+        };
+        let before = wall();
         let r = run(&args, b"");
+        let after = wall();
         assert_eq!(r.status, 0, "push {push}: {}", r.stderr);
         let ok = r.stdout.lines().filter(|l| l.ends_with(" of 4 ok 1504")).count();
         assert_eq!(ok, 4, "push {push}: {}", r.stdout);
@@ -61,6 +67,19 @@ fn big_fence_across_4_nodes() {
         let cpu = own_cpu(&report);
         assert_eq!(cpu.len(), 5, "{cpu:?}");
         assert!(cpu.iter().all(|&c| c > 0.0), "push {push}: {cpu:?}");
+        // Every rank's fence records are times within the job's, from the front end's start
+        // (taken from each host's wall clock: the report compares them across hosts), entered
+        // before left.
+        let records: Vec<(f64, f64)> = self::nodes(&report)
+            .iter()
+            .flat_map(|n| n["fences"].as_array().cloned().unwrap_or_default())
+            .map(|f| (f["enter"].as_f64().unwrap_or(-1.0), f["leave"].as_f64().unwrap_or(-1.0)))
+            .collect();
+        assert!(records.len() >= 4, "push {push}: a record per rank and fence: {records:?}");
+        for &(enter, leave) in &records {
+            let ok = 0.0 <= enter && enter <= leave && leave <= after - before;
+            assert!(ok, "push {push}: {} s: {records:?}", after - before);
+        }
         let fe = &nodes[0].1;
         assert!(fe["kvs_bytes"].as_u64().unwrap_or(0) > 31 << 20, "the root holds it all: {fe}");
         for (host, c) in &nodes[1..] {

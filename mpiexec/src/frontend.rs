@@ -647,7 +647,7 @@ impl FrontEnd {
     /// `-report`: the launch report (the front end's own node report first).
     fn write_report(&mut self) {
         let (Some(path), Some(g0)) = (self.report.clone(), self.groups.first()) else { return };
-        let mut me = g0.core.report();
+        let mut me = g0.core.report(libi::clock::wall);
         me.ready = self.t0;
         me.peak_rss_kib = libi::report::peak_rss_kib();
         (me.cpu_user, me.cpu_sys) = libi_node::sys::report_cpu::own_cpu();

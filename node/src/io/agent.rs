@@ -456,7 +456,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         reaper::reap(pid);
     }
     if report && !core.parent_is_lost() {
-        let mut r = core.report();
+        let mut r = core.report(libi::clock::wall);
         r.ready = ready;
         r.peak_rss_kib = libi::report::peak_rss_kib();
         (r.cpu_user, r.cpu_sys) = crate::sys::report_cpu::own_cpu();

@@ -810,11 +810,20 @@ impl NodeCore {
     }
 
     /// This node's part of the launch report (launch records are the driver's).
-    pub fn report(&self) -> NodeReport {
+    /// This node's part of the launch report. Its fence records are stamped with the times
+    /// the driver told the core (`set_now`); `stamp` turns one into the report's time (the
+    /// agents and the front end: [`libi::clock::wall`]; the simulator: its virtual time as
+    /// it is).
+    pub fn report(&self, stamp: impl Fn(f64) -> f64) -> NodeReport {
+        let fences = self
+            .fences
+            .iter()
+            .map(|f| FenceRecord { enter: stamp(f.enter), leave: stamp(f.leave), ..f.clone() })
+            .collect();
         NodeReport {
             node: self.plan.node,
             host: self.plan.host.clone(),
-            fences: self.fences.clone(),
+            fences,
             counters: Counters { kvs_bytes: self.kvs.bytes(), ..self.counters.clone() },
             ..NodeReport::default()
         }
