@@ -104,17 +104,17 @@ impl Costs {
         Costs {
             cores: 2,
             loop_launch: true,
-            fe_start: 0.000044,
-            seq: 0.0003,
+            fe_start: 0.000249,
+            seq: 1.17e-6,
             rem: 0.0015,
             fork: 0.00072,
-            rank_start: 0.0006,
-            cpu_msg: 5e-6,
-            cpu_pmi: 1.2e-5,
-            cpu_byte: 3.5e-8,
+            rank_start: 0.0003,
+            cpu_msg: 4e-5,
+            cpu_pmi: 2.4e-5,
+            cpu_byte: 2.47e-8,
             cpu_send: 1.4,
-            rank_step: 5e-7,
-            rank_exit: 0.0025,
+            rank_step: 2.83e-6,
+            rank_exit: 0.00125,
             ..Costs::default()
         }
     }
