@@ -6,17 +6,19 @@
 //!   most [`STREAM_BUDGET`] bytes that have been read from its pipe but not yet written to
 //!   the parent's socket: past that the reactor stops reading, the pipe fills, and the rank
 //!   blocks in `write` — a slow reader slows the writer, memory stays flat.
-//! * Everything a node sends up goes through one FIFO queue ([`UpLink`]) drained by one
-//!   writer task, so the node's event loop never waits for its parent; it writes frames with
-//!   vectored writes, output as a head and the slices it came in (`Frames`). `Output` is
-//!   flow-controlled per tree link: at most [`OUTPUT_WINDOW`] bytes unacknowledged by the
-//!   parent (`OutputAck`). A parent acknowledges a child's output once it has passed it on
-//!   (the front end: once written to its own stdout/stderr), so a stopped reader at the top
-//!   stops every rank's output, one window per link, and nothing grows. A parent
-//!   acknowledges in batches of a quarter window, so a child always gets its credit back
-//!   once it has sent three quarters; no `Output` message is larger than [`OUTPUT_MSG_MAX`]
-//!   (half a window), so that a child waiting for credit to send one is always sent it
-//!   (a larger one, after a little unacknowledged output, would wait forever).
+//! * Everything a node sends up goes through one queue drained by one writer task, so the
+//!   node's event loop never waits for its parent. What is written next, in which frame and
+//!   when is decided by [`crate::proto::upqueue`]: order, the output window per tree link
+//!   (at most [`libi::msg::OUTPUT_WINDOW`] bytes unacknowledged by the parent, given back by
+//!   its `OutputAck`s once it has passed them on: the front end once written to its own
+//!   stdout/stderr, so a stopped reader at the top stops every rank's output, one window per
+//!   link, and nothing grows), the requests that overtake output waiting for the window,
+//!   merging and the linger. The writer writes frames with vectored writes, output as a head
+//!   and the slices it came in (`Frames`). A parent acknowledges in batches of a quarter
+//!   window, so a child always gets its credit back once it has sent three quarters; no
+//!   `Output` message is larger than [`OUTPUT_MSG_MAX`] (half a window), so that a child
+//!   waiting for credit to send one is always sent it (a larger one, after a little
+//!   unacknowledged output, would wait forever).
 
 use crate::proto::upqueue::{Next, UpQueue};
 use bytes::{Buf, Bytes, BytesMut};
