@@ -106,8 +106,6 @@ struct Out {
     outstanding: usize,
     /// Of those, bytes not handed to a message's release yet (the line being held).
     held: usize,
-    /// Out of budget: read again once bytes come back.
-    blocked: bool,
 }
 
 struct Slot {
@@ -288,7 +286,6 @@ impl RankIo {
             lines: LineBuf::default(),
             outstanding: 0,
             held: 0,
-            blocked: false,
         };
         self.slots[local] = Some(Slot {
             rank,
@@ -561,12 +558,10 @@ impl RankIo {
                 // Not read until bytes come back (`resume`), and no deadline meanwhile: the
                 // rank is not silent, we are not reading it (the line held waits for the
                 // rest of it; a drain does not count the wait). The read after sets it.
-                o.blocked = true;
                 self.streams.out_blocked(local, s);
                 return;
             }
         }
-        o.blocked = false;
         // Straight into the stream's line buffer, whose lines go up as slices of it.
         let r = o.lines.read_from(o.fd.as_fd(), READ_CHUNK);
         let now = self.now;
@@ -634,10 +629,8 @@ impl RankIo {
 
     /// A stream out of budget may be read again (bytes came back to it).
     pub fn resume(&mut self, local: usize) {
-        let Some(Some(slot)) = self.slots.get_mut(local) else { return };
-        for (s, o) in slot.out.iter_mut().enumerate() {
-            if o.as_ref().is_some_and(|o| o.blocked) {
-                self.streams.out_resumed(local, s, self.now);
+        if self.slots.get(local).is_some_and(Option::is_some) {
+            for s in self.streams.out_resumed(local, self.now) {
                 self.again.push(key(local, 1 + s as u64));
             }
         }

@@ -228,13 +228,22 @@ impl RankStreams {
         }
     }
 
-    /// Stream `s` of rank `local`, out of budget, may be read again: after the rank's exit
-    /// its drain starts now.
-    pub fn out_resumed(&mut self, local: usize, s: usize, now: f64) {
-        let Some(r) = self.ranks.get_mut(local).and_then(Option::as_mut) else { return };
-        if r.exited && r.out[s].blocked {
-            r.out[s].t.set(now + secs(OUTPUT_DRAIN), key(local, 1 + s), &mut self.timers);
+    /// Bytes came back to rank `local`'s streams: those out of budget may be read again (no
+    /// longer blocked: the read that finds the budget still short says so again), and after
+    /// the rank's exit their drain starts now. Returns them, to be read.
+    pub fn out_resumed(&mut self, local: usize, now: f64) -> Vec<usize> {
+        let Some(r) = self.ranks.get_mut(local).and_then(Option::as_mut) else {
+            return Vec::new();
+        };
+        let mut read = Vec::new();
+        for (s, o) in r.out.iter_mut().enumerate().filter(|(_, o)| o.open && o.blocked) {
+            o.blocked = false;
+            if r.exited {
+                o.t.set(now + secs(OUTPUT_DRAIN), key(local, 1 + s), &mut self.timers);
+            }
+            read.push(s);
         }
+        read
     }
 
     /// Stream `s` of rank `local` ended (EOF, an error, given up).
@@ -485,9 +494,22 @@ mod tests {
         assert_eq!(t.exited(0, 2.0), vec![1]);
         t.out_closed(0, 1);
         assert_eq!(t.handle_timeout(10.0, &mut Facts::default()), vec![]);
-        t.out_resumed(0, 0, 10.0);
+        assert_eq!(t.out_resumed(0, 10.0), vec![0]);
         assert_eq!(t.handle_timeout(10.49, &mut Facts::default()), vec![]);
         assert_eq!(t.handle_timeout(10.5, &mut Facts::default()), vec![Due::GiveUp(0, 0)]);
+    }
+
+    #[test]
+    fn a_stream_resumed_and_found_empty_drains_after_the_exit() {
+        let mut t = one();
+        t.out_blocked(0, 1);
+        // Resumed, and the read that follows finds nothing (no out_read): not blocked any
+        // more, so the exit reads it and starts its drain.
+        assert_eq!(t.out_resumed(0, 1.0), vec![1]);
+        assert_eq!(t.out_resumed(0, 1.0), Vec::<usize>::new());
+        assert_eq!(t.exited(0, 2.0), vec![0, 1]);
+        let due = t.handle_timeout(2.5, &mut Facts::default());
+        assert_eq!(due, vec![Due::GiveUp(0, 0), Due::GiveUp(0, 1)]);
     }
 
     #[test]
