@@ -42,7 +42,8 @@ pub const LINE_CAP: usize = OUTPUT_MSG_MAX;
 pub const READ_CHUNK: usize = 64 << 10;
 /// Bytes one rank stream may hold between its pipe and the parent's socket.
 pub const STREAM_BUDGET: usize = LINE_CAP + READ_CHUNK;
-/// The rank streams' deadlines (their policy: [`crate::proto::streams`]).
+/// The rank streams' deadlines (their policy: [`crate::proto::streams`]) and the parent
+/// link's linger ([`crate::proto::upqueue`]).
 pub use crate::proto::node::limits::{
     OUTPUT_DRAIN, OUTPUT_LINGER, PARTIAL_FLUSH, PARTIAL_MAX_WAIT,
 };
@@ -381,9 +382,16 @@ impl UpWriter {
                 }
             }
             let n = self.credit.available_permits().min(u32::MAX as usize);
-            if let Ok(p) = self.credit.try_acquire_many(n as u32) {
-                p.forget();
-                self.queue.add_credit(n as u64);
+            if n > 0 {
+                match self.credit.try_acquire_many(n as u32) {
+                    Ok(p) => {
+                        p.forget();
+                        self.queue.add_credit(n as u64);
+                    }
+                    // The credit is gone (closed): nothing more can be sent.
+                    Err(tokio::sync::TryAcquireError::Closed) => return,
+                    Err(tokio::sync::TryAcquireError::NoPermits) => {}
+                }
             }
             // The one clock reading of the turn.
             let now = libi::clock::mono();
@@ -394,10 +402,7 @@ impl UpWriter {
                 }
                 Next::Flush => self.write(report).await,
                 Next::Done => return,
-                Next::Wait => {
-                    self.wait(now).await;
-                    true
-                }
+                Next::Wait => self.wait(now).await,
             };
             if !ok {
                 return;
@@ -405,8 +410,9 @@ impl UpWriter {
         }
     }
 
-    /// Wait for what the queue waits for: a message, credit, or its deadline.
-    async fn wait(&mut self, now: f64) {
+    /// Wait for what the queue waits for: a message, credit, or its deadline. False when the
+    /// credit is gone (closed).
+    async fn wait(&mut self, now: f64) -> bool {
         let starved = self.queue.starved();
         let closed = self.queue.closed();
         let due = self.queue.poll_timeout();
@@ -423,9 +429,10 @@ impl UpWriter {
                 None => self.queue.close(),
             },
             // Taken at the top of the next turn.
-            p = credit.acquire_many(1), if starved => drop(p),
+            p = credit.acquire_many(1), if starved => return p.is_ok(),
             () = deadline => {}
         }
+        true
     }
 
     /// Queue an item.
