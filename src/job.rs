@@ -201,6 +201,19 @@ pub struct JobCommon {
     /// its node's GPUs (`libi_node::proc::gpu`).
     #[serde(default)]
     pub gpus: GpuSplit,
+    /// Serve PMIx to the ranks too (`-pmi pmix`, or `auto` for a program that links a PMIx
+    /// client): each NLA with ranks starts its PMIx companion (`libi-pmix`) and registers
+    /// the job with it. `None`: PMI-1/PMI-2 (and PMGR) only.
+    #[serde(default)]
+    pub pmix: Option<PmixJob>,
+}
+
+/// What a PMIx server must know of the whole job that one node's plan does not say: every
+/// node's host and ranks (PMIx's node and process maps; a node's PMIx id is its index here).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PmixJob {
+    /// Every node with ranks of the job, in the order of their first rank: host, ranks.
+    pub nodes: Vec<(String, Vec<u32>)>,
 }
 
 impl JobCommon {
@@ -712,6 +725,7 @@ mod tests {
             each_end: false,
             staged: Vec::new(),
             gpus: GpuSplit::default(),
+            pmix: None,
         };
         let sub = job.for_subtree(&n2);
         let users: Vec<_> =

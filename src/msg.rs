@@ -253,6 +253,14 @@ pub enum Msg {
     },
     /// A key missed in this subtree's caches: look it up further up.
     Get { key: String },
+    /// PMIx fence `seq` of the job (its `seq`-th, counted from 0 by every node alike): every
+    /// PMIx server of this subtree entered it; `blob` is the concatenation of their
+    /// contributions (empty when the fence collects no data).
+    PmixFenceIn {
+        seq: u64,
+        #[serde(with = "serde_bytes")]
+        blob: Vec<u8>,
+    },
     /// A node could not do its job (launch failure, protocol failure): fail the whole job.
     Fatal { host: String, message: String, status: i32 },
     /// A whole subtree is gone (its NLA could not be started or its connection broke):
@@ -297,6 +305,13 @@ pub enum Msg {
         #[serde(deserialize_with = "pairs::deserialize")]
         pairs: Vec<(Key, Value)>,
         stale: Vec<String>,
+    },
+    /// PMIx fence `seq` completed: `blob` is the concatenation of every server's
+    /// contribution, for each server to unpack.
+    PmixFenceOut {
+        seq: u64,
+        #[serde(with = "serde_bytes")]
+        blob: Vec<u8>,
     },
     /// Answer to `Get` (`None`: not found anywhere). The key is shared like a pair's: every
     /// node that caches the answer holds the one allocation of the node that had it (on the
@@ -787,6 +802,10 @@ mod fuzz {
             }),
             any::<i32>().prop_map(|signal| Msg::Signal { signal }),
             Just(Msg::Kill),
+            (any::<u64>(), proptest::collection::vec(any::<u8>(), 0..32))
+                .prop_map(|(seq, blob)| Msg::PmixFenceIn { seq, blob }),
+            (any::<u64>(), proptest::collection::vec(any::<u8>(), 0..32))
+                .prop_map(|(seq, blob)| Msg::PmixFenceOut { seq, blob }),
             (any::<u32>(), proptest::collection::vec(any::<u8>(), 0..32))
                 .prop_map(|(rank, data)| Msg::PmgrUpPart { rank, data: data.into() }),
             (0..u32::MAX, proptest::collection::vec(any::<u8>(), 0..32)).prop_map(
@@ -836,6 +855,9 @@ mod fuzz {
                     each_end: false,
                     staged: Vec::new(),
                     gpus: crate::job::GpuSplit { devices: Some(2), subdevs: None },
+                    pmix: Some(crate::job::PmixJob {
+                        nodes: vec![("n1".into(), vec![0, 2]), ("n2".into(), vec![1])],
+                    }),
                 },
                 plan: NodePlan {
                     node: 1,

@@ -188,6 +188,9 @@ impl Spawner {
             singleton: None,
             each_end: false,
             staged: Vec::new(),
+            // Spawned groups of PMIx jobs are not served PMIx yet (the companion answers a
+            // PMIx spawn with "not supported"); MPICH's spawned groups speak PMI-1/PMI-2.
+            pmix: None,
             launcher: base.launcher.clone(),
             ..parent.clone()
         };

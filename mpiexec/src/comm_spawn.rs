@@ -22,6 +22,7 @@ mod tests {
             rm_hosts: None,
             job_id: 7,
             is_local: |_| false,
+            links_pmix: |_| false,
         };
         let argv: Vec<String> = args.split_whitespace().map(str::to_string).collect();
         plan(&parse(&argv).expect("parse"), &ctx).expect("plan")

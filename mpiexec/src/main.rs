@@ -12,6 +12,7 @@ mod man;
 mod mpir;
 mod nameserver;
 mod plan;
+mod pmix_detect;
 mod rawargs;
 mod stdio;
 
@@ -133,6 +134,10 @@ fn main() -> ExitCode {
         slurm,
         rm_hosts,
         is_local: libi_node::io::tree::is_local_host,
+        links_pmix: |exe| {
+            let cwd = std::env::current_dir().ok();
+            pmix_detect::links_pmix(exe, std::env::var_os("PATH").as_deref(), cwd.as_deref())
+        },
     };
     let mut plan = match plan::plan(&cl, &ctx) {
         Ok(p) => p,

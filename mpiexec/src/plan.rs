@@ -1,7 +1,7 @@
 //! From the command line to the job: executables with their final environment, hosts and rank
 //! placement, the launch tree, and the per-node plans.
 
-use crate::cli::{CommandLine, EnvMode, Rmk};
+use crate::cli::{CommandLine, EnvMode, PmiKind, Rmk};
 use libi::hosts::{self, Host, HostError};
 use libi::job::{
     process_mapping, AppSpec, JobCommon, LauncherKind, LauncherSpec, NodePlan, RankSlot,
@@ -170,6 +170,9 @@ pub struct Context {
     pub job_id: i32,
     /// Whether a host name is this machine (`-skip-launch-node` leaves such hosts out).
     pub is_local: fn(&str) -> bool,
+    /// `-pmi auto`: whether a program (its name or path, looked up on our `PATH` from our
+    /// working directory) links a PMIx client ([`crate::pmix_detect::links_pmix`]).
+    pub links_pmix: fn(&str) -> bool,
 }
 
 /// The resource manager's hosts: (Slurm allocation, PBS/LSF hosts). `-rmk` (or `HYDRA_RMK`)
@@ -363,7 +366,15 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, PlanError> {
         let b = libi_binding::Binding { bind: bind.clone(), ..g.binding.clone() };
         b.check().map_err(|why| PlanError::HostBinding { host: host.clone(), why })?;
     }
-    let job = JobCommon {
+    // PMIx for every program, or for programs that link it; not for a singleton (its MPI
+    // library connected to us over PMI-1 already).
+    let pmix = g.singleton_port.is_none()
+        && match g.pmi.unwrap_or_default() {
+            PmiKind::Pmix => true,
+            PmiKind::Pmi1 | PmiKind::Pmi2 => false,
+            PmiKind::Auto => apps.iter().any(|a| (ctx.links_pmix)(&a.exe)),
+        };
+    let mut job = JobCommon {
         size,
         universe_size: universe_size(g.usize, total_slots.min(u64::from(u32::MAX)) as u32, size),
         kvsname: ctx.kvs.name(0),
@@ -397,6 +408,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, PlanError> {
         each_end: g.print_all_exitcodes,
         staged: Vec::new(),
         gpus: g.gpus,
+        pmix: None,
     };
 
     // Launch tree over the front end (node 0) and one NLA per used host (nodes 1..).
@@ -417,6 +429,13 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, PlanError> {
             (host_list[h].name.clone(), ranks)
         })
         .collect();
+    if pmix {
+        let nodes = per_node
+            .iter()
+            .map(|(host, ranks)| (host.clone(), ranks.iter().map(|r| r.rank).collect()))
+            .collect();
+        job.pmix = Some(libi::job::PmixJob { nodes });
+    }
     let root = nla_tree(per_node, &shape, &model, max_conn, &ctx.local_host)?;
     let universe_limit = g.usize.filter(|&n| n > 0).map(|n| n as u32);
     Ok(Plan {
@@ -468,6 +487,7 @@ mod tests {
             rm_hosts: None,
             job_id: 7,
             is_local: |h| h == "fe" || h == "localhost",
+            links_pmix: |exe| exe.ends_with("ompi_app"),
         }
     }
 

@@ -59,6 +59,7 @@ fn whole_job(local: &[u32], children: &[&[u32]], push_max: u64) -> NodeSetup {
             each_end: false,
             staged: Vec::new(),
             gpus: Default::default(),
+            pmix: None,
         },
         plan: me,
     }

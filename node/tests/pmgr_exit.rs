@@ -55,6 +55,7 @@ fn core_with(n: u32, each_end: bool) -> NodeCore {
         each_end,
         staged: Vec::new(),
         gpus: Default::default(),
+        pmix: None,
     };
     NodeCore::new(NodeSetup { job, plan }, true, false)
 }

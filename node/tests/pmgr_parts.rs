@@ -57,6 +57,7 @@ fn job() -> JobCommon {
         each_end: false,
         staged: Vec::new(),
         gpus: Default::default(),
+        pmix: None,
     }
 }
 

@@ -720,6 +720,7 @@ impl Cluster {
             each_end: false,
             staged: Vec::new(),
             gpus: Default::default(),
+            pmix: None,
         };
         // Node table from the plan (node ids are the plan's: 0 = front end, 1.. agents).
         let (nodes, depth) = plan_nodes(&root, 0, 0, 0);

@@ -27,6 +27,7 @@ pub(crate) const LONG: &[(&str, &str, usize)] = &[
     ("outfile-pattern", "outfile-pattern", 1),
     ("errfile-pattern", "errfile-pattern", 1),
     ("rmk", "rmk", 1),
+    ("pmi", "pmi", 1),
     ("info", "info", 0),
     ("proctable", "proctable", 1),
     ("job-launcher", "job-launcher", 1),

@@ -95,6 +95,7 @@ fn merge_global(
     global.outfile_pattern = s.outfile_pattern.clone().or(global.outfile_pattern.take());
     global.errfile_pattern = s.errfile_pattern.clone().or(global.errfile_pattern.take());
     global.rmk = s.rmk.or(global.rmk.take());
+    global.pmi = s.pmi.or(global.pmi.take());
     global.disable_auto_cleanup |= s.disable_auto_cleanup;
     *enable_auto_cleanup |= s.enable_auto_cleanup;
     global.notes.extend(s.notes.iter().cloned());

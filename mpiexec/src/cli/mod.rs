@@ -27,7 +27,7 @@ pub use configfile::defaults_file;
 pub use env::{apply_env, mpiexec_timeout};
 pub(crate) use hydra::{IGNORED, LONG};
 pub use merge::parse_with_defaults;
-pub use schema::{Rmk, Segment};
+pub use schema::{PmiKind, Rmk, Segment};
 
 use crate::stdio::{Pattern, Piece};
 use libi::job::LauncherKind;
@@ -47,6 +47,8 @@ pub struct Global {
     pub outfile_pattern: Option<Pattern>,
     pub errfile_pattern: Option<Pattern>,
     pub rmk: Option<Rmk>,
+    /// `-pmi`: `None` is `auto`.
+    pub pmi: Option<PmiKind>,
     pub disable_auto_cleanup: bool,
     pub verbose: bool,
     pub tree: Option<Shape>,
@@ -187,6 +189,7 @@ impl Strings for Global {
             outfile_pattern,
             errfile_pattern,
             rmk: _,
+            pmi: _,
             disable_auto_cleanup: _,
             verbose: _,
             tree: _,

@@ -71,6 +71,11 @@ pub struct Segment {
     /// ($LSB_MCPU_HOSTS), slurm (the allocation) or user (this machine); default: detected
     #[arg(long = "rmk", value_name = "NAME")]
     pub rmk: Option<Rmk>,
+    /// What the ranks' MPI library may speak to us: pmi1 or pmi2 (PMI-1/PMI-2 only), pmix
+    /// (PMIx as well, from a PMIx server on each node: Open MPI 5), auto (PMIx as well when a
+    /// program links a PMIx client; the default)
+    #[arg(long = "pmi", value_name = "KIND")]
+    pub pmi: Option<PmiKind>,
     /// A failed rank does not end the other ranks (they run to their end)
     #[arg(long = "disable-auto-cleanup")]
     pub disable_auto_cleanup: bool,
@@ -245,6 +250,31 @@ pub enum Rmk {
     Lsf,
 }
 
+/// `-pmi`: which process-management interfaces the ranks are served. PMI-1 and PMI-2 are
+/// always served (on `PMI_FD`; the rank's library picks); PMIx is served as well for `pmix`,
+/// and for `auto` when a program links a PMIx client (`crate::pmix_detect`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PmiKind {
+    Pmi1,
+    Pmi2,
+    Pmix,
+    #[default]
+    Auto,
+}
+
+impl std::str::FromStr for PmiKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "pmi1" => Ok(PmiKind::Pmi1),
+            "pmi2" => Ok(PmiKind::Pmi2),
+            "pmix" => Ok(PmiKind::Pmix),
+            "auto" => Ok(PmiKind::Auto),
+            _ => Err(format!("unknown PMI '{s}' (known: pmi1 pmi2 pmix auto)")),
+        }
+    }
+}
+
 impl std::str::FromStr for Rmk {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -309,6 +339,10 @@ mod tests {
         assert_eq!(p("-rmk LSF x").expect("parse").global.rmk, Some(Rmk::Lsf));
         assert_eq!(p("-rmk user x").expect("parse").global.rmk, Some(Rmk::User));
         assert!(matches!(p("-rmk cobalt x"), Err(CliError::Usage(_))));
+        assert_eq!(p("-pmi pmix x").expect("parse").global.pmi, Some(PmiKind::Pmix));
+        assert_eq!(p("--pmi PMI2 x").expect("parse").global.pmi, Some(PmiKind::Pmi2));
+        assert_eq!(p("x").expect("parse").global.pmi, None);
+        assert!(matches!(p("-pmi ucx x"), Err(CliError::Usage(_))));
         assert!(p("-disable-auto-cleanup x").expect("parse").global.disable_auto_cleanup);
         assert!(!p("x").expect("parse").global.disable_auto_cleanup);
         match p("-info") {

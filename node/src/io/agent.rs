@@ -66,6 +66,8 @@ enum Ev {
     /// This node's hwloc topology file is written (`None`: it could not be): answer the
     /// ranks that asked for it, and those that will.
     HwlocXml(Option<String>),
+    /// The PMIx companion's message, or its end.
+    Pmix(crate::io::pmix::PmixEvent),
 }
 
 /// Command for the singleton's task.
@@ -295,7 +297,20 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     };
     // The ranks start [`START_BATCH`] at a time from the event loop below, which serves
     // events (the parent's end among them) between batches.
-    let (mut ranks, starting) = Ranks::new(&core, &ev_tx, &up, pmgr_port)
+    // PMIx: the companion starts, and hands out the ranks' environments, before any rank.
+    let (mut companion, pmix_envs) = if core.job().pmix.is_some() && core.local_count() > 0 {
+        match crate::io::pmix::Companion::start(core.job(), core.plan()).await {
+            Ok((mut c, envs)) => {
+                let tx = ev_tx.clone();
+                c.spawn_reader(move |e| tx.send(Ev::Pmix(e)).is_ok());
+                (Some(c), Ok(Some(envs)))
+            }
+            Err(why) => (None, Err(why)),
+        }
+    } else {
+        (None, Ok(None))
+    };
+    let (mut ranks, starting) = Ranks::new(&core, &ev_tx, &up, pmgr_port, pmix_envs)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot watch the ranks: {e}")))?;
     let mut starting = Some(starting);
 
@@ -340,6 +355,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 secret: &secret,
                 verbose: core.job().verbose,
                 retries: core.job().launcher.connect_retries,
+                pmix: companion.as_ref(),
             };
             crate::proto::effect::apply(&mut io, &mut fx);
         }
@@ -450,6 +466,13 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 hwloc_writing = None;
                 core.set_hwloc_xmlfile(path, &mut fx);
             }
+            Ev::Pmix(crate::io::pmix::PmixEvent::Msg(m)) => core.pmix_msg(m, &mut fx),
+            Ev::Pmix(crate::io::pmix::PmixEvent::Gone { why, bye }) => {
+                if !bye && !core.tearing_down() {
+                    let host = core.plan().host.clone();
+                    core.fail_now(format!("the PMIx server on {host} ended: {why}"), &mut fx);
+                }
+            }
         }
     }
     for pid in zombies.release_all() {
@@ -485,6 +508,10 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 break;
             }
         }
+    }
+    // The PMIx server: finalized (its session directories removed), then reaped.
+    if let Some(c) = companion.take() {
+        c.finish().await;
     }
     // The topology file, still being written: finished for the next job, or given up.
     if let Some(w) = hwloc_writing.take() {
@@ -581,6 +608,7 @@ struct NlaIo<'a> {
     verbose: bool,
     /// `--retries` for the NLAs of spawned groups (`HYDRA_PROXY_RETRY_COUNT`).
     retries: Option<u32>,
+    pmix: Option<&'a crate::io::pmix::Companion>,
 }
 
 impl NodeIo for NlaIo<'_> {
@@ -650,6 +678,17 @@ impl NodeIo for NlaIo<'_> {
 
     fn start_nla(&mut self, host: &str, front_end: &str) {
         start_group_nla(host, front_end, self.secret, self.verbose, self.retries)
+    }
+
+    fn to_pmix(&mut self, msg: libi_pmix::proto::ToCompanion) {
+        match self.pmix {
+            Some(c) => {
+                if let Err(why) = c.send(&msg) {
+                    warn!("cannot tell the PMIx server: {why}");
+                }
+            }
+            None => warn!("no PMIx server on this node for {msg:?}"),
+        }
     }
 
     fn abort_launches(&mut self) {
@@ -982,6 +1021,7 @@ impl Ranks {
         ev: &UnboundedSender<Ev>,
         up: &UpLink,
         pmgr_port: Option<u16>,
+        pmix: Result<Option<crate::io::pmix::RankEnvs>, String>,
     ) -> io::Result<(Ranks, Starting)> {
         let (job, plan) = (core.job(), core.plan());
         let n = plan.ranks.len();
@@ -1007,6 +1047,17 @@ impl Ranks {
             node.failed_starts.push((0, ProcEnd::SpawnFailed { errno: libc::EAGAIN, reason }));
             return Ok((node, Starting { next: 1, ..Starting::refused(pmgr_port) }));
         }
+        // PMIx jobs: without their server, none of the ranks starts.
+        let pmix = match pmix {
+            Ok(envs) => envs,
+            Err(reason) => {
+                for local in 0..n {
+                    let end = ProcEnd::SpawnFailed { errno: 0, reason: reason.clone() };
+                    node.failed_starts.push((local, end));
+                }
+                return Ok((node, Starting { next: n, ..Starting::refused(pmgr_port) }));
+            }
+        };
         let bound: Vec<crate::proc::bind::KernelBinding> =
             match crate::proc::bind::node_binding(job, plan) {
                 Ok(b) => {
@@ -1029,7 +1080,7 @@ impl Ranks {
         if let (Some(a), true) = (&gpus, job.verbose) {
             crate::proc::gpu::report(plan, a);
         }
-        let batch = SpawnBatch::new().with_gpus(gpus);
+        let batch = SpawnBatch::new().with_gpus(gpus).with_pmix(pmix);
         Ok((node, Starting { next: 0, bound, batch, pmgr_port, refused: false }))
     }
 

@@ -9,11 +9,13 @@
 //! * [`uplink`]: rank output up the tree and stdin down to rank 0, bounded end to end;
 //! * [`guard`]: what every listening port does about connections it cannot trust yet;
 //! * [`peer`]: which local process holds the other end of a TCP connection (PMGR);
+//! * [`pmix`]: the PMIx companion of a PMIx job (start, registration, its messages);
 //! * [`singleton`]: serving an MPI process that started `mpiexec -pmi_args` itself.
 
 pub mod agent;
 pub mod guard;
 pub mod peer;
+pub mod pmix;
 pub mod rankio;
 pub mod singleton;
 pub mod tree;

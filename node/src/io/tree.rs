@@ -1446,6 +1446,7 @@ mod tests {
             each_end: false,
             staged: Vec::new(),
             gpus: Default::default(),
+            pmix: None,
         };
         let core = NodeCore::new(NodeSetup { job, plan: me }, false, false);
         let mut children = Children::new(&core);

@@ -303,6 +303,9 @@ pub struct SpawnBatch {
     /// `-gpus-per-proc`: the GPU variable each rank gets its own value of (replacing the
     /// app's), by local rank.
     gpus: Option<crate::proc::gpu::Assignment>,
+    /// PMIx jobs: the variables the PMIx server gave each rank (by local rank), which name
+    /// the server and the rank (`PMIX_NAMESPACE`, `PMIX_RANK`, `PMIX_SERVER_URI*`, ...).
+    pmix: Option<Vec<Vec<(String, String)>>>,
 }
 
 impl SpawnBatch {
@@ -335,6 +338,7 @@ impl SpawnBatch {
             parent,
             nofile: crate::sys::rlimit::job_fd_limit(),
             gpus: None,
+            pmix: None,
         }
     }
 
@@ -342,6 +346,12 @@ impl SpawnBatch {
     /// replaces any the app's environment has.
     pub fn with_gpus(self, gpus: Option<crate::proc::gpu::Assignment>) -> SpawnBatch {
         SpawnBatch { gpus, ..self }
+    }
+
+    /// Give each rank the PMIx server's variables for it (by local rank); they replace any
+    /// of the app's environment of the same name.
+    pub fn with_pmix(self, pmix: Option<Vec<Vec<(String, String)>>>) -> SpawnBatch {
+        SpawnBatch { pmix, ..self }
     }
 
     /// The batch's `/dev/null` (opened on first use; every child dup2s it to its stdin).
@@ -398,8 +408,15 @@ impl SpawnBatch {
             return Ok(e.clone());
         }
         let gpu = self.gpus.as_ref().map(|g| g.var);
+        // The PMIx server's variables (the same names for every rank) are the rank's own.
+        let pmix: Vec<&str> = (self.pmix.iter().flatten().next().into_iter().flatten())
+            .map(|(k, _)| k.as_str())
+            .collect();
         let per_rank = |k: &str| {
-            PER_RANK.contains(&k) || (pmgr && PER_RANK_PMGR.contains(&k)) || gpu == Some(k)
+            PER_RANK.contains(&k)
+                || (pmgr && PER_RANK_PMGR.contains(&k))
+                || gpu == Some(k)
+                || pmix.contains(&k)
         };
         // `-genvnone`/`-genvlist` (Hydra's rule): our own environment first, what the job
         // gives on top. Not an outer job's PMI settings, nor the agent's own variables.
@@ -638,6 +655,10 @@ fn try_start(
             g.var,
             g.values.get(local).cloned().unwrap_or_else(|| crate::proc::gpu::NONE.into()),
         ));
+    }
+
+    if let Some(env) = batch.pmix.as_ref().and_then(|p| p.get(local)) {
+        vars.extend(env.iter().map(|(k, v)| (k.as_str(), v.clone())));
     }
 
     // Everything the child needs, prepared before fork (the child may not allocate).

@@ -48,6 +48,11 @@ pub trait NodeIo {
     /// Launch no more children, and give up those not connected yet now, their launchers
     /// killed (nothing to do where children are not launched).
     fn abort_launches(&mut self) {}
+    /// Queue a message for this node's PMIx companion (the default: there is none here,
+    /// which is said once per message).
+    fn to_pmix(&mut self, msg: libi_pmix::proto::ToCompanion) {
+        warn!("no PMIx server on this node for {msg:?}");
+    }
     /// A diagnostic line (the default: the log's warning).
     fn warn(&mut self, line: &str) {
         warn!("{line}");
@@ -73,6 +78,7 @@ pub fn apply_one(io: &mut impl NodeIo, e: Effect) {
         Effect::DropChild(idx, why) => io.drop_child(idx, &why),
         Effect::PauseParent(pause) => io.pause_parent(pause),
         Effect::AbortLaunches => io.abort_launches(),
+        Effect::ToPmix(msg) => io.to_pmix(msg),
     }
 }
 

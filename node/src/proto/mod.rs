@@ -28,6 +28,7 @@ pub mod kvs;
 pub mod launch;
 pub mod node;
 pub mod pmgr;
+pub mod pmix;
 pub mod root;
 pub mod signals;
 pub mod streams;

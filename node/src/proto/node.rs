@@ -34,10 +34,12 @@
 
 use crate::proto::kvs::{Kvs, Written};
 use crate::proto::pmgr::{PmgrEffect, PmgrNode};
+use crate::proto::pmix::{NameBatch, NameKind, PmixFences};
 use libi::job::{human_bytes, JobCommon, NodePlan, NodeSetup, RankEnd, SpawnCmd, SpawnRequest};
 use libi::msg::{pair_cost, Key, KvsTop, Msg, NameOp, ProcNode, Value, FENCE_CHUNK, PAIR_OVERHEAD};
 use libi::report::{Counters, FenceRecord, NodeReport};
 use libi_hwloc_xml::PMI_KEY as HWLOC_KEY;
+use libi_pmix::proto::{status as pmix_status, FromCompanion, Proc as PmixProc, ToCompanion};
 use pmi_wire::server::{Action, ConnConfig, Connection, Eof, Phase};
 use pmi_wire::v1::ParseError;
 use std::collections::{HashMap, HashSet};
@@ -85,6 +87,8 @@ pub enum Effect {
     /// ([`crate::proto::launch::Launches::abort`]). Connections that close before their
     /// hello are expected from now on (those children's).
     AbortLaunches,
+    /// A message for this node's PMIx companion (`docs/spec/pmix-companion.md`).
+    ToPmix(ToCompanion),
 }
 
 /// Every timeout of an NLA and of the front end's root core, with what it bounds. The
@@ -132,6 +136,10 @@ pub mod limits {
     /// How long a connection accepted on a tree port may take to say hello (driver: an NLA
     /// sends it as it connects).
     pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+    /// Most time the PMIx companion may take to start, register the job and hand out the
+    /// ranks' environments (before the node's first rank starts), and to end after
+    /// `Finalize`.
+    pub const PMIX_START: Duration = Duration::from_secs(30);
     /// An NLA's last messages up (reports) get this long to be written (driver).
     pub const FINAL_SEND: Duration = Duration::from_secs(60);
     /// An NLA (or the front end) waits this long at exit for the launchers it started.
@@ -209,6 +217,8 @@ enum Pending {
 enum Waiter {
     Rank(usize),
     Child(usize),
+    /// The PMIx companion's request of this id.
+    Pmix(u64),
 }
 
 pub struct NodeCore {
@@ -305,6 +315,9 @@ pub struct NodeCore {
     next_req: u64,
     /// What a rank's bytes asked for, kept between calls (not reallocated per request).
     actions: Vec<Action>,
+    /// PMIx jobs: the fences, and the companion's name-service requests in flight.
+    pmix: Option<PmixFences>,
+    pmix_names: HashMap<u64, NameBatch>,
 }
 
 /// This node's hwloc topology file, for `PMI_hwloc_xmlfile`.
@@ -404,8 +417,20 @@ impl NodeCore {
             requests: HashMap::new(),
             next_req: 0,
             actions: Vec::new(),
+            pmix: None,
+            pmix_names: HashMap::new(),
         }
         .with_pmgr()
+        .with_pmix()
+    }
+
+    fn with_pmix(mut self) -> Self {
+        if self.job.pmix.is_some() {
+            let has_server = !self.plan.ranks.is_empty();
+            let children = self.plan.children.len();
+            self.pmix = Some(PmixFences::new(has_server, children, self.fence_root));
+        }
+        self
     }
 
     fn with_pmgr(mut self) -> Self {
@@ -1087,6 +1112,146 @@ impl NodeCore {
         fx.push(Effect::ToParent(Msg::Name { req, op }));
     }
 
+    // ---------------------------------------------------------------- PMIx
+
+    /// A message from this node's PMIx companion (`docs/spec/pmix-companion.md` §6). The
+    /// driver handles the start-up answers (`Ready`, `Registered`, `ForkEnv`) and the end
+    /// (`Deregistered`, `Bye`); everything the ranks ask for comes here.
+    pub fn pmix_msg(&mut self, msg: FromCompanion, fx: &mut Vec<Effect>) {
+        let host = self.plan.host.clone();
+        match msg {
+            FromCompanion::Fence { id, procs, blob, .. } => {
+                let kvsname = &self.job.kvsname;
+                let wildcard = procs
+                    .iter()
+                    .any(|p| &p.nspace == kvsname && p.rank == libi_pmix::proto::RANK_WILDCARD);
+                let ranks: HashSet<u32> =
+                    procs.iter().filter(|p| &p.nspace == kvsname).map(|p| p.rank).collect();
+                let whole = wildcard || ranks.len() as u64 == u64::from(self.job.size);
+                match self.pmix.as_mut() {
+                    Some(f) if whole && procs.iter().all(|p| &p.nspace == kvsname) => {
+                        f.server_entered(id, &blob, fx)
+                    }
+                    _ => {
+                        fx.push(Effect::ToPmix(ToCompanion::FenceDone {
+                            id,
+                            status: pmix_status::ERR_NOT_SUPPORTED,
+                            blob: Vec::new(),
+                        }));
+                        fx.push(Effect::Warn(format!(
+                            "a PMIx fence on {host} over {} processes, not the whole job: \
+                             not supported",
+                            procs.len()
+                        )));
+                    }
+                }
+            }
+            FromCompanion::ClientConnected { .. } => {}
+            FromCompanion::ClientFinalized { id, .. } => {
+                fx.push(Effect::ToPmix(ToCompanion::Done { id, status: pmix_status::SUCCESS }))
+            }
+            FromCompanion::Abort { id, proc, status, message, .. } => {
+                let message = (!message.is_empty()).then_some(message);
+                fx.push(Effect::ToParent(Msg::Abort {
+                    rank: proc.rank,
+                    host,
+                    code: status,
+                    message,
+                }));
+                fx.push(Effect::ToPmix(ToCompanion::Done { id, status: pmix_status::SUCCESS }));
+            }
+            FromCompanion::Publish { id, pairs, .. } => {
+                let ops =
+                    pairs.into_iter().map(|(service, port)| NameOp::Publish { service, port });
+                self.pmix_names(id, NameKind::Publish, ops.collect(), fx);
+            }
+            FromCompanion::Unpublish { id, keys, .. } => {
+                let ops = keys.into_iter().map(|service| NameOp::Unpublish { service });
+                self.pmix_names(id, NameKind::Unpublish, ops.collect(), fx);
+            }
+            FromCompanion::Lookup { id, keys, .. } => {
+                let ops = keys.into_iter().map(|service| NameOp::Lookup { service });
+                self.pmix_names(id, NameKind::Lookup, ops.collect(), fx);
+            }
+            FromCompanion::DirectModex { id, proc } => {
+                fx.push(Effect::ToPmix(ToCompanion::ModexData {
+                    id,
+                    status: pmix_status::ERR_NOT_SUPPORTED,
+                    blob: Vec::new(),
+                }));
+                fx.push(Effect::Warn(format!(
+                    "rank {} asked on {host} for the data of rank {} that the fence did not \
+                     bring (a direct modex): not supported yet; run with the modex collected \
+                     in the fence (Open MPI's default)",
+                    proc.rank, proc.rank
+                )));
+            }
+            FromCompanion::Spawn { id, proc, .. } => {
+                fx.push(Effect::ToPmix(ToCompanion::SpawnResult {
+                    id,
+                    status: pmix_status::ERR_NOT_SUPPORTED,
+                    nspace: None,
+                }));
+                fx.push(Effect::Warn(format!(
+                    "rank {} on {host} called MPI_Comm_spawn: spawning is not supported yet \
+                     for PMIx jobs",
+                    proc.rank
+                )));
+            }
+            FromCompanion::DmodexData { id, .. } => fx.push(Effect::Warn(format!(
+                "PMIx server on {host}: an answer {id} nobody asked for"
+            ))),
+            FromCompanion::Warning { message } => {
+                fx.push(Effect::Warn(format!("PMIx server on {host}: {message}")))
+            }
+            FromCompanion::Ready { .. }
+            | FromCompanion::Registered { .. }
+            | FromCompanion::ForkEnv { .. }
+            | FromCompanion::Deregistered { .. }
+            | FromCompanion::Bye => {}
+        }
+    }
+
+    /// A name-service request of the companion: one request of the job's name service per
+    /// key, one answer to the companion once all came back.
+    fn pmix_names(&mut self, id: u64, kind: NameKind, ops: Vec<NameOp>, fx: &mut Vec<Effect>) {
+        if ops.is_empty() {
+            let me = PmixProc { nspace: self.job.kvsname.clone(), rank: 0 };
+            let mut b = NameBatch::new(kind, 0);
+            if let Some(a) = b.answered(id, "", true, None, &me) {
+                fx.push(Effect::ToPmix(a));
+            }
+            return;
+        }
+        self.pmix_names.insert(id, NameBatch::new(kind, ops.len()));
+        for op in ops {
+            let req = self.request(Waiter::Pmix(id), Pending::Name(op.clone()));
+            fx.push(Effect::ToParent(Msg::Name { req, op }));
+        }
+    }
+
+    fn pmix_name_answer(
+        &mut self,
+        id: u64,
+        op: &NameOp,
+        ok: bool,
+        port: Option<String>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let key = match op {
+            NameOp::Publish { service, .. }
+            | NameOp::Unpublish { service }
+            | NameOp::Lookup { service } => service.clone(),
+        };
+        let publisher = PmixProc { nspace: self.job.kvsname.clone(), rank: 0 };
+        let Some(batch) = self.pmix_names.get_mut(&id) else { return };
+        let value = port.filter(|_| batch.kind == NameKind::Lookup);
+        if let Some(answer) = batch.answered(id, &key, ok, value, &publisher) {
+            self.pmix_names.remove(&id);
+            fx.push(Effect::ToPmix(answer));
+        }
+    }
+
     /// Record a request for the front end; its id is unique in the job (this node's id in
     /// the high bits).
     fn request(&mut self, who: Waiter, what: Pending) -> u64 {
@@ -1488,6 +1653,11 @@ impl NodeCore {
             Msg::FenceOut { .. } | Msg::FenceOutPart { .. } if self.tearing_down => {}
             m @ Msg::FenceOut { .. } => self.fence_out(m, fx),
             m @ Msg::FenceOutPart { .. } => self.fence_out_part(m, fx),
+            Msg::PmixFenceOut { .. } if self.tearing_down => {}
+            Msg::PmixFenceOut { seq, blob } => match self.pmix.as_mut() {
+                Some(f) => f.released(seq, blob, fx),
+                None => fx.push(Effect::Warn("a PMIx fence release in a job without PMIx".into())),
+            },
             Msg::GetResult { key, value } => {
                 self.answer_waiters(&key, value.as_ref(), fx);
                 if let Some(v) = value {
@@ -1531,6 +1701,9 @@ impl NodeCore {
                 }
                 Some((Waiter::Rank(local), Pending::Name(op))) => {
                     self.name_answer(local, &op, ok, port, fx)
+                }
+                Some((Waiter::Pmix(id), Pending::Name(op))) => {
+                    self.pmix_name_answer(id, &op, ok, port, fx)
                 }
                 _ => fx.push(Effect::Warn(format!("name-service answer {req} nobody asked for"))),
             },
@@ -1587,6 +1760,8 @@ impl NodeCore {
                     c,
                     Msg::GetResult { key: key.clone(), value: value.cloned() },
                 )),
+                // Never waits for a key.
+                Waiter::Pmix(_) => {}
             }
         }
     }
@@ -1607,6 +1782,11 @@ impl NodeCore {
             Msg::FenceIn { epoch, pairs, top } => {
                 self.child_fence(idx, epoch, pairs, top, true, fx)
             }
+            Msg::PmixFenceIn { .. } if self.tearing_down => {}
+            Msg::PmixFenceIn { seq, blob } => match self.pmix.as_mut() {
+                Some(f) => f.child_entered(idx, seq, &blob, fx),
+                None => fx.push(Effect::Warn("a PMIx fence in a job without PMIx".into())),
+            },
             Msg::FenceInPart { epoch, pairs, top } => {
                 self.child_fence(idx, epoch, pairs, top, false, fx)
             }
