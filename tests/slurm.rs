@@ -66,6 +66,23 @@ fn abort_under_slurm() {
     assert!(our_steps().is_empty(), "steps left: {}", our_steps());
 }
 
+/// Open MPI 5 under Slurm: the agents srun starts serve PMIx through their companions.
+#[test]
+fn openmpi_ring_and_abort_under_slurm() {
+    let Some(_serial) = slurm() else { return };
+    if common::openmpi5().is_none() {
+        return;
+    }
+    let env = common::ompi_env("lo");
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let r = salloc_env(&["-N1", "-n4"], &["-n", "4", &common::ompi_program("ring")], &env);
+    assert_eq!(r.status, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("ring 0 of 4 token 12 ok"), "{}", r.stdout);
+    let r = salloc_env(&["-N1", "-n4"], &["-n", "4", &common::ompi_program("abort")], &env);
+    assert_eq!(r.status, 7, "{}", r.stderr);
+    assert!(our_steps().is_empty(), "steps left: {}", our_steps());
+}
+
 /// `-launcher slurm` outside an allocation, with no host list: a clear error.
 #[test]
 fn launcher_slurm_needs_an_allocation() {
@@ -88,6 +105,14 @@ fn salloc(alloc: &[&str], args: &[&str]) -> common::Run {
     a.push(MPIEXEC);
     a.extend_from_slice(args);
     common::run_program("salloc", &a, b"")
+}
+
+fn salloc_env(alloc: &[&str], args: &[&str], env: &[(&str, &str)]) -> common::Run {
+    let mut a: Vec<&str> = alloc.to_vec();
+    a.push("--quiet");
+    a.push(MPIEXEC);
+    a.extend_from_slice(args);
+    common::run_program_env("salloc", &a, env)
 }
 
 /// A spawn under Slurm: the new ranks come up in a second srun step (`--overlap`) and

@@ -90,6 +90,41 @@ fn mpich_hello_over_ssh_every_shape() {
     }
 }
 
+/// Open MPI 5 over ssh: each host's agent starts its PMIx server (`libi-pmix`, beside
+/// `libi-nla`), the fences cross the tree, the ranks talk TCP between the hosts.
+#[test]
+fn openmpi_hello_ring_and_abort_over_ssh() {
+    let Some(h) = hosts() else { return };
+    if common::openmpi5().is_none() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // Between the hosts the ranks use their namespace's link (10.x); on one host, memory.
+    let env = common::ompi_env("10.0.0.0/8");
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    for (prog_name, arg, n) in [("hello", "8", 8), ("ring", "", 8), ("abort", "", 4)] {
+        let mut args = ssh_args(&h, 4, 2);
+        args.extend(["-n".into(), n.to_string(), common::ompi_program(prog_name)]);
+        if !arg.is_empty() {
+            args.push(arg.into());
+        }
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = common::run_env(&a, b"", &env);
+        match prog_name {
+            "abort" => {
+                assert_eq!(r.status, 7, "{}", r.stderr);
+                assert!(common::failure_line(&r).contains("MPI_Abort"), "{}", r.stderr);
+            }
+            _ => {
+                assert_eq!(r.status, 0, "{prog_name}: {}\n{}", r.stdout, r.stderr);
+                let lines = r.stdout.lines().filter(|l| l.contains(" of 8")).count();
+                assert_eq!(lines, 8, "{prog_name}: {}", r.stdout);
+            }
+        }
+        no_remote_nlas(Duration::from_secs(5));
+    }
+}
+
 /// Ranks really run on the namespace hosts (their own hostnames), and output, stdin and
 /// labels cross ssh.
 #[test]

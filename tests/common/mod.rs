@@ -86,6 +86,11 @@ pub fn run_program(program: &str, args: &[&str], stdin: &[u8]) -> Run {
     run_with(program, args, stdin, &[])
 }
 
+/// As [`run_program`], with extra environment variables.
+pub fn run_program_env(program: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+    run_with(program, args, b"", env)
+}
+
 fn run_with(program: &str, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Run {
     let mark = new_mark();
     let mut child = Command::new(program)
@@ -596,4 +601,58 @@ impl Drop for Background {
             assert!(left.is_empty(), "left running by the job: {left:?}");
         }
     }
+}
+
+/// The Open MPI 5 installation (PyPI wheel, `ci/install-deps.sh`) the PMIx tests compile
+/// against, or `None` (the test is skipped, unless `LIBI_REQUIRE_PMIX_TESTS=1`).
+pub fn openmpi5() -> Option<PathBuf> {
+    let dir = PathBuf::from(
+        std::env::var("LIBI_OPENMPI5").unwrap_or_else(|_| "/opt/libi/openmpi5".into()),
+    );
+    if dir.join("bin/mpicc").exists() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var("LIBI_REQUIRE_PMIX_TESTS").as_deref() != Ok("1"),
+        "LIBI_REQUIRE_PMIX_TESTS=1 but Open MPI 5 is not in {dir:?}: run ci/install-deps.sh"
+    );
+    eprintln!("Open MPI tests skipped: no Open MPI 5 in {dir:?} (ci/install-deps.sh)");
+    None
+}
+
+/// An Open MPI 5 test program (`pmix-server/tests/programs/NAME.c`), compiled once per test
+/// process with the wheel's `mpicc`.
+pub fn ompi_program(name: &str) -> String {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let prefix = openmpi5().expect("Open MPI 5");
+        let out =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ompi5-{}", std::process::id()));
+        std::fs::create_dir_all(&out).expect("create program dir");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pmix-server/tests/programs");
+        for name in ["hello", "ring", "abort", "names", "wait"] {
+            let st = Command::new(prefix.join("bin/mpicc"))
+                .arg("-o")
+                .arg(out.join(name))
+                .arg(src.join(format!("{name}.c")))
+                .status()
+                .expect("Open MPI's mpicc");
+            assert!(st.success(), "Open MPI 5 mpicc failed for {name}.c");
+        }
+        out
+    });
+    dir.join(name).to_string_lossy().into_owned()
+}
+
+/// What Open MPI's ranks need on a machine without fast networks: the transports pinned
+/// (its UCX and OFI components otherwise probe for over a second), TCP on `ifaces`.
+pub fn ompi_env(ifaces: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("OMPI_MCA_pml", "ob1".into()),
+        ("OMPI_MCA_btl", "self,sm,tcp".into()),
+        ("OMPI_MCA_btl_tcp_if_include", ifaces.into()),
+        // The wheel's ranks may run as root in CI containers.
+        ("OMPI_ALLOW_RUN_AS_ROOT", "1".into()),
+        ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1".into()),
+    ]
 }
