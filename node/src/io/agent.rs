@@ -1015,7 +1015,8 @@ impl Ranks {
                     }
                     b.kernel(n)
                 }
-                Err(reason) => {
+                Err(e) => {
+                    let reason = e.to_string();
                     for local in 0..n {
                         let end =
                             ProcEnd::SpawnFailed { errno: libc::EINVAL, reason: reason.clone() };
