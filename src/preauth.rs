@@ -49,6 +49,15 @@ impl<T> PreAuth<T> {
         Admitted { ticket, evicted }
     }
 
+    /// The ticket of the connection the next [`PreAuth::admit`] evicts: the oldest pending
+    /// one, when the pool is full.
+    pub fn next_evicted(&self) -> Option<u64> {
+        if self.pending.len() < self.cap {
+            return None;
+        }
+        self.pending.front().map(|p| p.0)
+    }
+
     /// The connection with this ticket authenticated or failed: it no longer waits. Returns
     /// its handle, or None if it was evicted meanwhile.
     pub fn done(&mut self, ticket: u64) -> Option<T> {
@@ -76,10 +85,12 @@ mod tests {
     fn the_oldest_makes_room() {
         let mut p = PreAuth::new(3);
         let t: Vec<u64> = (0..3).map(|i| p.admit(i).ticket).collect();
+        assert_eq!(p.next_evicted(), Some(t[0]));
         let a = p.admit(10);
         assert_eq!(a.evicted, Some(0));
         assert_eq!(p.done(t[0]), None, "evicted already");
         assert_eq!(p.done(t[1]), Some(1));
+        assert_eq!(p.next_evicted(), None, "room is left");
         let b = p.admit(11);
         assert_eq!(b.evicted, None, "room was left");
         assert_eq!(p.len(), 3);

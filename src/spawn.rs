@@ -13,9 +13,10 @@
 //! Other info keys (`arch`, `file`, `soft`, …) are ignored, as Hydra does. The new ranks get
 //! the environment of the spawner's executable. `-usize N` caps the ranks running at once.
 
-use crate::hosts::{self, Host};
+use crate::hosts::{self, Host, HostError};
 use crate::job::{
     process_mapping, AppSpec, JobCommon, KvsNames, LauncherSpec, NodePlan, RankSlot, SpawnRequest,
+    TooDeep,
 };
 use crate::tree::{LaunchModel, Shape};
 
@@ -54,6 +55,29 @@ pub struct Group {
     pub root: NodePlan,
 }
 
+/// Why a spawn is refused; its `Display` is the line the spawning rank is answered with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpawnPlanError {
+    /// No command, or none with a process.
+    #[error("nothing to spawn (0 processes)")]
+    Nothing,
+    /// `-usize N`: the new ranks and the `running` ones would be more than N.
+    #[error("{total} more processes would exceed the universe size {limit} ({running} running)")]
+    Universe { total: u64, limit: u32, running: u64 },
+    /// More processes than a job may have.
+    #[error("too many processes: {total} (at most {max} in a spawn)", max = crate::job::MAX_JOB_SIZE)]
+    TooMany { total: u64 },
+    /// Command number `command` (from 1) names no executable.
+    #[error("command {command} has no executable")]
+    NoExecutable { command: usize },
+    /// The info key `hosts` does not parse.
+    #[error("info key hosts: {0}")]
+    Hosts(HostError),
+    /// The group's NLA tree would be too deep.
+    #[error(transparent)]
+    TooDeep(#[from] TooDeep),
+}
+
 /// What the front end remembers between spawns.
 pub struct Spawner {
     /// Next slot of the host list's slot cycle (the job's ranks took the first ones).
@@ -74,22 +98,17 @@ impl Spawner {
         req: &SpawnRequest,
         running: u64,
         group: usize,
-    ) -> Result<Group, String> {
+    ) -> Result<Group, SpawnPlanError> {
         let total: u64 = req.cmds.iter().map(|c| u64::from(c.nprocs)).sum();
         if req.cmds.is_empty() || total == 0 {
-            return Err("nothing to spawn (0 processes)".into());
+            return Err(SpawnPlanError::Nothing);
         }
         if let Some(limit) = base.universe_limit {
             if running + total > u64::from(limit) {
-                return Err(format!(
-                    "{total} more processes would exceed the universe size {limit} \
-                     ({running} running)"
-                ));
+                return Err(SpawnPlanError::Universe { total, limit, running });
             }
         }
-        let max = crate::job::MAX_JOB_SIZE;
-        let size = crate::job::job_size(total)
-            .ok_or_else(|| format!("too many processes: {total} (at most {max} in a spawn)"))?;
+        let size = crate::job::job_size(total).ok_or(SpawnPlanError::TooMany { total })?;
         let penv = parent.apps.get(req.app as usize).or(parent.apps.first());
         let mut cursor = self.cursor;
         // (host, rank slots) in order of first use; one NLA per host.
@@ -100,7 +119,7 @@ impl Spawner {
         let mut rank = 0u32;
         for (i, cmd) in req.cmds.iter().enumerate() {
             if cmd.exe.is_empty() {
-                return Err(format!("command {} has no executable", i + 1));
+                return Err(SpawnPlanError::NoExecutable { command: i + 1 });
             }
             let info = |k: &str| cmd.info.iter().find(|(ik, _)| ik == k).map(|(_, v)| v.as_str());
             let mut env = penv.map(|a| a.env.clone()).unwrap_or_default();
@@ -136,8 +155,7 @@ impl Spawner {
             let targets: Vec<String> = if let Some(h) = info("host").filter(|h| !h.is_empty()) {
                 vec![h.to_string(); cmd.nprocs as usize]
             } else if let Some(list) = info("hosts").filter(|h| !h.is_empty()) {
-                let list =
-                    hosts::parse_hosts_arg(list).map_err(|e| format!("info key hosts: {e}"))?;
+                let list = hosts::parse_hosts_arg(list).map_err(SpawnPlanError::Hosts)?;
                 host_names(&list, 0, cmd.nprocs)
             } else {
                 let t = host_names(&base.hosts, cursor, cmd.nprocs);
@@ -195,8 +213,7 @@ impl Spawner {
             ..parent.clone()
         };
         let root =
-            NodePlan::tree(per_node, &base.shape, &base.model, base.max_conn, &base.root_host)
-                .map_err(|e| e.to_string())?;
+            NodePlan::tree(per_node, &base.shape, &base.model, base.max_conn, &base.root_host)?;
         Ok(Group { job, root })
     }
 }

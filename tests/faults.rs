@@ -684,6 +684,26 @@ fn rogue_tree_connections() {
     );
 }
 
+/// A connection to the front end's tree port that says nothing is closed at its hello
+/// deadline (5 s from its acceptance: `proto::tree::HelloDeadlines`), and refused for it;
+/// the job runs on and succeeds.
+#[test]
+fn a_silent_tree_connection_is_closed_at_its_hello_deadline() {
+    let live = start(&["-launcher", "fork", "-hosts", "n1,n2", "-n", "2", "sleep", "8"], &[]);
+    live.wait_for(2, |c| c.starts_with("sleep"));
+    let t = Instant::now();
+    let mut s = connect_tree_listener(live.pid()).expect("front end listens");
+    s.set_read_timeout(Some(Duration::from_secs(15))).expect("read timeout");
+    let n = std::io::Read::read(&mut s, &mut [0u8; 16]);
+    let waited = t.elapsed().as_secs_f64();
+    assert!(matches!(n, Ok(0)), "closed by the front end, not {n:?} after {waited:.2} s");
+    assert!((4.9..7.0).contains(&waited), "closed after {waited:.2} s");
+    let (r, _) = live.finish(Instant::now());
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("refused a tree connection from local pid"), "{}", r.stderr);
+    assert!(r.stderr.contains(": no hello within 5 s"), "{}", r.stderr);
+}
+
 /// Issue 17.2: 200 junk connections to the front end's tree port while a job runs, each
 /// writing 1 MiB (a frame header announcing 100 MiB then junk; random-looking bytes; a
 /// frame of garbage) or nothing at all (holding its slot until the hello timeout), and all

@@ -142,15 +142,23 @@ mod tests {
             .plan(&b.spawn_base(), &b.job, &req(vec![cmd("a", 3, &[])]), 2, 1)
             .err()
             .expect("too many");
-        assert!(e.contains("universe size 4"), "{e}");
+        assert_eq!(e.to_string(), "3 more processes would exceed the universe size 4 (2 running)");
         assert!(s.plan(&b.spawn_base(), &b.job, &req(vec![cmd("a", 2, &[])]), 2, 1).is_ok());
-        assert!(s.plan(&b.spawn_base(), &b.job, &req(vec![]), 2, 1).is_err());
-        assert!(s.plan(&b.spawn_base(), &b.job, &req(vec![cmd("", 1, &[])]), 0, 1).is_err());
+        let e = s.plan(&b.spawn_base(), &b.job, &req(vec![]), 2, 1).err().expect("nothing");
+        assert_eq!(e.to_string(), "nothing to spawn (0 processes)");
+        let r = req(vec![cmd("a", 1, &[]), cmd("", 1, &[])]);
+        let e = s.plan(&b.spawn_base(), &b.job, &r, 0, 1).err().expect("no executable");
+        assert_eq!(e.to_string(), "command 2 has no executable");
         let e = s
             .plan(&b.spawn_base(), &b.job, &req(vec![cmd("a", 1, &[("hosts", "a:0")])]), 0, 1)
             .err()
             .expect("bad hosts");
-        assert!(e.contains("hosts"), "{e}");
+        assert!(e.to_string().starts_with("info key hosts: "), "{e}");
+        let b = base("-launcher fork -n 1 prog");
+        let r = req(vec![cmd("a", libi::job::MAX_JOB_SIZE + 1, &[])]);
+        let e = Spawner::new(&b.spawn_base()).plan(&b.spawn_base(), &b.job, &r, 1, 1);
+        let e = e.err().expect("too many");
+        assert_eq!(e.to_string(), "too many processes: 16777217 (at most 16777216 in a spawn)");
         // without -usize the universe is unknown (as Hydra's), and not enforced; so is
         // SYSTEM (the host list's slots), which a spawned group sees never less than its size
         let b = base("-launcher fork -hosts n1:3 -n 1 prog");

@@ -698,7 +698,7 @@ impl FrontEnd {
         let planned = self.spawner.plan(&self.spawn_base, parent, &spawn, running, number);
         let group = match planned {
             Ok(group) => group,
-            Err(m) => return self.root.spawn_refused(g, req, &who, &m),
+            Err(e) => return self.root.spawn_refused(g, req, &who, &e.to_string()),
         };
         debug!(kvsname = %group.job.kvsname, size = group.job.size, "spawn");
         let hosts = all_hosts(&group.root);

@@ -2092,7 +2092,8 @@ impl Cluster {
             Some(core) => {
                 let parent = core.job().clone();
                 let number = self.groups.len();
-                self.spawner.plan(&self.spawn_base, &parent, &spawn, running, number)
+                let planned = self.spawner.plan(&self.spawn_base, &parent, &spawn, running, number);
+                planned.map_err(|e| e.to_string())
             }
             None => Err("the spawner's group has no root".into()),
         };

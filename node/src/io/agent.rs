@@ -1066,7 +1066,8 @@ impl Ranks {
                     }
                     b.kernel(n)
                 }
-                Err(reason) => {
+                Err(e) => {
+                    let reason = e.to_string();
                     for local in 0..n {
                         let end =
                             ProcEnd::SpawnFailed { errno: libc::EINVAL, reason: reason.clone() };

@@ -7,9 +7,9 @@
 
 use crate::io::guard::{AcceptBackoff, CLOSED_EARLY, MAX_PENDING, TREE_REJECTS};
 use crate::proto::launch::{GiveUp, Launches};
-use crate::proto::node::limits::{CHILD_STALL, HELLO_TIMEOUT, SETUP_WAIT};
+use crate::proto::node::limits::{CHILD_STALL, SETUP_WAIT};
 use crate::proto::node::{Effect, NodeCore};
-use crate::proto::tree::{first_msg, FirstMsg, Retry};
+use crate::proto::tree::{first_msg, FirstMsg, HelloDeadlines, Retry};
 use crate::sys::errno::describe;
 use bytes::{Buf, Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
@@ -234,27 +234,38 @@ pub fn autofork() -> bool {
 /// Accept children's connections: each must open with a hello carrying the job secret and
 /// the node id of one of `children` (or a join); anything else is closed and counted in
 /// [`TREE_REJECTS`]. Before it is authenticated a connection may send one frame of at most
-/// [`HELLO_MAX_FRAME`] bytes within [`HELLO_TIMEOUT`] of being accepted; at most
+/// [`HELLO_MAX_FRAME`] bytes within [`HELLO_TIMEOUT`] of being accepted (the deadlines are
+/// [`HelloDeadlines`]'s; this loop wakes for them and closes the overdue); at most
 /// [`MAX_PENDING`] connections wait for theirs, and one more evicts the one that waited
 /// longest (`libi::preauth`: holding slots keeps no child out). A failed `accept` is
 /// retried after a backoff.
+///
+/// [`HELLO_TIMEOUT`]: crate::proto::node::limits::HELLO_TIMEOUT
 pub fn accept_loop(listener: Listener, secret: String, children: Vec<u32>, ev: EvSink) {
     tokio::spawn(async move {
         let children = Arc::new(children);
-        let pool: Arc<Pool> = Arc::new(std::sync::Mutex::new(PreAuth::new(MAX_PENDING)));
+        let pool: Arc<Pool> = Arc::new(std::sync::Mutex::new(Pending::new(MAX_PENDING)));
         let mut backoff = AcceptBackoff::default();
         loop {
-            let (rd, wr, peer) = match listener.accept().await {
+            let accepted = tokio::select! {
+                r = listener.accept() => r,
+                never = close_overdue(&pool) => match never {},
+            };
+            let (rd, wr, peer) = match accepted {
                 Ok(Ok(x)) => x,
                 Ok(Err(why)) => {
                     TREE_REJECTS.note("a local process", &why);
                     continue;
                 }
                 Err(e) => {
-                    backoff.failed("tree port", &e).await;
+                    tokio::select! {
+                        () = backoff.failed("tree port", &e) => {}
+                        never = close_overdue(&pool) => match never {},
+                    }
                     continue;
                 }
             };
+            let now = libi::clock::mono();
             backoff.succeeded();
             let (ev, secret, children, pool2) =
                 (ev.clone(), secret.clone(), children.clone(), pool.clone());
@@ -262,13 +273,11 @@ pub fn accept_loop(listener: Listener, secret: String, children: Vec<u32>, ev: E
             let who = peer.clone();
             let task = tokio::spawn(async move {
                 let Ok(ticket) = ticket_rx.await else { return };
-                let r = handshake(rd, wr, &secret, &children, ev, &pool2, ticket).await;
-                lock(&pool2).done(ticket);
-                if let Err(why) = r {
+                if let Err(why) = handshake(rd, wr, &secret, &children, ev, &pool2, ticket).await {
                     TREE_REJECTS.note(&who, &why);
                 }
             });
-            let admitted = lock(&pool).admit((task.abort_handle(), peer));
+            let admitted = lock(&pool).admit((task.abort_handle(), peer), now);
             if let Some((old, old_peer)) = admitted.evicted {
                 old.abort();
                 TREE_REJECTS.note(&old_peer, EVICTED);
@@ -278,16 +287,77 @@ pub fn accept_loop(listener: Listener, secret: String, children: Vec<u32>, ev: E
     });
 }
 
-/// Connections not authenticated yet: the task reading each one's hello, and its peer.
-type Pool = std::sync::Mutex<PreAuth<(tokio::task::AbortHandle, String)>>;
+/// A connection not authenticated yet: the task reading its hello, and its peer.
+type Waiting = (tokio::task::AbortHandle, String);
+
+/// The connections not authenticated yet: the pool that bounds them, and their hello
+/// deadlines (the same tickets: whatever leaves the one leaves the other).
+struct Pending {
+    pool: PreAuth<Waiting>,
+    hello: HelloDeadlines,
+}
+
+impl Pending {
+    fn new(cap: usize) -> Pending {
+        Pending { pool: PreAuth::new(cap), hello: HelloDeadlines::new() }
+    }
+
+    /// A connection accepted at `now` waits (see [`PreAuth::admit`]).
+    fn admit(&mut self, waiting: Waiting, now: f64) -> libi::preauth::Admitted<Waiting> {
+        if let Some(oldest) = self.pool.next_evicted() {
+            self.hello.done(oldest);
+        }
+        let admitted = self.pool.admit(waiting);
+        self.hello.accepted(admitted.ticket, now);
+        admitted
+    }
+
+    /// The connection with this ticket waits no longer; None if it was closed meanwhile
+    /// (evicted, or its hello overdue).
+    fn done(&mut self, ticket: u64) -> Option<Waiting> {
+        self.hello.done(ticket);
+        self.pool.done(ticket)
+    }
+
+    /// The connections whose hello is overdue at `now`, taken out, to be closed.
+    fn overdue(&mut self, now: f64) -> Vec<Waiting> {
+        let tickets = self.hello.handle_timeout(now);
+        tickets.into_iter().filter_map(|t| self.pool.done(t)).collect()
+    }
+}
+
+type Pool = std::sync::Mutex<Pending>;
 
 /// Why an evicted connection was closed.
 const EVICTED: &str = "evicted, the oldest of the connections not authenticated yet";
 
-fn lock(pool: &Pool) -> std::sync::MutexGuard<'_, PreAuth<(tokio::task::AbortHandle, String)>> {
+fn lock(pool: &Pool) -> std::sync::MutexGuard<'_, Pending> {
     pool.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Close the connections whose hello is overdue, as they become so; never ends (the accept
+/// loop races it against what it waits for, and starts it again after each connection).
+async fn close_overdue(pool: &Pool) -> std::convert::Infallible {
+    loop {
+        let now = libi::clock::mono();
+        let (overdue, due) = {
+            let mut p = lock(pool);
+            (p.overdue(now), p.hello.poll_timeout())
+        };
+        for (task, peer) in overdue {
+            task.abort();
+            TREE_REJECTS.note(&peer, &HelloDeadlines::why());
+        }
+        match due {
+            Some(at) => tokio::time::sleep(Duration::from_secs_f64((at - now).max(0.0))).await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// Read the first frame of a connection admitted with `ticket` and hand it on as a child's
+/// or a join's; an error is why it is refused. Its hello deadline is [`close_overdue`]'s,
+/// which aborts this task then.
 async fn handshake(
     rd: Reader,
     wr: Writer,
@@ -298,11 +368,12 @@ async fn handshake(
     ticket: u64,
 ) -> Result<(), String> {
     let mut rd = FramedRead::new(rd, codec_with_max(HELLO_MAX_FRAME));
-    let first = tokio::time::timeout(HELLO_TIMEOUT, rd.next())
-        .await
-        .map_err(|_| format!("no hello within {} s", HELLO_TIMEOUT.as_secs()))?;
+    let first = rd.next().await;
     // Authenticated or not, it waits no longer; once out of the pool it cannot be evicted.
-    lock(pool).done(ticket).ok_or(EVICTED)?;
+    // Out already: evicted or overdue meanwhile, and refused by whoever took it out.
+    if lock(pool).done(ticket).is_none() {
+        return Ok(());
+    }
     let msg = match first {
         Some(Ok(msg)) => msg,
         Some(Err(e)) => return Err(first_frame_error(e)),

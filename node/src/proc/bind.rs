@@ -5,7 +5,9 @@
 
 use crate::proc::start::{KernelMemPolicy, RankBinding};
 use libi::job::{JobCommon, NodePlan};
-use libi_binding::{rank_cpus, rank_mems, CpuSet, MemPolicy, Topology};
+use libi_binding::{
+    rank_cpus, rank_mems, CpuSet, MemPolicy, PlacementError, Topology, TopologyError,
+};
 use std::path::Path;
 
 /// The cpus this process may run on; `None` if the kernel does not say (then all online
@@ -63,20 +65,31 @@ impl NodeBinding {
     }
 }
 
+/// Why this node's ranks cannot be bound; its `Display` is the one line (naming the host)
+/// that each rank's failed start reports.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeBindError {
+    /// The node's topology cannot be read from /sys.
+    #[error("cannot bind ranks on {host}: {error}")]
+    Topology { host: String, error: TopologyError },
+    /// The binding or the memory policy does not fit the node.
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+}
+
 /// The cpu set and memory policy of each local rank of this node; an error (one line) names
 /// the host.
-pub fn node_binding(job: &JobCommon, plan: &NodePlan) -> Result<NodeBinding, String> {
+pub fn node_binding(job: &JobCommon, plan: &NodePlan) -> Result<NodeBinding, NodeBindError> {
     let b = &job.binding.on_host(&plan.host);
     if b.is_none() && b.mem.is_none() {
         return Ok(NodeBinding::default());
     }
     let topo = Topology::from_sysfs(Path::new("/sys"), allowed().as_ref())
-        .map_err(|e| format!("cannot bind ranks on {}: {e}", plan.host))?
+        .map_err(|error| NodeBindError::Topology { host: plan.host.clone(), error })?
         .restrict_mems(allowed_mems().as_ref());
     let n = plan.ranks.len();
-    let cpus = rank_cpus(&topo, b, n, &plan.host).map_err(|e| e.to_string())?;
-    let mems = rank_mems(&topo, b.mem.as_ref(), cpus.as_deref(), n, &plan.host)
-        .map_err(|e| e.to_string())?;
+    let cpus = rank_cpus(&topo, b, n, &plan.host)?;
+    let mems = rank_mems(&topo, b.mem.as_ref(), cpus.as_deref(), n, &plan.host)?;
     Ok(NodeBinding { cpus, mems })
 }
 
@@ -105,5 +118,21 @@ pub fn report(job: &JobCommon, plan: &NodePlan, b: &NodeBinding) {
             None => String::new(),
         };
         eprintln!("[libi-nla@{}] rank {} (local {local}){cpus}{mem}", plan.host, slot.rank);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lines are those given when the error was text: the host named before a
+    /// topology's error, a placement error as libi_binding says it.
+    #[test]
+    fn errors_read_as_before() {
+        let e = NodeBindError::Topology { host: "n1".into(), error: TopologyError::NoCpu };
+        assert_eq!(e.to_string(), "cannot bind ranks on n1: no usable cpu");
+        let p =
+            PlacementError::NoMemNode { mem: libi_binding::MemBind::NextTouch, host: "n2".into() };
+        assert_eq!(NodeBindError::from(p.clone()).to_string(), p.to_string());
     }
 }

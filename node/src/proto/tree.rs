@@ -1,10 +1,12 @@
 //! The tree connections' policies, without the sockets (the driver's `io::tree` holds those):
 //! when a failed connection to a parent is tried again and when it is given up ([`Retry`]),
-//! and what the first message of a connection not authenticated yet makes of it
-//! ([`first_msg`]). Times are seconds on the driver's monotonic clock, passed in.
+//! when a connection accepted on a tree port has waited too long for its first message
+//! ([`HelloDeadlines`]), and what that message makes of it ([`first_msg`]). Times are
+//! seconds on the driver's monotonic clock, passed in.
 
-use crate::proto::node::limits::{RETRY_WAIT, RETRY_WAIT_MAX};
+use crate::proto::node::limits::{HELLO_TIMEOUT, RETRY_WAIT, RETRY_WAIT_MAX};
 use libi::msg::{secret_eq, Msg};
+use std::collections::VecDeque;
 
 /// The tries of one connection: when to make the next after one failed, and when to give
 /// up. The wait before the first retry is [`RETRY_WAIT`]; it doubles at each one, up to
@@ -49,6 +51,53 @@ impl Retry {
         self.wait = (2.0 * self.wait).min(RETRY_WAIT_MAX.as_secs_f64());
         self.tries += 1;
         Some(at)
+    }
+}
+
+/// The hello deadlines of the connections accepted on a tree port and not authenticated yet:
+/// each must have sent its first message within [`HELLO_TIMEOUT`] of being accepted, however
+/// its bytes trickle in. Connections are named by the driver's tickets (`libi::preauth`'s);
+/// the driver holds at most its pool's cap of them here, telling [`HelloDeadlines::done`]
+/// of every one that leaves the pool otherwise (a first message read, evicted).
+#[derive(Debug, Default)]
+pub struct HelloDeadlines {
+    /// (ticket, deadline), in the order accepted.
+    pending: VecDeque<(u64, f64)>,
+}
+
+impl HelloDeadlines {
+    pub fn new() -> Self {
+        HelloDeadlines::default()
+    }
+
+    /// Connection `ticket` was accepted at `now`.
+    pub fn accepted(&mut self, ticket: u64, now: f64) {
+        self.pending.push_back((ticket, now + HELLO_TIMEOUT.as_secs_f64()));
+    }
+
+    /// Connection `ticket` waits no longer (its first message came, or it was closed).
+    pub fn done(&mut self, ticket: u64) {
+        self.pending.retain(|&(t, _)| t != ticket);
+    }
+
+    /// When the next connection is overdue: the driver calls
+    /// [`HelloDeadlines::handle_timeout`] then.
+    pub fn poll_timeout(&self) -> Option<f64> {
+        self.pending.iter().map(|&(_, at)| at).reduce(f64::min)
+    }
+
+    /// The connections whose hello is overdue at `now`, in the order accepted: the driver
+    /// closes them, refused for [`HelloDeadlines::why`]. They wait no longer.
+    pub fn handle_timeout(&mut self, now: f64) -> Vec<u64> {
+        let overdue = self.pending.iter().filter(|&&(_, at)| at <= now).map(|&(t, _)| t).collect();
+        self.pending.retain(|&(_, at)| at > now);
+        overdue
+    }
+
+    /// Why an overdue connection is refused (a few fixed words: refusals are summed up by
+    /// reason).
+    pub fn why() -> String {
+        format!("no hello within {} s", HELLO_TIMEOUT.as_secs())
     }
 }
 
@@ -138,6 +187,42 @@ mod tests {
         assert_eq!(r.tries(), 3);
         let mut r = Retry::new(100).until(1.0);
         assert_eq!(r.failed(0.99), None, "0.99 + 0.01 is the deadline itself");
+    }
+
+    /// A connection accepted at t=10 is overdue at 10 + HELLO_TIMEOUT, not a millisecond
+    /// before; once handed out (or done) it is not again.
+    #[test]
+    fn a_hello_is_overdue_at_its_deadline() {
+        let t = HELLO_TIMEOUT.as_secs_f64();
+        let mut h = HelloDeadlines::new();
+        assert_eq!(h.poll_timeout(), None);
+        assert!(h.handle_timeout(1e9).is_empty());
+        h.accepted(7, 10.0);
+        assert_eq!(h.poll_timeout(), Some(10.0 + t));
+        assert!(h.handle_timeout(10.0 + t - 0.001).is_empty());
+        assert_eq!(h.poll_timeout(), Some(10.0 + t), "still waiting");
+        assert_eq!(h.handle_timeout(10.0 + t), [7]);
+        assert_eq!(h.poll_timeout(), None);
+        assert!(h.handle_timeout(10.0 + 2.0 * t).is_empty(), "handed out once");
+        assert_eq!(HelloDeadlines::why(), format!("no hello within {} s", HELLO_TIMEOUT.as_secs()));
+    }
+
+    /// Each connection has its own deadline, from its own acceptance; one whose first
+    /// message came (or that was evicted) is not overdue.
+    #[test]
+    fn each_connection_has_its_own_deadline() {
+        let t = HELLO_TIMEOUT.as_secs_f64();
+        let mut h = HelloDeadlines::new();
+        h.accepted(1, 10.0);
+        h.accepted(2, 11.0);
+        h.accepted(3, 12.0);
+        h.done(1);
+        assert_eq!(h.poll_timeout(), Some(11.0 + t), "the first is done: the second's");
+        assert_eq!(h.handle_timeout(12.0 + t - 0.5), [2]);
+        assert_eq!(h.poll_timeout(), Some(12.0 + t));
+        h.accepted(4, 13.0);
+        assert_eq!(h.handle_timeout(20.0 + t), [3, 4]);
+        assert_eq!(h.poll_timeout(), None);
     }
 
     fn hello(node: u32, secret: &str) -> Msg {
