@@ -71,7 +71,8 @@ fn mpi_abort_ends_the_job_with_its_code_and_one_line() {
     if openmpi5().is_none() {
         return;
     }
-    let r = run_ompi(&["-launcher", "fork", "-hosts", &hosts(2), "-n", "4", &ompi_program("abort")]);
+    let r =
+        run_ompi(&["-launcher", "fork", "-hosts", &hosts(2), "-n", "4", &ompi_program("abort")]);
     assert_eq!(r.status, 7, "stderr: {}", r.stderr);
     let line = failure_line(&r);
     assert!(line.contains("rank 3") && line.contains("MPI_Abort") && line.contains('7'), "{line}");
@@ -82,9 +83,15 @@ fn publish_lookup_unpublish_through_the_job_name_service() {
     if openmpi5().is_none() {
         return;
     }
-    let r = run_ompi(&["-launcher", "fork", "-hosts", &hosts(2), "-n", "2", &ompi_program("names")]);
+    let r =
+        run_ompi(&["-launcher", "fork", "-hosts", &hosts(2), "-n", "2", &ompi_program("names")]);
     assert_eq!(r.status, 0, "stdout: {}\nstderr: {}", r.stdout, r.stderr);
-    for want in ["publish rc=0", "lookup rc=0 port=libi-port-42", "unpublish rc=0", "second lookup not found"] {
+    for want in [
+        "publish rc=0",
+        "lookup rc=0 port=libi-port-42",
+        "unpublish rc=0",
+        "second lookup not found",
+    ] {
         assert!(r.stdout.contains(want), "{want:?} missing: {}", r.stdout);
     }
 }
@@ -99,7 +106,17 @@ fn pmi1_only_leaves_open_mpi_ranks_singletons_and_mpich_is_served_beside_pmix() 
     assert_eq!(r.status, 0, "{}", r.stderr);
     assert_eq!(r.stdout.lines().filter(|l| *l == "hello 0 of 1").count(), 2, "{}", r.stdout);
     // -pmi pmix: PMI-1 is still there for an MPICH program, which ignores the PMIx server.
-    let r = run_ompi(&["-pmi", "pmix", "-launcher", "fork", "-hosts", &hosts(2), "-n", "4", &prog("hello")]);
+    let r = run_ompi(&[
+        "-pmi",
+        "pmix",
+        "-launcher",
+        "fork",
+        "-hosts",
+        &hosts(2),
+        "-n",
+        "4",
+        &prog("hello"),
+    ]);
     hello_lines(&r, 4);
 }
 
@@ -125,7 +142,10 @@ fn a_pmix_server_that_dies_fails_the_job_with_one_line_and_leaves_nothing() {
     }
     let e = env();
     let e: Vec<(&str, &str)> = e.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let live = start(&["-launcher", "fork", "-hosts", &hosts(2), "-n", "4", &ompi_program("wait"), "60"], &e);
+    let live = start(
+        &["-launcher", "fork", "-hosts", &hosts(2), "-n", "4", &ompi_program("wait"), "60"],
+        &e,
+    );
     // Every rank is up (past MPI_Init), then one node's server is killed.
     live.wait_for(4, |c| c.contains("/wait 60"));
     let servers = live.wait_for(2, |c| c.contains("libi-pmix"));

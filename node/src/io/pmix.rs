@@ -111,10 +111,7 @@ pub fn nspace_info(job: &JobCommon, plan: &NodePlan, tmpdir: &str) -> Result<Nsp
 impl Companion {
     /// Start the companion for this node's ranks, register the job and get each local
     /// rank's environment (by local index). The error is the one line the job fails with.
-    pub async fn start(
-        job: &JobCommon,
-        plan: &NodePlan,
-    ) -> Result<(Companion, RankEnvs), String> {
+    pub async fn start(job: &JobCommon, plan: &NodePlan) -> Result<(Companion, RankEnvs), String> {
         let host = &plan.host;
         match tokio::time::timeout(PMIX_START, Self::start_inner(job, plan)).await {
             Ok(r) => r.map_err(|e| format!("cannot start the PMIx server on {host}: {e}")),
