@@ -214,6 +214,22 @@ pub struct JobCommon {
 pub struct PmixJob {
     /// Every node with ranks of the job, in the order of their first rank: host, ranks.
     pub nodes: Vec<(String, Vec<u32>)>,
+    /// A spawned group: the namespace and rank of the process that spawned it
+    /// (`PMIX_PARENT_ID`).
+    #[serde(default)]
+    pub parent: Option<(String, u32)>,
+}
+
+/// A PMIx process group as the servers of another group register it after a connect (so
+/// that its ranks can be found: `PMIx_Get` of their data goes to the node that runs them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PmixPeer {
+    /// Its namespace (kvsname) and size.
+    pub nspace: String,
+    pub size: u32,
+    /// The size of each of its applications.
+    pub apps: Vec<u32>,
+    pub map: PmixJob,
 }
 
 impl JobCommon {
@@ -461,6 +477,10 @@ pub struct SpawnCmd {
     pub preput: Vec<(String, String)>,
     /// MPI_Info pairs (`host`, `hosts`, `wdir`, `path`, ...).
     pub info: Vec<(String, String)>,
+    /// Variables the caller gives the new ranks on top of the environment they inherit
+    /// (PMIx's `pmix_app_t.env`: Open MPI's `OMPI_PARENT_PORT`, ...).
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
 }
 
 /// A rank's spawn request, as it travels up the NLA tree to the front end.

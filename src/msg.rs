@@ -306,6 +306,52 @@ pub enum Msg {
         pairs: Vec<(Key, Value)>,
         stale: Vec<String>,
     },
+    /// A name lookup that waits until the name is published (PMIx's `PMIX_WAIT`: Open MPI's
+    /// connect/accept exchange), answered with [`Msg::NameResult`]. With `-nameserver` it
+    /// does not wait.
+    NameWait { req: u64, service: String },
+    /// A PMIx direct modex: a server of process group `from` (its kvsname) wants the data of
+    /// `rank` of namespace `nspace` (`u32::MAX - 1`, PMIx's wildcard: that namespace's
+    /// job-level data). Routed to the node that runs the rank, through the front end when it
+    /// is another group's; `req` is unique in `from` (the asking node's id in the high bits).
+    PmixDmodex { from: String, req: u64, nspace: String, rank: u32 },
+    /// The answer to a [`Msg::PmixDmodex`], routed back the way it came.
+    PmixDmodexData {
+        from: String,
+        req: u64,
+        status: i32,
+        #[serde(with = "serde_bytes")]
+        blob: Vec<u8>,
+    },
+    /// A PMIx connect (or disconnect) of the participants `procs` (namespace, rank; PMIx's
+    /// wildcard rank for a whole namespace), identified by `key`: `count` of them, this
+    /// node's, entered; `sizes` are the sizes of the sender's own namespace (for wildcards).
+    /// Goes up to the front end, which counts every group's.
+    /// A PMIx group construct goes the same way (`ctxid`: its members asked for a context
+    /// id, which the front end assigns).
+    PmixConnect {
+        key: String,
+        procs: Vec<(String, u32)>,
+        count: u32,
+        sizes: Vec<(String, u32)>,
+        ctxid: bool,
+        /// A fence's contribution (empty for the others).
+        #[serde(with = "serde_bytes")]
+        blob: Vec<u8>,
+    },
+    /// Every participant of connect `key` entered (`status` 0), or it cannot complete:
+    /// passed down every node of each group taking part, with the context id assigned to a
+    /// group construct that asked for one.
+    /// `jobs`: every PMIx group taking part, for the servers that do not know them yet.
+    PmixConnectDone {
+        key: String,
+        status: i32,
+        ctxid: Option<u64>,
+        jobs: Vec<crate::job::PmixPeer>,
+        /// A fence's result: the concatenation of every server's contribution.
+        #[serde(with = "serde_bytes")]
+        blob: Vec<u8>,
+    },
     /// PMIx fence `seq` completed: `blob` is the concatenation of every server's
     /// contribution, for each server to unpack.
     PmixFenceOut {
@@ -857,6 +903,7 @@ mod fuzz {
                     gpus: crate::job::GpuSplit { devices: Some(2), subdevs: None },
                     pmix: Some(crate::job::PmixJob {
                         nodes: vec![("n1".into(), vec![0, 2]), ("n2".into(), vec![1])],
+                        parent: Some(("kvs_1".into(), 3)),
                     }),
                 },
                 plan: NodePlan {

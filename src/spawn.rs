@@ -136,6 +136,10 @@ impl Spawner {
                 };
                 env.push(("PATH".into(), path));
             }
+            for (k, v) in &cmd.env {
+                env.retain(|(ek, _)| ek != k);
+                env.push((k.clone(), v.into()));
+            }
             let wdir = info("wdir").map(Into::into).or_else(|| penv.and_then(|a| a.wdir.clone()));
             apps.push(AppSpec {
                 exe: cmd.exe.clone(),
@@ -206,9 +210,14 @@ impl Spawner {
             singleton: None,
             each_end: false,
             staged: Vec::new(),
-            // Spawned groups of PMIx jobs are not served PMIx yet (the companion answers a
-            // PMIx spawn with "not supported"); MPICH's spawned groups speak PMI-1/PMI-2.
-            pmix: None,
+            // A PMIx job's spawned group is served PMIx too, its parent named.
+            pmix: parent.pmix.as_ref().map(|_| crate::job::PmixJob {
+                nodes: per_node
+                    .iter()
+                    .map(|(h, slots)| (h.clone(), slots.iter().map(|s| s.rank).collect()))
+                    .collect(),
+                parent: Some((parent.kvsname.clone(), req.rank)),
+            }),
             launcher: base.launcher.clone(),
             ..parent.clone()
         };

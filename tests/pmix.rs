@@ -97,6 +97,38 @@ fn publish_lookup_unpublish_through_the_job_name_service() {
 }
 
 #[test]
+fn mpi_comm_spawn_of_two_children_on_one_and_three_nodes() {
+    if openmpi5().is_none() {
+        return;
+    }
+    let spawn = ompi_program("spawn");
+    for (args, parents) in [
+        (vec!["-n", "2", spawn.as_str()], 2),
+        (
+            vec![
+                "-launcher",
+                "fork",
+                "-hosts",
+                "pmixnode1,pmixnode2,pmixnode3",
+                "-n",
+                "3",
+                spawn.as_str(),
+            ],
+            3,
+        ),
+    ] {
+        let r = run_ompi(&args);
+        assert_eq!(r.status, 0, "stdout: {}\nstderr: {}", r.stdout, r.stderr);
+        let parent_lines = r.stdout.lines().filter(|l| l.ends_with(": 2 children")).count();
+        assert_eq!(parent_lines, parents, "{}", r.stdout);
+        for c in 0..2 {
+            let want = format!("child {c} of 2 got {c}");
+            assert!(r.stdout.lines().any(|l| l == want), "{want:?} missing: {}", r.stdout);
+        }
+    }
+}
+
+#[test]
 fn pmi1_only_leaves_open_mpi_ranks_singletons_and_mpich_is_served_beside_pmix() {
     if openmpi5().is_none() {
         return;

@@ -35,6 +35,7 @@ mod tests {
             nprocs: n,
             preput: vec![("PARENT_ROOT_PORT_NAME".into(), "tag#0".into())],
             info: info.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            env: Vec::new(),
         }
     }
 

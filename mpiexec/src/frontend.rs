@@ -217,8 +217,12 @@ pub async fn run(plan: Plan, opts: Options) -> i32 {
         Ok((g, _)) => {
             let nodes = g.core.plan().subtree_nodes() - 1;
             let kvsname = g.core.job().kvsname.clone();
+            let peer = pmix_peer(g.core.job());
             fe.groups.push(g);
-            fe.root.job_started(fe.clock(), nodes, kvsname);
+            let gi = fe.root.job_started(fe.clock(), nodes, kvsname);
+            if let Some(p) = peer {
+                fe.root.set_pmix(gi, p);
+            }
             match root::stdin_source(opts.end_on_stdin_eof, fe.plan.job.singleton.is_some()) {
                 StdinSource::LifeLine => {
                     let _ = tx.send(Fe::Stdin(Vec::new()));
@@ -723,9 +727,13 @@ impl FrontEnd {
             Ok((new, addr)) => {
                 let nodes = new.core.plan().subtree_nodes() - 1;
                 let kvsname = new.core.job().kvsname.clone();
+                let peer = pmix_peer(new.core.job());
                 self.groups.push(new);
                 let now = self.clock();
-                self.root.spawn_started(now, g, req, who, nodes, kvsname, agents, &addr);
+                let gi = self.root.spawn_started(now, g, req, who, nodes, kvsname, agents, &addr);
+                if let Some(p) = peer {
+                    self.root.set_pmix(gi, p);
+                }
             }
             Err(m) => self.root.spawn_refused(g, req, &who, &m),
         }
@@ -792,4 +800,14 @@ fn new_secret() -> String {
     let mut b = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut b);
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// What other groups' PMIx servers register of a PMIx group after a connect.
+fn pmix_peer(job: &libi::job::JobCommon) -> Option<libi::job::PmixPeer> {
+    job.pmix.as_ref().map(|map| libi::job::PmixPeer {
+        nspace: job.kvsname.clone(),
+        size: job.size,
+        apps: job.apps.iter().map(|a| a.nprocs).collect(),
+        map: map.clone(),
+    })
 }

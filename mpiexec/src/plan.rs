@@ -434,7 +434,7 @@ pub fn plan(cl: &CommandLine, ctx: &Context) -> Result<Plan, PlanError> {
             .iter()
             .map(|(host, ranks)| (host.clone(), ranks.iter().map(|r| r.rank).collect()))
             .collect();
-        job.pmix = Some(libi::job::PmixJob { nodes });
+        job.pmix = Some(libi::job::PmixJob { nodes, parent: None });
     }
     let root = nla_tree(per_node, &shape, &model, max_conn, &ctx.local_host)?;
     let universe_limit = g.usize.filter(|&n| n > 0).map(|n| n as u32);

@@ -31,6 +31,7 @@ pub const PMIX_ERR_INIT: pmix_status_t = -31;
 pub const PMIX_BOOL: pmix_data_type_t = 1;
 pub const PMIX_BYTE: pmix_data_type_t = 2;
 pub const PMIX_STRING: pmix_data_type_t = 3;
+pub const PMIX_BYTE_OBJECT: pmix_data_type_t = 27;
 pub const PMIX_SIZE: pmix_data_type_t = 4;
 pub const PMIX_PID: pmix_data_type_t = 5;
 pub const PMIX_INT: pmix_data_type_t = 6;
@@ -70,6 +71,12 @@ pub mod key {
     pub const PERSISTENCE: &str = "pmix.persist";
     pub const WAIT: &str = "pmix.wait";
     pub const TIMEOUT: &str = "pmix.timeout";
+    /// `PMIX_USERID`, `PMIX_GRPID`: the caller's ids, which libpmix adds to a publish.
+    pub const USERID: &str = "pmix.euid";
+    pub const GRPID: &str = "pmix.egid";
+    /// `PMIX_GROUP_ASSIGN_CONTEXT_ID`, `PMIX_GROUP_CONTEXT_ID`.
+    pub const GROUP_ASSIGN_CONTEXT_ID: &str = "pmix.grp.actxid";
+    pub const GROUP_CONTEXT_ID: &str = "pmix.grp.ctxid";
     pub const EVENT_AFFECTED_PROC: &str = "pmix.evproc";
     pub const EXIT_CODE: &str = "pmix.exit.code";
     pub const EVENT_TERMINATE_JOB: &str = "pmix.evterm.job";
@@ -274,6 +281,44 @@ pub type notify_event_fn_t = Option<
         *mut c_void,
     ) -> pmix_status_t,
 >;
+/// `pmix_info_cbfunc_t`: a result of infos, released through `release_fn`.
+pub type pmix_info_cbfunc_t = Option<
+    unsafe extern "C" fn(
+        pmix_status_t,
+        *mut pmix_info_t,
+        size_t,
+        *mut c_void,
+        pmix_release_cbfunc_t,
+        *mut c_void,
+    ),
+>;
+/// `pmix_group_operation_t` (a C enum).
+pub type pmix_group_operation_t = c_int;
+pub const PMIX_GROUP_CONSTRUCT: pmix_group_operation_t = 0;
+/// `pmix_server_grp_fn_t`.
+pub type group_fn_t = Option<
+    unsafe extern "C" fn(
+        pmix_group_operation_t,
+        *mut c_char,
+        *const pmix_proc_t,
+        size_t,
+        *const pmix_info_t,
+        size_t,
+        pmix_info_cbfunc_t,
+        *mut c_void,
+    ) -> pmix_status_t,
+>;
+/// `pmix_server_connect_fn_t` and `pmix_server_disconnect_fn_t` (the same signature).
+pub type connect_fn_t = Option<
+    unsafe extern "C" fn(
+        *const pmix_proc_t,
+        size_t,
+        *const pmix_info_t,
+        size_t,
+        pmix_op_cbfunc_t,
+        *mut c_void,
+    ) -> pmix_status_t,
+>;
 /// A slot of the module left empty (libpmix answers "not supported" for it).
 pub type unused_fn_t = Option<unsafe extern "C" fn()>;
 
@@ -289,8 +334,8 @@ pub struct pmix_server_module_t {
     pub lookup: lookup_fn_t,
     pub unpublish: unpublish_fn_t,
     pub spawn: spawn_fn_t,
-    pub connect: unused_fn_t,
-    pub disconnect: unused_fn_t,
+    pub connect: connect_fn_t,
+    pub disconnect: connect_fn_t,
     pub register_events: unused_fn_t,
     pub deregister_events: unused_fn_t,
     pub listener: unused_fn_t,
@@ -305,7 +350,7 @@ pub struct pmix_server_module_t {
     pub validate_credential: unused_fn_t,
     pub iof_pull: unused_fn_t,
     pub push_stdin: unused_fn_t,
-    pub group: unused_fn_t,
+    pub group: group_fn_t,
     pub fabric: unused_fn_t,
     pub client_connected2: unused_fn_t,
 }

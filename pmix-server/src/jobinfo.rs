@@ -133,8 +133,11 @@ pub fn validate(ns: &NspaceInfo) -> Result<(), JobInfoError> {
     if ns.apps.is_empty() || total != u64::from(ns.size) {
         return err(format!("the applications' sizes add up to {total}, not to {}", ns.size));
     }
-    let Some(me) = ns.nodes.get(ns.this_node as usize) else {
-        return err(format!("this node is {} of {} nodes", ns.this_node, ns.nodes.len()));
+    let remote = ns.this_node == crate::proto::REMOTE_NODE;
+    let me = match ns.nodes.get(ns.this_node as usize) {
+        Some(me) => Some(me),
+        None if remote && ns.local.is_empty() => None,
+        None => return err(format!("this node is {} of {} nodes", ns.this_node, ns.nodes.len())),
     };
     let mut seen = vec![false; ns.size as usize];
     for node in &ns.nodes {
@@ -152,7 +155,7 @@ pub fn validate(ns: &NspaceInfo) -> Result<(), JobInfoError> {
     if let Some(r) = seen.iter().position(|s| !s) {
         return err(format!("rank {r} is on no node"));
     }
-    let mine: HashSet<u32> = me.ranks.iter().copied().collect();
+    let mine: HashSet<u32> = me.iter().flat_map(|m| m.ranks.iter().copied()).collect();
     let local: HashSet<u32> = ns.local.iter().map(|l| l.rank).collect();
     if mine != local || local.len() != ns.local.len() {
         return err("the local ranks are not this node's ranks, each once".into());
@@ -170,7 +173,7 @@ pub fn validate(ns: &NspaceInfo) -> Result<(), JobInfoError> {
             return err(format!("{t:?} has a NUL"));
         }
     }
-    if !ns.tmpdir.starts_with('/') {
+    if !remote && !ns.tmpdir.starts_with('/') {
         return err(format!("tmpdir {:?} is not absolute", ns.tmpdir));
     }
     if let Some(p) = &ns.parent {
@@ -196,7 +199,7 @@ pub fn registration(ns: &NspaceInfo) -> Result<Vec<Info>, JobInfoError> {
         next += a.size;
     }
     let app_of = |rank: u32| first.partition_point(|&f| f <= rank).saturating_sub(1);
-    let me = &ns.nodes[ns.this_node as usize];
+    let me = ns.nodes.get(ns.this_node as usize);
     let nsdir = nspace_dir(ns);
 
     let mut out = vec![
@@ -217,19 +220,24 @@ pub fn registration(ns: &NspaceInfo) -> Result<Vec<Info>, JobInfoError> {
             keys::PROC_MAP,
             Val::ProcRegex(join(ns.nodes.iter().map(|n| join(&n.ranks, ",")), ";")),
         ),
-        info(keys::TMPDIR, Val::Str(ns.tmpdir.clone())),
-        info(keys::NSDIR, Val::Str(nsdir)),
         info(keys::OMPI_APP_SIZES, Val::Str(join(ns.apps.iter().map(|a| a.size), ","))),
         info(keys::OMPI_FIRST_RANKS, Val::Str(join(&first, ","))),
     ]);
+    if me.is_some() {
+        // Session directories exist where the namespace has ranks.
+        out.push(info(keys::TMPDIR, Val::Str(ns.tmpdir.clone())));
+        out.push(info(keys::NSDIR, Val::Str(nsdir)));
+    }
     if let Some(w) = &ns.apps[0].wdir {
         out.push(info(keys::WDIR, Val::Str(w.clone())));
     }
     // This node's view at job level (libpmix answers the job-level local keys from these).
-    out.push(info(keys::LOCAL_SIZE, Val::U32(me.ranks.len() as u32)));
-    out.push(info(keys::LOCAL_PEERS, Val::Str(join(&me.ranks, ","))));
-    if let Some(&low) = me.ranks.iter().min() {
-        out.push(info(keys::LOCALLDR, Val::Rank(low)));
+    if let Some(me) = me {
+        out.push(info(keys::LOCAL_SIZE, Val::U32(me.ranks.len() as u32)));
+        out.push(info(keys::LOCAL_PEERS, Val::Str(join(&me.ranks, ","))));
+        if let Some(&low) = me.ranks.iter().min() {
+            out.push(info(keys::LOCALLDR, Val::Rank(low)));
+        }
     }
     if ns.oversubscribed {
         out.push(info(keys::NODE_OVERSUBSCRIBED, Val::Bool(true)));
@@ -266,7 +274,7 @@ pub fn registration(ns: &NspaceInfo) -> Result<Vec<Info>, JobInfoError> {
             info(keys::LOCAL_RANK, Val::U16(l.local_rank)),
             info(keys::NODE_RANK, Val::U16(l.node_rank)),
             info(keys::NODEID, Val::U32(ns.this_node)),
-            info(keys::HOSTNAME, Val::Str(me.host.clone())),
+            info(keys::HOSTNAME, Val::Str(me.map(|m| m.host.clone()).unwrap_or_default())),
             info(keys::REINCARNATION, Val::U32(0)),
             info(keys::PROCDIR, Val::Str(proc_dir(ns, l.rank))),
         ];

@@ -51,6 +51,10 @@ pub mod status {
 /// `PMIX_RANK_WILDCARD`: every rank of a namespace (in [`Proc::rank`]).
 pub const RANK_WILDCARD: u32 = u32::MAX - 1;
 
+/// [`NspaceInfo::this_node`] of a namespace with no ranks on this node (another job's,
+/// registered after a connect so that its ranks can be found).
+pub const REMOTE_NODE: u32 = u32::MAX;
+
 /// Longest namespace PMIx holds (`PMIX_MAX_NSLEN`); a longer one is refused.
 pub const MAX_NSLEN: usize = 255;
 
@@ -103,7 +107,8 @@ pub struct NspaceInfo {
     pub apps: Vec<AppInfo>,
     /// Every node with ranks of the job; a node's id (`PMIX_NODEID`) is its index here.
     pub nodes: Vec<NodeInfo>,
-    /// This node's index in `nodes`.
+    /// This node's index in `nodes`, or [`REMOTE_NODE`]: the namespace has no ranks here
+    /// (`local` is then empty, and `tmpdir` is not used).
     pub this_node: u32,
     /// This node's ranks: the ranks of `nodes[this_node]`, each once.
     pub local: Vec<LocalProc>,
@@ -176,8 +181,11 @@ pub enum ToCompanion {
     },
     /// Answer to a request that returns only a status: [`FromCompanion::Publish`],
     /// [`FromCompanion::Unpublish`], [`FromCompanion::Abort`],
-    /// [`FromCompanion::ClientFinalized`].
+    /// [`FromCompanion::ClientFinalized`], [`FromCompanion::Connect`],
+    /// [`FromCompanion::Disconnect`].
     Done { id: u64, status: Status },
+    /// Answer to [`FromCompanion::Group`]: the context id when one was asked for.
+    GroupDone { id: u64, status: Status, ctxid: Option<u64> },
     /// Answer to [`FromCompanion::Lookup`].
     LookupResult { id: u64, status: Status, found: Vec<Published> },
     /// Answer to [`FromCompanion::Spawn`]: the new namespace once its ranks run (and are
@@ -248,6 +256,19 @@ pub enum FromCompanion {
     Lookup { id: u64, proc: Proc, keys: Vec<String>, wait: bool },
     /// `PMIx_Unpublish`: answered with [`ToCompanion::Done`].
     Unpublish { id: u64, proc: Proc, keys: Vec<String> },
+    /// `PMIx_Connect` (`MPI_Comm_spawn`, `MPI_Comm_connect`/`accept`): every local
+    /// participant called it; `procs` are all participants (of every namespace; a
+    /// [`RANK_WILDCARD`] rank stands for all of its namespace). Answered with
+    /// [`ToCompanion::Done`] once every participant's server connected.
+    Connect { id: u64, procs: Vec<Proc> },
+    /// `PMIx_Disconnect` (`MPI_Comm_disconnect`), as [`FromCompanion::Connect`].
+    Disconnect { id: u64, procs: Vec<Proc> },
+    /// `PMIx_Group_construct` (`construct`) or `PMIx_Group_destruct` of group `grp` (Open
+    /// MPI makes the communicator of a spawn or a connect this way): every local member
+    /// called it; `procs` are all members. `assign_ctxid`: the members asked for a context
+    /// id, unique to the group. Answered with [`ToCompanion::GroupDone`] once every
+    /// member's server called it.
+    Group { id: u64, construct: bool, grp: String, procs: Vec<Proc>, assign_ctxid: bool },
     /// `PMIx_Spawn` (`MPI_Comm_spawn`): answered with [`ToCompanion::SpawnResult`].
     Spawn { id: u64, proc: Proc, apps: Vec<SpawnApp>, job_info: Vec<(String, String)> },
     /// `PMIx_Abort` (`MPI_Abort`): `procs` are the processes to end (empty: the caller's

@@ -52,6 +52,7 @@ enum Completion {
     Modex(pmix_modex_cbfunc_t, CPtr),
     Lookup(pmix_lookup_cbfunc_t, CPtr),
     Spawn(pmix_spawn_cbfunc_t, CPtr),
+    Info(pmix_info_cbfunc_t, CPtr),
 }
 
 /// What the other threads hand to the main loop.
@@ -472,6 +473,40 @@ unsafe extern "C" fn up_fence_nb(
     })
 }
 
+/// `PMIx_Connect` / `PMIx_Disconnect` of every local participant: `procs` are all of them.
+unsafe fn connect_upcall(
+    procs: *const pmix_proc_t,
+    nprocs: size_t,
+    cbfunc: pmix_op_cbfunc_t,
+    cbdata: *mut c_void,
+    disconnect: bool,
+) -> pmix_status_t {
+    guard(|| {
+        // SAFETY: libpmix passes `nprocs` procs (or null), valid for this call; copied.
+        let procs: Vec<Proc> = unsafe { slice(procs, nprocs) }.iter().map(proc_of).collect();
+        upcall(
+            |id| match disconnect {
+                false => FromCompanion::Connect { id, procs },
+                true => FromCompanion::Disconnect { id, procs },
+            },
+            Completion::Op(cbfunc, CPtr(cbdata)),
+        )
+    })
+}
+
+/// `PMIx_Connect` (`DISCONNECT` false) or `PMIx_Disconnect` (true).
+unsafe extern "C" fn up_connect<const DISCONNECT: bool>(
+    procs: *const pmix_proc_t,
+    nprocs: size_t,
+    _info: *const pmix_info_t,
+    _ninfo: size_t,
+    cbfunc: pmix_op_cbfunc_t,
+    cbdata: *mut c_void,
+) -> pmix_status_t {
+    // SAFETY: as libpmix calls it (see `connect_upcall`).
+    unsafe { connect_upcall(procs, nprocs, cbfunc, cbdata, DISCONNECT) }
+}
+
 unsafe extern "C" fn up_direct_modex(
     proc_: *const pmix_proc_t,
     _info: *const pmix_info_t,
@@ -490,7 +525,8 @@ unsafe extern "C" fn up_direct_modex(
 }
 
 /// Directives that travel with a publish, lookup or unpublish and are not data.
-const DIRECTIVES: [&str; 4] = [key::RANGE, key::PERSISTENCE, key::TIMEOUT, key::WAIT];
+const DIRECTIVES: [&str; 6] =
+    [key::RANGE, key::PERSISTENCE, key::TIMEOUT, key::WAIT, key::USERID, key::GRPID];
 
 unsafe extern "C" fn up_publish(
     proc_: *const pmix_proc_t,
@@ -510,8 +546,20 @@ unsafe extern "C" fn up_publish(
             if DIRECTIVES.contains(&k.as_str()) {
                 continue;
             }
-            // The name service holds text (MPI publishes port names).
-            let Some(v) = value_text(&i.value) else { return PMIX_ERR_NOT_SUPPORTED };
+            // The name service holds text (MPI publishes port names); bytes (Open MPI's
+            // context-id exchange of a connect) go as text marked as such.
+            let v = match i.value.type_ {
+                // SAFETY: the type says `bo` is set: `size` bytes at `bytes` (or none).
+                PMIX_BYTE_OBJECT => unsafe {
+                    let bo = i.value.data.bo;
+                    let b = slice(bo.bytes as *const u8, bo.size);
+                    bytes_text(b)
+                },
+                _ => match value_text(&i.value) {
+                    Some(v) => v,
+                    None => return PMIX_ERR_NOT_SUPPORTED,
+                },
+            };
             pairs.push((k, v));
         }
         upcall(
@@ -598,6 +646,70 @@ unsafe extern "C" fn up_spawn(
             Completion::Spawn(cbfunc, CPtr(cbdata)),
         )
     })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn up_group(
+    op: pmix_group_operation_t,
+    grp: *mut c_char,
+    procs: *const pmix_proc_t,
+    nprocs: size_t,
+    directives: *const pmix_info_t,
+    ndirs: size_t,
+    cbfunc: pmix_info_cbfunc_t,
+    cbdata: *mut c_void,
+) -> pmix_status_t {
+    guard(|| {
+        // SAFETY: libpmix passes the group's name, `nprocs` members and `ndirs` directives,
+        // valid for this call; all are copied.
+        let (grp, procs, dirs) =
+            unsafe { (opt_string(grp), slice(procs, nprocs), slice(directives, ndirs)) };
+        let procs = procs.iter().map(proc_of).collect();
+        let assign_ctxid =
+            find(dirs, key::GROUP_ASSIGN_CONTEXT_ID).is_some_and(|i| value_int(i) != Some(0));
+        let construct = op == PMIX_GROUP_CONSTRUCT;
+        upcall(
+            |id| FromCompanion::Group {
+                id,
+                construct,
+                grp: grp.unwrap_or_default(),
+                procs,
+                assign_ctxid,
+            },
+            Completion::Info(cbfunc, CPtr(cbdata)),
+        )
+    })
+}
+
+/// Releases the infos of a group's result (`complete_group`).
+unsafe extern "C" fn release_infos(cbdata: *mut c_void) {
+    let _ = catch_unwind(|| {
+        if !cbdata.is_null() {
+            // SAFETY: `cbdata` is the `Box<Vec<pmix_info_t>>` given away in `complete_group`,
+            // released once by libpmix.
+            drop(unsafe { Box::from_raw(cbdata as *mut Vec<pmix_info_t>) });
+        }
+    });
+}
+
+/// Completes a group operation with its context id, if one was assigned.
+fn complete_group(c: Completion, status: Status, ctxid: Option<u64>) {
+    let Completion::Info(Some(f), d) = c else { return fail(c, status) };
+    let mut infos: Vec<pmix_info_t> = Vec::new();
+    if let (Some(id), PMIX_SUCCESS) = (ctxid, status) {
+        let mut i = zero_info();
+        put_fixed(&mut i.key, key::GROUP_CONTEXT_ID);
+        i.value.type_ = PMIX_SIZE;
+        i.value.data.uint64 = id;
+        infos.push(i);
+    }
+    let n = infos.len();
+    let mut held = Box::new(infos);
+    let ptr = held.as_mut_ptr();
+    let keep = Box::into_raw(held) as *mut c_void;
+    // SAFETY: libpmix's info completion with its cbdata, called once; the infos stay alive
+    // until it calls `release_infos` with `keep`.
+    unsafe { f(status, ptr, n, d.0, Some(release_infos), keep) }
 }
 
 unsafe extern "C" fn up_notify_event(
@@ -707,8 +819,8 @@ pub fn run(opts: Opts) -> Result<(), String> {
         lookup: Some(up_lookup),
         unpublish: Some(up_unpublish),
         spawn: Some(up_spawn),
-        connect: None,
-        disconnect: None,
+        connect: Some(up_connect::<false>),
+        disconnect: Some(up_connect::<true>),
         register_events: None,
         deregister_events: None,
         listener: None,
@@ -723,7 +835,7 @@ pub fn run(opts: Opts) -> Result<(), String> {
         validate_credential: None,
         iof_pull: None,
         push_stdin: None,
-        group: None,
+        group: Some(up_group),
         fabric: None,
         client_connected2: None,
     }));
@@ -809,7 +921,10 @@ pub fn run(opts: Opts) -> Result<(), String> {
 }
 
 fn remove_dirs(ns: &NspaceInfo) {
-    let _ = std::fs::remove_dir_all(jobinfo::nspace_dir(ns));
+    // A namespace without ranks here has none (and no `tmpdir` to be below).
+    if ns.this_node != libi_pmix::proto::REMOTE_NODE {
+        let _ = std::fs::remove_dir_all(jobinfo::nspace_dir(ns));
+    }
 }
 
 /// Completes an upcall with an error (or a bare status).
@@ -824,6 +939,9 @@ fn fail(c: Completion, status: Status) {
             }
             Completion::Lookup(Some(f), d) => f(status, std::ptr::null_mut(), 0, d.0),
             Completion::Spawn(Some(f), d) => f(status, std::ptr::null_mut(), d.0),
+            Completion::Info(Some(f), d) => {
+                f(status, std::ptr::null_mut(), 0, d.0, None, std::ptr::null_mut())
+            }
             _ => {}
         }
     }
@@ -985,6 +1103,10 @@ impl Server {
                 Some(Completion::Spawn(None, _)) => {}
                 other => self.mismatch(id, other, "a spawn result")?,
             },
+            ToCompanion::GroupDone { id, status, ctxid } => match self.pending.remove(&id) {
+                Some(c @ Completion::Info(..)) => complete_group(c, status, ctxid),
+                other => self.mismatch(id, other, "a group result")?,
+            },
             ToCompanion::DmodexRequest { id, proc } => {
                 let p = c_proc(&proc);
                 // SAFETY: `p` is read during the call; `dmodex_done` gets the agent's id.
@@ -1031,7 +1153,10 @@ impl Server {
             Ok(r) => r,
             Err(e) => return refuse(self, e.to_string()),
         };
+        // A namespace without ranks here gets no session directories.
+        let remote = info.this_node == libi_pmix::proto::REMOTE_NODE;
         for dir in std::iter::once(jobinfo::nspace_dir(&info))
+            .filter(|_| !remote)
             .chain(info.local.iter().map(|l| jobinfo::proc_dir(&info, l.rank)))
         {
             if let Err(e) = std::fs::create_dir_all(&dir) {
@@ -1213,18 +1338,25 @@ fn complete_lookup(
     found: &[Published],
 ) {
     let mut strings = Vec::with_capacity(found.len());
+    let mut blobs: Vec<Vec<u8>> = Vec::new();
     let mut pdata: Vec<pmix_pdata_t> = Vec::with_capacity(found.len());
     for p in found {
-        let Ok(v) = cstring(&p.value) else { continue };
         let mut e = pmix_pdata_t {
             proc_: c_proc(&p.publisher),
             key: [0; PMIX_MAX_KEYLEN + 1],
             value: zero_value(),
         };
         put_fixed(&mut e.key, &p.key);
-        e.value.type_ = PMIX_STRING;
-        e.value.data.string = v.as_ptr() as *mut c_char;
-        strings.push(v);
+        if let Some(mut b) = text_bytes(&p.value) {
+            e.value.type_ = PMIX_BYTE_OBJECT;
+            e.value.data.bo = pmix_byte_object_t { bytes: b.as_mut_ptr().cast(), size: b.len() };
+            blobs.push(b);
+        } else {
+            let Ok(v) = cstring(&p.value) else { continue };
+            e.value.type_ = PMIX_STRING;
+            e.value.data.string = v.as_ptr() as *mut c_char;
+            strings.push(v);
+        }
         pdata.push(e);
     }
     let status =
@@ -1234,4 +1366,26 @@ fn complete_lookup(
     // strings it points to live across the call, during which libpmix packs them.
     unsafe { f(status, ptr, pdata.len(), d.0) }
     drop(strings);
+    drop(blobs);
+}
+
+/// How a published byte object travels in the (text) name service: marked, in hex.
+const BYTES_MARK: &str = "libi-pmix-bytes:";
+
+fn bytes_text(b: &[u8]) -> String {
+    let mut s = String::with_capacity(BYTES_MARK.len() + 2 * b.len());
+    s.push_str(BYTES_MARK);
+    for x in b {
+        s.push_str(&format!("{x:02x}"));
+    }
+    s
+}
+
+/// The bytes of a value made by [`bytes_text`] (`None`: plain text).
+fn text_bytes(t: &str) -> Option<Vec<u8>> {
+    let hex = t.strip_prefix(BYTES_MARK)?;
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok()).collect()
 }

@@ -299,7 +299,18 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     // events (the parent's end among them) between batches.
     // PMIx: the companion starts, and hands out the ranks' environments, before any rank.
     let (mut companion, pmix_envs) = if core.job().pmix.is_some() && core.local_count() > 0 {
-        match crate::io::pmix::Companion::start(core.job(), core.plan()).await {
+        // Each rank's CPUs for its locality (a binding that cannot be made fails the ranks
+        // below, with its reason).
+        let cpus: Vec<Option<String>> =
+            match crate::proc::bind::node_binding(core.job(), core.plan()) {
+                Ok(b) => (0..core.local_count())
+                    .map(|i| {
+                        b.cpus.as_ref().and_then(|c| c.get(i)?.as_ref()).map(|s| s.to_string())
+                    })
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+        match crate::io::pmix::Companion::start(core.job(), core.plan(), &cpus).await {
             Ok((mut c, envs)) => {
                 let tx = ev_tx.clone();
                 c.spawn_reader(move |e| tx.send(Ev::Pmix(e)).is_ok());
@@ -466,7 +477,13 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 hwloc_writing = None;
                 core.set_hwloc_xmlfile(path, &mut fx);
             }
-            Ev::Pmix(crate::io::pmix::PmixEvent::Msg(m)) => core.pmix_msg(m, &mut fx),
+            Ev::Pmix(crate::io::pmix::PmixEvent::Msg(m)) => {
+                if core.job().verbose {
+                    let text = format!("{m:?}");
+                    debug!("from the PMIx server: {}", text.get(..200).unwrap_or(&text));
+                }
+                core.pmix_msg(m, &mut fx)
+            }
             Ev::Pmix(crate::io::pmix::PmixEvent::Gone { why, bye }) => {
                 if !bye && !core.tearing_down() {
                     let host = core.plan().host.clone();

@@ -64,7 +64,13 @@ pub enum PmixEvent {
 }
 
 /// The namespace a node registers, from the job and this node's plan.
-pub fn nspace_info(job: &JobCommon, plan: &NodePlan, tmpdir: &str) -> Result<NspaceInfo, String> {
+/// `cpus`: each local rank's CPUs if it is bound (`-bind-to`), in the kernel's list syntax.
+pub fn nspace_info(
+    job: &JobCommon,
+    plan: &NodePlan,
+    tmpdir: &str,
+    cpus: &[Option<String>],
+) -> Result<NspaceInfo, String> {
     let map = job.pmix.as_ref().ok_or("the job serves no PMIx")?;
     let first = plan.ranks.first().map(|r| r.rank).ok_or("no ranks on this node")?;
     let this_node = map
@@ -72,7 +78,7 @@ pub fn nspace_info(job: &JobCommon, plan: &NodePlan, tmpdir: &str) -> Result<Nsp
         .iter()
         .position(|(_, ranks)| ranks.contains(&first))
         .ok_or_else(|| format!("rank {first} is on no node of the job's PMIx map"))?;
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     Ok(NspaceInfo {
         nspace: job.kvsname.clone(),
         size: job.size,
@@ -99,21 +105,29 @@ pub fn nspace_info(job: &JobCommon, plan: &NodePlan, tmpdir: &str) -> Result<Nsp
                 rank: r.rank,
                 local_rank: i as u16,
                 node_rank: i as u16,
-                cpus: None,
+                cpus: cpus.get(i).cloned().flatten(),
             })
             .collect(),
         tmpdir: tmpdir.to_string(),
-        parent: None,
-        oversubscribed: plan.ranks.len() > cpus,
+        parent: map
+            .parent
+            .as_ref()
+            .map(|(nspace, rank)| libi_pmix::proto::Proc { nspace: nspace.clone(), rank: *rank }),
+        oversubscribed: plan.ranks.len() > online,
     })
 }
 
 impl Companion {
     /// Start the companion for this node's ranks, register the job and get each local
     /// rank's environment (by local index). The error is the one line the job fails with.
-    pub async fn start(job: &JobCommon, plan: &NodePlan) -> Result<(Companion, RankEnvs), String> {
+    /// `cpus` as [`nspace_info`]'s.
+    pub async fn start(
+        job: &JobCommon,
+        plan: &NodePlan,
+        cpus: &[Option<String>],
+    ) -> Result<(Companion, RankEnvs), String> {
         let host = &plan.host;
-        match tokio::time::timeout(PMIX_START, Self::start_inner(job, plan)).await {
+        match tokio::time::timeout(PMIX_START, Self::start_inner(job, plan, cpus)).await {
             Ok(r) => r.map_err(|e| format!("cannot start the PMIx server on {host}: {e}")),
             Err(_) => Err(format!(
                 "the PMIx server on {host} did not start within {} s",
@@ -125,6 +139,7 @@ impl Companion {
     async fn start_inner(
         job: &JobCommon,
         plan: &NodePlan,
+        cpus: &[Option<String>],
     ) -> Result<(Companion, RankEnvs), String> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(|e| e.to_string())?;
         ours.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -153,7 +168,7 @@ impl Companion {
                 return Err(format!("it ended ({st}) before it was ready"));
             }
         };
-        let info = nspace_info(job, plan, &tmpdir)?;
+        let info = nspace_info(job, plan, &tmpdir, cpus)?;
         let nspace = info.nspace.clone();
         let ranks: Vec<u32> = plan.ranks.iter().map(|r| r.rank).collect();
         for m in [
@@ -218,6 +233,10 @@ impl Companion {
     /// Queue a message (never waits). An error only if it cannot be encoded or the writer
     /// ended (the companion is gone, which its reader reports).
     pub fn send(&self, msg: &ToCompanion) -> Result<(), String> {
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let text = format!("{msg:?}");
+            tracing::debug!("to the PMIx server: {}", text.get(..200).unwrap_or(&text));
+        }
         let f = encode(msg).map_err(|e| e.to_string())?;
         match &self.to {
             Some(tx) => tx.send(f).map_err(|_| "the PMIx server's connection is closed".into()),

@@ -318,6 +318,37 @@ pub struct NodeCore {
     /// PMIx jobs: the fences, and the companion's name-service requests in flight.
     pmix: Option<PmixFences>,
     pmix_names: HashMap<u64, NameBatch>,
+    /// PMIx connects, group operations and fences of other participant sets this node's
+    /// server waits for: key → its request, and what it is.
+    pmix_connects: HashMap<String, (u64, PmixOp)>,
+    /// Direct modex requests passing through: (asking group, request) → where the answer
+    /// goes; and those this node's server is asked (our id → the request and where to).
+    pmix_routes: HashMap<(String, u64), Back>,
+    pmix_serving: HashMap<u64, (String, u64, Back)>,
+    pmix_next: u64,
+    /// Other groups' namespaces registered with this node's server.
+    pmix_known: HashSet<String>,
+}
+
+/// A collective the front end counts (see `NodeCore::pmix_connect`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PmixOp {
+    Connect,
+    /// A group construct or destruct; whether its members asked for a context id.
+    Group {
+        ctxid: bool,
+    },
+    /// A fence over another set of participants than the job's ranks.
+    Fence,
+}
+
+/// Where the answer to a request passing through a node goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Back {
+    Parent,
+    Child(usize),
+    /// This node's PMIx companion, its request of this id.
+    Pmix(u64),
 }
 
 /// This node's hwloc topology file, for `PMI_hwloc_xmlfile`.
@@ -419,6 +450,11 @@ impl NodeCore {
             actions: Vec::new(),
             pmix: None,
             pmix_names: HashMap::new(),
+            pmix_connects: HashMap::new(),
+            pmix_routes: HashMap::new(),
+            pmix_serving: HashMap::new(),
+            pmix_next: 0,
+            pmix_known: HashSet::new(),
         }
         .with_pmgr()
         .with_pmix()
@@ -921,6 +957,7 @@ impl NodeCore {
                         nprocs: c.nprocs,
                         preput: c.preput,
                         info: c.info,
+                        env: Vec::new(),
                     })
                     .collect();
                 let app = self.plan.ranks.get(local).map(|s| s.app).unwrap_or(0);
@@ -1129,21 +1166,13 @@ impl NodeCore {
                     procs.iter().filter(|p| &p.nspace == kvsname).map(|p| p.rank).collect();
                 let whole = wildcard || ranks.len() as u64 == u64::from(self.job.size);
                 match self.pmix.as_mut() {
+                    // The job's own fences (MPI_Init's, MPI_Finalize's) go up the tree.
                     Some(f) if whole && procs.iter().all(|p| &p.nspace == kvsname) => {
                         f.server_entered(id, &blob, fx)
                     }
-                    _ => {
-                        fx.push(Effect::ToPmix(ToCompanion::FenceDone {
-                            id,
-                            status: pmix_status::ERR_NOT_SUPPORTED,
-                            blob: Vec::new(),
-                        }));
-                        fx.push(Effect::Warn(format!(
-                            "a PMIx fence on {host} over {} processes, not the whole job: \
-                             not supported",
-                            procs.len()
-                        )));
-                    }
+                    // Others (over part of the job, or over several groups: a disconnect's)
+                    // are counted by the front end, as a connect is.
+                    _ => self.pmix_connect(id, procs, "fence ", PmixOp::Fence, blob, fx),
                 }
             }
             FromCompanion::ClientConnected { .. } => {}
@@ -1169,38 +1198,60 @@ impl NodeCore {
                 let ops = keys.into_iter().map(|service| NameOp::Unpublish { service });
                 self.pmix_names(id, NameKind::Unpublish, ops.collect(), fx);
             }
-            FromCompanion::Lookup { id, keys, .. } => {
+            FromCompanion::Lookup { id, keys, wait, .. } => {
                 let ops = keys.into_iter().map(|service| NameOp::Lookup { service });
-                self.pmix_names(id, NameKind::Lookup, ops.collect(), fx);
+                let kind = if wait { NameKind::LookupWait } else { NameKind::Lookup };
+                self.pmix_names(id, kind, ops.collect(), fx);
             }
             FromCompanion::DirectModex { id, proc } => {
-                fx.push(Effect::ToPmix(ToCompanion::ModexData {
-                    id,
-                    status: pmix_status::ERR_NOT_SUPPORTED,
-                    blob: Vec::new(),
-                }));
-                fx.push(Effect::Warn(format!(
-                    "rank {} asked on {host} for the data of rank {} that the fence did not \
-                     bring (a direct modex): not supported yet; run with the modex collected \
-                     in the fence (Open MPI's default)",
-                    proc.rank, proc.rank
-                )));
+                let from = self.job.kvsname.clone();
+                let req = (u64::from(self.plan.node) << 32) | self.pmix_next;
+                self.pmix_next += 1;
+                self.pmix_route(from, req, proc.nspace, proc.rank, Back::Pmix(id), fx);
             }
-            FromCompanion::Spawn { id, proc, .. } => {
-                fx.push(Effect::ToPmix(ToCompanion::SpawnResult {
-                    id,
-                    status: pmix_status::ERR_NOT_SUPPORTED,
-                    nspace: None,
-                }));
-                fx.push(Effect::Warn(format!(
-                    "rank {} on {host} called MPI_Comm_spawn: spawning is not supported yet \
-                     for PMIx jobs",
-                    proc.rank
-                )));
+            FromCompanion::DmodexData { id, status, blob } => match self.pmix_serving.remove(&id) {
+                Some((from, req, back)) => {
+                    self.pmix_deliver(back, Msg::PmixDmodexData { from, req, status, blob }, fx)
+                }
+                None => fx.push(Effect::Warn(format!(
+                    "PMIx server on {host}: an answer {id} nobody asked for"
+                ))),
+            },
+            FromCompanion::Connect { id, procs } => {
+                self.pmix_connect(id, procs, "", PmixOp::Connect, Vec::new(), fx)
             }
-            FromCompanion::DmodexData { id, .. } => fx.push(Effect::Warn(format!(
-                "PMIx server on {host}: an answer {id} nobody asked for"
-            ))),
+            FromCompanion::Disconnect { id, procs } => {
+                self.pmix_connect(id, procs, "disconnect ", PmixOp::Connect, Vec::new(), fx)
+            }
+            FromCompanion::Group { id, construct, grp, procs, assign_ctxid } => {
+                let op = if construct { "construct" } else { "destruct" };
+                let kind = format!("group {op} {grp} ");
+                let op = PmixOp::Group { ctxid: assign_ctxid };
+                self.pmix_connect(id, procs, &kind, op, Vec::new(), fx)
+            }
+            FromCompanion::Spawn { id, proc, apps, .. } => {
+                let cmds: Vec<SpawnCmd> = apps
+                    .into_iter()
+                    .map(|a| {
+                        let env = (a.env.iter())
+                            .filter_map(|e| e.split_once('='))
+                            .map(|(k, v)| (k.to_string(), v.to_string()))
+                            .collect();
+                        let mut info = a.info;
+                        if let Some(cwd) = a.cwd {
+                            info.push(("wdir".into(), cwd));
+                        }
+                        // PMIx's argv starts with the command (as a C main sees it).
+                        let args = a.argv.into_iter().skip(1).collect();
+                        let nprocs = u32::try_from(a.maxprocs).unwrap_or(0);
+                        SpawnCmd { exe: a.cmd, args, nprocs, preput: Vec::new(), info, env }
+                    })
+                    .collect();
+                let app = self.plan.ranks.iter().find(|s| s.rank == proc.rank).map_or(0, |s| s.app);
+                let spawn = Box::new(SpawnRequest { rank: proc.rank, app, host, cmds });
+                let req = self.request(Waiter::Pmix(id), Pending::Spawn);
+                fx.push(Effect::ToParent(Msg::Spawn { req, spawn }));
+            }
             FromCompanion::Warning { message } => {
                 fx.push(Effect::Warn(format!("PMIx server on {host}: {message}")))
             }
@@ -1209,6 +1260,108 @@ impl NodeCore {
             | FromCompanion::ForkEnv { .. }
             | FromCompanion::Deregistered { .. }
             | FromCompanion::Bye => {}
+        }
+    }
+
+    /// This node's server connects (or disconnects) `procs`: every local participant
+    /// entered. Sent up to the front end, which answers every node of every group taking
+    /// part once all participants entered ([`Msg::PmixConnectDone`]).
+    /// `op`: what it is (and so how it is answered); `blob`: a fence's contribution.
+    fn pmix_connect(
+        &mut self,
+        id: u64,
+        procs: Vec<PmixProc>,
+        kind: &str,
+        op: PmixOp,
+        blob: Vec<u8>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let mut list: Vec<(String, u32)> = procs.into_iter().map(|p| (p.nspace, p.rank)).collect();
+        list.sort();
+        list.dedup();
+        let names: Vec<String> = list.iter().map(|(n, r)| format!("{n}:{r}")).collect();
+        let key = format!("{kind}{}", names.join(","));
+        let mine = &self.job.kvsname;
+        let wildcard = libi_pmix::proto::RANK_WILDCARD;
+        let count = (self.plan.ranks.iter())
+            .filter(|s| list.iter().any(|(n, r)| n == mine && (*r == s.rank || *r == wildcard)))
+            .count() as u32;
+        self.pmix_connects.insert(key.clone(), (id, op));
+        let sizes = vec![(mine.clone(), self.job.size)];
+        let ctxid = op == PmixOp::Group { ctxid: true };
+        let m = Msg::PmixConnect { key, procs: list, count, sizes, ctxid, blob };
+        fx.push(Effect::ToParent(m));
+    }
+
+    /// A direct modex request on its way: to this node's server if it runs the rank (any
+    /// node of the namespace for its job-level data, the wildcard), down to the child whose
+    /// subtree runs it, else up (another group's namespace goes through the front end).
+    /// `back`: where the answer goes.
+    fn pmix_route(
+        &mut self,
+        from: String,
+        req: u64,
+        nspace: String,
+        rank: u32,
+        back: Back,
+        fx: &mut Vec<Effect>,
+    ) {
+        let wildcard = rank == libi_pmix::proto::RANK_WILDCARD;
+        let ours = nspace == self.job.kvsname;
+        let here = ours
+            && self.pmix.is_some()
+            && !self.plan.ranks.is_empty()
+            && (wildcard || self.plan.ranks.iter().any(|s| s.rank == rank));
+        if here {
+            let id = self.pmix_next;
+            self.pmix_next += 1;
+            self.pmix_serving.insert(id, (from, req, back));
+            let proc = PmixProc { nspace, rank };
+            fx.push(Effect::ToPmix(ToCompanion::DmodexRequest { id, proc }));
+            return;
+        }
+        let target = if wildcard { 0 } else { rank };
+        let child =
+            if ours { self.plan.children.iter().position(|c| c.has_rank(target)) } else { None };
+        let msg = Msg::PmixDmodex { from: from.clone(), req, nspace, rank };
+        match child {
+            Some(c) => fx.push(Effect::ToChild(c, msg)),
+            None if self.is_root && ours => {
+                // In no node of this group: nobody has it.
+                let status = pmix_status::ERR_NOT_FOUND;
+                let m = Msg::PmixDmodexData { from, req, status, blob: Vec::new() };
+                return self.pmix_deliver(back, m, fx);
+            }
+            None => fx.push(Effect::ToParent(msg)),
+        }
+        self.pmix_routes.insert((from, req), back);
+    }
+
+    /// The answer to a direct modex passing through: on the way it came.
+    fn pmix_answer(
+        &mut self,
+        from: String,
+        req: u64,
+        status: i32,
+        blob: Vec<u8>,
+        fx: &mut Vec<Effect>,
+    ) {
+        match self.pmix_routes.remove(&(from.clone(), req)) {
+            Some(back) => {
+                self.pmix_deliver(back, Msg::PmixDmodexData { from, req, status, blob }, fx)
+            }
+            None => fx.push(Effect::Warn(format!("a PMIx modex answer {req} nobody asked for"))),
+        }
+    }
+
+    fn pmix_deliver(&mut self, back: Back, msg: Msg, fx: &mut Vec<Effect>) {
+        match (back, msg) {
+            (Back::Pmix(id), Msg::PmixDmodexData { status, blob, .. }) => {
+                fx.push(Effect::ToPmix(ToCompanion::ModexData { id, status, blob }))
+            }
+            (Back::Pmix(_), _) => {}
+            (Back::Child(c), m) => fx.push(Effect::ToChild(c, m)),
+            (Back::Parent, m) => fx.push(Effect::ToParent(m)),
         }
     }
 
@@ -1223,10 +1376,16 @@ impl NodeCore {
             }
             return;
         }
+        let wait = kind == NameKind::LookupWait;
         self.pmix_names.insert(id, NameBatch::new(kind, ops.len()));
         for op in ops {
             let req = self.request(Waiter::Pmix(id), Pending::Name(op.clone()));
-            fx.push(Effect::ToParent(Msg::Name { req, op }));
+            match op {
+                NameOp::Lookup { service } if wait => {
+                    fx.push(Effect::ToParent(Msg::NameWait { req, service }))
+                }
+                op => fx.push(Effect::ToParent(Msg::Name { req, op })),
+            }
         }
     }
 
@@ -1245,7 +1404,7 @@ impl NodeCore {
         };
         let publisher = PmixProc { nspace: self.job.kvsname.clone(), rank: 0 };
         let Some(batch) = self.pmix_names.get_mut(&id) else { return };
-        let value = port.filter(|_| batch.kind == NameKind::Lookup);
+        let value = port.filter(|_| matches!(batch.kind, NameKind::Lookup | NameKind::LookupWait));
         if let Some(answer) = batch.answered(id, &key, ok, value, &publisher) {
             self.pmix_names.remove(&id);
             fx.push(Effect::ToPmix(answer));
@@ -1653,6 +1812,41 @@ impl NodeCore {
             Msg::FenceOut { .. } | Msg::FenceOutPart { .. } if self.tearing_down => {}
             m @ Msg::FenceOut { .. } => self.fence_out(m, fx),
             m @ Msg::FenceOutPart { .. } => self.fence_out_part(m, fx),
+            Msg::PmixDmodex { from, req, nspace, rank } => {
+                self.pmix_route(from, req, nspace, rank, Back::Parent, fx)
+            }
+            Msg::PmixDmodexData { from, req, status, blob } => {
+                self.pmix_answer(from, req, status, blob, fx)
+            }
+            Msg::PmixConnectDone { key, status, ctxid, jobs, blob } => {
+                // The other groups' namespaces first (libpmix registers them before it
+                // completes the connect: the ranks then find the other group's ranks).
+                if self.pmix.is_some() && !self.plan.ranks.is_empty() {
+                    for j in &jobs {
+                        if j.nspace != self.job.kvsname && self.pmix_known.insert(j.nspace.clone())
+                        {
+                            fx.push(Effect::ToPmix(ToCompanion::RegisterNspace(Box::new(
+                                crate::proto::pmix::remote_nspace(j),
+                            ))));
+                        }
+                    }
+                }
+                let answer = match self.pmix_connects.remove(&key) {
+                    Some((id, PmixOp::Connect)) => Some(ToCompanion::Done { id, status }),
+                    Some((id, PmixOp::Group { .. })) => {
+                        Some(ToCompanion::GroupDone { id, status, ctxid })
+                    }
+                    Some((id, PmixOp::Fence)) => {
+                        Some(ToCompanion::FenceDone { id, status, blob: blob.clone() })
+                    }
+                    None => None,
+                };
+                if !self.plan.children.is_empty() {
+                    let m = Msg::PmixConnectDone { key, status, ctxid, jobs, blob };
+                    fx.push(Effect::ToChildren(m));
+                }
+                fx.extend(answer.map(Effect::ToPmix));
+            }
             Msg::PmixFenceOut { .. } if self.tearing_down => {}
             Msg::PmixFenceOut { seq, blob } => match self.pmix.as_mut() {
                 Some(f) => f.released(seq, blob, fx),
@@ -1710,6 +1904,11 @@ impl NodeCore {
             Msg::SpawnResult { req, rc, jobid } => match self.requests.remove(&req) {
                 Some((Waiter::Child(c), _)) => {
                     fx.push(Effect::ToChild(c, Msg::SpawnResult { req, rc, jobid }))
+                }
+                Some((Waiter::Pmix(id), Pending::Spawn)) => {
+                    let status = if rc == 0 { pmix_status::SUCCESS } else { pmix_status::ERROR };
+                    let nspace = jobid.filter(|_| rc == 0);
+                    fx.push(Effect::ToPmix(ToCompanion::SpawnResult { id, status, nspace }));
                 }
                 Some((Waiter::Rank(local), Pending::Spawn)) => {
                     if let Some(conn) = self.conns.get_mut(local) {
@@ -1782,6 +1981,13 @@ impl NodeCore {
             Msg::FenceIn { epoch, pairs, top } => {
                 self.child_fence(idx, epoch, pairs, top, true, fx)
             }
+            Msg::PmixDmodex { from, req, nspace, rank } => {
+                self.pmix_route(from, req, nspace, rank, Back::Child(idx), fx)
+            }
+            Msg::PmixDmodexData { from, req, status, blob } => {
+                self.pmix_answer(from, req, status, blob, fx)
+            }
+            m @ Msg::PmixConnect { .. } => fx.push(Effect::ToParent(m)),
             Msg::PmixFenceIn { .. } if self.tearing_down => {}
             Msg::PmixFenceIn { seq, blob } => match self.pmix.as_mut() {
                 Some(f) => f.child_entered(idx, seq, &blob, fx),
@@ -1825,6 +2031,11 @@ impl NodeCore {
             Msg::Name { req, op } => {
                 self.requests.insert(req, (Waiter::Child(idx), Pending::Name(op.clone())));
                 fx.push(Effect::ToParent(Msg::Name { req, op }));
+            }
+            Msg::NameWait { req, service } => {
+                let op = NameOp::Lookup { service: service.clone() };
+                self.requests.insert(req, (Waiter::Child(idx), Pending::Name(op)));
+                fx.push(Effect::ToParent(Msg::NameWait { req, service }));
             }
             Msg::Spawn { req, spawn } => {
                 self.requests.insert(req, (Waiter::Child(idx), Pending::Spawn));

@@ -137,12 +137,38 @@ fn answer(id: u64, status: Status, blob: Vec<u8>) -> Effect {
     Effect::ToPmix(ToCompanion::FenceDone { id, status, blob })
 }
 
+/// What a server registers of another group's namespace after a connect: its size,
+/// applications and node map, no ranks here ([`libi_pmix::proto::REMOTE_NODE`]).
+pub fn remote_nspace(j: &libi::job::PmixPeer) -> libi_pmix::proto::NspaceInfo {
+    use libi_pmix::proto::{AppInfo, NodeInfo, NspaceInfo, Proc, REMOTE_NODE};
+    NspaceInfo {
+        nspace: j.nspace.clone(),
+        size: j.size,
+        universe: j.size,
+        apps: j.apps.iter().map(|&size| AppInfo { size, wdir: None }).collect(),
+        nodes: (j.map.nodes.iter())
+            .map(|(host, ranks)| NodeInfo { host: host.clone(), ranks: ranks.clone() })
+            .collect(),
+        this_node: REMOTE_NODE,
+        local: Vec::new(),
+        tmpdir: String::new(),
+        parent: j
+            .map
+            .parent
+            .as_ref()
+            .map(|(nspace, rank)| Proc { nspace: nspace.clone(), rank: *rank }),
+        oversubscribed: false,
+    }
+}
+
 /// What a name-service request of the companion is, and what came back so far.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NameKind {
     Publish,
     Unpublish,
     Lookup,
+    /// A lookup that waits until the names are published (`PMIX_WAIT`).
+    LookupWait,
 }
 
 /// One companion request made of several name-service requests (one per key).
@@ -180,7 +206,7 @@ impl NameBatch {
             return None;
         }
         Some(match self.kind {
-            NameKind::Lookup => {
+            NameKind::Lookup | NameKind::LookupWait => {
                 let found: Vec<Published> = std::mem::take(&mut self.found)
                     .into_iter()
                     .map(|(key, value)| Published { key, value, publisher: publisher.clone() })

@@ -43,7 +43,7 @@ use libi::hosts::Host;
 use libi::job::{combined_status, LauncherKind, NodePlan, RankEnd, SpawnRequest};
 use libi::msg::{Msg, NameOp, ProcNode, Stream, OUTPUT_WINDOW};
 use libi::report::NodeReport;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Exit status when the job hit `MPIEXEC_TIMEOUT` (as `timeout(1)`).
 pub const STATUS_TIMEOUT: i32 = 124;
@@ -219,6 +219,18 @@ pub struct RootConfig {
     pub name_server: bool,
 }
 
+/// A PMIx connect the front end counts (see [`Msg::PmixConnect`]).
+#[derive(Debug, Default)]
+struct PmixConnect {
+    procs: Vec<(String, u32)>,
+    entered: u64,
+    sizes: HashMap<String, u32>,
+    /// A group construct whose members asked for a context id.
+    ctxid: bool,
+    /// A fence's contributions so far, concatenated.
+    blob: Vec<u8>,
+}
+
 /// Who asked for a spawned group, until it is answered.
 #[derive(Debug, Clone)]
 struct SpawnOrigin {
@@ -242,6 +254,8 @@ struct Group {
     abandoned: bool,
     /// When the group was started (for the spawn's latency in the log).
     started: f64,
+    /// A PMIx group: what other groups' servers register of it after a connect.
+    pmix: Option<libi::job::PmixPeer>,
 }
 
 /// The front end's decisions about the job (see the module doc).
@@ -264,6 +278,16 @@ pub struct RootCore {
     groups: Vec<Group>,
     /// The job-wide name table (`publish_name` …): service → port.
     names: HashMap<String, String>,
+    /// Lookups waiting for a name to be published (`Msg::NameWait`): group, request.
+    name_waiters: HashMap<String, Vec<(usize, u64)>>,
+    /// PMIx direct modex requests between groups: (asking group's kvsname, request) → the
+    /// asking group.
+    pmix_routes: HashMap<(String, u64), usize>,
+    /// PMIx connects in progress: key → participants, how many entered, the sizes of the
+    /// namespaces heard from, the groups heard from.
+    pmix_connects: HashMap<String, PmixConnect>,
+    /// The last PMIx group context id assigned (they count up from 1).
+    pmix_ctxid: u64,
     /// The outside name server could not be asked (said once).
     name_server_failed: bool,
     /// The job's NLAs (group 0): node of each host, node of each rank, and ranks still
@@ -358,6 +382,10 @@ impl RootCore {
             hosts,
             groups: Vec::new(),
             names: HashMap::new(),
+            name_waiters: HashMap::new(),
+            pmix_routes: HashMap::new(),
+            pmix_connects: HashMap::new(),
+            pmix_ctxid: 0,
             name_server_failed: false,
             node_of_host,
             rank_runs,
@@ -473,8 +501,16 @@ impl RootCore {
             spawn,
             abandoned: false,
             started: now,
+            pmix: None,
         });
         self.groups.len() - 1
+    }
+
+    /// Group `g` serves PMIx: what its peers' servers register of it after a connect.
+    pub fn set_pmix(&mut self, g: usize, peer: libi::job::PmixPeer) {
+        if let Some(gr) = self.groups.get_mut(g) {
+            gr.pmix = Some(peer);
+        }
     }
 
     /// Where every host of a spawned group already runs an NLA of the job with ranks (so it
@@ -624,6 +660,81 @@ impl RootCore {
             Msg::Name { req, op } => {
                 let (ok, port) = self.name_op(&op);
                 self.fx.push(Effect::ToGroup(g, Msg::NameResult { req, ok, port }));
+                if let (true, NameOp::Publish { service, port }) = (ok, &op) {
+                    for (wg, wreq) in self.name_waiters.remove(service).unwrap_or_default() {
+                        let m = Msg::NameResult { req: wreq, ok: true, port: Some(port.clone()) };
+                        self.fx.push(Effect::ToGroup(wg, m));
+                    }
+                }
+            }
+            Msg::NameWait { req, service } if self.cfg.name_server => {
+                let op = NameOp::Lookup { service };
+                self.fx.push(Effect::AskNameServer { g, req, op });
+            }
+            Msg::NameWait { req, service } => match self.names.get(&service) {
+                Some(port) => {
+                    let m = Msg::NameResult { req, ok: true, port: Some(port.clone()) };
+                    self.fx.push(Effect::ToGroup(g, m));
+                }
+                None => self.name_waiters.entry(service).or_default().push((g, req)),
+            },
+            Msg::PmixDmodex { from, req, nspace, rank } => {
+                match self.groups.iter().position(|gr| gr.kvsname == nspace) {
+                    Some(to) if to != g => {
+                        self.pmix_routes.insert((from.clone(), req), g);
+                        self.fx
+                            .push(Effect::ToGroup(to, Msg::PmixDmodex { from, req, nspace, rank }));
+                    }
+                    _ => {
+                        let status = libi_pmix::proto::status::ERR_NOT_FOUND;
+                        let m = Msg::PmixDmodexData { from, req, status, blob: Vec::new() };
+                        self.fx.push(Effect::ToGroup(g, m));
+                    }
+                }
+            }
+            Msg::PmixDmodexData { from, req, status, blob } => {
+                if let Some(to) = self.pmix_routes.remove(&(from.clone(), req)) {
+                    let m = Msg::PmixDmodexData { from, req, status, blob };
+                    self.fx.push(Effect::ToGroup(to, m));
+                }
+            }
+            Msg::PmixConnect { key, procs, count, sizes, ctxid, blob } => {
+                let c = self.pmix_connects.entry(key.clone()).or_default();
+                c.procs = procs;
+                c.ctxid |= ctxid;
+                c.blob.extend_from_slice(&blob);
+                c.entered += count as u64;
+                c.sizes.extend(sizes);
+                let needed: Option<u64> = (c.procs.iter())
+                    .map(|(ns, r)| match *r == libi_pmix::proto::RANK_WILDCARD {
+                        true => c.sizes.get(ns).map(|&s| u64::from(s)),
+                        false => Some(1),
+                    })
+                    .sum();
+                if needed.is_some_and(|n| c.entered >= n) {
+                    let done = self.pmix_connects.remove(&key).unwrap_or_default();
+                    let ctxid = done.ctxid.then(|| {
+                        self.pmix_ctxid += 1;
+                        self.pmix_ctxid
+                    });
+                    let nspaces: HashSet<&String> = done.procs.iter().map(|(ns, _)| ns).collect();
+                    let jobs: Vec<libi::job::PmixPeer> = (self.groups.iter())
+                        .filter(|gr| nspaces.contains(&gr.kvsname))
+                        .filter_map(|gr| gr.pmix.clone())
+                        .collect();
+                    for (to, gr) in self.groups.iter().enumerate() {
+                        if nspaces.contains(&gr.kvsname) {
+                            let m = Msg::PmixConnectDone {
+                                key: key.clone(),
+                                status: 0,
+                                ctxid,
+                                jobs: jobs.clone(),
+                                blob: done.blob.clone(),
+                            };
+                            self.fx.push(Effect::ToGroup(to, m));
+                        }
+                    }
+                }
             }
             Msg::Spawn { req, spawn } => {
                 if self.killing {
