@@ -66,6 +66,23 @@ fn hello_and_ring_over_four_simulated_nodes() {
     }
 }
 
+/// Open MPI's asynchronous modex: `MPI_Init`'s fence carries no data, and each rank's
+/// `PMIx_Get` of a peer on another node goes to that node (a direct modex over the tree).
+#[test]
+fn ring_with_the_modex_fetched_on_demand() {
+    if openmpi5().is_none() {
+        return;
+    }
+    let mut e = env();
+    e.push(("OMPI_MCA_pmix_base_async_modex", "1".into()));
+    e.push(("OMPI_MCA_pmix_base_collect_data", "0".into()));
+    let e: Vec<(&str, &str)> = e.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let args = ["-launcher", "fork", "-hosts", &hosts(4), "-n", "8", &ompi_program("ring")];
+    let r = run_env(&args, b"", &e);
+    ranks_said(&r, "ring ", 8);
+    assert!(r.stdout.contains("ring 0 of 8 token 56 ok"), "{}", r.stdout);
+}
+
 #[test]
 fn mpi_abort_ends_the_job_with_its_code_and_one_line() {
     if openmpi5().is_none() {

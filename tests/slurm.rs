@@ -68,7 +68,7 @@ fn abort_under_slurm() {
 
 /// Open MPI 5 under Slurm: the agents srun starts serve PMIx through their companions.
 #[test]
-fn openmpi_ring_and_abort_under_slurm() {
+fn openmpi_ring_abort_and_spawn_under_slurm() {
     let Some(_serial) = slurm() else { return };
     if common::openmpi5().is_none() {
         return;
@@ -80,6 +80,9 @@ fn openmpi_ring_and_abort_under_slurm() {
     assert!(r.stdout.contains("ring 0 of 4 token 12 ok"), "{}", r.stdout);
     let r = salloc_env(&["-N1", "-n4"], &["-n", "4", &common::ompi_program("abort")], &env);
     assert_eq!(r.status, 7, "{}", r.stderr);
+    let r = salloc_env(&["-N1", "-n4"], &["-n", "2", &common::ompi_program("spawn")], &env);
+    assert_eq!(r.status, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.stdout.lines().filter(|l| l.ends_with(": 2 children")).count(), 2, "{}", r.stdout);
     assert!(our_steps().is_empty(), "steps left: {}", our_steps());
 }
 

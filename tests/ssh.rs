@@ -91,9 +91,10 @@ fn mpich_hello_over_ssh_every_shape() {
 }
 
 /// Open MPI 5 over ssh: each host's agent starts its PMIx server (`libi-pmix`, beside
-/// `libi-nla`), the fences cross the tree, the ranks talk TCP between the hosts.
+/// `libi-nla`), the fences cross the tree, the ranks talk TCP between the hosts; a spawn's
+/// children find their parents across hosts.
 #[test]
-fn openmpi_hello_ring_and_abort_over_ssh() {
+fn openmpi_hello_ring_abort_and_spawn_over_ssh() {
     let Some(h) = hosts() else { return };
     if common::openmpi5().is_none() {
         return;
@@ -102,7 +103,9 @@ fn openmpi_hello_ring_and_abort_over_ssh() {
     // Between the hosts the ranks use their namespace's link (10.x); on one host, memory.
     let env = common::ompi_env("10.0.0.0/8");
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    for (prog_name, arg, n) in [("hello", "8", 8), ("ring", "", 8), ("abort", "", 4)] {
+    for (prog_name, arg, n) in
+        [("hello", "8", 8), ("ring", "", 8), ("abort", "", 4), ("spawn", "", 4)]
+    {
         let mut args = ssh_args(&h, 4, 2);
         args.extend(["-n".into(), n.to_string(), common::ompi_program(prog_name)]);
         if !arg.is_empty() {
@@ -114,6 +117,12 @@ fn openmpi_hello_ring_and_abort_over_ssh() {
             "abort" => {
                 assert_eq!(r.status, 7, "{}", r.stderr);
                 assert!(common::failure_line(&r).contains("MPI_Abort"), "{}", r.stderr);
+            }
+            "spawn" => {
+                assert_eq!(r.status, 0, "spawn: {}\n{}", r.stdout, r.stderr);
+                let parents = r.stdout.lines().filter(|l| l.ends_with(": 2 children")).count();
+                assert_eq!(parents, 4, "{}", r.stdout);
+                assert!(r.stdout.contains("child 1 of 2 got 1"), "{}", r.stdout);
             }
             _ => {
                 assert_eq!(r.status, 0, "{prog_name}: {}\n{}", r.stdout, r.stderr);
