@@ -6,8 +6,9 @@
 //! ```
 //!
 //! * `--fd N`: the agent's end of the socketpair (default: `LIBI_PMIX_FD`, else 0, stdin);
-//! * `--tmpdir DIR`: the server's own directory (its rendezvous files); default
-//!   `$TMPDIR/libi-pmix.PID`, made and removed by the companion;
+//! * `--tmpdir DIR`: the server's own directory (its rendezvous files); default a fresh
+//!   `libi-pmix.PID.RANDOM` (mode 0700) in `$XDG_RUNTIME_DIR` when that is a private
+//!   directory of ours, else in `$TMPDIR`, made and removed by the companion;
 //! * `--host NAME`: the node's name as the job knows it (default: the kernel's host name).
 //!
 //! It exits 0 after `Finalize` or when the agent closes the socket, 1 when it cannot serve

@@ -797,10 +797,12 @@ pub fn run(opts: Opts) -> Result<(), String> {
     let reader = sock.try_clone().map_err(|e| format!("agent socket {}: {e}", opts.fd))?;
 
     let (tmpdir, made) = match opts.tmpdir {
-        Some(d) => (d, false),
-        None => (std::env::temp_dir().join(format!("libi-pmix.{}", std::process::id())), true),
+        Some(d) => {
+            std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+            (d, false)
+        }
+        None => (own_tmpdir()?, true),
     };
-    std::fs::create_dir_all(&tmpdir).map_err(|e| format!("{}: {e}", tmpdir.display()))?;
     let tmp_text = tmpdir.to_string_lossy().into_owned();
 
     let (tx, rx) = channel();
@@ -918,6 +920,39 @@ pub fn run(opts: Opts) -> Result<(), String> {
         let _ = s.send(&FromCompanion::Bye);
     }
     result.map_err(|e| e.to_string())
+}
+
+/// A fresh directory of our own for the server's files: `libi-pmix.PID.RANDOM`, mode 0700,
+/// made by `mkdir` (which fails on anything already there, a link included: another user
+/// cannot have us use a directory of theirs), in `$XDG_RUNTIME_DIR` when that is a private
+/// directory of ours (a tmpfs: no disk inode work per rank), else in `$TMPDIR` (`/tmp`).
+fn own_tmpdir() -> Result<PathBuf, String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let private = |d: &PathBuf| {
+        std::fs::symlink_metadata(d)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0)
+    };
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute() && private(d))
+        .unwrap_or_else(std::env::temp_dir);
+    let mut last = String::new();
+    for _ in 0..8 {
+        let mut r = [0u8; 8];
+        if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+            use std::io::Read;
+            let _ = f.read_exact(&mut r);
+        }
+        let name = format!("libi-pmix.{}.{:016x}", std::process::id(), u64::from_ne_bytes(r));
+        let d = base.join(name);
+        match std::fs::DirBuilder::new().mode(0o700).create(&d) {
+            Ok(()) => return Ok(d),
+            Err(e) => last = format!("{}: {e}", d.display()),
+        }
+    }
+    Err(last)
 }
 
 fn remove_dirs(ns: &NspaceInfo) {

@@ -310,7 +310,8 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                     .collect(),
                 Err(_) => Vec::new(),
             };
-        match crate::io::pmix::Companion::start(core.job(), core.plan(), &cpus).await {
+        let topology = core.hwloc_xmlfile();
+        match crate::io::pmix::Companion::start(core.job(), core.plan(), &cpus, topology).await {
             Ok((mut c, envs)) => {
                 let tx = ev_tx.clone();
                 c.spawn_reader(move |e| tx.send(Ev::Pmix(e)).is_ok());

@@ -45,6 +45,9 @@ pub type RankEnvs = Vec<Vec<(String, String)>>;
 pub struct Companion {
     child: tokio::process::Child,
     pid: u32,
+    /// The server's own directory (its rendezvous files), removed by it when it ends well,
+    /// and by us when it did not.
+    tmpdir: std::path::PathBuf,
     /// Frames for the writer task (a non-blocking enqueue; `None` once it ended).
     to: Option<UnboundedSender<Vec<u8>>>,
     /// The reader half until the loop takes it ([`Companion::take_reader`]).
@@ -120,14 +123,18 @@ pub fn nspace_info(
 impl Companion {
     /// Start the companion for this node's ranks, register the job and get each local
     /// rank's environment (by local index). The error is the one line the job fails with.
-    /// `cpus` as [`nspace_info`]'s.
+    /// `cpus` as [`nspace_info`]'s. `topology`: this node's hwloc XML file, if written
+    /// (`proc::hwloc`): the server loads it instead of discovering the node (its PCI
+    /// devices' configuration space above all, most of a server's start).
     pub async fn start(
         job: &JobCommon,
         plan: &NodePlan,
         cpus: &[Option<String>],
+        topology: Option<&str>,
     ) -> Result<(Companion, RankEnvs), String> {
         let host = &plan.host;
-        match tokio::time::timeout(PMIX_START, Self::start_inner(job, plan, cpus)).await {
+        let starting = Self::start_inner(job, plan, cpus, topology);
+        match tokio::time::timeout(PMIX_START, starting).await {
             Ok(r) => r.map_err(|e| format!("cannot start the PMIx server on {host}: {e}")),
             Err(_) => Err(format!(
                 "the PMIx server on {host} did not start within {} s",
@@ -140,6 +147,7 @@ impl Companion {
         job: &JobCommon,
         plan: &NodePlan,
         cpus: &[Option<String>],
+        topology: Option<&str>,
     ) -> Result<(Companion, RankEnvs), String> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(|e| e.to_string())?;
         ours.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -152,6 +160,9 @@ impl Companion {
             // when the agent finalizes it or closes the socket).
             .process_group(0)
             .kill_on_drop(true);
+        if let Some(t) = topology.filter(|_| std::env::var_os(TOPO_FILE).is_none()) {
+            cmd.env(TOPO_FILE, t);
+        }
         // Claimed: reaped by its waiter here, not by the orphan reaper.
         let mut child = crate::proc::reaper::spawn_claimed(&mut cmd)
             .map_err(|e| format!("{}: {e}", prog.display()))?;
@@ -218,6 +229,7 @@ impl Companion {
         let c = Companion {
             child,
             pid,
+            tmpdir: tmpdir.into(),
             to: Some(tx),
             reader: Some((rd, frames)),
             writer: Some(writer),
@@ -277,6 +289,22 @@ impl Companion {
             let _ = self.child.wait().await;
         }
         crate::proc::reaper::release(self.pid as i32);
+        remove_own_dir(&self.tmpdir);
+    }
+}
+
+/// libpmix's setting for a topology file to load instead of discovering the node.
+const TOPO_FILE: &str = "PMIX_MCA_pmix_hwloc_topo_file";
+
+/// Removes what a companion that did not end well left of its directory: only a real
+/// directory of ours named as the companion names it.
+fn remove_own_dir(dir: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt;
+    let named = dir.file_name().is_some_and(|n| n.to_string_lossy().starts_with("libi-pmix."));
+    let ours = std::fs::symlink_metadata(dir)
+        .is_ok_and(|m| m.is_dir() && m.uid() == nix::unistd::getuid().as_raw());
+    if named && ours {
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
 

@@ -789,6 +789,14 @@ impl NodeCore {
 
     /// This node's hwloc topology file (`None`: there is none after all): the ranks waiting
     /// for it are answered, and so is every later request.
+    /// This node's hwloc topology file, once written (`None` before, or when there is none).
+    pub fn hwloc_xmlfile(&self) -> Option<&str> {
+        match &self.hwloc {
+            Hwloc::Ready(p) => Some(p.as_str()),
+            _ => None,
+        }
+    }
+
     pub fn set_hwloc_xmlfile(&mut self, path: Option<String>, fx: &mut Vec<Effect>) {
         let waiting = match std::mem::replace(&mut self.hwloc, Hwloc::None) {
             Hwloc::Writing(w) => w,
