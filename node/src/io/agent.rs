@@ -466,7 +466,10 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 hwloc_writing = None;
                 core.set_hwloc_xmlfile(path, &mut fx);
             }
-            Ev::Pmix(crate::io::pmix::PmixEvent::Msg(m)) => core.pmix_msg(m, &mut fx),
+            Ev::Pmix(crate::io::pmix::PmixEvent::Msg(m)) => {
+                debug!(msg = %m.brief(), "from the PMIx server");
+                core.pmix_msg(m, &mut fx)
+            }
             Ev::Pmix(crate::io::pmix::PmixEvent::Gone { why, bye }) => {
                 if !bye && !core.tearing_down() {
                     let host = core.plan().host.clone();
