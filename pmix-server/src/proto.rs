@@ -281,3 +281,31 @@ pub enum FromCompanion {
     /// Answer to [`ToCompanion::Finalize`]: the server is finalized, the process exits.
     Bye,
 }
+
+impl FromCompanion {
+    /// The message in one short line for a log: its kind, its id and, for a fence, whether
+    /// it collects data and its blob's length (not the bytes).
+    pub fn brief(&self) -> String {
+        match self {
+            FromCompanion::Fence { id, procs, collect, blob, .. } => {
+                format!("Fence id={id} procs={} collect={collect} blob={}", procs.len(), blob.len())
+            }
+            FromCompanion::DmodexData { id, blob, .. } => {
+                format!("DmodexData id={id} blob={}", blob.len())
+            }
+            FromCompanion::ClientConnected { proc } => {
+                format!("ClientConnected rank={}", proc.rank)
+            }
+            FromCompanion::ClientFinalized { id, proc } => {
+                format!("ClientFinalized id={id} rank={}", proc.rank)
+            }
+            FromCompanion::DirectModex { id, proc } => {
+                format!("DirectModex id={id} rank={}", proc.rank)
+            }
+            other => {
+                let d = format!("{other:?}");
+                d.chars().take(120).collect()
+            }
+        }
+    }
+}

@@ -12,12 +12,17 @@
 //! (the root core, [`RootCore`]: the exit status, the job's failure messages, teardown and
 //! its timers, spawn answers): the simulation is N agent cores plus the root core.
 //! What is modeled: the costs of [`Costs`], the child launch (SEQ/REM with `c` lanes and
-//! batches), rank processes, and the front end's own I/O (it has no output to write and no
-//! launcher processes to wait for).
+//! batches), rank processes, the front end's own I/O (it has no output to write and no
+//! launcher processes to wait for), and in a PMIx job each node's PMIx server (`libi-pmix`
+//! with libpmix, `Companion`): it turns its local ranks' calls into the messages the real
+//! companion sends its agent's core (`NodeCore::pmix_msg`), as libpmix calls its host, and
+//! releases them on the core's answers (`Effect::ToPmix`); the fences themselves are the
+//! core's.
 
 use crate::model::{ns, secs, Costs, Time};
 use crate::workload::{
-    answer_cmd, answer_rc, answer_value, pmgr_expected, pmgr_request, PmgrOp, Trace, Who,
+    answer_cmd, answer_rc, answer_value, pmgr_expected, pmgr_request, BlobLaw, PmgrOp, PmixOp,
+    Trace, Who,
 };
 use libi::job::{
     AppSpec, JobCommon, KvsNames, LauncherKind, LauncherSpec, NodePlan, NodeSetup, RankSlot,
@@ -29,6 +34,7 @@ use libi::tree::Shape;
 use libi_node::proto::launch::{GiveUp, Launches};
 use libi_node::proto::node::{Effect, NodeCore, ProcEnd};
 use libi_node::proto::root::{Effect as RootEffect, Phase, RootConfig, RootCore, Streams};
+use libi_pmix::proto::{FromCompanion, Proc as PmixProc, ToCompanion, RANK_WILDCARD};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -95,6 +101,11 @@ pub struct Config {
     /// The launch model the tree is planned for (`libi-mpiexec --launch-model`); `None`:
     /// the one the costs imply (greedy is then optimal for the simulated costs).
     pub plan_model: Option<libi::tree::LaunchModel>,
+    /// PMIx jobs: a fence whose participants all run on one server is completed by libpmix
+    /// itself, without asking the host (libpmix's default,
+    /// `PMIX_MCA_pmix_server_fence_localonly_opt=1`): a one-node job's fences never reach
+    /// its agent. `false`: every fence is asked of the agent.
+    pub pmix_localonly: bool,
 }
 
 impl Config {
@@ -113,6 +124,7 @@ impl Config {
             workload,
             limit: 3600.0,
             plan_model: None,
+            pmix_localonly: true,
         }
     }
 }
@@ -207,6 +219,17 @@ pub struct Outcome {
     pub fence_msgs: u64,
     pub get_msgs: u64,
     pub pmi_requests: u64,
+    /// PMIx jobs: messages the nodes' PMIx servers sent their agents (`FromCompanion`), the
+    /// fences among them (one per node and fence), the bytes of the blobs those carried, and
+    /// of the blobs the agents' answers (`FenceDone`) brought back.
+    pub pmix_msgs: u64,
+    pub pmix_fences: u64,
+    pub pmix_blob_up: u64,
+    pub pmix_blob_down: u64,
+    /// Per node (index: node id, 0 = the front end): what its PMIx server saw; empty for a
+    /// job without PMIx (not in the JSON: one per node).
+    #[serde(skip)]
+    pub pmix_nodes: Vec<PmixSeen>,
     pub depth: u32,
     /// Largest state held by one agent's core (KVS bytes + per-rank connection state), and
     /// the mean over agents, in bytes.
@@ -231,6 +254,20 @@ pub struct Outcome {
     pub launches: Vec<(u32, u32, f64, f64)>,
     /// Each process group: the job (first), then one per spawn, in order.
     pub groups: Vec<GroupOutcome>,
+}
+
+/// What one node's PMIx server saw of its ranks and its agent.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct PmixSeen {
+    /// Ranks that connected (`PMIx_Init`) and finalized (answered by the agent).
+    pub connected: u32,
+    pub finalized: u32,
+    /// The blob of each fence asked of the agent (bytes), in order.
+    pub asked: Vec<u64>,
+    /// The blob of each `FenceDone` the agent answered with (bytes), in order.
+    pub done: Vec<u64>,
+    /// Fences libpmix completed without the agent (every participant on this server).
+    pub local: u32,
 }
 
 /// What became of one process group (the job, or the ranks of one spawn).
@@ -306,6 +343,9 @@ enum PmgrIo {
     SendClose,
 }
 
+/// Each agent's fence blob for one law (by agent index), and their sum.
+type BlobSizes = Rc<(Vec<u64>, u64)>;
+
 /// One process group: the job itself (group 0) or the ranks of one spawn. Its nodes are
 /// `root ..= root + agents` in the node table (plan node `p` is node `root + p`), its ranks
 /// `first_rank .. first_rank + size` in the rank table.
@@ -325,6 +365,8 @@ struct Group {
     nodes_up: usize,
     started: f64,
     up: Option<f64>,
+    /// PMIx fences with data: each agent's blob (by agent index) and their sum, per law.
+    blob_sizes: Vec<(BlobLaw, BlobSizes)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -427,6 +469,26 @@ enum Ev {
     },
     /// A timer of the root core is due (its `poll_timeout`).
     RootTimer,
+    /// PMIx: `node`'s companion started and registered the job: its ranks may start.
+    PmixUp {
+        node: u32,
+    },
+    /// PMIx: a rank's call (step `step` of its trace) reached its node's server.
+    PmixCall {
+        node: u32,
+        local: u32,
+        step: u32,
+    },
+    /// PMIx: a companion's message reached its agent (handled by its event loop).
+    FromCompanion {
+        node: u32,
+        msg: Box<FromCompanion>,
+    },
+    /// PMIx: the agent's message reached its companion.
+    ToCompanion {
+        node: u32,
+        msg: Box<ToCompanion>,
+    },
     Fault(usize),
 }
 
@@ -446,6 +508,10 @@ impl Ev {
             | Ev::Pmgr { node, .. }
             | Ev::RankExit { node, .. }
             | Ev::RanksStarted { node }
+            | Ev::PmixUp { node }
+            | Ev::PmixCall { node, .. }
+            | Ev::FromCompanion { node, .. }
+            | Ev::ToCompanion { node, .. }
             | Ev::Timer { node } => Some(*node),
             Ev::Link { to, .. } | Ev::Closed { to, .. } => Some(*to),
             Ev::Work { .. } | Ev::CpuDone { .. } | Ev::RootTimer | Ev::Fault(_) => None,
@@ -505,6 +571,38 @@ struct Node {
     /// When its parent started launching it, and when its hello reached the parent (s).
     launched: f64,
     connected: f64,
+    /// PMIx jobs: its PMIx server, once started.
+    pmix: Option<Box<Companion>>,
+}
+
+/// A node's PMIx server as the simulator models it: `libi-pmix` with libpmix, between the
+/// node's ranks and its agent. It does what libpmix does with its host — one request per
+/// fence once every local participant entered it, a `ClientConnected` per rank, a
+/// `ClientFinalized` per rank waiting for its answer — and nothing of the host's part:
+/// the fences across nodes are the agents' cores' (`NodeCore::pmix_msg`, `PmixFences`).
+#[derive(Default)]
+struct Companion {
+    /// The last request id (the companion numbers its requests from 1).
+    last_id: u64,
+    /// Local ranks in the fence in progress, and its data law (the first rank's).
+    entered: Vec<u32>,
+    law: Option<BlobLaw>,
+    /// The fence the agent was asked: its id and law.
+    asked: Option<(u64, Option<BlobLaw>)>,
+    /// `ClientFinalized` requests waiting for the agent: (id, local rank).
+    finalizing: Vec<(u64, u32)>,
+    /// When the last message to the agent and to the companion arrives (the socketpair
+    /// keeps them in order).
+    up_at: Time,
+    down_at: Time,
+    seen: PmixSeen,
+}
+
+impl Companion {
+    fn next_id(&mut self) -> u64 {
+        self.last_id += 1;
+        self.last_id
+    }
 }
 
 /// A simulation in progress.
@@ -537,6 +635,17 @@ pub struct Cluster {
     last_print: Option<String>,
     /// The root core closed every link (`CloseTree`): nothing more reaches it.
     tree_closed: bool,
+}
+
+/// About how many bytes a companion's message takes on the socketpair (its blob, and a
+/// little for the rest).
+fn companion_bytes(msg: &FromCompanion) -> usize {
+    match msg {
+        FromCompanion::Fence { blob, .. } | FromCompanion::DmodexData { blob, .. } => {
+            blob.len() + 32
+        }
+        _ => 32,
+    }
 }
 
 /// The PMGR connection id of local rank `local` (one connection per rank).
@@ -619,6 +728,7 @@ impl Node {
             peak_bytes: 0,
             launched: f64::NAN,
             connected: f64::NAN,
+            pmix: None,
         }
     }
 }
@@ -720,7 +830,14 @@ impl Cluster {
             each_end: false,
             staged: Vec::new(),
             gpus: Default::default(),
-            pmix: None,
+            // Every node's host and ranks, as `libi-mpiexec` gives them (its plan).
+            pmix: cfg.workload.uses_pmix().then(|| libi::job::PmixJob {
+                nodes: (0..cfg.nodes as u32)
+                    .map(|i| {
+                        (format!("n{}", i + 1), (0..cfg.ppn).map(|r| i * cfg.ppn + r).collect())
+                    })
+                    .collect(),
+            }),
         };
         // Node table from the plan (node ids are the plan's: 0 = front end, 1.. agents).
         let (nodes, depth) = plan_nodes(&root, 0, 0, 0);
@@ -781,6 +898,7 @@ impl Cluster {
             nodes_up: 0,
             started: 0.0,
             up: None,
+            blob_sizes: Vec::new(),
         };
         let spawn_base = SpawnBase {
             hosts: (0..cfg.nodes)
@@ -965,6 +1083,11 @@ impl Cluster {
         self.out.launches = (self.nodes.iter().enumerate().skip(1))
             .map(|(i, n)| (i as u32, n.parent, n.launched, n.connected))
             .collect();
+        if self.groups[0].src.uses_pmix() {
+            self.out.pmix_nodes = (self.nodes.iter())
+                .map(|n| n.pmix.as_ref().map(|c| c.seen.clone()).unwrap_or_default())
+                .collect();
+        }
         let mut done = vec![0u64; self.groups.len()];
         for node in 0..self.nodes.len() as u32 {
             // Ranks of an agent that never started or died have no process to wait.
@@ -1112,6 +1235,8 @@ impl Cluster {
             Ev::Link { msg, .. } => self.msg_cost(libi::msg::wire_size(msg)),
             // A PMI line is read and parsed, not decoded and stored byte by byte.
             Ev::FromRank { .. } => ns(self.cfg.costs.cpu_pmi),
+            // A companion's frame is decoded like a tree message.
+            Ev::FromCompanion { msg, .. } => self.msg_cost(companion_bytes(msg)),
             Ev::Closed { .. } => 0,
             _ => self.msg_cost(0),
         }
@@ -1253,6 +1378,12 @@ impl Cluster {
             Ev::RanksStarted { node } => {
                 self.with_core(node, t, |c, fx| c.ranks_started(fx));
             }
+            Ev::FromCompanion { node, msg } => {
+                if self.nodes[node as usize].dead {
+                    return;
+                }
+                self.with_core(node, t, |c, fx| c.pmix_msg(*msg, fx));
+            }
             Ev::Closed { to, from, why } => {
                 let n = &self.nodes[to as usize];
                 if n.dead || (n.root && n.closed) {
@@ -1306,7 +1437,21 @@ impl Cluster {
             ev @ Ev::FromRank { node, .. }
             | ev @ Ev::Pmgr { node, .. }
             | ev @ Ev::RankExit { node, .. }
+            | ev @ Ev::FromCompanion { node, .. }
             | ev @ Ev::RanksStarted { node } => self.enqueue(node, ev),
+            Ev::PmixUp { node } => {
+                if self.nodes[node as usize].dead {
+                    return;
+                }
+                self.nodes[node as usize].pmix = Some(Box::default());
+                if !self.cfg.costs.loop_launch {
+                    // Its ranks start from the loop, which runs meanwhile.
+                    self.unblock(node);
+                }
+                self.fork_step(node, 0, t);
+            }
+            Ev::PmixCall { node, local, step } => self.pmix_call(t, node, local, step),
+            Ev::ToCompanion { node, msg } => self.pmix_answer(t, node, *msg),
             Ev::Timer { node } => {
                 let n = &mut self.nodes[node as usize];
                 if n.dead || n.timer_at != Some(t) || (n.root && n.closed) {
@@ -1347,12 +1492,12 @@ impl Cluster {
         let group0 = self.nodes[node as usize].group == 0;
         if let Some(core) = self.nodes[node as usize].core.as_mut() {
             core.set_now(secs(t));
-            let before = core.counters().fences;
+            let before = core.counters().fences + core.pmix_fences();
             f(core, &mut fx);
-            // The job's fences are released where its fence root is: the front end, or its
-            // only child (see `NodeCore`).
+            // The job's fences (PMI and PMIx) are released where its fence root is: the
+            // front end, or its only child (see `NodeCore`).
             if core.is_fence_root() && group0 {
-                for _ in before..core.counters().fences {
+                for _ in before..core.counters().fences + core.pmix_fences() {
                     self.out.fences.push(secs(t));
                 }
             }
@@ -1418,8 +1563,17 @@ impl Cluster {
         }
         let Some(idx) = n.life.as_mut().and_then(|l| l.next_launch(secs(t))) else {
             n.lane_free = n.lane_free.max(t);
+            let pmix = n.nranks > 0 && n.core.as_ref().is_some_and(|c| c.job().pmix.is_some());
             if !std::mem::replace(&mut n.forked, true) {
-                self.push(t, Ev::Fork { node, local: 0 });
+                if pmix {
+                    // The driver starts the PMIx companion and registers the job and every
+                    // local rank with it before the first rank, its loop waiting.
+                    n.blocked = true;
+                    let d = ns(self.cfg.costs.pmix_start);
+                    self.work_then(t, d, Ev::PmixUp { node });
+                } else {
+                    self.push(t, Ev::Fork { node, local: 0 });
+                }
             } else {
                 // A later batch is out.
                 self.unblock(node);
@@ -1571,7 +1725,9 @@ impl Cluster {
             Msg::FenceIn { .. }
             | Msg::FenceInPart { .. }
             | Msg::FenceOut { .. }
-            | Msg::FenceOutPart { .. } => self.out.fence_msgs += 1,
+            | Msg::FenceOutPart { .. }
+            | Msg::PmixFenceIn { .. }
+            | Msg::PmixFenceOut { .. } => self.out.fence_msgs += 1,
             Msg::Get { .. } | Msg::GetResult { .. } => self.out.get_msgs += 1,
             _ => {}
         }
@@ -1798,6 +1954,16 @@ impl Cluster {
             }
             let c = &self.cfg.costs;
             let (cost, lat) = (ns(c.rank_step), ns(c.pmi_latency));
+            if trace.steps[step].pmix.is_some() {
+                // A PMIx call to the node's server; every call waits for its answer.
+                let r = &mut self.ranks[gid];
+                r.peer_i += 1;
+                r.asked = step as u32;
+                r.state = RState::Waiting;
+                let step = step as u32;
+                self.work_then(t + lat, cost, Ev::PmixCall { node, local, step });
+                return;
+            }
             if let Some(p) = trace.steps[step].pmgr {
                 // A PMGR operation on the rank's own connection.
                 let coll = r.colls;
@@ -1922,6 +2088,278 @@ impl Cluster {
         }
         self.ranks[gid].state = RState::Idle;
         self.rank_next(node, local, t);
+    }
+
+    // ------------------------------------------------------------------ PMIx
+
+    /// Time a message of `bytes` takes between an agent and its companion (each way).
+    fn pmix_hop(&self, bytes: usize) -> Time {
+        let c = &self.cfg.costs;
+        ns(c.pmix_hop + c.cpu_byte * bytes as f64)
+    }
+
+    /// `node`'s companion sends its agent `msg` at `t`.
+    fn send_to_agent(&mut self, node: u32, t: Time, msg: FromCompanion) {
+        let hop = self.pmix_hop(companion_bytes(&msg));
+        let Some(comp) = self.nodes[node as usize].pmix.as_mut() else { return };
+        let at = (t + hop).max(comp.up_at);
+        comp.up_at = at;
+        self.out.pmix_msgs += 1;
+        self.push(at, Ev::FromCompanion { node, msg: Box::new(msg) });
+    }
+
+    /// `node`'s core answers its companion at `t` (`Effect::ToPmix`).
+    fn send_to_companion(&mut self, node: u32, t: Time, msg: ToCompanion) {
+        let bytes = match &msg {
+            ToCompanion::FenceDone { blob, .. } | ToCompanion::ModexData { blob, .. } => blob.len(),
+            _ => 0,
+        } + 16;
+        if self.nodes[node as usize].pmix.is_none() {
+            let line = format!("no PMIx server on this node for {msg:?}");
+            return libi_node::proto::effect::NodeIo::warn(&mut SimIo { c: self, node, t }, &line);
+        }
+        let sent = self.send_at(node, t, bytes);
+        let hop = self.pmix_hop(bytes);
+        let Some(comp) = self.nodes[node as usize].pmix.as_mut() else { return };
+        let at = (sent + hop).max(comp.down_at);
+        comp.down_at = at;
+        self.push(at, Ev::ToCompanion { node, msg: Box::new(msg) });
+    }
+
+    /// Rank `local` of `node` called step `step` (a `>pmix` line): what its server does.
+    fn pmix_call(&mut self, t: Time, node: u32, local: u32, step: u32) {
+        let gid = self.gid(node, local);
+        let n = &self.nodes[node as usize];
+        if n.dead || n.pmix.is_none() || self.ranks[gid].state != RState::Waiting {
+            return;
+        }
+        let g = n.group as usize;
+        let nranks = n.nranks as usize;
+        let trace = self.trace_of(node);
+        let proc =
+            PmixProc { nspace: self.groups[g].kvsname.clone(), rank: self.who(node, local).rank };
+        let Some(op) = trace.steps[step as usize].pmix else { return };
+        match op {
+            PmixOp::Init => {
+                if let Some(comp) = self.nodes[node as usize].pmix.as_mut() {
+                    comp.seen.connected += 1;
+                }
+                self.send_to_agent(node, t, FromCompanion::ClientConnected { proc });
+                self.pmix_release(t, node, local, Ok(()));
+            }
+            PmixOp::Finalize => {
+                let Some(comp) = self.nodes[node as usize].pmix.as_mut() else { return };
+                let id = comp.next_id();
+                comp.finalizing.push((id, local));
+                self.send_to_agent(node, t, FromCompanion::ClientFinalized { id, proc });
+            }
+            PmixOp::Fence(law) => {
+                let Some(comp) = self.nodes[node as usize].pmix.as_mut() else { return };
+                if comp.entered.is_empty() {
+                    comp.law = law;
+                }
+                comp.entered.push(local);
+                if comp.entered.len() < nranks {
+                    return;
+                }
+                let law = comp.law;
+                if self.groups[g].agents == 1 && self.cfg.pmix_localonly {
+                    // Every participant is here: libpmix completes the fence itself.
+                    comp.seen.local += 1;
+                    for local in std::mem::take(&mut comp.entered) {
+                        self.pmix_release(t, node, local, Ok(()));
+                    }
+                    return;
+                }
+                let id = comp.next_id();
+                comp.asked = Some((id, law));
+                let blob = self.pmix_blob(node, law);
+                self.out.pmix_fences += 1;
+                self.out.pmix_blob_up += blob.len() as u64;
+                if let Some(comp) = self.nodes[node as usize].pmix.as_mut() {
+                    comp.seen.asked.push(blob.len() as u64);
+                }
+                let procs = vec![PmixProc { nspace: proc.nspace, rank: RANK_WILDCARD }];
+                let collect = law.is_some();
+                let fence = FromCompanion::Fence { id, procs, collect, timeout: None, blob };
+                self.send_to_agent(node, t, fence);
+            }
+        }
+    }
+
+    /// The agent's answer `msg` reached `node`'s companion at `t`: the ranks it releases.
+    fn pmix_answer(&mut self, t: Time, node: u32, msg: ToCompanion) {
+        let n = &self.nodes[node as usize];
+        if n.dead || n.pmix.is_none() {
+            return;
+        }
+        let g = n.group as usize;
+        match msg {
+            ToCompanion::FenceDone { id, status, blob } => {
+                let Some(comp) = self.nodes[node as usize].pmix.as_mut() else { return };
+                let law = match comp.asked {
+                    Some((asked, law)) if asked == id => law,
+                    _ => {
+                        return self.pmix_warn(
+                            t,
+                            node,
+                            format!("a FenceDone {id} nobody asked for"),
+                        )
+                    }
+                };
+                comp.asked = None;
+                comp.seen.done.push(blob.len() as u64);
+                let ranks = std::mem::take(&mut comp.entered);
+                self.out.pmix_blob_down += blob.len() as u64;
+                // libpmix unpacks every server's blob (and fails the fence if it cannot).
+                let verdict = if status != 0 {
+                    Err(format!("PMIx fence failed on node {node}: status {status}"))
+                } else {
+                    self.check_blob(g, law, &blob).map_err(|e| format!("node {node}: {e}"))
+                };
+                for local in ranks {
+                    self.pmix_release(t, node, local, verdict.clone());
+                }
+            }
+            ToCompanion::Done { id, status } => {
+                let Some(comp) = self.nodes[node as usize].pmix.as_mut() else { return };
+                let Some(i) = comp.finalizing.iter().position(|(f, _)| *f == id) else {
+                    return self.pmix_warn(t, node, format!("a Done {id} nobody asked for"));
+                };
+                let (_, local) = comp.finalizing.swap_remove(i);
+                comp.seen.finalized += 1;
+                let verdict = if status == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("PMIx_Finalize failed on node {node}: status {status}"))
+                };
+                self.pmix_release(t, node, local, verdict);
+            }
+            // Events for the ranks (a lost rank or node): Open MPI's default handler does
+            // nothing with them; the teardown ends the ranks.
+            ToCompanion::Notify { .. } => {}
+            other => {
+                let what = format!("{other:?}");
+                let what: String = what.chars().take(80).collect();
+                self.pmix_warn(t, node, format!("an answer the workload never asks for: {what}"))
+            }
+        }
+    }
+
+    fn pmix_warn(&mut self, t: Time, node: u32, line: String) {
+        let line = format!("PMIx server: {line}");
+        libi_node::proto::effect::NodeIo::warn(&mut SimIo { c: self, node, t }, &line);
+    }
+
+    /// The server answers rank `local` of `node` at `t` (`Err`: the call failed, and the
+    /// rank exits 1, as Open MPI does when a fence of `MPI_Init` fails).
+    fn pmix_release(&mut self, t: Time, node: u32, local: u32, verdict: Result<(), String>) {
+        let at = t + ns(self.cfg.costs.pmi_latency);
+        let gid = self.gid(node, local);
+        let r = &self.ranks[gid];
+        if r.state != RState::Waiting || self.nodes[node as usize].dead {
+            return;
+        }
+        if let Err(what) = verdict {
+            return self.rank_fails(at, node, local, format!("rank {gid}: {what}"));
+        }
+        let trace = self.trace_of(node);
+        if matches!(trace.steps[r.asked as usize].pmix, Some(PmixOp::Fence(_))) {
+            let i = r.fenced as usize;
+            self.ranks[gid].fenced += 1;
+            if self.nodes[node as usize].group == 0 {
+                let done = &mut self.out.fences_done;
+                if done.len() <= i {
+                    done.resize(i + 1, 0.0);
+                }
+                done[i] = done[i].max(secs(at));
+            }
+        }
+        self.ranks[gid].state = RState::Idle;
+        self.rank_next(node, local, at);
+    }
+
+    /// `node`'s blob for a fence with data of `law` (empty without data): as large as the
+    /// law says for the node's ranks, starting with the node's index in its group and the
+    /// blob's length (4 bytes each, little-endian) when it has room for them, so that
+    /// [`Self::check_blob`] can find every node's blob in the concatenation.
+    fn pmix_blob(&self, node: u32, law: Option<BlobLaw>) -> Vec<u8> {
+        let Some(law) = law else { return Vec::new() };
+        let n = &self.nodes[node as usize];
+        let g = &self.groups[n.group as usize];
+        let size = self.node_blob(node, law) as usize;
+        let idx = node - g.root - 1;
+        let mut b = vec![idx as u8; size];
+        if size >= 8 {
+            b[..4].copy_from_slice(&idx.to_le_bytes());
+            b[4..8].copy_from_slice(&(size as u32).to_le_bytes());
+        }
+        b
+    }
+
+    /// The blob law's size for `node`'s ranks.
+    fn node_blob(&self, node: u32, law: BlobLaw) -> u64 {
+        let n = &self.nodes[node as usize];
+        let base = self.groups[n.group as usize].first_rank;
+        match &n.slots {
+            Some(s) => law.size_of_ranks(&s.iter().map(|r| r - base).collect::<Vec<_>>()),
+            None => law.size(n.first_rank.saturating_sub(base), n.nranks),
+        }
+    }
+
+    /// Each agent's blob of group `g` for `law` (by agent index), and their sum.
+    fn blob_sizes(&mut self, g: usize, law: BlobLaw) -> BlobSizes {
+        if let Some((_, s)) = self.groups[g].blob_sizes.iter().find(|(l, _)| *l == law) {
+            return s.clone();
+        }
+        let (root, agents) = (self.groups[g].root, self.groups[g].agents as u32);
+        let sizes: Vec<u64> = (1..=agents).map(|p| self.node_blob(root + p, law)).collect();
+        let total = sizes.iter().sum();
+        let s = Rc::new((sizes, total));
+        self.groups[g].blob_sizes.push((law, s.clone()));
+        s
+    }
+
+    /// What libpmix finds in a fence's result: without data, nothing; with data, every
+    /// node's blob exactly once (the concatenation, in any order), each as long as its law
+    /// says.
+    fn check_blob(&mut self, g: usize, law: Option<BlobLaw>, blob: &[u8]) -> Result<(), String> {
+        let Some(law) = law else {
+            return match blob.len() {
+                0 => Ok(()),
+                n => Err(format!("a fence without data came back with {n} bytes")),
+            };
+        };
+        let sizes = self.blob_sizes(g, law);
+        let (sizes, total) = (&sizes.0, sizes.1);
+        if blob.len() as u64 != total {
+            return Err(format!(
+                "the fence's data is {} bytes, not the {total} of every node's blob",
+                blob.len()
+            ));
+        }
+        if sizes.iter().any(|&s| s > 0 && s < 8) {
+            // Blobs too small to say whose they are: their sum is all there is to check.
+            return Ok(());
+        }
+        let mut seen = vec![false; sizes.len()];
+        let mut at = 0usize;
+        while at < blob.len() {
+            let word =
+                |i: usize| blob.get(i..i + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            let (Some(idx), Some(len)) = (word(at), word(at + 4)) else {
+                return Err(format!("a blob cut short at byte {at}"));
+            };
+            let i = idx as usize;
+            if i >= sizes.len() || seen[i] || u64::from(len) != sizes[i] || len < 8 {
+                return Err(format!(
+                    "at byte {at}: a blob of node {idx} ({len} bytes) that is not expected there"
+                ));
+            }
+            seen[i] = true;
+            at += len as usize;
+        }
+        Ok(())
     }
 
     // ------------------------------------------------------------------ effects
@@ -2105,6 +2543,12 @@ impl Cluster {
         let src = src.and_then(|s| {
             if s.uses_pmgr() {
                 Err(format!("workload '{}' speaks PMGR, which only the job is served", s.name))
+            } else if s.uses_pmix() {
+                // As the agents answer a PMIx spawn (`NodeCore::pmix_msg`).
+                Err(format!(
+                    "workload '{}' speaks PMIx: spawned PMIx groups are not supported",
+                    s.name
+                ))
             } else {
                 Ok(s)
             }
@@ -2137,6 +2581,7 @@ impl Cluster {
             nodes_up: 0,
             started: secs(t),
             up: None,
+            blob_sizes: Vec::new(),
         });
         let setup = NodeSetup { job: group.job, plan: group.root };
         let core = self.new_core(setup, true);
@@ -2285,6 +2730,11 @@ impl libi_node::proto::effect::NodeIo for SimIo<'_> {
     }
 
     fn stdin(&mut self, _: Vec<u8>) {}
+
+    /// To the node's simulated PMIx server ([`Companion`]).
+    fn to_pmix(&mut self, msg: ToCompanion) {
+        self.c.send_to_companion(self.node, self.t, msg)
+    }
 
     fn to_pmgr(&mut self, conn: u64, bytes: bytes::Bytes) {
         let at = self.t + ns(self.c.cfg.costs.pmi_latency);

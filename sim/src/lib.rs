@@ -4,7 +4,8 @@
 //! agents with millions of ranks, on one 2-core machine.
 //!
 //! * [`model`]: what launching, links, CPU and ranks cost ([`model::Costs`]);
-//! * [`workload`]: what simulated ranks say (PMI-1 conversations recorded from MPICH);
+//! * [`workload`]: what simulated ranks say (PMI-1 conversations recorded from MPICH, PMIx
+//!   calls recorded from Open MPI 5);
 //! * [`calibrate`]: the cost model fitted to real runs of this machine (`libi-sim calibrate`);
 //! * [`cluster`]: the simulation itself, its faults and its measurements;
 //! * [`memory`]: the memory a run will take, estimated before it starts;

@@ -18,7 +18,12 @@
 //! * the maps are hash tables (a slot per pair and spare capacity up to the next power of
 //!   two); every pair's key and value exist once, at the front end;
 //! * the gets in flight while cards are fetched lazily, the copies of a pushed release in
-//!   flight down the tree.
+//!   flight down the tree;
+//! * PMIx jobs: the job's node map (every node's host and ranks), which every core's job
+//!   holds; and the result of the largest fence with data (every node's blob), of which
+//!   every node's copy may be in flight at once (the release down the tree, the answer to
+//!   its PMIx server): nodes × the sum of the blobs (1,000 × 16 `ompi5-init`: 0.69 GB of
+//!   the 0.87 GB measured).
 //!
 //! Calibrated against peak RSS at 64–10,000 agents (`bench/results.md`, "Memory estimate");
 //! it errs on the high side.
@@ -52,6 +57,9 @@ const GROWN: u64 = 11;
 const MARGIN: u64 = 11;
 /// A get in flight (its message, the key it carries, its waiter), per rank and tree level.
 const GET_IN_FLIGHT: u64 = 160;
+/// PMIx jobs: one node of the job's node map (`PmixJob`) besides its host name's and rank
+/// list's blocks: the tuple (a `String` and a `Vec`).
+const PMIX_MAP_NODE: u64 = 48;
 
 /// A memory estimate of one run.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,6 +181,20 @@ pub fn estimate(cfg: &Config) -> Result<Estimate, NotAJob> {
         * nodes.div_ceil(RELEASE_COPIES);
     let gets = if fetching { ranks * u64::from(depth.max(1)) * GET_IN_FLIGHT } else { 0 };
 
+    // PMIx: every core's node map, and the largest fence result in flight to every node.
+    let (pmix_maps, pmix_blobs) = if cfg.workload.uses_pmix() {
+        let host = alloc(2 + u64::from(nodes.ilog10()));
+        let map = nodes * (PMIX_MAP_NODE + host + alloc(4 * ppn));
+        let ppn32 = cfg.ppn;
+        let largest = (cfg.workload.pmix_blobs().iter())
+            .map(|law| (0..nodes32).map(|i| law.size(i * ppn32, ppn32)).sum::<u64>())
+            .max()
+            .unwrap_or(0);
+        ((nodes + 1) * map, nodes * largest)
+    } else {
+        (0, 0)
+    };
+
     let plan_nodes: u64 = subtree.iter().sum();
     let plans = plan_nodes * (PLAN_NODE + ppn * PLAN_RANK);
     let parts: Vec<(&'static str, u64)> = vec![
@@ -184,6 +206,8 @@ pub fn estimate(cfg: &Config) -> Result<Estimate, NotAJob> {
         ("agents' KVS maps", maps),
         ("releases in flight", release),
         ("gets in flight", gets),
+        ("PMIx node maps", pmix_maps),
+        ("PMIx fence results in flight", pmix_blobs),
     ];
     let sum: u64 = parts.iter().map(|(_, b)| *b).sum();
     let mut parts = parts;

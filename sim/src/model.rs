@@ -62,6 +62,29 @@ pub struct Costs {
     /// Relative jitter (uniform ±) applied to `rem`, `rank_start` and `rank_exit`, drawn
     /// from the run's seed.
     pub jitter: f64,
+    /// PMIx jobs: one message between an agent and its PMIx companion (`libi-pmix`), each
+    /// way, besides `cpu_byte` per byte of it: libpmix's upcall posted to the companion's
+    /// main thread, a postcard frame over the socketpair, the agent's reader task (and back:
+    /// the completion called, libpmix's thread shift). An estimate (nothing measures the hop
+    /// alone yet); MPI_Init of 2 ranks, 4 fences, takes 23–46 ms under the companion's test
+    /// agent (`docs/spec/pmix-companion.md` §8), so the hop is far below that.
+    #[serde(default = "default_pmix_hop")]
+    pub pmix_hop: f64,
+    /// PMIx jobs: an agent with ranks starts its companion and registers the job with it
+    /// before its first rank starts, its event loop waiting (`PMIx_server_init`, the
+    /// namespace, one client per rank). Measured 25–130 ms for the start alone on this
+    /// project's VM in a debug build (`docs/spec/pmix-companion.md` §8); 30 ms by default,
+    /// an estimate for a release build.
+    #[serde(default = "default_pmix_start")]
+    pub pmix_start: f64,
+}
+
+fn default_pmix_hop() -> f64 {
+    Costs::default().pmix_hop
+}
+
+fn default_pmix_start() -> f64 {
+    Costs::default().pmix_start
 }
 
 impl Default for Costs {
@@ -89,6 +112,8 @@ impl Default for Costs {
             cores: 0,
             fe_start: 0.0,
             jitter: 0.0,
+            pmix_hop: 30e-6,
+            pmix_start: 0.03,
         }
     }
 }
@@ -151,6 +176,8 @@ impl Costs {
             ("cores", f64::from(self.cores)),
             ("fe_start", self.fe_start),
             ("jitter", self.jitter),
+            ("pmix_hop", self.pmix_hop),
+            ("pmix_start", self.pmix_start),
         ]
     }
 
@@ -227,6 +254,8 @@ impl Costs {
             "jitter" if v < 1.0 => self.jitter = v,
             "cores" => self.cores = v as u32,
             "fe_start" => self.fe_start = v,
+            "pmix_hop" => self.pmix_hop = v,
+            "pmix_start" => self.pmix_start = v,
             _ => {
                 let (name, value) = n();
                 return Err(CostError::Unknown { name, value });

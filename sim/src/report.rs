@@ -76,6 +76,23 @@ pub fn details(o: &Outcome) -> String {
     let f: Vec<String> = o.fences.iter().map(|t| format!("{t:.4}")).collect();
     let _ =
         writeln!(s, "fences released at: {}", if f.is_empty() { "-".into() } else { f.join(", ") });
+    if !o.pmix_nodes.is_empty() {
+        let servers = o.pmix_nodes.iter().filter(|n| n.connected > 0).count();
+        let sum = |f: fn(&crate::cluster::PmixSeen) -> u64| o.pmix_nodes.iter().map(f).sum::<u64>();
+        let _ = writeln!(
+            s,
+            "PMIx: {servers} servers, {} clients connected, {} finalized; {} messages to the \
+             agents, {} fences asked ({} completed by libpmix alone), blobs {} B up, {} B in \
+             the answers",
+            sum(|n| u64::from(n.connected)),
+            sum(|n| u64::from(n.finalized)),
+            o.pmix_msgs,
+            o.pmix_fences,
+            sum(|n| u64::from(n.local)),
+            o.pmix_blob_up,
+            o.pmix_blob_down
+        );
+    }
     if !o.colls_done.is_empty() {
         let c: Vec<String> = o.colls_done.iter().map(|t| format!("{t:.6}")).collect();
         let _ = writeln!(s, "PMGR collectives done at: {}", c.join(", "));

@@ -1,6 +1,7 @@
 //! What the simulated ranks say: a PMI-1 conversation replayed from a `.pmitrace` file
 //! (recorded from a real MPICH rank, see `sim/workloads/README.md`), with placeholders
-//! filled in per rank.
+//! filled in per rank; or PMGR operations, or PMIx calls (recorded from Open MPI 5's
+//! ranks, what their node's PMIx server asks of the agent).
 //!
 //! ```text
 //! # comment
@@ -11,6 +12,7 @@
 //! < cmd=get_result rc=0 …                                      the answer (only its cmd= is checked)
 //! >pmgr allgather size=16                                      a PMGR collective, answer checked
 //! ?rank=0,!spawned > mcmd=spawn nprocs=3 execname=self …       a spawn (one field per line)
+//! >pmix fence collect=ompi5                                    a PMIx call (see [`PmixOp`])
 //! ```
 
 /// Which ranks a request line is repeated for.
@@ -78,6 +80,112 @@ pub struct PmgrStep {
     pub seed: u32,
 }
 
+/// What a simulated rank asks of its node's PMIx server (`>pmix …`, see
+/// `sim/workloads/README.md`). The server is the simulator's model of `libi-pmix` with
+/// libpmix: it turns its local ranks' calls into the companion's messages to the agent's core
+/// (`FromCompanion`), as libpmix calls its host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PmixOp {
+    /// `PMIx_Init`: the rank connects to its node's server (the agent hears
+    /// `ClientConnected`); the server answers the rank itself.
+    Init,
+    /// `PMIx_Fence` over the whole job: once every local rank entered it, one `Fence` per
+    /// node. `Some(law)`: with data (`PMIX_COLLECT_DATA`), the node's blob as large as the
+    /// law says for its ranks; `None`: without (an empty blob).
+    Fence(Option<BlobLaw>),
+    /// `PMIx_Finalize`: `ClientFinalized`, which the agent answers.
+    Finalize,
+}
+
+/// How large a node's fence blob is (its PMIx server's contribution to a fence with data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BlobLaw {
+    /// Open MPI 5's modex (`collect=ompi5`), recorded with `bench/pmix-record.sh` (Open MPI
+    /// 5.0.11 with pml ob1, btl self,sm,tcp on one interface; OpenPMIx 4.2 server): with
+    /// the node's ranks `r` (their number `c`) and `V = Σ leb(r)` (a rank packed as a
+    /// LEB128 varint: 1 byte below 128, 2 below 16384, ...), the payload is
+    /// `X = 23 + 51c + V` on the node of rank 0 (whose rank also puts the PML's name),
+    /// `X = 2 + 51 + V` on another node with one rank, `X = 18 + 40c + V` with several (the
+    /// key is packed once for all of them); the blob is `1 + leb(X) + X` bytes.
+    Ompi5,
+    /// `collect=PER[+BASE]`: `PER` bytes per local rank plus `BASE` per node.
+    Linear { per: u32, base: u32 },
+}
+
+/// Bytes of `x` as a LEB128 varint.
+fn leb(x: u64) -> u64 {
+    u64::from((64 - x.leading_zeros()).max(1).div_ceil(7))
+}
+
+/// `Σ leb(r)` for `r` in `first .. first + count`.
+fn leb_sum(first: u32, count: u32) -> u64 {
+    let (a, b) = (u64::from(first), u64::from(first) + u64::from(count));
+    // Each rank has one byte, and one more per threshold it reaches.
+    let above = |t: u64| b.saturating_sub(a.max(t));
+    u64::from(count) + [1u64 << 7, 1 << 14, 1 << 21, 1 << 28].iter().map(|&t| above(t)).sum::<u64>()
+}
+
+impl BlobLaw {
+    /// The blob of a node running `count` consecutive ranks from `first` (ranks of the
+    /// job); 0 for a node without ranks (it has no server).
+    pub fn size(&self, first: u32, count: u32) -> u64 {
+        self.size_of(count, first == 0 && count > 0, leb_sum(first, count))
+    }
+
+    /// [`Self::size`] of a node whose ranks are `ranks` (in any order).
+    pub fn size_of_ranks(&self, ranks: &[u32]) -> u64 {
+        let v = ranks.iter().map(|&r| leb(u64::from(r))).sum();
+        self.size_of(ranks.len() as u32, ranks.contains(&0), v)
+    }
+
+    /// `count` ranks, rank 0 among them or not, their ranks' varints `v` bytes in all.
+    fn size_of(&self, count: u32, rank0: bool, v: u64) -> u64 {
+        let c = u64::from(count);
+        if c == 0 {
+            return 0;
+        }
+        match *self {
+            BlobLaw::Linear { per, base } => u64::from(base) + u64::from(per) * c,
+            BlobLaw::Ompi5 => {
+                let x = match (rank0, c) {
+                    (true, _) => 23 + 51 * c + v,
+                    (false, 1) => 2 + 51 + v,
+                    (false, _) => 18 + 40 * c + v,
+                };
+                1 + leb(x) + x
+            }
+        }
+    }
+}
+
+/// `>pmix init|finalize|fence [collect=ompi5|collect=PER[+BASE]]`.
+fn parse_pmix(req: &str) -> Result<PmixOp, String> {
+    let mut words = req.split_whitespace();
+    let name = words.next().unwrap_or("");
+    let mut law = None;
+    for w in words {
+        let v = match w.split_once('=') {
+            Some(("collect", v)) if name == "fence" => v,
+            _ => return Err(format!("pmix {name}: unexpected '{w}'")),
+        };
+        let bad = || format!("pmix fence: bad collect '{v}' (ompi5, PER or PER+BASE)");
+        law = Some(match v {
+            "ompi5" => BlobLaw::Ompi5,
+            _ => {
+                let (per, base) = v.split_once('+').unwrap_or((v, "0"));
+                let num = |x: &str| x.parse::<u32>().map_err(|_| bad());
+                BlobLaw::Linear { per: num(per)?, base: num(base)? }
+            }
+        });
+    }
+    match name {
+        "init" => Ok(PmixOp::Init),
+        "finalize" => Ok(PmixOp::Finalize),
+        "fence" => Ok(PmixOp::Fence(law)),
+        _ => Err(format!("unknown pmix call '{name}' (init, fence, finalize)")),
+    }
+}
+
 /// One piece of a request template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Piece {
@@ -114,6 +222,28 @@ pub struct Step {
     when: Vec<(Cond, bool)>,
     /// A PMGR operation instead of a PMI request (`>pmgr`).
     pub pmgr: Option<PmgrStep>,
+    /// A PMIx call instead of a PMI request (`>pmix`).
+    pub pmix: Option<PmixOp>,
+}
+
+impl Step {
+    /// A step that is not a PMI request: a PMGR operation (no PMI answer; the PMGR answer
+    /// is checked apart) or a PMIx call (answered by the node's PMIx server).
+    fn call(when: Vec<(Cond, bool)>, pmgr: Option<PmgrStep>, pmix: Option<PmixOp>) -> Step {
+        Step {
+            pmi2: false,
+            repeat: Repeat::Once,
+            pieces: Vec::new(),
+            expect: None,
+            answer: None,
+            one_way: pmgr.is_some(),
+            expect_fail: false,
+            any_rc: false,
+            when,
+            pmgr,
+            pmix,
+        }
+    }
 }
 
 /// A parsed workload.
@@ -169,6 +299,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("pmgr", include_str!("../workloads/pmgr.pmitrace")),
     ("spawn", include_str!("../workloads/spawn.pmitrace")),
     ("libi-microbench", include_str!("../workloads/libi-microbench.pmitrace")),
+    ("ompi5-init", include_str!("../workloads/ompi5-init.pmitrace")),
 ];
 
 /// A workload that cannot be read or does not parse (one line).
@@ -266,20 +397,14 @@ impl Trace {
                 .split_once(' ')
                 .filter(|(t, _)| t.starts_with('>'))
                 .ok_or_else(|| at(format!("expected '> request' or '< answer', got '{line}'")))?;
-            if tag == ">pmgr" {
-                let pmgr = parse_pmgr(req).map_err(at)?;
-                steps.push(Step {
-                    pmi2: false,
-                    repeat: Repeat::Once,
-                    pieces: Vec::new(),
-                    expect: None,
-                    answer: None,
-                    one_way: true,
-                    expect_fail: false,
-                    any_rc: false,
-                    when,
-                    pmgr: Some(pmgr),
-                });
+            // A PMGR operation or a PMIx call rather than a PMI request.
+            let call = match tag {
+                ">pmgr" => Some((Some(parse_pmgr(req).map_err(at)?), None)),
+                ">pmix" => Some((None, Some(parse_pmix(req).map_err(at)?))),
+                _ => None,
+            };
+            if let Some((pmgr, pmix)) = call {
+                steps.push(Step::call(when, pmgr, pmix));
                 continue;
             }
             // `>2…`: a PMI-2 frame (6-byte length header, `;`-separated body, no newline).
@@ -311,6 +436,7 @@ impl Trace {
                 any_rc: false,
                 when,
                 pmgr: None,
+                pmix: None,
             });
         }
         if steps.is_empty() {
@@ -338,6 +464,7 @@ impl Trace {
                 let st = &self.steps[i];
                 let constant = st.repeat == Repeat::Once
                     && st.pmgr.is_none()
+                    && st.pmix.is_none()
                     && st.pieces.iter().all(|p| matches!(p, Piece::Text(_) | Piece::Kvsname));
                 constant.then(|| self.render(i, &who, 0, 0))
             })
@@ -401,7 +528,8 @@ impl Trace {
         let mut out = Vec::new();
         let mut epoch = 0u32;
         for step in 0..self.steps.len() {
-            if self.steps[step].pmgr.is_some() || !self.plays(step, who) {
+            let st = &self.steps[step];
+            if st.pmgr.is_some() || st.pmix.is_some() || !self.plays(step, who) {
                 continue;
             }
             let line = self.render(step, who, who.rank, 0);
@@ -554,6 +682,21 @@ impl Trace {
     /// Whether any line speaks PMGR (the job then serves it).
     pub fn uses_pmgr(&self) -> bool {
         self.steps.iter().any(|s| s.pmgr.is_some())
+    }
+
+    /// Whether any line speaks PMIx (the job is then a PMIx job: each node with ranks has
+    /// a PMIx server).
+    pub fn uses_pmix(&self) -> bool {
+        self.steps.iter().any(|s| s.pmix.is_some())
+    }
+
+    /// The blob laws of the fences with data, in order (for the memory estimate).
+    pub fn pmix_blobs(&self) -> Vec<BlobLaw> {
+        let laws = self.steps.iter().filter_map(|s| match s.pmix {
+            Some(PmixOp::Fence(law)) => law,
+            _ => None,
+        });
+        laws.collect()
     }
 
     /// The request line (with its newline) of step `step` for `who` and `peer`. A PMI-1
@@ -851,6 +994,35 @@ mod tests {
         assert!(Trace::parse("t", "> cmd=get key={nope}\n").is_err());
         assert!(Trace::parse("t", "> cmd=get key={rank\n").is_err());
         assert!(Trace::parse("t", ">x cmd=get\n").is_err());
+        for bad in [">pmix frob\n", ">pmix fence collect=x\n", ">pmix init collect=ompi5\n"] {
+            assert!(Trace::parse("t", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn pmix_lines() {
+        let t = Trace::parse(
+            "x",
+            ">pmix init\n>pmix fence collect=ompi5\n>pmix fence collect=40+8\n>pmix fence\n>pmix finalize\n",
+        )
+        .expect("parse");
+        assert!(t.uses_pmix() && !t.uses_pmgr());
+        let ops: Vec<_> = t.steps.iter().map(|s| s.pmix).collect();
+        let linear = BlobLaw::Linear { per: 40, base: 8 };
+        assert_eq!(
+            ops,
+            [
+                Some(PmixOp::Init),
+                Some(PmixOp::Fence(Some(BlobLaw::Ompi5))),
+                Some(PmixOp::Fence(Some(linear))),
+                Some(PmixOp::Fence(None)),
+                Some(PmixOp::Finalize)
+            ]
+        );
+        assert_eq!(t.pmix_blobs(), [BlobLaw::Ompi5, linear]);
+        assert!(t.kvs_use(4, 2).iter().all(|e| e.pairs == 0));
+        assert_eq!((leb(0), leb(127), leb(128), leb(16383), leb(16384)), (1, 1, 2, 2, 3));
+        assert_eq!(leb_sum(100, 50), 28 + 2 * 22);
     }
 
     /// PMGR lines parse, and the expected answers follow PMGR's semantics.

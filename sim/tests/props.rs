@@ -2,6 +2,8 @@
 //! sizes, workloads and fault schedules (sizes kept small so that CI stays fast; the same
 //! code runs at 100k agents in `bench/`).
 
+mod common;
+
 use libi::tree::Shape;
 use libi_sim::model::Costs;
 use libi_sim::workload::Trace;
@@ -151,13 +153,7 @@ proptest! {
         let mut cfg = config(&c);
         cfg.faults = vec![fault.clone()];
         let o = run(cfg);
-        prop_assert!(o.end.is_some(), "{:?}: did not end: {:?}", fault, o.message);
-        prop_assert_eq!(o.ranks_waiting, 0, "{:?}", fault);
-        if o.status != 0 {
-            prop_assert_eq!(o.status, 255, "{:?}: {:?}", fault, o.message);
-            let m = o.message.clone().unwrap_or_default();
-            prop_assert!(m.starts_with("lost the NLA on n"), "{}", m);
-        }
+        prop_assert_eq!(common::lost_agent_ending(&o), Ok(()), "{:?}", fault);
         match fault {
             // Never started: always fails, within the launch timeout of its launch.
             Fault::Never { .. } => {
@@ -199,13 +195,7 @@ proptest! {
             let mut cfg = config(&c);
             cfg.faults = vec![Fault::Kill { node, at }];
             let o = run(cfg);
-            prop_assert!(o.end.is_some(), "did not end: {:?}", o.message);
-            prop_assert_eq!(o.ranks_waiting, 0);
-            if o.status != 0 {
-                prop_assert_eq!(o.status, 255, "{:?}", o.message);
-                let m = o.message.clone().unwrap_or_default();
-                prop_assert!(m.starts_with("lost the NLA on n"), "{}", m);
-            }
+            prop_assert_eq!(common::lost_agent_ending(&o), Ok(()));
         }
     }
 }

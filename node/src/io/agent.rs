@@ -479,10 +479,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 core.set_hwloc_xmlfile(path, &mut fx);
             }
             Ev::Pmix(crate::io::pmix::PmixEvent::Msg(m)) => {
-                if core.job().verbose {
-                    let text = format!("{m:?}");
-                    debug!("from the PMIx server: {}", text.get(..200).unwrap_or(&text));
-                }
+                debug!(msg = %m.brief(), "from the PMIx server");
                 core.pmix_msg(m, &mut fx)
             }
             Ev::Pmix(crate::io::pmix::PmixEvent::Gone { why, bye }) => {

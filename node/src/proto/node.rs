@@ -861,6 +861,11 @@ impl NodeCore {
         self.fence_root
     }
 
+    /// PMIx jobs: the job's PMIx fences this node completed (0 without PMIx).
+    pub fn pmix_fences(&self) -> u64 {
+        self.pmix.as_ref().map_or(0, PmixFences::seq)
+    }
+
     /// Every rank of the subtree ended, every child connection closed, and no failure is
     /// in its grace.
     pub fn finished(&self) -> bool {

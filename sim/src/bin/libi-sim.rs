@@ -5,6 +5,7 @@
 //! libi-sim --nodes 1000,10000,100000 --tree greedy,kary:16,binomial,flat \
 //!          --kvs-push-max 0,64K --batch none,64 --json out.json --svg launch.svg
 //! libi-sim --nodes 64 --ppn 4 --fault kill:5@0.02
+//! libi-sim --nodes 1000 --ppn 16 --workload ompi5-init -v
 //! ```
 //!
 //! Lists (comma-separated) in `--nodes`, `--ppn`, `--tree`, `--kvs-push-max` and `--batch`
@@ -104,8 +105,8 @@ struct Args {
     /// Tree shapes: greedy, kary:K, binomial, flat, chain (list allowed)
     #[arg(long, default_value = "greedy")]
     tree: String,
-    /// Workload: mpich-init, mpich5-init, exchange, fence, pmi2, pmgr, spawn, or a .pmitrace
-    /// file
+    /// Workload: mpich-init, mpich5-init, exchange, fence, pmi2, pmgr, spawn, ompi5-init
+    /// (Open MPI 5 over PMIx), or a .pmitrace file
     #[arg(long, default_value = "mpich-init")]
     workload: String,
     /// Leave out the workload's `>slice` gets (MPICH 4's allgather of business cards: every
@@ -126,7 +127,7 @@ struct Args {
     costs: String,
     /// Override one cost: NAME=VALUE (seq, rem, slots, latency, bandwidth, cpu_msg,
     /// cpu_byte, cpu_pmi, cpu_send, loop_launch, fork, rank_start, rank_step, pmi_latency, rank_exit,
-    /// kill_delay, cores, fe_start, jitter)
+    /// kill_delay, cores, fe_start, jitter, pmix_hop, pmix_start)
     #[arg(long = "cost", value_name = "NAME=VALUE")]
     cost: Vec<String>,
     /// Plan the tree for this launch model "SEQ,REM" (as libi-mpiexec's --launch-model;
@@ -373,6 +374,13 @@ fn calibrate(a: &CalArgs) -> Result<u8, Failure> {
         push_max: libi::job::parse_bytes(&a.push_max)
             .map_err(|e| format!("--kvs-push-max: {e}"))?,
     };
+    if setup.trace.uses_pmix() {
+        return Err(format!(
+            "calibrate: the replay client speaks PMI, not PMIx: workload '{}' cannot be replayed",
+            a.workload
+        )
+        .into());
+    }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
     let (fit_cases, held): (Vec<Case>, Vec<Case>) = match &a.measured {
         Some(path) => {
