@@ -837,6 +837,7 @@ impl Cluster {
                         (format!("n{}", i + 1), (0..cfg.ppn).map(|r| i * cfg.ppn + r).collect())
                     })
                     .collect(),
+                parent: None,
             }),
         };
         // Node table from the plan (node ids are the plan's: 0 = front end, 1.. agents).
