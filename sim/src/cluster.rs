@@ -2545,9 +2545,9 @@ impl Cluster {
             if s.uses_pmgr() {
                 Err(format!("workload '{}' speaks PMGR, which only the job is served", s.name))
             } else if s.uses_pmix() {
-                // As the agents answer a PMIx spawn (`NodeCore::pmix_msg`).
+                // The simulator has no PMIx connect between groups (the agents do).
                 Err(format!(
-                    "workload '{}' speaks PMIx: spawned PMIx groups are not supported",
+                    "workload '{}' speaks PMIx: the simulator does not spawn PMIx groups",
                     s.name
                 ))
             } else {

@@ -33,6 +33,8 @@ use crate::proto::node::limits::{
     FINAL_SEND, LAUNCHERS_EXIT, SETUP_WAIT, STALL_LIMIT, START_BATCH,
 };
 
+type PmixStart = Result<(crate::io::pmix::Companion, crate::io::pmix::RankEnvs), String>;
+
 /// Events reaching the central loop.
 enum Ev {
     /// Bytes from the singleton's PMI connection.
@@ -68,6 +70,8 @@ enum Ev {
     HwlocXml(Option<String>),
     /// The PMIx companion's message, or its end.
     Pmix(crate::io::pmix::PmixEvent),
+    /// The PMIx companion started (and gave each local rank its environment), or why not.
+    PmixStarted(Box<PmixStart>),
 }
 
 /// Command for the singleton's task.
@@ -298,7 +302,11 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     // The ranks start [`START_BATCH`] at a time from the event loop below, which serves
     // events (the parent's end among them) between batches.
     // PMIx: the companion starts, and hands out the ranks' environments, before any rank.
-    let (mut companion, pmix_envs) = if core.job().pmix.is_some() && core.local_count() > 0 {
+    // It starts beside the loop: the parent, the children's setups and everything else are
+    // served meanwhile (a tree of PMIx agents does not add one server start per level).
+    let mut companion: Option<crate::io::pmix::Companion> = None;
+    let mut pmix_pending = false;
+    if core.job().pmix.is_some() && core.local_count() > 0 {
         // Each rank's CPUs for its locality (a binding that cannot be made fails the ranks
         // below, with its reason).
         let cpus: Vec<Option<String>> =
@@ -310,19 +318,16 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                     .collect(),
                 Err(_) => Vec::new(),
             };
-        let topology = core.hwloc_xmlfile();
-        match crate::io::pmix::Companion::start(core.job(), core.plan(), &cpus, topology).await {
-            Ok((mut c, envs)) => {
-                let tx = ev_tx.clone();
-                c.spawn_reader(move |e| tx.send(Ev::Pmix(e)).is_ok());
-                (Some(c), Ok(Some(envs)))
-            }
-            Err(why) => (None, Err(why)),
-        }
-    } else {
-        (None, Ok(None))
-    };
-    let (mut ranks, starting) = Ranks::new(&core, &ev_tx, &up, pmgr_port, pmix_envs)
+        let topology = core.hwloc_xmlfile().map(str::to_owned);
+        let (job, plan, tx) = (core.job().clone(), core.plan().clone(), ev_tx.clone());
+        tokio::spawn(async move {
+            let started =
+                crate::io::pmix::Companion::start(&job, &plan, &cpus, topology.as_deref()).await;
+            let _ = tx.send(Ev::PmixStarted(Box::new(started)));
+        });
+        pmix_pending = true;
+    }
+    let (mut ranks, starting) = Ranks::new(&core, &ev_tx, &up, pmgr_port)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot watch the ranks: {e}")))?;
     let mut starting = Some(starting);
 
@@ -344,7 +349,9 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         // The next batch of ranks; once every rank started (or will not), the subtree is
         // reported up. (Before the effects: what a batch brings about, a failed start, goes out
         // this turn.)
-        if let Some(st) = starting.as_mut() {
+        // (Not while the PMIx server starts, unless the node is torn down: then none will.)
+        let may_start = !pmix_pending || core.tearing_down();
+        if let Some(st) = starting.as_mut().filter(|_| may_start) {
             if ranks.start_some(st, &mut core, &up, &rank_pids, &mut fx) {
                 starting = None;
                 if let Some(port) = core.job().singleton {
@@ -409,7 +416,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         // The core's, the launch lifecycle's and the rank reactor's timers: wait for the next
         // event, the ranks' descriptors, or the earliest deadline.
         // Ranks still to start: only what is ready now, then the next batch.
-        let more = starting.is_some().then_some(now);
+        let more = (starting.is_some() && (!pmix_pending || core.tearing_down())).then_some(now);
         let due = [
             core.poll_timeout(),
             children.poll_timeout(),
@@ -482,6 +489,25 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 debug!(msg = %m.brief(), "from the PMIx server");
                 core.pmix_msg(m, &mut fx)
             }
+            Ev::PmixStarted(started) => {
+                pmix_pending = false;
+                match *started {
+                    Ok((mut c, envs)) => {
+                        let tx = ev_tx.clone();
+                        c.spawn_reader(move |e| tx.send(Ev::Pmix(e)).is_ok());
+                        companion = Some(c);
+                        if let Some(st) = starting.as_mut() {
+                            st.batch.set_pmix(envs);
+                        }
+                    }
+                    // Without their server, none of the ranks starts.
+                    Err(why) => {
+                        if let Some(st) = starting.as_mut() {
+                            ranks.refuse(st, core.local_count(), &why);
+                        }
+                    }
+                }
+            }
             Ev::Pmix(crate::io::pmix::PmixEvent::Gone { why, bye }) => {
                 if !bye && !core.tearing_down() {
                     let host = core.plan().host.clone();
@@ -523,6 +549,18 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
                 break;
             }
         }
+    }
+    // A PMIx server still starting (the node was torn down first) is waited for, bounded.
+    if pmix_pending {
+        let wait = tokio::time::timeout(crate::proto::node::limits::PMIX_START, async {
+            while let Some(ev) = ev_rx.recv().await {
+                if let Ev::PmixStarted(started) = ev {
+                    return (*started).ok().map(|(c, _)| c);
+                }
+            }
+            None
+        });
+        companion = wait.await.ok().flatten();
     }
     // The PMIx server: finalized (its session directories removed), then reaped.
     if let Some(c) = companion.take() {
@@ -1036,7 +1074,6 @@ impl Ranks {
         ev: &UnboundedSender<Ev>,
         up: &UpLink,
         pmgr_port: Option<u16>,
-        pmix: Result<Option<crate::io::pmix::RankEnvs>, String>,
     ) -> io::Result<(Ranks, Starting)> {
         let (job, plan) = (core.job(), core.plan());
         let n = plan.ranks.len();
@@ -1062,17 +1099,6 @@ impl Ranks {
             node.failed_starts.push((0, ProcEnd::SpawnFailed { errno: libc::EAGAIN, reason }));
             return Ok((node, Starting { next: 1, ..Starting::refused(pmgr_port) }));
         }
-        // PMIx jobs: without their server, none of the ranks starts.
-        let pmix = match pmix {
-            Ok(envs) => envs,
-            Err(reason) => {
-                for local in 0..n {
-                    let end = ProcEnd::SpawnFailed { errno: 0, reason: reason.clone() };
-                    node.failed_starts.push((local, end));
-                }
-                return Ok((node, Starting { next: n, ..Starting::refused(pmgr_port) }));
-            }
-        };
         let bound: Vec<crate::proc::bind::KernelBinding> =
             match crate::proc::bind::node_binding(job, plan) {
                 Ok(b) => {
@@ -1096,7 +1122,7 @@ impl Ranks {
         if let (Some(a), true) = (&gpus, job.verbose) {
             crate::proc::gpu::report(plan, a);
         }
-        let batch = SpawnBatch::new().with_gpus(gpus).with_pmix(pmix);
+        let batch = SpawnBatch::new().with_gpus(gpus);
         Ok((node, Starting { next: 0, bound, batch, pmgr_port, refused: false }))
     }
 
@@ -1166,6 +1192,17 @@ impl Ranks {
             st.next = n;
         }
         st.next >= n
+    }
+
+    /// None of the ranks not started yet will start (their PMIx server did not): each fails
+    /// with `reason`.
+    fn refuse(&mut self, st: &mut Starting, n: usize, reason: &str) {
+        for local in st.next..n {
+            let end = ProcEnd::SpawnFailed { errno: 0, reason: reason.to_string() };
+            self.failed_starts.push((local, end));
+        }
+        st.next = n;
+        st.refused = true;
     }
 
     /// Connect to the singleton (see [`crate::io::singleton`]) and serve it as its local rank.

@@ -350,8 +350,10 @@ impl SpawnBatch {
 
     /// Give each rank the PMIx server's variables for it (by local rank); they replace any
     /// of the app's environment of the same name.
-    pub fn with_pmix(self, pmix: Option<Vec<Vec<(String, String)>>>) -> SpawnBatch {
-        SpawnBatch { pmix, ..self }
+    pub fn set_pmix(&mut self, pmix: Vec<Vec<(String, String)>>) {
+        self.pmix = Some(pmix);
+        // The apps' environments leave out the server's variables: made again.
+        self.envs.borrow_mut().clear();
     }
 
     /// The batch's `/dev/null` (opened on first use; every child dup2s it to its stdin).
