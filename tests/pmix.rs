@@ -95,6 +95,20 @@ fn mpi_abort_ends_the_job_with_its_code_and_one_line() {
     assert!(line.contains("rank 3") && line.contains("MPI_Abort") && line.contains('7'), "{line}");
 }
 
+/// A rank that exits 0 after `PMIx_Init` without `PMIx_Finalize` left the job half-way: the
+/// job fails naming it (Open MPI's own mpirun fails such a job too).
+#[test]
+fn a_rank_that_exits_without_finalizing_fails_the_job() {
+    if openmpi5().is_none() {
+        return;
+    }
+    let r =
+        run_ompi(&["-launcher", "fork", "-hosts", &hosts(2), "-n", "2", &ompi_program("noexit")]);
+    assert_ne!(r.status, 0, "{}", r.stderr);
+    let line = failure_line(&r);
+    assert!(line.contains("rank 1") && line.contains("without calling"), "{line}");
+}
+
 #[test]
 fn publish_lookup_unpublish_through_the_job_name_service() {
     if openmpi5().is_none() {

@@ -328,6 +328,9 @@ pub struct NodeCore {
     pmix_next: u64,
     /// Other groups' namespaces registered with this node's server.
     pmix_known: HashSet<String>,
+    /// Ranks of this node that called `PMIx_Init` and not `PMIx_Finalize` yet: one that
+    /// exits so left the job half-way (as a PMI-1 rank that did not finalize).
+    pmix_open: HashSet<u32>,
 }
 
 /// A collective the front end counts (see `NodeCore::pmix_connect`).
@@ -455,6 +458,7 @@ impl NodeCore {
             pmix_serving: HashMap::new(),
             pmix_next: 0,
             pmix_known: HashSet::new(),
+            pmix_open: HashSet::new(),
         }
         .with_pmgr()
         .with_pmix()
@@ -1188,8 +1192,17 @@ impl NodeCore {
                     _ => self.pmix_connect(id, procs, "fence ", PmixOp::Fence, blob, fx),
                 }
             }
-            FromCompanion::ClientConnected { .. } => {}
-            FromCompanion::ClientFinalized { id, .. } => {
+            FromCompanion::ClientConnected { proc } => {
+                if proc.nspace == self.job.kvsname {
+                    self.pmix_open.insert(proc.rank);
+                }
+            }
+            // Recorded before the answer: the rank cannot exit before it, so an exit after it
+            // is a clean one.
+            FromCompanion::ClientFinalized { id, proc } => {
+                if proc.nspace == self.job.kvsname {
+                    self.pmix_open.remove(&proc.rank);
+                }
                 fx.push(Effect::ToPmix(ToCompanion::Done { id, status: pmix_status::SUCCESS }))
             }
             FromCompanion::Abort { id, proc, status, message, .. } => {
@@ -1672,7 +1685,8 @@ impl NodeCore {
         // A rank that left PMI (or PMGR) half-way failed, whatever its exit code.
         let rank = self.rank_of(local);
         let clean_pmi = !matches!(self.conns[local].phase(), Phase::Initialized)
-            && !self.pmgr.as_ref().is_some_and(|p| p.open_rank(rank));
+            && !self.pmgr.as_ref().is_some_and(|p| p.open_rank(rank))
+            && !self.pmix_open.contains(&rank);
         let end = match end {
             ProcEnd::Exited(code) => RankEnd::Exited { code, clean_pmi },
             ProcEnd::Signaled(signal) => RankEnd::Signaled { signal },
