@@ -11,7 +11,8 @@
 # (bench/into_cgroup.c, as `ci/bench.sh targets` measures libi against Hydra): the job
 # cgroup's CPU is then the process manager's own (front end or mpirun, agents or prted,
 # libi-pmix or PRRTE's PMIx server, and each rank up to its move). Prints per launcher and NP
-# the median (and quartiles) of the wall time and of that CPU, in ms, and libi / mpirun.
+# the median (and quartiles) of the wall time and of that CPU, in ms, the median of the
+# ranks' own CPU (from their exec on), and libi / mpirun.
 # Transports pinned for both (OMPI_MCA_pml=ob1, btl self,sm,tcp on lo): the wheel's UCX and
 # OFI components otherwise probe for over a second in every MPI_Init, under either launcher.
 # Uses target/release (cargo build --release first). Needs a writable /sys/fs/cgroup/cpuacct
@@ -45,7 +46,7 @@ root=()
 libi() { echo "$BIN/libi-mpiexec -pmi pmix -n $1"; }
 mpirun() { echo "$OMPI/bin/mpirun ${root[*]} --oversubscribe --bind-to none -n $1"; }
 
-declare -A wall cpu
+declare -A wall cpu ranks
 failed=0
 for np in "${NPS[@]}"; do
   CPU_JOB_RE="^hello [0-9]+ of $np\$" CPU_JOB_N=$np
@@ -61,6 +62,7 @@ for np in "${NPS[@]}"; do
       fi
       wall[$who.$np]+="$(awk -v w="$WALL" 'BEGIN { printf "%.3f", w * 1000 }') "
       cpu[$who.$np]+="$(awk -v c="$CPU_NS" 'BEGIN { printf "%.3f", c / 1e6 }') "
+      ranks[$who.$np]+="$(awk -v c="${RANKS_NS:-0}" 'BEGIN { printf "%.3f", c / 1e6 }') "
     done
   done
 done
@@ -70,12 +72,13 @@ stats() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END {
   if (NR == 0) { print "- - -"; exit }
   lo = int((NR + 3) / 4); hi = int((3 * NR + 1) / 4); if (hi < 1) hi = 1
   printf "%.1f %.1f %.1f", a[int((NR + 1) / 2)], a[lo], a[hi] }'; }
-printf '%-6s %-8s %22s %22s\n' np launcher "wall ms: median (q1-q3)" "own CPU ms: median (q1-q3)"
+printf '%-6s %-8s %24s %28s %16s\n' np launcher "wall ms: median (q1-q3)" "own CPU ms: median (q1-q3)" "ranks' CPU ms"
 for np in "${NPS[@]}"; do
   for who in libi mpirun; do
     read -r wm wq1 wq3 <<<"$(echo "${wall[$who.$np]:-}" | stats)"
     read -r cm cq1 cq3 <<<"$(echo "${cpu[$who.$np]:-}" | stats)"
-    printf '%-6s %-8s %8s (%s-%s) %12s (%s-%s)\n' "$np" "$who" "$wm" "$wq1" "$wq3" "$cm" "$cq1" "$cq3"
+    read -r rm _ _ <<<"$(echo "${ranks[$who.$np]:-}" | stats)"
+    printf '%-6s %-8s %10s (%s-%s) %14s (%s-%s) %16s\n' "$np" "$who" "$wm" "$wq1" "$wq3" "$cm" "$cq1" "$cq3" "$rm"
     eval "M_${who}_w=$wm M_${who}_c=$cm"
   done
   # shellcheck disable=SC2154 # set by the eval above

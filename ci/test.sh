@@ -19,3 +19,7 @@ bash ci/with-slurm.sh -- bash ci/with-netns-hosts.sh 4 -- cargo test --workspace
 # MPICH's own test suite (its spawn and init directories: dynamic processes, name service,
 # exit statuses, MPI_Abort) under libi-mpiexec, on this machine and over 4 ssh hosts.
 bash ci/with-netns-hosts.sh 4 -- bash ci/mpich-testsuite.sh --ssh-hosts spawn init
+# mpi4py's own test suite built against Open MPI 5, under Open MPI's mpirun and under
+# libi-mpiexec -pmi pmix, module by module: a module that passes under mpirun and not under
+# libi fails the run (unless listed, with its reason, in the script's known differences).
+bash ci/mpi4py-suite.sh -n 2

@@ -64,6 +64,8 @@ pub mod key {
     pub const COLLECT_DATA: &str = "pmix.collect";
     pub const SERVER_TMPDIR: &str = "pmix.srvr.tmpdir";
     pub const SYSTEM_TMPDIR: &str = "pmix.sys.tmpdir";
+    /// `PMIX_SERVER_SHARE_TOPOLOGY`.
+    pub const SHARE_TOPOLOGY: &str = "pmix.srvr.share";
     pub const SERVER_NSPACE: &str = "pmix.srv.nspace";
     pub const SERVER_RANK: &str = "pmix.srv.rank";
     pub const HOSTNAME: &str = "pmix.hname";

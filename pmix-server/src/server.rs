@@ -844,6 +844,9 @@ pub fn run(opts: Opts) -> Result<(), String> {
     let mut init = vec![
         Info { key: key::SERVER_TMPDIR.into(), val: Val::Str(tmp_text.clone()) },
         Info { key: key::SYSTEM_TMPDIR.into(), val: Val::Str(tmp_text.clone()) },
+        // The node's topology, loaded once here, is handed to the ranks (shared memory, or
+        // XML in the job's data): each need not discover the node itself.
+        Info { key: key::SHARE_TOPOLOGY.into(), val: Val::Bool(true) },
     ];
     if let Some(h) = &opts.host {
         init.push(Info { key: key::HOSTNAME.into(), val: Val::Str(h.clone()) });
