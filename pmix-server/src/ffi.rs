@@ -537,6 +537,7 @@ mod tests {
             ("PMIX_INT16", PMIX_INT16.into()),
             ("PMIX_INT32", PMIX_INT32.into()),
             ("PMIX_INT64", PMIX_INT64.into()),
+            ("PMIX_BYTE_OBJECT", PMIX_BYTE_OBJECT.into()),
             ("PMIX_UINT", PMIX_UINT.into()),
             ("PMIX_UINT8", PMIX_UINT8.into()),
             ("PMIX_UINT16", PMIX_UINT16.into()),
@@ -632,6 +633,11 @@ mod tests {
             ("PMIX_EVENT_AFFECTED_PROC", key::EVENT_AFFECTED_PROC),
             ("PMIX_EXIT_CODE", key::EXIT_CODE),
             ("PMIX_EVENT_TERMINATE_JOB", key::EVENT_TERMINATE_JOB),
+            ("PMIX_USERID", key::USERID),
+            ("PMIX_GRPID", key::GRPID),
+            ("PMIX_GROUP_ASSIGN_CONTEXT_ID", key::GROUP_ASSIGN_CONTEXT_ID),
+            ("PMIX_GROUP_CONTEXT_ID", key::GROUP_CONTEXT_ID),
+            ("PMIX_SERVER_SHARE_TOPOLOGY", key::SHARE_TOPOLOGY),
         ];
         for (name, ours) in ks {
             assert_eq!(*ours, c_key(name), "{name}");
