@@ -3,7 +3,7 @@
 //!
 //! A node whose job serves PMIx ([`libi::job::JobCommon::pmix`]) and that runs ranks has a
 //! companion (`libi-pmix`, an OpenPMIx server); its requests come in as
-//! [`FromCompanion`] messages and the answers go out as [`Effect::ToPmix`]. This module
+//! [`FromCompanion`](libi_pmix::proto::FromCompanion) messages and the answers go out as [`Effect::ToPmix`]. This module
 //! holds the two things that are more than a one-line answer:
 //!
 //! * **fences** ([`PmixFences`]): libpmix asks its host once per fence, when every local
