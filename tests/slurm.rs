@@ -68,7 +68,7 @@ fn abort_under_slurm() {
 
 /// Open MPI 5 under Slurm: the agents srun starts serve PMIx through their companions.
 #[test]
-fn openmpi_ring_abort_and_spawn_under_slurm() {
+fn openmpi_ring_abort_spawn_and_names_under_slurm() {
     let Some(_serial) = slurm() else { return };
     if common::openmpi5().is_none() {
         return;
@@ -83,6 +83,9 @@ fn openmpi_ring_abort_and_spawn_under_slurm() {
     let r = salloc_env(&["-N1", "-n4"], &["-n", "2", &common::ompi_program("spawn")], &env);
     assert_eq!(r.status, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(r.stdout.lines().filter(|l| l.ends_with(": 2 children")).count(), 2, "{}", r.stdout);
+    let r = salloc_env(&["-N1", "-n2"], &["-n", "2", &common::ompi_program("names")], &env);
+    assert_eq!(r.status, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("lookup rc=0 port=libi-port-42"), "{}", r.stdout);
     assert!(our_steps().is_empty(), "steps left: {}", our_steps());
 }
 

@@ -94,7 +94,7 @@ fn mpich_hello_over_ssh_every_shape() {
 /// `libi-nla`), the fences cross the tree, the ranks talk TCP between the hosts; a spawn's
 /// children find their parents across hosts.
 #[test]
-fn openmpi_hello_ring_abort_and_spawn_over_ssh() {
+fn openmpi_hello_ring_abort_spawn_and_names_over_ssh() {
     let Some(h) = hosts() else { return };
     if common::openmpi5().is_none() {
         return;
@@ -103,9 +103,9 @@ fn openmpi_hello_ring_abort_and_spawn_over_ssh() {
     // Between the hosts the ranks use their namespace's link (10.x); on one host, memory.
     let env = common::ompi_env("10.0.0.0/8");
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    for (prog_name, arg, n) in
-        [("hello", "8", 8), ("ring", "", 8), ("abort", "", 4), ("spawn", "", 4)]
-    {
+    let runs =
+        [("hello", "8", 8), ("ring", "", 8), ("abort", "", 4), ("spawn", "", 4), ("names", "", 2)];
+    for (prog_name, arg, n) in runs {
         let mut args = ssh_args(&h, 4, 2);
         args.extend(["-n".into(), n.to_string(), common::ompi_program(prog_name)]);
         if !arg.is_empty() {
@@ -117,6 +117,14 @@ fn openmpi_hello_ring_abort_and_spawn_over_ssh() {
             "abort" => {
                 assert_eq!(r.status, 7, "{}", r.stderr);
                 assert!(common::failure_line(&r).contains("MPI_Abort"), "{}", r.stderr);
+            }
+            "names" => {
+                assert_eq!(r.status, 0, "names: {}\n{}", r.stdout, r.stderr);
+                for want in
+                    ["publish rc=0", "lookup rc=0 port=libi-port-42", "second lookup not found"]
+                {
+                    assert!(r.stdout.contains(want), "{want:?} missing: {}", r.stdout);
+                }
             }
             "spawn" => {
                 assert_eq!(r.status, 0, "spawn: {}\n{}", r.stdout, r.stderr);
