@@ -310,6 +310,11 @@ pub enum Msg {
     /// connect/accept exchange), answered with [`Msg::NameResult`]. With `-nameserver` it
     /// does not wait.
     NameWait { req: u64, service: String },
+    /// A rank of a PMIx job died before `PMIx_Finalize` (killed, or exited): every server of
+    /// the job tells its ranks (`PMIx_Notify_event`, `code`), which lets Open MPI's fault
+    /// tolerance fail what waits on it. Goes up to the node whose subtree holds the job, and
+    /// from there down to every node.
+    PmixLost { rank: u32, host: String, code: i32, exit_code: Option<i32> },
     /// A PMIx direct modex: a server of process group `from` (its kvsname) wants the data of
     /// `rank` of namespace `nspace` (`u32::MAX - 1`, PMIx's wildcard: that namespace's
     /// job-level data). Routed to the node that runs the rank, through the front end when it
@@ -850,6 +855,9 @@ mod fuzz {
             Just(Msg::Kill),
             (any::<u64>(), proptest::collection::vec(any::<u8>(), 0..32))
                 .prop_map(|(seq, blob)| Msg::PmixFenceIn { seq, blob }),
+            (any::<u32>(), text(), any::<i32>(), proptest::option::of(any::<i32>())).prop_map(
+                |(rank, host, code, exit_code)| Msg::PmixLost { rank, host, code, exit_code }
+            ),
             (any::<u64>(), proptest::collection::vec(any::<u8>(), 0..32))
                 .prop_map(|(seq, blob)| Msg::PmixFenceOut { seq, blob }),
             (any::<u32>(), proptest::collection::vec(any::<u8>(), 0..32))

@@ -109,6 +109,25 @@ fn a_rank_that_exits_without_finalizing_fails_the_job() {
     assert!(line.contains("rank 1") && line.contains("without calling"), "{line}");
 }
 
+/// A rank lost before its finalize is an event for the others (on every node): with Open
+/// MPI's fault tolerance on and `-disable-auto-cleanup`, their receive from it fails instead
+/// of waiting for ever.
+#[test]
+fn a_lost_rank_is_an_event_for_the_ranks_on_every_node() {
+    if openmpi5().is_none() {
+        return;
+    }
+    let mut e = env();
+    e.push(("OMPI_MCA_mpi_ft_enable", "1".into()));
+    let e: Vec<(&str, &str)> = e.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let args = ["-disable-auto-cleanup", "-launcher", "fork", "-hosts", &hosts(2), "-n", "3"];
+    let r = run_env(&[&args[..], &[&ompi_program("lost")]].concat(), b"", &e);
+    for want in ["lost 0 rc error", "lost 1 rc error"] {
+        assert!(r.stdout.contains(want), "{want:?} missing: {}\n{}", r.stdout, r.stderr);
+    }
+    assert!(r.stderr.contains("rank 2 on pmixnode1 was killed by signal 9"), "{}", r.stderr);
+}
+
 #[test]
 fn publish_lookup_unpublish_through_the_job_name_service() {
     if openmpi5().is_none() {

@@ -630,7 +630,7 @@ pub fn ompi_program(name: &str) -> String {
             Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ompi5-{}", std::process::id()));
         std::fs::create_dir_all(&out).expect("create program dir");
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pmix-server/tests/programs");
-        for name in ["hello", "ring", "abort", "names", "wait", "spawn", "noexit"] {
+        for name in ["hello", "ring", "abort", "names", "wait", "spawn", "noexit", "lost"] {
             let st = Command::new(prefix.join("bin/mpicc"))
                 .arg("-o")
                 .arg(out.join(name))

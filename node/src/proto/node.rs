@@ -1319,6 +1319,28 @@ impl NodeCore {
         fx.push(Effect::ToParent(m));
     }
 
+    /// A lost rank (`Msg::PmixLost`): up to the node whose subtree holds the job, then (or
+    /// when it came from the parent, `down`) to this node's server and every child.
+    fn pmix_lost(&mut self, msg: Msg, down: bool, fx: &mut Vec<Effect>) {
+        if !down && !self.fence_root {
+            return fx.push(Effect::ToParent(msg));
+        }
+        let Msg::PmixLost { rank, host, code, exit_code } = &msg else { return };
+        if self.pmix.is_some() && !self.plan.ranks.is_empty() {
+            let nspace = self.job.kvsname.clone();
+            fx.push(Effect::ToPmix(ToCompanion::Notify {
+                code: *code,
+                nspace: nspace.clone(),
+                affected: vec![PmixProc { nspace, rank: *rank }],
+                host: Some(host.clone()),
+                exit_code: *exit_code,
+            }));
+        }
+        if !self.plan.children.is_empty() {
+            fx.push(Effect::ToChildren(msg));
+        }
+    }
+
     /// A direct modex request on its way: to this node's server if it runs the rank (any
     /// node of the namespace for its job-level data, the wildcard), down to the child whose
     /// subtree runs it, else up (another group's namespace goes through the front end).
@@ -1692,6 +1714,20 @@ impl NodeCore {
             ProcEnd::Signaled(signal) => RankEnd::Signaled { signal },
             ProcEnd::SpawnFailed { errno, reason } => RankEnd::SpawnFailed { errno, reason },
         };
+        // A PMIx rank lost before its finalize: the job's other ranks are told (not for the
+        // teardown's own kills).
+        if self.pmix.is_some() && !self.tearing_down {
+            let exit_code = match &end {
+                RankEnd::Exited { code, clean_pmi: false } => Some(Some(*code)),
+                RankEnd::Signaled { .. } => Some(None),
+                _ => None,
+            };
+            if let Some(exit_code) = exit_code {
+                let code = pmix_status::ERR_PROC_TERM_WO_SYNC;
+                let host = self.plan.host.clone();
+                self.pmix_lost(Msg::PmixLost { rank, host, code, exit_code }, false, fx);
+            }
+        }
         if self.job.each_end && self.n_ended == self.conns.len() && !end.is_failure() {
             // Every end reported one by one (-print-all-exitcodes), and every local rank
             // ended, the last one cleanly: a PMGR failure still in its grace fails the job
@@ -1845,6 +1881,7 @@ impl NodeCore {
             Msg::PmixDmodexData { from, req, status, blob } => {
                 self.pmix_answer(from, req, status, blob, fx)
             }
+            m @ Msg::PmixLost { .. } => self.pmix_lost(m, true, fx),
             Msg::PmixConnectDone { key, status, ctxid, jobs, blob } => {
                 // The other groups' namespaces first (libpmix registers them before it
                 // completes the connect: the ranks then find the other group's ranks).
@@ -2015,6 +2052,7 @@ impl NodeCore {
                 self.pmix_answer(from, req, status, blob, fx)
             }
             m @ Msg::PmixConnect { .. } => fx.push(Effect::ToParent(m)),
+            m @ Msg::PmixLost { .. } => self.pmix_lost(m, false, fx),
             Msg::PmixFenceIn { .. } if self.tearing_down => {}
             Msg::PmixFenceIn { seq, blob } => match self.pmix.as_mut() {
                 Some(f) => f.child_entered(idx, seq, &blob, fx),
