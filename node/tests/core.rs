@@ -1160,3 +1160,93 @@ fn stdin_goes_to_rank_0_only() {
     elsewhere.stdin(Msg::Stdin { data: b"in".to_vec() }, &mut fx);
     assert!(fx.is_empty(), "{fx:?}");
 }
+
+/// `whole_job` (or `setup` when `part`) of a PMIx job.
+fn pmix_job(local: &[u32], children: &[&[u32]], part: bool) -> NodeSetup {
+    let mut s =
+        if part { setup(local, children, 1 << 20) } else { whole_job(local, children, 1 << 20) };
+    let nodes = std::iter::once(local)
+        .chain(children.iter().copied())
+        .enumerate()
+        .map(|(i, r)| (format!("h{}", i + 1), r.to_vec()))
+        .collect();
+    s.job.pmix = Some(libi::job::PmixJob { nodes, parent: None });
+    s
+}
+
+fn to_pmix(fx: &[Effect]) -> Vec<&libi_pmix::proto::ToCompanion> {
+    fx.iter().filter_map(|e| if let Effect::ToPmix(m) = e { Some(m) } else { None }).collect()
+}
+
+#[test]
+fn a_direct_modex_goes_to_the_node_that_runs_the_rank_and_its_answer_comes_back() {
+    use libi_pmix::proto::{FromCompanion, Proc, ToCompanion};
+    let mut core = NodeCore::new(pmix_job(&[0, 1], &[&[2, 3]], false), false, false);
+    // Our server asks for rank 2's data: down to the child that runs it.
+    let mut fx = Vec::new();
+    let proc = Proc { nspace: "kvs".into(), rank: 2 };
+    core.pmix_msg(FromCompanion::DirectModex { id: 5, proc }, &mut fx);
+    let req = match fx.as_slice() {
+        [Effect::ToChild(0, Msg::PmixDmodex { from, req, nspace, rank: 2 })] => {
+            assert_eq!((from.as_str(), nspace.as_str()), ("kvs", "kvs"));
+            *req
+        }
+        other => panic!("{other:?}"),
+    };
+    let mut fx = Vec::new();
+    let data = Msg::PmixDmodexData { from: "kvs".into(), req, status: 0, blob: vec![1, 2] };
+    core.child_msg(0, data, &mut fx);
+    assert_eq!(
+        to_pmix(&fx),
+        [&ToCompanion::ModexData { id: 5, status: 0, blob: vec![1, 2] }],
+        "{fx:?}"
+    );
+    // Another group asks (through the parent) for local rank 1: our server answers it, and
+    // the answer goes back up.
+    let mut fx = Vec::new();
+    let ask = Msg::PmixDmodex { from: "other".into(), req: 9, nspace: "kvs".into(), rank: 1 };
+    core.parent_msg(ask, &mut fx);
+    let id = match to_pmix(&fx).as_slice() {
+        [ToCompanion::DmodexRequest { id, proc }] => {
+            assert_eq!(proc.rank, 1);
+            *id
+        }
+        other => panic!("{other:?}"),
+    };
+    let mut fx = Vec::new();
+    core.pmix_msg(FromCompanion::DmodexData { id, status: 0, blob: vec![3] }, &mut fx);
+    let back = Msg::PmixDmodexData { from: "other".into(), req: 9, status: 0, blob: vec![3] };
+    assert_eq!(to_parent(&fx), [&back]);
+}
+
+#[test]
+fn a_rank_lost_before_its_finalize_is_told_to_every_server_of_the_job() {
+    use libi_pmix::proto::{status, FromCompanion, Proc, ToCompanion};
+    // Part of a job: the loss goes up to the node that holds the whole job.
+    let mut core = NodeCore::new(pmix_job(&[0, 1], &[&[2]], true), false, false);
+    let mut fx = Vec::new();
+    let proc = Proc { nspace: "kvs".into(), rank: 1 };
+    core.pmix_msg(FromCompanion::ClientConnected { proc }, &mut fx);
+    core.rank_pid(1, 4242);
+    core.rank_ended(1, ProcEnd::Signaled(9), &mut fx);
+    let lost = to_parent(&fx)
+        .into_iter()
+        .find(|m| matches!(m, Msg::PmixLost { .. }))
+        .cloned()
+        .expect("sent up");
+    match &lost {
+        Msg::PmixLost { rank: 1, code, exit_code: None, .. } => {
+            assert_eq!(*code, status::ERR_PROC_TERM_WO_SYNC)
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(to_pmix(&fx).is_empty(), "told on the way down, not up");
+    // Back down from the parent: our server and our children are told.
+    let mut fx = Vec::new();
+    core.parent_msg(lost.clone(), &mut fx);
+    match to_pmix(&fx).as_slice() {
+        [ToCompanion::Notify { affected, .. }] => assert_eq!(affected[0].rank, 1),
+        other => panic!("{other:?}"),
+    }
+    assert!(fx.contains(&Effect::ToChildren(lost)));
+}

@@ -24,6 +24,9 @@ use crate::proto::node::Effect;
 use libi::msg::Msg;
 use libi_pmix::proto::{status, Published, Status, ToCompanion};
 
+/// PMIx's wildcard rank (every rank of a namespace).
+pub const WILDCARD: u32 = libi_pmix::proto::RANK_WILDCARD;
+
 /// The fences of one node: its server's contribution and each child subtree's.
 #[derive(Debug)]
 pub struct PmixFences {

@@ -2089,6 +2089,103 @@ mod tests {
     }
 
     #[test]
+    fn a_waiting_lookup_is_answered_when_the_name_is_published() {
+        let mut c = started(cfg());
+        let g = spawned(&mut c);
+        c.take_effects();
+        c.root_msg(1.0, g, Msg::NameWait { req: 3, service: "port:accept".into() });
+        assert!(to_groups(&c.take_effects()).is_empty(), "held until published");
+        let op = NameOp::Publish { service: "port:accept".into(), port: "p".into() };
+        c.root_msg(1.1, 0, Msg::Name { req: 4, op });
+        let got = to_groups(&c.take_effects());
+        assert!(got.contains(&(0, Msg::NameResult { req: 4, ok: true, port: None })), "{got:?}");
+        let held = Msg::NameResult { req: 3, ok: true, port: Some("p".into()) };
+        assert!(got.contains(&(g, held)), "{got:?}");
+        // Published already: answered at once.
+        c.root_msg(1.2, g, Msg::NameWait { req: 5, service: "port:accept".into() });
+        let now = Msg::NameResult { req: 5, ok: true, port: Some("p".into()) };
+        assert_eq!(to_groups(&c.take_effects()), [(g, now)]);
+    }
+
+    fn pmix_peer(nspace: &str, size: u32) -> libi::job::PmixPeer {
+        libi::job::PmixPeer {
+            nspace: nspace.into(),
+            size,
+            apps: vec![size],
+            map: libi::job::PmixJob {
+                nodes: vec![("n1".into(), (0..size).collect())],
+                parent: None,
+            },
+        }
+    }
+
+    /// A connect of the job (4 ranks, wildcard) and its spawned group (2 ranks): complete
+    /// once all 6 entered, wherever they are; both groups are answered, with both maps.
+    #[test]
+    fn a_connect_across_groups_completes_when_every_participant_entered() {
+        let mut c = started(cfg());
+        let g = spawned(&mut c);
+        c.take_effects();
+        c.set_pmix(0, pmix_peer("kvs0", 4));
+        c.set_pmix(g, pmix_peer("kvs1", 2));
+        let wild = crate::proto::pmix::WILDCARD;
+        let procs = vec![("kvs0".to_string(), wild), ("kvs1".to_string(), wild)];
+        let enter = |c: &mut RootCore, grp: usize, count: u32, ns: &str, size: u32| {
+            let m = Msg::PmixConnect {
+                key: "k".into(),
+                procs: procs.clone(),
+                count,
+                sizes: vec![(ns.into(), size)],
+                ctxid: grp == g,
+                blob: vec![grp as u8],
+            };
+            c.root_msg(1.0, grp, m);
+            to_groups(&c.take_effects())
+        };
+        assert!(enter(&mut c, 0, 2, "kvs0", 4).is_empty());
+        assert!(enter(&mut c, g, 2, "kvs1", 2).is_empty(), "2 of the job's 4 are missing");
+        let done = enter(&mut c, 0, 2, "kvs0", 4);
+        assert_eq!(done.len(), 2, "{done:?}");
+        for (to, m) in &done {
+            match m {
+                Msg::PmixConnectDone { key, status: 0, ctxid: Some(1), jobs, blob } => {
+                    assert_eq!(key, "k");
+                    assert_eq!(jobs.len(), 2, "both groups' maps");
+                    assert_eq!(blob.len(), 3, "every contribution once");
+                }
+                other => panic!("to {to}: {other:?}"),
+            }
+        }
+        let mut to: Vec<usize> = done.iter().map(|(t, _)| *t).collect();
+        to.sort();
+        assert_eq!(to, [0, g]);
+    }
+
+    /// A direct modex for another group's rank goes to that group, and its answer back.
+    #[test]
+    fn a_direct_modex_crosses_groups_and_comes_back() {
+        let mut c = started(cfg());
+        let g = spawned(&mut c);
+        c.take_effects();
+        let ask = Msg::PmixDmodex { from: "kvs0".into(), req: 11, nspace: "kvs1".into(), rank: 1 };
+        c.root_msg(1.0, 0, ask.clone());
+        assert_eq!(to_groups(&c.take_effects()), [(g, ask)]);
+        let data =
+            Msg::PmixDmodexData { from: "kvs0".into(), req: 11, status: 0, blob: vec![7, 7] };
+        c.root_msg(1.1, g, data.clone());
+        assert_eq!(to_groups(&c.take_effects()), [(0, data)]);
+        // No such namespace: answered "not found" at once.
+        let ask = Msg::PmixDmodex { from: "kvs0".into(), req: 12, nspace: "nope".into(), rank: 0 };
+        c.root_msg(1.2, 0, ask);
+        match to_groups(&c.take_effects()).as_slice() {
+            [(0, Msg::PmixDmodexData { req: 12, status, .. })] => {
+                assert_eq!(*status, libi_pmix::proto::status::ERR_NOT_FOUND)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn a_spawn_is_answered_when_its_ranks_run() {
         let mut c = started(cfg());
         let g = spawned(&mut c);
