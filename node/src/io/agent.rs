@@ -304,20 +304,15 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     // PMIx: the companion starts, and hands out the ranks' environments, before any rank.
     // It starts beside the loop: the parent, the children's setups and everything else are
     // served meanwhile (a tree of PMIx agents does not add one server start per level).
+    // The ranks' binding, made once: for the ranks' start and for the PMIx server (each
+    // rank's CPUs for its locality).
+    let binding = crate::proc::bind::node_binding(core.job(), core.plan());
     let mut companion: Option<crate::io::pmix::Companion> = None;
     let mut pmix_pending = false;
     if core.job().pmix.is_some() && core.local_count() > 0 {
-        // Each rank's CPUs for its locality (a binding that cannot be made fails the ranks
-        // below, with its reason).
-        let cpus: Vec<Option<String>> =
-            match crate::proc::bind::node_binding(core.job(), core.plan()) {
-                Ok(b) => (0..core.local_count())
-                    .map(|i| {
-                        b.cpus.as_ref().and_then(|c| c.get(i)?.as_ref()).map(|s| s.to_string())
-                    })
-                    .collect(),
-                Err(_) => Vec::new(),
-            };
+        // (A binding that cannot be made fails the ranks below, with its reason.)
+        let cpus =
+            binding.as_ref().map_or_else(|_| Vec::new(), |b| b.cpu_lists(core.local_count()));
         let topology = core.hwloc_xmlfile().map(str::to_owned);
         let (job, plan, tx) = (core.job().clone(), core.plan().clone(), ev_tx.clone());
         tokio::spawn(async move {
@@ -327,7 +322,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         });
         pmix_pending = true;
     }
-    let (mut ranks, starting) = Ranks::new(&core, &ev_tx, &up, pmgr_port)
+    let (mut ranks, starting) = Ranks::new(&core, &ev_tx, &up, pmgr_port, binding)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot watch the ranks: {e}")))?;
     let mut starting = Some(starting);
 
@@ -349,8 +344,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         // The next batch of ranks; once every rank started (or will not), the subtree is
         // reported up. (Before the effects: what a batch brings about, a failed start, goes out
         // this turn.)
-        // (Not while the PMIx server starts, unless the node is torn down: then none will.)
-        let may_start = !pmix_pending || core.tearing_down();
+        let may_start = may_start_ranks(pmix_pending, &core);
         if let Some(st) = starting.as_mut().filter(|_| may_start) {
             if ranks.start_some(st, &mut core, &up, &rank_pids, &mut fx) {
                 starting = None;
@@ -416,7 +410,7 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
         // The core's, the launch lifecycle's and the rank reactor's timers: wait for the next
         // event, the ranks' descriptors, or the earliest deadline.
         // Ranks still to start: only what is ready now, then the next batch.
-        let more = (starting.is_some() && (!pmix_pending || core.tearing_down())).then_some(now);
+        let more = (starting.is_some() && may_start_ranks(pmix_pending, &core)).then_some(now);
         let due = [
             core.poll_timeout(),
             children.poll_timeout(),
@@ -581,6 +575,12 @@ pub async fn run(parent: Parent, secret: String, keep_stdin: bool) -> io::Result
     drop(stage);
     drop(hwloc_dir);
     Ok(0)
+}
+
+/// Whether ranks may start now: not while the PMIx server starts (they need its variables),
+/// unless the node is torn down (then none will, and they are counted as not started).
+fn may_start_ranks(pmix_pending: bool, core: &NodeCore) -> bool {
+    !pmix_pending || core.tearing_down()
 }
 
 /// Our stdin, non-blocking and registered with the event loop; an error when it cannot be
@@ -1074,6 +1074,7 @@ impl Ranks {
         ev: &UnboundedSender<Ev>,
         up: &UpLink,
         pmgr_port: Option<u16>,
+        binding: Result<crate::proc::bind::NodeBinding, crate::proc::bind::NodeBindError>,
     ) -> io::Result<(Ranks, Starting)> {
         let (job, plan) = (core.job(), core.plan());
         let n = plan.ranks.len();
@@ -1099,24 +1100,22 @@ impl Ranks {
             node.failed_starts.push((0, ProcEnd::SpawnFailed { errno: libc::EAGAIN, reason }));
             return Ok((node, Starting { next: 1, ..Starting::refused(pmgr_port) }));
         }
-        let bound: Vec<crate::proc::bind::KernelBinding> =
-            match crate::proc::bind::node_binding(job, plan) {
-                Ok(b) => {
-                    if job.verbose || job.binding.report {
-                        crate::proc::bind::report(job, plan, &b);
-                    }
-                    b.kernel(n)
+        let bound: Vec<crate::proc::bind::KernelBinding> = match binding {
+            Ok(b) => {
+                if job.verbose || job.binding.report {
+                    crate::proc::bind::report(job, plan, &b);
                 }
-                Err(e) => {
-                    let reason = e.to_string();
-                    for local in 0..n {
-                        let end =
-                            ProcEnd::SpawnFailed { errno: libc::EINVAL, reason: reason.clone() };
-                        node.failed_starts.push((local, end));
-                    }
-                    return Ok((node, Starting { next: n, ..Starting::refused(pmgr_port) }));
+                b.kernel(n)
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                for local in 0..n {
+                    let end = ProcEnd::SpawnFailed { errno: libc::EINVAL, reason: reason.clone() };
+                    node.failed_starts.push((local, end));
                 }
-            };
+                return Ok((node, Starting { next: n, ..Starting::refused(pmgr_port) }));
+            }
+        };
         // Each rank's GPUs (`-gpus-per-proc`): one variable, a value per local rank.
         let gpus = crate::proc::gpu::node_gpus(job, plan);
         if let (Some(a), true) = (&gpus, job.verbose) {

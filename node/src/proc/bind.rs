@@ -54,6 +54,14 @@ impl KernelBinding {
 }
 
 impl NodeBinding {
+    /// Each of `n` local ranks' CPUs in the kernel's list syntax (`0-3,8`), `None` where not
+    /// bound.
+    pub fn cpu_lists(&self, n: usize) -> Vec<Option<String>> {
+        (0..n)
+            .map(|i| self.cpus.as_ref().and_then(|c| c.get(i)?.as_ref()).map(|s| s.to_string()))
+            .collect()
+    }
+
     /// What the children of the node's `n` ranks apply, by local rank.
     pub fn kernel(&self, n: usize) -> Vec<KernelBinding> {
         (0..n)
